@@ -1,0 +1,1 @@
+//! speedbench-metrics
