@@ -1,0 +1,204 @@
+//! The in-memory form of one request record.
+
+use serde::{Deserialize, Serialize};
+
+/// One request (one turn of one conversation) as the client measured it.
+///
+/// This is the unit every speedbench crate agrees on: the client produces it,
+/// [`crate::RecordWriter`] stores it as one Parquet row, and the metrics and
+/// report crates read it back with [`crate::read_records`].
+///
+/// Durations are integer nanoseconds taken from a monotonic clock; the two
+/// wall-clock timestamps exist only to place the request on a timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RequestRecord {
+    /// Identifier of the run this request belongs to.
+    pub run_id: String,
+    /// Position of the request in dispatch order within the run (0-based).
+    pub request_index: u64,
+    /// Conversation (dataset row) identifier, e.g. SPEED-Bench's `question_id`.
+    pub conversation_id: String,
+    /// Turn of the conversation this request carried (0-based).
+    pub turn_index: u32,
+    /// Dataset name, e.g. `speed_bench_qualitative` or the input file stem.
+    pub dataset: String,
+    /// Category (SPEED-Bench domain or entropy tier) of the row, if known.
+    pub category: Option<String>,
+    /// Model name sent in the request.
+    pub model: String,
+    /// True for warmup requests, which every statistic excludes.
+    pub warmup: bool,
+    /// Wall-clock time the request was sent, nanoseconds since the Unix epoch.
+    pub start_unix_ns: i64,
+    /// Wall-clock time the response ended, nanoseconds since the Unix epoch.
+    pub end_unix_ns: i64,
+    /// Time from sending the request to the first output-bearing byte chunk.
+    pub ttft_ns: Option<u64>,
+    /// Gaps between consecutive output-bearing chunks after the first.
+    ///
+    /// A chunk may carry several tokens (a verify step usually emits its
+    /// accepted tokens together), so these are inter-chunk gaps.
+    pub inter_chunk_latencies_ns: Vec<u64>,
+    /// Time from sending the request to the end of the response.
+    pub e2e_latency_ns: u64,
+    /// Prompt tokens reported by the server's `usage`.
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens reported by the server's `usage` (or `timings`).
+    pub completion_tokens: Option<u64>,
+    /// Number of output-bearing chunks received.
+    pub output_chunks: u64,
+    /// Server-reported reason the generation stopped.
+    pub finish_reason: Option<String>,
+    /// HTTP status of the response, when one arrived.
+    pub http_status: Option<u16>,
+    /// Error classification; `None` means the request succeeded.
+    pub error_kind: Option<ErrorKind>,
+    /// Human-readable error detail (never contains credentials).
+    pub error_message: Option<String>,
+    /// The generated text (content plus reasoning), used by lossless checks.
+    pub output_text: String,
+    /// Speculative-decoding statistics, when the server reported them.
+    pub spec: Option<SpecDecodeStats>,
+    /// Server-side timings, when the server reported them (llama.cpp).
+    pub server_timings: Option<ServerTimings>,
+}
+
+impl RequestRecord {
+    /// True when the request finished without error.
+    pub fn is_success(&self) -> bool {
+        self.error_kind.is_none()
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The TCP connection could not be opened or broke.
+    Connection,
+    /// The request exceeded its timeout.
+    Timeout,
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// The server sent an error object inside a stream or body.
+    ServerError,
+    /// The response could not be parsed.
+    Protocol,
+    /// The run was interrupted while the request was in flight.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Connection,
+        ErrorKind::Timeout,
+        ErrorKind::HttpStatus,
+        ErrorKind::ServerError,
+        ErrorKind::Protocol,
+        ErrorKind::Cancelled,
+    ];
+
+    /// The stable name stored in Parquet.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connection => "connection",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored name back.
+    pub fn parse(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+/// Which wire format the speculative-decoding numbers were read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpecSource {
+    /// vLLM's per-request `metrics.speculative_decoding` object.
+    Vllm,
+    /// llama.cpp's `timings.draft_n` / `timings.draft_n_accepted`.
+    LlamaCpp,
+    /// SGLang's `sglext.spec_tokens_details` or `meta_info`.
+    Sglang,
+    /// TensorRT-LLM's per-choice `speculative_decoding` object.
+    TensorRtLlm,
+}
+
+impl SpecSource {
+    /// Every source, in a stable order.
+    pub const ALL: [SpecSource; 4] = [
+        SpecSource::Vllm,
+        SpecSource::LlamaCpp,
+        SpecSource::Sglang,
+        SpecSource::TensorRtLlm,
+    ];
+
+    /// The stable name stored in Parquet.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpecSource::Vllm => "vllm",
+            SpecSource::LlamaCpp => "llamacpp",
+            SpecSource::Sglang => "sglang",
+            SpecSource::TensorRtLlm => "tensorrt_llm",
+        }
+    }
+
+    /// Parses a stored name back.
+    pub fn parse(name: &str) -> Option<SpecSource> {
+        SpecSource::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+/// Speculative-decoding statistics of one request.
+///
+/// Invariants (checked by the adapters that build it): `accepted_draft_tokens
+/// <= proposed_draft_tokens`; when a histogram is present its counts sum to
+/// `verify_steps` and its index-weighted sum equals `accepted_draft_tokens`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SpecDecodeStats {
+    /// Where the numbers came from.
+    pub source: Option<SpecSource>,
+    /// Draft tokens the target accepted (the bonus token is not counted).
+    pub accepted_draft_tokens: u64,
+    /// Draft tokens proposed to the target.
+    pub proposed_draft_tokens: u64,
+    /// Verify steps (target forward passes that checked a draft).
+    ///
+    /// `None` when the engine gives no way to know it.
+    pub verify_steps: Option<u64>,
+    /// Configured draft budget `k`, when reported.
+    pub num_spec_tokens: Option<u32>,
+    /// Dense histogram: entry `j` counts verify steps that accepted exactly
+    /// `j` drafts. Empty when the engine did not report one.
+    pub acceptance_histogram: Vec<u64>,
+    /// Accepted drafts of each verify step, in order (vLLM `detailed`).
+    pub per_step_accepted: Option<Vec<u32>>,
+    /// Proposed drafts of each verify step, in order (vLLM `detailed`).
+    pub per_step_drafted: Option<Vec<u32>>,
+}
+
+/// Server-side timings of one request, as llama.cpp's `timings` reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServerTimings {
+    /// Prompt tokens processed (not served from the prompt cache).
+    pub prompt_n: Option<u64>,
+    /// Prompt tokens served from the prompt cache.
+    pub cache_n: Option<u64>,
+    /// Milliseconds spent on prompt processing.
+    pub prompt_ms: Option<f64>,
+    /// Prompt processing speed, tokens per second.
+    pub prompt_per_second: Option<f64>,
+    /// Tokens generated.
+    pub predicted_n: Option<u64>,
+    /// Milliseconds spent generating.
+    pub predicted_ms: Option<f64>,
+    /// Generation (decode) speed, tokens per second.
+    pub predicted_per_second: Option<f64>,
+}
