@@ -1,3 +1,53 @@
 //! The shared request-record schema of speedbench.
+//!
+//! Every speedbench crate speaks in [`RequestRecord`]s: the client measures
+//! one per request (one turn of a conversation), [`RecordWriter`] appends them
+//! to a Parquet file as the run goes, and the metrics and report crates read
+//! them back with [`read_records_file`]. The column layout is
+//! [`record_schema`], documented column by column in `docs/record-schema.md`.
+//!
+//! ```
+//! use speedbench_record::{RecordWriter, RequestRecord, RunManifest, SpecDecodeStats, SpecSource,
+//!     read_records_file};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("records.parquet");
+//! let mut writer = RecordWriter::create(&path)?;
+//! writer.append(&RequestRecord {
+//!     run_id: "run-1".into(),
+//!     conversation_id: "q1".into(),
+//!     category: Some("coding".into()),
+//!     completion_tokens: Some(53),
+//!     spec: Some(SpecDecodeStats {
+//!         source: Some(SpecSource::Vllm),
+//!         accepted_draft_tokens: 10,
+//!         proposed_draft_tokens: 129,
+//!         verify_steps: Some(43),
+//!         acceptance_histogram: vec![39, 1, 0, 3],
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! });
+//! writer.flush()?; // one row group is now on disk
+//! writer.close(&RunManifest { run_id: "run-1".into(), ..Default::default() })?;
+//!
+//! let file = read_records_file(&path)?;
+//! assert_eq!(file.records.len(), 1);
+//! assert_eq!(file.records[0].spec.as_ref().unwrap().verify_steps, Some(43));
+//! assert_eq!(file.manifest.unwrap().record_count, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+mod error;
+mod io;
+mod manifest;
 mod record;
+mod schema;
+
+pub use error::RecordError;
+pub use io::{
+    RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
+    read_records_file,
+};
+pub use manifest::{RunManifest, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
+pub use schema::{SCHEMA_VERSION, record_schema};

@@ -1,0 +1,65 @@
+//! The error type of this crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong writing or reading a records file.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The file could not be opened, created or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Parquet layer rejected the file (corrupt, truncated or not Parquet).
+    #[error("{path}: not a readable Parquet records file: {source}")]
+    Parquet {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying Parquet error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Arrow could not assemble or decode a batch.
+    #[error("{path}: {source}")]
+    Arrow {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying Arrow error.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// A column is missing or has the wrong type.
+    #[error("{path}: column `{column}`: {message}")]
+    Schema {
+        /// The file involved.
+        path: PathBuf,
+        /// The offending column.
+        column: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A value in one row breaks the schema's rules.
+    #[error("{path}: row {row}, column `{column}`: {message}")]
+    InvalidValue {
+        /// The file involved.
+        path: PathBuf,
+        /// Row index within the file (0-based).
+        row: usize,
+        /// The offending column.
+        column: String,
+        /// What is wrong with the value.
+        message: String,
+    },
+    /// The run metadata stored in the file is not valid JSON of the expected shape.
+    #[error("{path}: run metadata: {message}")]
+    Metadata {
+        /// The file involved.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+}

@@ -1,0 +1,195 @@
+//! Writing records to Parquet incrementally and reading them back.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::RecordError;
+use crate::manifest::RunManifest;
+use crate::record::RequestRecord;
+use crate::schema::{BatchBuilder, SCHEMA_VERSION, batch_to_records, record_schema};
+
+/// Conventional file name of a run's records inside its artifact directory.
+pub const RECORDS_FILE_NAME: &str = "records.parquet";
+
+/// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
+pub const SCHEMA_VERSION_KEY: &str = "speedbench.schema_version";
+
+/// Appends [`RequestRecord`]s to a Parquet file, one row group per flush.
+///
+/// Records are buffered in Arrow builders; [`RecordWriter::flush`] turns the
+/// buffer into a row group and hands it to the operating system, so the
+/// caller decides how much a crash may cost (the client flushes at least once
+/// a second). [`RecordWriter::close`] writes the footer, without which no
+/// Parquet reader can open the file: call it on every exit path, including
+/// Ctrl-C.
+pub struct RecordWriter {
+    path: PathBuf,
+    writer: ArrowWriter<File>,
+    buffer: BatchBuilder,
+    rows_written: u64,
+}
+
+impl RecordWriter {
+    /// Creates (or truncates) `path` and writes the Parquet header.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self, RecordError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| RecordError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_created_by(format!("speedbench-record {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                SCHEMA_VERSION_KEY.to_string(),
+                SCHEMA_VERSION.to_string(),
+            )]))
+            .build();
+        let writer = ArrowWriter::try_new(file, record_schema(), Some(props)).map_err(|source| {
+            RecordError::Parquet {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        Ok(RecordWriter {
+            path,
+            writer,
+            buffer: BatchBuilder::new(),
+            rows_written: 0,
+        })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Buffers one record; nothing reaches the file until [`Self::flush`].
+    pub fn append(&mut self, record: &RequestRecord) {
+        self.buffer.push(record);
+    }
+
+    /// Number of records appended but not yet flushed.
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Number of records flushed to the file so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+
+    /// Writes the buffered records as one row group.
+    pub fn flush(&mut self) -> Result<(), RecordError> {
+        let n = self.buffer.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let batch = self.buffer.finish().map_err(|source| RecordError::Arrow {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.writer
+            .write(&batch)
+            .and_then(|_| self.writer.flush())
+            .map_err(|source| RecordError::Parquet {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.rows_written += n as u64;
+        Ok(())
+    }
+
+    /// Flushes, stores the manifest in the footer and closes the file.
+    ///
+    /// The manifest's `record_count` is set to the number of rows written.
+    /// Returns that number.
+    pub fn close(mut self, manifest: &RunManifest) -> Result<u64, RecordError> {
+        self.flush()?;
+        let mut manifest = manifest.clone();
+        manifest.record_count = self.rows_written;
+        manifest.schema_version = SCHEMA_VERSION.to_string();
+        let json = serde_json::to_string(&manifest).map_err(|e| RecordError::Metadata {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        self.writer
+            .append_key_value_metadata(KeyValue::new(RunManifest::PARQUET_KEY.to_string(), json));
+        self.writer.close().map_err(|source| RecordError::Parquet {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(self.rows_written)
+    }
+}
+
+/// A records file read back: its manifest and every record in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordsFile {
+    /// The manifest stored in the footer, when present.
+    pub manifest: Option<RunManifest>,
+    /// Every record, in the order they were written.
+    pub records: Vec<RequestRecord>,
+}
+
+/// Reads every record of a records file, checking the schema as it goes.
+///
+/// Errors name the file, and for bad values the row and column.
+pub fn read_records_file(path: impl AsRef<Path>) -> Result<RecordsFile, RecordError> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parquet_err = |source| RecordError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let manifest = manifest_from(path, builder.metadata().file_metadata().key_value_metadata())?;
+    let reader = builder.with_batch_size(8192).build().map_err(parquet_err)?;
+    let source = path.display().to_string();
+    let mut records = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|source| RecordError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let first_row = records.len();
+        batch_to_records(&batch, &source, first_row, &mut records)?;
+    }
+    Ok(RecordsFile { manifest, records })
+}
+
+/// Reads only the records of a records file (see [`read_records_file`]).
+pub fn read_records(path: impl AsRef<Path>) -> Result<Vec<RequestRecord>, RecordError> {
+    read_records_file(path).map(|f| f.records)
+}
+
+fn manifest_from(
+    path: &Path,
+    kv: Option<&Vec<KeyValue>>,
+) -> Result<Option<RunManifest>, RecordError> {
+    // The last entry wins, so a writer may append a newer manifest.
+    let Some(json) = kv
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|kv| kv.key == RunManifest::PARQUET_KEY)
+        .and_then(|kv| kv.value.as_deref())
+    else {
+        return Ok(None);
+    };
+    serde_json::from_str(json)
+        .map(Some)
+        .map_err(|e| RecordError::Metadata {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}

@@ -1,0 +1,67 @@
+//! Run-level metadata stored beside and inside a records file.
+
+use serde::{Deserialize, Serialize};
+
+/// Run-level facts that hold for every record of a run.
+///
+/// It is stored twice: as JSON under the Parquet key-value metadata key
+/// [`RunManifest::PARQUET_KEY`], and as `run.json` beside the records file,
+/// so both Parquet tools and people with `jq` can read it. It must never hold
+/// a credential: [`redact_url`] strips user-info and query strings from URLs
+/// before they are stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunManifest {
+    /// Unique identifier of the run (also in every record's `run_id`).
+    pub run_id: String,
+    /// Version of the schema this file follows ([`crate::SCHEMA_VERSION`]).
+    pub schema_version: String,
+    /// Name and version of the tool that wrote the file.
+    pub tool: String,
+    /// Server base URL, redacted with [`redact_url`].
+    pub server_url: String,
+    /// Model name sent in requests.
+    pub model: String,
+    /// Dataset name, or the input file's stem.
+    pub dataset: String,
+    /// Wall-clock start of the run, nanoseconds since the Unix epoch.
+    pub started_unix_ns: i64,
+    /// Wall-clock end of the run; 0 while the run is in progress.
+    pub ended_unix_ns: i64,
+    /// How the run ended: `completed`, `interrupted` or `failed`.
+    pub outcome: String,
+    /// Number of records the file holds, set when the file is closed.
+    pub record_count: u64,
+    /// The run's configuration (load shape, request options), secrets removed.
+    pub config: serde_json::Value,
+}
+
+impl RunManifest {
+    /// Parquet key-value metadata key holding the manifest JSON.
+    pub const PARQUET_KEY: &'static str = "speedbench.run";
+    /// Conventional file name of the manifest beside the records file.
+    pub const FILE_NAME: &'static str = "run.json";
+}
+
+/// Removes user-info (`user:password@`) and the query string from a URL.
+///
+/// ```
+/// use speedbench_record::redact_url;
+/// assert_eq!(redact_url("https://u:secret@host:8000/v1?key=abc"), "https://host:8000/v1");
+/// assert_eq!(redact_url("http://127.0.0.1:8000"), "http://127.0.0.1:8000");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match scheme {
+        Some(s) => format!("{s}://{host}{path}"),
+        None => format!("{host}{path}"),
+    }
+}

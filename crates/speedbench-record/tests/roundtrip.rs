@@ -1,0 +1,150 @@
+use speedbench_record::*;
+
+fn full_record(i: u64) -> RequestRecord {
+    RequestRecord {
+        run_id: "run-x".into(),
+        request_index: i,
+        conversation_id: format!("conv-{i}"),
+        turn_index: (i % 3) as u32,
+        dataset: "speed_bench_qualitative".into(),
+        category: (i % 2 == 0).then(|| "coding".to_string()),
+        model: "m".into(),
+        warmup: i == 0,
+        start_unix_ns: 1_700_000_000_000_000_000 + i as i64,
+        end_unix_ns: 1_700_000_000_500_000_000 + i as i64,
+        ttft_ns: Some(20_000_000 + i),
+        inter_chunk_latencies_ns: vec![1, 2, 3 + i],
+        e2e_latency_ns: 500_000_000,
+        prompt_tokens: Some(12),
+        completion_tokens: (i != 3).then_some(53),
+        output_chunks: 4,
+        finish_reason: Some("stop".into()),
+        http_status: Some(200),
+        error_kind: (i == 3).then_some(ErrorKind::Timeout),
+        error_message: (i == 3).then(|| "timed out after 1s".to_string()),
+        output_text: format!(" héllo {i}"),
+        spec: (i != 3).then(|| SpecDecodeStats {
+            source: Some(if i % 2 == 0 { SpecSource::Vllm } else { SpecSource::LlamaCpp }),
+            accepted_draft_tokens: 4,
+            proposed_draft_tokens: 12,
+            verify_steps: Some(4),
+            num_spec_tokens: Some(3),
+            acceptance_histogram: vec![2, 1, 0, 1],
+            per_step_accepted: (i == 2).then(|| vec![0, 1, 3, 0]),
+            per_step_drafted: (i == 2).then(|| vec![3, 3, 3, 3]),
+        }),
+        server_timings: (i % 2 == 1).then(|| ServerTimings {
+            prompt_n: Some(41),
+            cache_n: Some(0),
+            prompt_ms: Some(169.05),
+            prompt_per_second: Some(242.5),
+            predicted_n: Some(64),
+            predicted_ms: Some(701.5),
+            predicted_per_second: Some(89.8),
+        }),
+    }
+}
+
+#[test]
+fn every_field_survives_a_round_trip_across_row_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(RECORDS_FILE_NAME);
+    let mut w = RecordWriter::create(&path).unwrap();
+    let records: Vec<_> = (0..7).map(full_record).collect();
+    for (n, r) in records.iter().enumerate() {
+        w.append(r);
+        if n % 3 == 2 {
+            w.flush().unwrap();
+        }
+    }
+    let manifest = RunManifest {
+        run_id: "run-x".into(),
+        server_url: redact_url("http://user:pw@127.0.0.1:9/v1?token=t"),
+        outcome: "completed".into(),
+        config: serde_json::json!({"concurrency": 4}),
+        ..Default::default()
+    };
+    assert_eq!(w.close(&manifest).unwrap(), 7);
+    let back = read_records_file(&path).unwrap();
+    assert_eq!(back.records, records);
+    let m = back.manifest.unwrap();
+    assert_eq!(m.record_count, 7);
+    assert_eq!(m.schema_version, SCHEMA_VERSION);
+    assert_eq!(m.server_url, "http://127.0.0.1:9/v1");
+    assert_eq!(m.config["concurrency"], 4);
+}
+
+#[test]
+fn a_truncated_file_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("records.parquet");
+    let mut w = RecordWriter::create(&path).unwrap();
+    w.append(&full_record(1));
+    w.close(&RunManifest::default()).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = read_records_file(&path).unwrap_err().to_string();
+    assert!(err.contains("records.parquet"), "{err}");
+    assert!(err.contains("not a readable Parquet"), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let err = read_records("/nonexistent/records.parquet").unwrap_err();
+    assert!(matches!(err, RecordError::Io { .. }));
+    assert!(err.to_string().contains("/nonexistent/records.parquet"));
+}
+
+#[test]
+fn a_parquet_file_of_another_schema_names_the_column() {
+    use arrow_array::{Int32Array, RecordBatch};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.parquet");
+    let batch = RecordBatch::try_from_iter([(
+        "run_id",
+        Arc::new(Int32Array::from(vec![1, 2])) as arrow_array::ArrayRef,
+    )])
+    .unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let err = read_records(&path).unwrap_err().to_string();
+    assert!(err.contains("other.parquet") && err.contains("`run_id`"), "{err}");
+    assert!(err.contains("expected type Utf8"), "{err}");
+}
+
+#[test]
+fn an_unknown_error_kind_names_row_and_column() {
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.parquet");
+    let mut w = RecordWriter::create(&good).unwrap();
+    w.append(&full_record(3));
+    w.append(&full_record(3));
+    w.close(&RunManifest::default()).unwrap();
+    // Rewrite the second row's error_kind to a value no version ever wrote.
+    let batch = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
+        std::fs::File::open(&good).unwrap(),
+        1024,
+    )
+    .unwrap()
+    .next()
+    .unwrap()
+    .unwrap();
+    let idx = batch.schema().index_of("error_kind").unwrap();
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    cols[idx] = Arc::new(StringArray::from(vec![Some("timeout"), Some("gremlins")]));
+    let bad_batch = RecordBatch::try_new(batch.schema(), cols).unwrap();
+    let bad = dir.path().join("bad.parquet");
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&bad).unwrap(), bad_batch.schema(), None)
+            .unwrap();
+    w.write(&bad_batch).unwrap();
+    w.close().unwrap();
+    let err = read_records(&bad).unwrap_err().to_string();
+    assert!(err.contains("bad.parquet: row 1, column `error_kind`"), "{err}");
+}
