@@ -1,1 +1,155 @@
-//! speedbench-dataset
+//! Load, validate and filter the datasets speedbench runs.
+//!
+//! A dataset is a list of [`Conversation`]s: one per dataset row, each with
+//! one or more user turns. Single-turn rows become one request; multi-turn
+//! rows become one request per turn, the live assistant reply fed back as
+//! history by the client.
+//!
+//! SPEED-Bench rows are read from JSONL in either of the two shapes found in
+//! the wild: resolved rows with `messages: [{role, content}]` (AIPerf's cache
+//! and NeMo-Skills' prepare step) or Hub rows with `turns: [string]`. Rows that
+//! still hold the upstream placeholder text are rejected, because benchmarking
+//! the placeholder would produce numbers about nothing.
+//!
+//! ```
+//! use speedbench_dataset::Dataset;
+//!
+//! let jsonl = r#"{"question_id":"q1","category":"coding","turns":["Write a sort."]}
+//! {"question_id":"q2","category":"math","messages":[{"role":"user","content":"1+1?"},{"role":"user","content":"And 2+2?"}]}
+//! "#;
+//! let dataset = Dataset::from_jsonl_str("rows.jsonl", jsonl)?;
+//! assert_eq!(dataset.conversations.len(), 2);
+//! assert_eq!(dataset.turn_count(), 3);
+//! let math = dataset.filter_categories(&["math".to_string()])?;
+//! assert_eq!(math.conversations[0].turns.len(), 2);
+//! # Ok::<(), speedbench_dataset::DatasetError>(())
+//! ```
+mod error;
+mod jsonl;
+
+pub use error::DatasetError;
+pub use jsonl::PLACEHOLDER;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The eleven SPEED-Bench qualitative categories, in the order reports use.
+pub const QUALITATIVE_CATEGORIES: [&str; 11] = [
+    "coding",
+    "humanities",
+    "math",
+    "multilingual",
+    "qa",
+    "rag",
+    "reasoning",
+    "roleplay",
+    "stem",
+    "summarization",
+    "writing",
+];
+
+/// The three SPEED-Bench throughput entropy tiers, in report order.
+pub const THROUGHPUT_TIERS: [&str; 3] = ["low_entropy", "mixed", "high_entropy"];
+
+/// One chat message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+/// One dataset row: an identifier, a category and the turns to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Row identifier (SPEED-Bench `question_id`).
+    pub id: String,
+    /// Category (domain or entropy tier), when the row has one.
+    pub category: Option<String>,
+    /// Messages that precede every turn (a system prompt), possibly empty.
+    pub preamble: Vec<Message>,
+    /// The user turns, sent one request each and in order.
+    pub turns: Vec<String>,
+}
+
+/// A named list of conversations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataset {
+    /// Dataset name, recorded in every request record.
+    pub name: String,
+    /// The rows, in file order.
+    pub conversations: Vec<Conversation>,
+}
+
+impl Dataset {
+    /// Loads a JSONL file of SPEED-Bench-shaped rows.
+    ///
+    /// The dataset is named after the file stem. Errors name the file, the
+    /// line and the field.
+    pub fn from_jsonl_file(path: impl AsRef<Path>) -> Result<Dataset, DatasetError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
+        let mut dataset = Dataset::from_jsonl_str(&path.display().to_string(), &text)?;
+        dataset.name = name;
+        Ok(dataset)
+    }
+
+    /// Parses JSONL text; `source` names it in errors and becomes the name.
+    pub fn from_jsonl_str(source: &str, text: &str) -> Result<Dataset, DatasetError> {
+        let conversations = jsonl::parse_rows(source, text)?;
+        Ok(Dataset {
+            name: source.to_string(),
+            conversations,
+        })
+    }
+
+    /// Total number of turns, i.e. requests one pass over the dataset sends.
+    pub fn turn_count(&self) -> usize {
+        self.conversations.iter().map(|c| c.turns.len()).sum()
+    }
+
+    /// The distinct categories present, sorted.
+    pub fn categories(&self) -> BTreeSet<&str> {
+        self.conversations
+            .iter()
+            .filter_map(|c| c.category.as_deref())
+            .collect()
+    }
+
+    /// Keeps only the rows of the given categories.
+    ///
+    /// An empty filter keeps everything. A filter that matches no row is an
+    /// error listing the categories that do exist.
+    pub fn filter_categories(&self, wanted: &[String]) -> Result<Dataset, DatasetError> {
+        if wanted.is_empty() {
+            return Ok(self.clone());
+        }
+        let conversations: Vec<_> = self
+            .conversations
+            .iter()
+            .filter(|c| c.category.as_ref().is_some_and(|cat| wanted.contains(cat)))
+            .cloned()
+            .collect();
+        if conversations.is_empty() {
+            return Err(DatasetError::NoRowsMatch {
+                dataset: self.name.clone(),
+                wanted: wanted.to_vec(),
+                available: self.categories().into_iter().map(String::from).collect(),
+            });
+        }
+        Ok(Dataset {
+            name: self.name.clone(),
+            conversations,
+        })
+    }
+}

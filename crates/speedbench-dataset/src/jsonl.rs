@@ -1,0 +1,142 @@
+//! Parsing SPEED-Bench-shaped JSONL rows.
+
+use serde::Deserialize;
+
+use crate::{Conversation, DatasetError, Message};
+
+/// The text SPEED-Bench publishes in place of prompts it may not redistribute.
+pub const PLACEHOLDER: &str =
+    "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH";
+
+#[derive(Deserialize)]
+struct RawRow {
+    question_id: Option<serde_json::Value>,
+    category: Option<String>,
+    messages: Option<Vec<Message>>,
+    turns: Option<Vec<String>>,
+}
+
+pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, DatasetError> {
+    let mut rows = Vec::new();
+    let mut placeholders = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let invalid = |message: String| DatasetError::InvalidRow {
+            source_name: source.to_string(),
+            line: line_no,
+            message,
+        };
+        let raw: RawRow = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
+        let id = match raw.question_id {
+            Some(serde_json::Value::String(s)) => s,
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "field `question_id` must be a string or number, found {other}"
+                )));
+            }
+            None => format!("row-{line_no}"),
+        };
+        let (preamble, turns) = match (raw.messages, raw.turns) {
+            (Some(messages), _) => split_messages(messages).map_err(&invalid)?,
+            (None, Some(turns)) => (Vec::new(), turns),
+            (None, None) => {
+                return Err(invalid(
+                    "row has neither `messages` nor `turns`".to_string(),
+                ));
+            }
+        };
+        if turns.is_empty() {
+            return Err(invalid("row has no user turn".to_string()));
+        }
+        if turns.iter().any(|t| t.trim_start().starts_with(PLACEHOLDER)) {
+            placeholders.push(format!("line {line_no} ({id})"));
+            continue;
+        }
+        rows.push(Conversation {
+            id,
+            category: raw.category.filter(|c| !c.is_empty()),
+            preamble,
+            turns,
+        });
+    }
+    if !placeholders.is_empty() {
+        return Err(DatasetError::UnresolvedPlaceholders {
+            source_name: source.to_string(),
+            count: placeholders.len(),
+            first_ids: placeholders
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    if rows.is_empty() {
+        return Err(DatasetError::Empty {
+            source_name: source.to_string(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Splits resolved `messages` into a system preamble and the user turns.
+///
+/// Assistant messages in the file are reference answers, not history: the
+/// client feeds back the live reply instead, as AIPerf does.
+fn split_messages(messages: Vec<Message>) -> Result<(Vec<Message>, Vec<String>), String> {
+    let mut preamble = Vec::new();
+    let mut turns = Vec::new();
+    for (i, m) in messages.into_iter().enumerate() {
+        match m.role.as_str() {
+            "system" | "developer" if turns.is_empty() => preamble.push(m),
+            "user" => turns.push(m.content),
+            "assistant" => {}
+            other => return Err(format!("field `messages[{i}].role` has unsupported value {other:?}")),
+        }
+    }
+    Ok((preamble, turns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_row_shapes_parse() {
+        let text = r#"{"question_id":"a","category":"qa","turns":["x","y"]}
+{"question_id":7,"category":"rag","messages":[{"role":"system","content":"s"},{"role":"user","content":"u1"},{"role":"assistant","content":"ref"},{"role":"user","content":"u2"}]}"#;
+        let rows = parse_rows("f.jsonl", text).unwrap();
+        assert_eq!(rows[0].turns, vec!["x", "y"]);
+        assert_eq!(rows[1].id, "7");
+        assert_eq!(rows[1].preamble[0].content, "s");
+        assert_eq!(rows[1].turns, vec!["u1", "u2"]);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = "{\"question_id\":\"a\",\"turns\":[\"x\"]}\n{\"question_id\":[1],\"turns\":[\"x\"]}";
+        let err = parse_rows("f.jsonl", text).unwrap_err().to_string();
+        assert!(err.starts_with("f.jsonl:2: field `question_id`"), "{err}");
+        let err = parse_rows("f.jsonl", "{\"question_id\":\"a\"}").unwrap_err().to_string();
+        assert!(err.contains("f.jsonl:1") && err.contains("`messages` nor `turns`"), "{err}");
+        let err = parse_rows("f.jsonl", "not json").unwrap_err().to_string();
+        assert!(err.starts_with("f.jsonl:1:"), "{err}");
+        let err = parse_rows("f.jsonl", "\n\n").unwrap_err().to_string();
+        assert_eq!(err, "f.jsonl: no rows");
+    }
+
+    #[test]
+    fn placeholder_rows_are_counted_and_named() {
+        let ph = format!("{PLACEHOLDER}\n\n{{question}}");
+        let text = format!(
+            "{{\"question_id\":\"ok\",\"turns\":[\"fine\"]}}\n{{\"question_id\":\"p1\",\"turns\":[{ph:?}]}}\n{{\"question_id\":\"p2\",\"messages\":[{{\"role\":\"user\",\"content\":{PLACEHOLDER:?}}}]}}"
+        );
+        let err = parse_rows("q.jsonl", &text).unwrap_err().to_string();
+        assert!(err.contains("2 row(s)"), "{err}");
+        assert!(err.contains("line 2 (p1), line 3 (p2)"), "{err}");
+    }
+}
