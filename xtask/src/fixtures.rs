@@ -36,13 +36,21 @@ fn speed_bench_mini() -> String {
     for (c, category) in CATEGORIES.iter().enumerate() {
         for n in 0..3 {
             let topic = TOPICS[(c + n) % TOPICS.len()];
-            let mut turns = vec![format!("[{category} {n}] Please answer carefully: {topic}.")];
+            let mut turns = vec![format!(
+                "[{category} {n}] Please answer carefully: {topic}."
+            )];
             if n == 0 {
-                turns.push(format!("[{category} {n}] Now explain your answer in more detail."));
+                turns.push(format!(
+                    "[{category} {n}] Now explain your answer in more detail."
+                ));
             }
             if n == 1 && *category == "reasoning" {
-                turns.push(format!("[{category} {n}] Follow up: what changes if the input doubles?"));
-                turns.push(format!("[{category} {n}] Finally, summarise in one sentence."));
+                turns.push(format!(
+                    "[{category} {n}] Follow up: what changes if the input doubles?"
+                ));
+                turns.push(format!(
+                    "[{category} {n}] Finally, summarise in one sentence."
+                ));
             }
             let messages: Vec<_> = turns
                 .iter()
@@ -70,8 +78,8 @@ pub fn run(root: &Path, check: bool) -> Result<(), String> {
     for (rel, content) in files {
         let path = root.join(rel);
         if check {
-            let current = std::fs::read_to_string(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let current =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             if current != content {
                 return Err(format!("{rel} is stale: run `cargo xtask fixtures`"));
             }

@@ -44,7 +44,9 @@ pub enum DatasetError {
         source_name: String,
     },
     /// A category filter matched nothing.
-    #[error("dataset {dataset}: no rows in categories {wanted:?}; available categories: {available:?}")]
+    #[error(
+        "dataset {dataset}: no rows in categories {wanted:?}; available categories: {available:?}"
+    )]
     NoRowsMatch {
         /// The dataset filtered.
         dataset: String,

@@ -52,7 +52,10 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         if turns.is_empty() {
             return Err(invalid("row has no user turn".to_string()));
         }
-        if turns.iter().any(|t| t.trim_start().starts_with(PLACEHOLDER)) {
+        if turns
+            .iter()
+            .any(|t| t.trim_start().starts_with(PLACEHOLDER))
+        {
             placeholders.push(format!("line {line_no} ({id})"));
             continue;
         }
@@ -95,7 +98,11 @@ fn split_messages(messages: Vec<Message>) -> Result<(Vec<Message>, Vec<String>),
             "system" | "developer" if turns.is_empty() => preamble.push(m),
             "user" => turns.push(m.content),
             "assistant" => {}
-            other => return Err(format!("field `messages[{i}].role` has unsupported value {other:?}")),
+            other => {
+                return Err(format!(
+                    "field `messages[{i}].role` has unsupported value {other:?}"
+                ));
+            }
         }
     }
     Ok((preamble, turns))
@@ -118,11 +125,17 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let text = "{\"question_id\":\"a\",\"turns\":[\"x\"]}\n{\"question_id\":[1],\"turns\":[\"x\"]}";
+        let text =
+            "{\"question_id\":\"a\",\"turns\":[\"x\"]}\n{\"question_id\":[1],\"turns\":[\"x\"]}";
         let err = parse_rows("f.jsonl", text).unwrap_err().to_string();
         assert!(err.starts_with("f.jsonl:2: field `question_id`"), "{err}");
-        let err = parse_rows("f.jsonl", "{\"question_id\":\"a\"}").unwrap_err().to_string();
-        assert!(err.contains("f.jsonl:1") && err.contains("`messages` nor `turns`"), "{err}");
+        let err = parse_rows("f.jsonl", "{\"question_id\":\"a\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("f.jsonl:1") && err.contains("`messages` nor `turns`"),
+            "{err}"
+        );
         let err = parse_rows("f.jsonl", "not json").unwrap_err().to_string();
         assert!(err.starts_with("f.jsonl:1:"), "{err}");
         let err = parse_rows("f.jsonl", "\n\n").unwrap_err().to_string();

@@ -21,15 +21,19 @@ fn a_filter_that_matches_nothing_lists_what_exists() {
     let err = d.filter_categories(&["cooking".into()]).unwrap_err();
     assert!(matches!(err, DatasetError::NoRowsMatch { .. }));
     let msg = err.to_string();
-    assert!(msg.contains("\"cooking\"") && msg.contains("\"roleplay\""), "{msg}");
-    let two = d
-        .filter_categories(&["math".into(), "qa".into()])
-        .unwrap();
+    assert!(
+        msg.contains("\"cooking\"") && msg.contains("\"roleplay\""),
+        "{msg}"
+    );
+    let two = d.filter_categories(&["math".into(), "qa".into()]).unwrap();
     assert_eq!(two.conversations.len(), 6);
 }
 
 #[test]
 fn a_missing_file_names_the_path() {
     let err = Dataset::from_jsonl_file("/no/such/rows.jsonl").unwrap_err();
-    assert!(err.to_string().starts_with("/no/such/rows.jsonl: "), "{err}");
+    assert!(
+        err.to_string().starts_with("/no/such/rows.jsonl: "),
+        "{err}"
+    );
 }

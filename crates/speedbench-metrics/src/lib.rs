@@ -1,1 +1,63 @@
-//! speedbench-metrics
+//! Per-request and aggregate statistics over speedbench [`RequestRecord`]s.
+//!
+//! The formulas follow AIPerf's per-request spec-decode metrics and its
+//! `speed-bench-report`, and llama.cpp's `speed_bench.py` for the
+//! per-category table:
+//!
+//! - per-request values ([`RequestMetricsExt`]): acceptance length
+//!   `1 + accepted / steps`, draft acceptance rate `accepted / proposed`,
+//!   accepted per verified `(accepted + steps) / (proposed + steps)`, ITL
+//!   `(e2e - ttft) / (tokens - 1)`, per-user throughput `1 / ITL`;
+//! - per-request means ([`Summary`]) weigh every request equally;
+//! - token-weighted quantities ([`AcceptanceTotals`]) sum numerator and
+//!   denominator over the group and divide once;
+//! - the `Overall` of a matrix row is the unweighted mean of its present
+//!   cells ([`macro_average`]);
+//! - warmup records and failed records are excluded from every statistic;
+//!   failures are counted ([`RequestCounts`]).
+//!
+//! ```
+//! use speedbench_metrics::{RequestMetricsExt, RunMetrics};
+//! use speedbench_record::{RequestRecord, SpecDecodeStats};
+//!
+//! let request = |accepted, proposed, steps| RequestRecord {
+//!     spec: Some(SpecDecodeStats {
+//!         accepted_draft_tokens: accepted,
+//!         proposed_draft_tokens: proposed,
+//!         verify_steps: Some(steps),
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! };
+//! let records = [request(10, 129, 43), request(4, 12, 4)];
+//!
+//! // Per request: 1 + 10/43 and 1 + 4/4.
+//! println!("AL of the first request: {:.4}", records[0].acceptance_length().unwrap());
+//! assert_eq!(records[1].acceptance_length(), Some(2.0));
+//!
+//! let spec = RunMetrics::from_records(&records).spec_decode;
+//! // Equal weight per request: (1.2326 + 2.0) / 2.
+//! let mean = spec.acceptance_length.unwrap().avg;
+//! // Token-weighted: 1 + 14/47.
+//! let weighted = spec.token_weighted_acceptance_length().unwrap();
+//! println!("acceptance length: mean {mean:.4}, token-weighted {weighted:.4}");
+//! assert!((weighted - (1.0 + 14.0 / 47.0)).abs() < 1e-12);
+//! ```
+//!
+//! [`RequestRecord`]: speedbench_record::RequestRecord
+
+#![warn(missing_docs)]
+
+mod acceptance;
+mod category;
+mod request;
+mod run;
+mod spec;
+mod summary;
+
+pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average};
+pub use category::{CategorySummary, OVERALL, summarize_by};
+pub use request::RequestMetricsExt;
+pub use run::{ErrorCount, RequestCounts, RunMetrics, ServerTimingMetrics};
+pub use spec::{PooledHistogram, SpecDecodeMetrics};
+pub use summary::Summary;

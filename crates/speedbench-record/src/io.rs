@@ -51,12 +51,13 @@ impl RecordWriter {
                 SCHEMA_VERSION.to_string(),
             )]))
             .build();
-        let writer = ArrowWriter::try_new(file, record_schema(), Some(props)).map_err(|source| {
-            RecordError::Parquet {
-                path: path.clone(),
-                source,
-            }
-        })?;
+        let writer =
+            ArrowWriter::try_new(file, record_schema(), Some(props)).map_err(|source| {
+                RecordError::Parquet {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
         Ok(RecordWriter {
             path,
             writer,
@@ -152,7 +153,10 @@ pub fn read_records_file(path: impl AsRef<Path>) -> Result<RecordsFile, RecordEr
         source,
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
-    let manifest = manifest_from(path, builder.metadata().file_metadata().key_value_metadata())?;
+    let manifest = manifest_from(
+        path,
+        builder.metadata().file_metadata().key_value_metadata(),
+    )?;
     let reader = builder.with_batch_size(8192).build().map_err(parquet_err)?;
     let source = path.display().to_string();
     let mut records = Vec::new();

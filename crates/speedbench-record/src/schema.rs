@@ -196,7 +196,8 @@ impl BatchBuilder {
         self.output_chunks.append_value(r.output_chunks);
         self.finish_reason.append_option(r.finish_reason.as_deref());
         self.http_status.append_option(r.http_status);
-        self.error_kind.append_option(r.error_kind.map(ErrorKind::as_str));
+        self.error_kind
+            .append_option(r.error_kind.map(ErrorKind::as_str));
         self.error_message.append_option(r.error_message.as_deref());
         self.output_text.append_value(&r.output_text);
         self.push_spec(r.spec.as_ref());
@@ -302,16 +303,21 @@ struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn column(&self, name: &str) -> Result<&'a ArrayRef, RecordError> {
-        let schema_field = SCHEMA.field_with_name(name).map_err(|_| RecordError::Schema {
-            path: self.source.into(),
-            column: name.into(),
-            message: "not a column of the record schema".into(),
-        })?;
-        let col = self.batch.column_by_name(name).ok_or_else(|| RecordError::Schema {
-            path: self.source.into(),
-            column: name.into(),
-            message: "column is missing".into(),
-        })?;
+        let schema_field = SCHEMA
+            .field_with_name(name)
+            .map_err(|_| RecordError::Schema {
+                path: self.source.into(),
+                column: name.into(),
+                message: "not a column of the record schema".into(),
+            })?;
+        let col = self
+            .batch
+            .column_by_name(name)
+            .ok_or_else(|| RecordError::Schema {
+                path: self.source.into(),
+                column: name.into(),
+                message: "column is missing".into(),
+            })?;
         if col.data_type() != schema_field.data_type() {
             return Err(RecordError::Schema {
                 path: self.source.into(),
@@ -442,10 +448,16 @@ pub(crate) fn batch_to_records(
             Some(name) => Some(SpecDecodeStats {
                 source: SpecSource::parse(&name),
                 accepted_draft_tokens: opt(spec_accepted, i).ok_or_else(|| {
-                    invalid("spec_accepted_draft_tokens", "null while spec_source is set".into())
+                    invalid(
+                        "spec_accepted_draft_tokens",
+                        "null while spec_source is set".into(),
+                    )
                 })?,
                 proposed_draft_tokens: opt(spec_proposed, i).ok_or_else(|| {
-                    invalid("spec_proposed_draft_tokens", "null while spec_source is set".into())
+                    invalid(
+                        "spec_proposed_draft_tokens",
+                        "null while spec_source is set".into(),
+                    )
                 })?,
                 verify_steps: opt(spec_steps, i),
                 num_spec_tokens: opt(spec_k, i),

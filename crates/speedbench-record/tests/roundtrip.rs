@@ -7,7 +7,7 @@ fn full_record(i: u64) -> RequestRecord {
         conversation_id: format!("conv-{i}"),
         turn_index: (i % 3) as u32,
         dataset: "speed_bench_qualitative".into(),
-        category: (i % 2 == 0).then(|| "coding".to_string()),
+        category: i.is_multiple_of(2).then(|| "coding".to_string()),
         model: "m".into(),
         warmup: i == 0,
         start_unix_ns: 1_700_000_000_000_000_000 + i as i64,
@@ -24,7 +24,11 @@ fn full_record(i: u64) -> RequestRecord {
         error_message: (i == 3).then(|| "timed out after 1s".to_string()),
         output_text: format!(" héllo {i}"),
         spec: (i != 3).then(|| SpecDecodeStats {
-            source: Some(if i % 2 == 0 { SpecSource::Vllm } else { SpecSource::LlamaCpp }),
+            source: Some(if i.is_multiple_of(2) {
+                SpecSource::Vllm
+            } else {
+                SpecSource::LlamaCpp
+            }),
             accepted_draft_tokens: 4,
             proposed_draft_tokens: 12,
             verify_steps: Some(4),
@@ -33,7 +37,7 @@ fn full_record(i: u64) -> RequestRecord {
             per_step_accepted: (i == 2).then(|| vec![0, 1, 3, 0]),
             per_step_drafted: (i == 2).then(|| vec![3, 3, 3, 3]),
         }),
-        server_timings: (i % 2 == 1).then(|| ServerTimings {
+        server_timings: (i % 2 == 1).then_some(ServerTimings {
             prompt_n: Some(41),
             cache_n: Some(0),
             prompt_ms: Some(169.05),
@@ -106,13 +110,19 @@ fn a_parquet_file_of_another_schema_names_the_column() {
         Arc::new(Int32Array::from(vec![1, 2])) as arrow_array::ArrayRef,
     )])
     .unwrap();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None)
-            .unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
     let err = read_records(&path).unwrap_err().to_string();
-    assert!(err.contains("other.parquet") && err.contains("`run_id`"), "{err}");
+    assert!(
+        err.contains("other.parquet") && err.contains("`run_id`"),
+        "{err}"
+    );
     assert!(err.contains("expected type Utf8"), "{err}");
 }
 
@@ -140,11 +150,17 @@ fn an_unknown_error_kind_names_row_and_column() {
     cols[idx] = Arc::new(StringArray::from(vec![Some("timeout"), Some("gremlins")]));
     let bad_batch = RecordBatch::try_new(batch.schema(), cols).unwrap();
     let bad = dir.path().join("bad.parquet");
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&bad).unwrap(), bad_batch.schema(), None)
-            .unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&bad).unwrap(),
+        bad_batch.schema(),
+        None,
+    )
+    .unwrap();
     w.write(&bad_batch).unwrap();
     w.close().unwrap();
     let err = read_records(&bad).unwrap_err().to_string();
-    assert!(err.contains("bad.parquet: row 1, column `error_kind`"), "{err}");
+    assert!(
+        err.contains("bad.parquet: row 1, column `error_kind`"),
+        "{err}"
+    );
 }

@@ -1,0 +1,222 @@
+//! One request on the wire, timed at the moment bytes arrive.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use speedbench_dataset::Message;
+use speedbench_record::ErrorKind;
+
+use crate::error::ClientError;
+use crate::response::ResponseState;
+use crate::sse::{SseEvent, SseParser};
+use crate::target::Target;
+
+/// A pooled keep-alive HTTP client bound to one target.
+#[derive(Clone)]
+pub(crate) struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    url: hyper::Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// What one exchange produced: the folded response plus how it ended.
+pub(crate) struct Exchange {
+    pub sent_at: Instant,
+    pub ended_at: Instant,
+    pub status: Option<u16>,
+    pub state: ResponseState,
+    pub error: Option<(ErrorKind, String)>,
+}
+
+impl HttpClient {
+    pub fn new(target: &Target, max_connections: usize) -> Result<HttpClient, ClientError> {
+        let url_text = target.request_url();
+        let url: hyper::Uri = url_text
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| ClientError::InvalidUrl {
+                url: url_text.clone(),
+                message: e.to_string(),
+            })?;
+        let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+        if let Some(key) = &target.api_key {
+            let mut v =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    ClientError::InvalidHeader {
+                        name: "authorization".into(),
+                        message: "the API key holds characters not allowed in a header".into(),
+                    }
+                })?;
+            v.set_sensitive(true);
+            headers.push((AUTHORIZATION, v));
+        }
+        for (name, value) in &target.headers {
+            let invalid = |message: String| ClientError::InvalidHeader {
+                name: name.clone(),
+                message,
+            };
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+            let v = HeaderValue::from_str(value).map_err(|e| invalid(e.to_string()))?;
+            headers.push((n, v));
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(max_connections)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Ok(HttpClient {
+            client,
+            url,
+            headers,
+        })
+    }
+
+    /// Sends one request and reads the whole response, never failing: every
+    /// problem ends up in [`Exchange::error`].
+    pub async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
+        let body = serde_json::to_vec(&target.body(history)).unwrap_or_default();
+        let sent_at = Instant::now();
+        let mut ex = Exchange {
+            sent_at,
+            ended_at: sent_at,
+            status: None,
+            state: ResponseState::default(),
+            error: None,
+        };
+        let result =
+            tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
+        ex.ended_at = Instant::now();
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => ex.error = Some(e),
+            Err(_) => {
+                ex.error = Some((
+                    ErrorKind::Timeout,
+                    format!("no complete response within {:?}", target.timeout),
+                ))
+            }
+        }
+        if ex.error.is_none()
+            && let Some(msg) = ex.state.server_error.clone()
+        {
+            ex.error = Some((ErrorKind::ServerError, msg));
+        }
+        ex
+    }
+
+    async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone());
+        for (n, v) in &self.headers {
+            req = req.header(n, v);
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| (ErrorKind::Protocol, e.to_string()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| (ErrorKind::Connection, describe(&e)))?;
+        let status = resp.status();
+        ex.status = Some(status.as_u16());
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = resp.into_body();
+        let mut sse = SseParser::new();
+        let mut events: Vec<SseEvent> = Vec::new();
+        let mut whole = Vec::new();
+        while let Some(frame) = body.frame().await {
+            // Timestamp before any parsing: this is when the bytes arrived.
+            let at = Instant::now();
+            let frame = frame.map_err(|e| (ErrorKind::Connection, describe(&e)))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if !status.is_success() || !is_sse {
+                whole.extend_from_slice(&data);
+                continue;
+            }
+            sse.push(&data, &mut events);
+            for ev in events.drain(..) {
+                if ev.data.starts_with("[DONE]") {
+                    ex.state.done = true;
+                    continue;
+                }
+                match serde_json::from_str::<Value>(&ev.data) {
+                    Ok(v) => ex.state.absorb(&v, at),
+                    Err(e) => {
+                        return Err((
+                            ErrorKind::Protocol,
+                            format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
+                        ));
+                    }
+                }
+            }
+        }
+        let at = Instant::now();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&whole);
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    let mut s = ResponseState::default();
+                    s.absorb(&v, at);
+                    s.server_error
+                })
+                .unwrap_or_else(|| excerpt(&text));
+            return Err((ErrorKind::HttpStatus, format!("HTTP {status}: {detail}")));
+        }
+        if is_sse {
+            if !ex.state.done {
+                return Err((
+                    ErrorKind::Protocol,
+                    "stream ended without `data: [DONE]` (truncated response)".into(),
+                ));
+            }
+        } else {
+            let v: Value = serde_json::from_slice(&whole).map_err(|e| {
+                (
+                    ErrorKind::Protocol,
+                    format!(
+                        "response body is not JSON ({e}): {}",
+                        excerpt(&String::from_utf8_lossy(&whole))
+                    ),
+                )
+            })?;
+            ex.state.absorb(&v, at);
+        }
+        Ok(())
+    }
+}
+
+fn excerpt(s: &str) -> String {
+    let mut out: String = s.chars().take(200).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// The error and its causes on one line (hyper's top-level text alone is vague).
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    msg
+}

@@ -1,0 +1,349 @@
+//! Adapters from each engine's wire format to [`SpecDecodeStats`].
+//!
+//! Each adapter reads one engine's payload and checks its invariants; a
+//! payload that breaks them is reported as malformed rather than recorded,
+//! because a wrong acceptance number is worse than a missing one.
+
+use serde_json::Value;
+use speedbench_record::{SpecDecodeStats, SpecSource};
+
+/// A payload that claims to be spec-decode stats but breaks its own rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedSpec {
+    /// The engine whose format was expected.
+    pub source: SpecSource,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for MalformedSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "malformed {} spec-decode payload: {}",
+            self.source.as_str(),
+            self.message
+        )
+    }
+}
+
+fn u64_field(obj: &Value, name: &str, source: SpecSource) -> Result<u64, MalformedSpec> {
+    obj.get(name)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| MalformedSpec {
+            source,
+            message: format!("field `{name}` missing or not a non-negative integer"),
+        })
+}
+
+fn opt_u64(obj: &Value, name: &str) -> Option<u64> {
+    obj.get(name).and_then(Value::as_u64)
+}
+
+fn u32_list(
+    obj: &Value,
+    name: &str,
+    source: SpecSource,
+) -> Result<Option<Vec<u32>>, MalformedSpec> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
+            .collect::<Option<Vec<u32>>>()
+            .map(Some)
+            .ok_or_else(|| MalformedSpec {
+                source,
+                message: format!("field `{name}` must be a list of non-negative integers"),
+            }),
+        Some(_) => Err(MalformedSpec {
+            source,
+            message: format!("field `{name}` must be a list"),
+        }),
+    }
+}
+
+/// Reads a dense histogram list, or an early vLLM draft's sparse `{"j": n}` map.
+fn histogram(obj: &Value, name: &str, source: SpecSource) -> Result<Vec<u64>, MalformedSpec> {
+    let bad = |message: String| MalformedSpec { source, message };
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(Value::as_u64)
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(|| bad(format!("`{name}` must hold non-negative integers"))),
+        Some(Value::Object(map)) => {
+            let mut dense = Vec::new();
+            for (k, v) in map {
+                let j: usize = k
+                    .parse()
+                    .map_err(|_| bad(format!("`{name}` key {k:?} is not an integer")))?;
+                let n = v
+                    .as_u64()
+                    .ok_or_else(|| bad(format!("`{name}[{k}]` is not a non-negative integer")))?;
+                if dense.len() <= j {
+                    dense.resize(j + 1, 0);
+                }
+                dense[j] = n;
+            }
+            Ok(dense)
+        }
+        Some(_) => Err(bad(format!("`{name}` must be a list"))),
+    }
+}
+
+/// Checks the invariants every adapter's output must satisfy.
+fn validate(stats: SpecDecodeStats) -> Result<SpecDecodeStats, MalformedSpec> {
+    let source = stats.source.unwrap_or(SpecSource::Vllm);
+    let bad = |message: String| Err(MalformedSpec { source, message });
+    if stats.accepted_draft_tokens > stats.proposed_draft_tokens {
+        return bad(format!(
+            "accepted draft tokens ({}) exceed proposed draft tokens ({})",
+            stats.accepted_draft_tokens, stats.proposed_draft_tokens
+        ));
+    }
+    let hist = &stats.acceptance_histogram;
+    if !hist.is_empty() {
+        if let Some(k) = stats.num_spec_tokens
+            && hist.len() != k as usize + 1
+        {
+            return bad(format!(
+                "acceptance_histogram has {} buckets, expected num_spec_tokens + 1 = {}",
+                hist.len(),
+                k + 1
+            ));
+        }
+        let steps: u64 = hist.iter().sum();
+        let weighted: u64 = hist.iter().enumerate().map(|(j, n)| j as u64 * n).sum();
+        if Some(steps) != stats.verify_steps {
+            return bad(format!(
+                "acceptance_histogram counts sum to {steps}, but verify steps are {:?}",
+                stats.verify_steps
+            ));
+        }
+        if weighted != stats.accepted_draft_tokens {
+            return bad(format!(
+                "acceptance_histogram j-weighted sum is {weighted}, but accepted draft tokens are {}",
+                stats.accepted_draft_tokens
+            ));
+        }
+    }
+    if let (Some(acc), Some(drafted)) = (&stats.per_step_accepted, &stats.per_step_drafted) {
+        let steps = stats.verify_steps.unwrap_or(0) as usize;
+        if acc.len() != steps || drafted.len() != steps {
+            return bad(format!(
+                "per-step arrays have {} and {} entries for {steps} verify steps",
+                acc.len(),
+                drafted.len()
+            ));
+        }
+        if acc.iter().map(|&a| a as u64).sum::<u64>() != stats.accepted_draft_tokens
+            || drafted.iter().map(|&d| d as u64).sum::<u64>() != stats.proposed_draft_tokens
+        {
+            return bad("per-step arrays do not sum to the totals".into());
+        }
+        if let Some(i) = acc.iter().zip(drafted).position(|(a, d)| a > d) {
+            return bad(format!("step {i} accepted more drafts than it proposed"));
+        }
+    }
+    Ok(stats)
+}
+
+/// vLLM's per-request `metrics.speculative_decoding` object (the merged shape,
+/// dense histogram) or an early draft's per-choice `speculative_decoding_stats`.
+pub fn from_vllm(payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
+    let s = SpecSource::Vllm;
+    validate(SpecDecodeStats {
+        source: Some(s),
+        accepted_draft_tokens: u64_field(payload, "num_accepted_draft_tokens", s)?,
+        proposed_draft_tokens: u64_field(payload, "num_draft_tokens", s)?,
+        verify_steps: Some(u64_field(payload, "num_spec_steps", s)?),
+        num_spec_tokens: opt_u64(payload, "num_spec_tokens").and_then(|k| u32::try_from(k).ok()),
+        acceptance_histogram: histogram(payload, "acceptance_histogram", s)?,
+        per_step_accepted: u32_list(payload, "per_step_accepted", s)?,
+        per_step_drafted: u32_list(payload, "per_step_drafted", s)?,
+    })
+}
+
+/// TensorRT-LLM's per-choice `speculative_decoding` object.
+pub fn from_trtllm(payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
+    let s = SpecSource::TensorRtLlm;
+    validate(SpecDecodeStats {
+        source: Some(s),
+        accepted_draft_tokens: u64_field(payload, "total_accepted_draft_tokens", s)?,
+        proposed_draft_tokens: u64_field(payload, "total_draft_tokens", s)?,
+        verify_steps: Some(u64_field(payload, "num_spec_steps", s)?),
+        num_spec_tokens: opt_u64(payload, "num_spec_tokens").and_then(|k| u32::try_from(k).ok()),
+        acceptance_histogram: histogram(payload, "acceptance_histogram", s)?,
+        per_step_accepted: None,
+        per_step_drafted: None,
+    })
+}
+
+/// SGLang's `sglext.spec_tokens_details` object (OpenAI API, n == 1).
+pub fn from_sglang(payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
+    let s = SpecSource::Sglang;
+    validate(SpecDecodeStats {
+        source: Some(s),
+        accepted_draft_tokens: u64_field(payload, "spec_num_correct_drafts", s)?,
+        proposed_draft_tokens: u64_field(payload, "spec_num_proposed_drafts", s)?,
+        verify_steps: Some(u64_field(payload, "spec_verify_ct", s)?),
+        num_spec_tokens: None,
+        acceptance_histogram: histogram(payload, "spec_correct_drafts_histogram", s)?,
+        per_step_accepted: None,
+        per_step_drafted: None,
+    })
+}
+
+/// llama.cpp's `timings` object, when it carries `draft_n`.
+///
+/// llama.cpp reports no verify-step count. Each target decode step emits one
+/// token plus the drafts it accepted, so `predicted_n - draft_n_accepted` is
+/// the number of target decode steps, counting steps that had no draft; the
+/// acceptance length computed from it is tokens per target forward pass. No
+/// histogram is reported, and none is invented. Returns `Ok(None)` when the
+/// object has no draft fields (llama.cpp omits them when nothing was drafted).
+pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, MalformedSpec> {
+    let s = SpecSource::LlamaCpp;
+    if timings.get("draft_n").is_none() {
+        return Ok(None);
+    }
+    let drafted = u64_field(timings, "draft_n", s)?;
+    let accepted = opt_u64(timings, "draft_n_accepted").unwrap_or(0);
+    let steps = opt_u64(timings, "predicted_n").and_then(|p| p.checked_sub(accepted));
+    validate(SpecDecodeStats {
+        source: Some(s),
+        accepted_draft_tokens: accepted,
+        proposed_draft_tokens: drafted,
+        verify_steps: steps,
+        ..Default::default()
+    })
+    .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn vllm_summary_payload() {
+        let p = json!({"mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.0775,
+            "acceptance_histogram": [39, 1, 0, 3], "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
+            "num_draft_tokens": 129, "num_spec_tokens": 3});
+        let s = from_vllm(&p).unwrap();
+        assert_eq!(
+            (
+                s.accepted_draft_tokens,
+                s.proposed_draft_tokens,
+                s.verify_steps
+            ),
+            (10, 129, Some(43))
+        );
+        assert_eq!(s.acceptance_histogram, vec![39, 1, 0, 3]);
+        assert_eq!(s.num_spec_tokens, Some(3));
+    }
+
+    #[test]
+    fn vllm_detailed_payload_and_its_checks() {
+        let mut p = json!({"acceptance_histogram": [2, 1, 0, 1], "num_spec_steps": 4,
+            "num_accepted_draft_tokens": 4, "num_draft_tokens": 12, "num_spec_tokens": 3,
+            "per_step_accepted": [0, 1, 3, 0], "per_step_drafted": [3, 3, 3, 3]});
+        assert_eq!(
+            from_vllm(&p).unwrap().per_step_accepted,
+            Some(vec![0, 1, 3, 0])
+        );
+        p["per_step_accepted"] = json!([0, 1, 3]);
+        assert!(
+            from_vllm(&p)
+                .unwrap_err()
+                .message
+                .contains("per-step arrays")
+        );
+        p["per_step_accepted"] = json!([3, 3, 2, 4]);
+        p["per_step_drafted"] = json!([3, 3, 3, 3]);
+        p["num_accepted_draft_tokens"] = json!(12);
+        p["acceptance_histogram"] = json!([0, 0, 1, 3]);
+        // histogram j-weighted: 2 + 9 = 11 != 12
+        assert!(from_vllm(&p).is_err());
+    }
+
+    #[test]
+    fn vllm_rejects_broken_invariants() {
+        let base = json!({"acceptance_histogram": [39, 1, 0, 3], "num_spec_steps": 43,
+            "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3});
+        let cases = [
+            ("num_spec_steps", json!(99), "counts sum to 43"),
+            (
+                "num_accepted_draft_tokens",
+                json!(11),
+                "j-weighted sum is 10",
+            ),
+            ("num_draft_tokens", json!(5), "exceed proposed"),
+            ("acceptance_histogram", json!([0, 0, 0, 0, 1]), "5 buckets"),
+            (
+                "acceptance_histogram",
+                json!([39, -1, 0, 3]),
+                "non-negative",
+            ),
+            ("acceptance_histogram", json!("303"), "must be a list"),
+            ("num_spec_steps", json!("43"), "`num_spec_steps`"),
+        ];
+        for (field, value, needle) in cases {
+            let mut p = base.clone();
+            p[field] = value;
+            let err = from_vllm(&p).unwrap_err().to_string();
+            assert!(err.contains(needle), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn early_vllm_sparse_histogram_is_accepted() {
+        let p = json!({"acceptance_histogram": {"0": 39, "1": 1, "3": 3}, "num_spec_steps": 43,
+            "num_accepted_draft_tokens": 10, "num_draft_tokens": 129});
+        assert_eq!(
+            from_vllm(&p).unwrap().acceptance_histogram,
+            vec![39, 1, 0, 3]
+        );
+    }
+
+    #[test]
+    fn zero_step_payload_is_valid() {
+        let p = json!({"acceptance_histogram": [0, 0, 0, 0], "num_spec_steps": 0,
+            "num_accepted_draft_tokens": 0, "num_draft_tokens": 0, "num_spec_tokens": 3});
+        assert_eq!(from_vllm(&p).unwrap().verify_steps, Some(0));
+    }
+
+    #[test]
+    fn llamacpp_timings() {
+        let t = json!({"predicted_n": 64, "draft_n": 47, "draft_n_accepted": 47});
+        let s = from_llamacpp(&t).unwrap().unwrap();
+        // 64 tokens, 47 of them accepted drafts: 17 target decode steps.
+        assert_eq!(
+            (
+                s.accepted_draft_tokens,
+                s.proposed_draft_tokens,
+                s.verify_steps
+            ),
+            (47, 47, Some(17))
+        );
+        assert!(s.acceptance_histogram.is_empty());
+        assert_eq!(from_llamacpp(&json!({"predicted_n": 64})).unwrap(), None);
+        assert!(
+            from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3, "draft_n_accepted": 9}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn sglang_and_trtllm() {
+        let sg = json!({"spec_num_correct_drafts": 6, "spec_num_proposed_drafts": 12, "spec_verify_ct": 4,
+            "spec_correct_drafts_histogram": [1, 1, 1, 1], "spec_accept_length": 2.5});
+        let s = from_sglang(&sg).unwrap();
+        assert_eq!((s.accepted_draft_tokens, s.verify_steps), (6, Some(4)));
+        let trt = json!({"total_accepted_draft_tokens": 5, "total_draft_tokens": 9, "num_spec_steps": 3,
+            "acceptance_histogram": [1, 0, 1, 1], "num_spec_tokens": 3, "acceptance_rate": 0.55});
+        assert_eq!(from_trtllm(&trt).unwrap().proposed_draft_tokens, 9);
+    }
+}

@@ -1,0 +1,183 @@
+//! An incremental Server-Sent Events parser.
+//!
+//! Bytes arrive in arbitrary pieces: a frame may split an event, a line, a
+//! `\r\n` pair or a UTF-8 sequence. The parser buffers bytes and emits an
+//! event only when its terminating blank line has arrived, following the
+//! WHATWG rules the OpenAI SDKs follow: `\n`, `\r\n` and `\r` end lines, a
+//! line starting with `:` is a comment (keep-alive), `data` lines join with
+//! `\n`, one space after the colon is dropped, unknown fields are ignored.
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SseEvent {
+    /// The `event:` field, when the server named the event.
+    pub event: Option<String>,
+    /// The joined `data:` lines.
+    pub data: String,
+}
+
+/// Incremental SSE parser; feed bytes with [`SseParser::push`].
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+    /// Start of the unparsed part of `buf`.
+    pos: usize,
+    /// A `\r` ended the previous line; a following `\n` belongs to it.
+    skip_lf: bool,
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+}
+
+impl SseParser {
+    /// Creates an empty parser.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes and appends every event they complete to `out`.
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+        self.buf.extend_from_slice(bytes);
+        loop {
+            if self.skip_lf && self.pos < self.buf.len() {
+                if self.buf[self.pos] == b'\n' {
+                    self.pos += 1;
+                }
+                self.skip_lf = false;
+            }
+            let rest = &self.buf[self.pos..];
+            let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                break;
+            };
+            let is_cr = rest[end] == b'\r';
+            let line_start = self.pos;
+            self.pos += end + 1;
+            self.skip_lf = is_cr;
+            let line =
+                String::from_utf8_lossy(&self.buf[line_start..line_start + end]).into_owned();
+            self.line(&line, out);
+        }
+        // Drop consumed bytes once they dominate the buffer, keeping pushes O(n).
+        if self.pos > 4096 && self.pos * 2 > self.buf.len() {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+    }
+
+    /// Bytes received after the last complete line (an unterminated tail).
+    pub fn pending(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn line(&mut self, line: &str, out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            if self.has_data {
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data: std::mem::take(&mut self.data),
+                });
+            }
+            self.event = None;
+            self.has_data = false;
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = Some(value.to_string()),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_in_pieces(input: &[u8], piece: usize) -> Vec<SseEvent> {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for chunk in input.chunks(piece) {
+            p.push(chunk, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn events_survive_any_split() {
+        let input = "data: {\"a\":1}\n\n: keep-alive\n\nevent: sglext_ids\ndata: x\n\ndata: é€\r\n\r\ndata: l1\rdata: l2\r\r\ndata: [DONE]\n\n";
+        let expected = vec![
+            SseEvent {
+                event: None,
+                data: "{\"a\":1}".into(),
+            },
+            SseEvent {
+                event: Some("sglext_ids".into()),
+                data: "x".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "é€".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "l1\nl2".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            },
+        ];
+        for piece in 1..input.len() {
+            assert_eq!(
+                parse_in_pieces(input.as_bytes(), piece),
+                expected,
+                "piece {piece}"
+            );
+        }
+    }
+
+    #[test]
+    fn fields_without_space_and_unknown_fields() {
+        let out = parse_in_pieces(b"data:x\nid: 3\nretry: 10\nfoo\n\n", 64);
+        assert_eq!(
+            out,
+            vec![SseEvent {
+                event: None,
+                data: "x".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn an_unterminated_tail_is_pending_not_dispatched() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.push(b"data: {\"partial\":", &mut out);
+        assert!(out.is_empty());
+        assert_eq!(p.pending(), b"data: {\"partial\":");
+    }
+
+    #[test]
+    fn long_streams_do_not_grow_the_buffer() {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for _ in 0..10_000 {
+            p.push(b"data: {\"choices\":[]}\n\n", &mut out);
+        }
+        assert_eq!(out.len(), 10_000);
+        assert!(p.buf.len() < 16 * 1024);
+    }
+}

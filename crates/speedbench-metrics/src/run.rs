@@ -1,0 +1,339 @@
+//! Run-level statistics (AIPerf's "LLM Metrics" console table).
+
+use serde::{Deserialize, Serialize};
+use speedbench_record::{ErrorKind, RequestRecord};
+
+use crate::acceptance::is_measured;
+use crate::request::RequestMetricsExt;
+use crate::spec::SpecDecodeMetrics;
+use crate::summary::Summary;
+
+const NS_PER_MS: f64 = 1e6;
+const NS_PER_S: f64 = 1e9;
+
+/// Aggregate statistics of one run.
+///
+/// Warmup records and failed records (`error_kind` set) are excluded from
+/// every statistic; failures are still counted in [`RequestCounts`].
+/// Latency summaries are in milliseconds, throughputs in per-second units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    /// How many requests there were, and how many failed, by kind.
+    pub counts: RequestCounts,
+    /// From the earliest `start_unix_ns` to the latest `end_unix_ns` over
+    /// every non-warmup record (failed ones included: they occupied the
+    /// window), in seconds; `None` without such records or when not positive.
+    pub benchmark_duration_s: Option<f64>,
+    /// Successful requests / benchmark duration (requests/s).
+    pub request_throughput: Option<f64>,
+    /// Σ completion tokens of the successful requests / benchmark duration
+    /// (tokens/s).
+    pub output_token_throughput: Option<f64>,
+    /// Time to first token (ms).
+    pub ttft_ms: Option<Summary>,
+    /// Per-request inter-token latency `(e2e - ttft) / (tokens - 1)` (ms).
+    pub inter_token_latency_ms: Option<Summary>,
+    /// Inter-chunk gaps pooled over all requests, each gap one sample (ms).
+    pub inter_chunk_latency_ms: Option<Summary>,
+    /// End-to-end request latency (ms).
+    pub request_latency_ms: Option<Summary>,
+    /// Completion tokens per request.
+    pub output_sequence_length: Option<Summary>,
+    /// Prompt tokens per request.
+    pub input_sequence_length: Option<Summary>,
+    /// Per-request `1 / ITL` (tokens/s/user), AIPerf's definition.
+    pub output_token_throughput_per_user: Option<Summary>,
+    /// The speculative-decoding section.
+    pub spec_decode: SpecDecodeMetrics,
+    /// llama.cpp server-side timings.
+    pub server_timings: ServerTimingMetrics,
+}
+
+impl RunMetrics {
+    /// Computes every run-level statistic from the records of one run.
+    pub fn from_records(records: &[RequestRecord]) -> RunMetrics {
+        let counts = RequestCounts::from_records(records);
+        let benchmark_duration_s = benchmark_duration_s(records);
+        let ok: Vec<&RequestRecord> = records.iter().filter(|r| is_measured(r)).collect();
+        let output_tokens: u64 = ok.iter().filter_map(|r| r.completion_tokens).sum();
+        let per_second = |n: u64| benchmark_duration_s.map(|d| n as f64 / d);
+        let summarize = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
+            Summary::of(&ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+        };
+        let chunk_gaps: Vec<f64> = ok
+            .iter()
+            .flat_map(|r| r.inter_chunk_latencies_ns.iter())
+            .map(|&g| g as f64 / NS_PER_MS)
+            .collect();
+        RunMetrics {
+            request_throughput: per_second(counts.succeeded),
+            output_token_throughput: per_second(output_tokens),
+            counts,
+            benchmark_duration_s,
+            ttft_ms: summarize(&|r| r.ttft_ms()),
+            inter_token_latency_ms: summarize(&|r| r.inter_token_latency_ms()),
+            inter_chunk_latency_ms: Summary::of(&chunk_gaps),
+            request_latency_ms: summarize(&|r| Some(r.request_latency_ms())),
+            output_sequence_length: summarize(&|r| r.completion_tokens.map(|n| n as f64)),
+            input_sequence_length: summarize(&|r| r.prompt_tokens.map(|n| n as f64)),
+            output_token_throughput_per_user: summarize(&|r| r.output_token_throughput_per_user()),
+            spec_decode: SpecDecodeMetrics::from_records(records),
+            server_timings: ServerTimingMetrics::from_records(records),
+        }
+    }
+}
+
+fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
+    let window = records.iter().filter(|r| !r.warmup);
+    let start = window.clone().map(|r| r.start_unix_ns).min()?;
+    let end = window.map(|r| r.end_unix_ns).max()?;
+    (end > start).then(|| (end - start) as f64 / NS_PER_S)
+}
+
+/// Request counts of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RequestCounts {
+    /// Every record, warmup included.
+    pub total: u64,
+    /// Warmup records (whether or not they failed); excluded from the rest.
+    pub warmup: u64,
+    /// Non-warmup records without an error.
+    pub succeeded: u64,
+    /// Non-warmup records with an error.
+    pub failed: u64,
+    /// `failed` split by kind, in [`ErrorKind::ALL`] order, kinds with a
+    /// zero count left out.
+    pub failed_by_kind: Vec<ErrorCount>,
+}
+
+impl RequestCounts {
+    /// Counts the records.
+    pub fn from_records(records: &[RequestRecord]) -> RequestCounts {
+        let mut counts = RequestCounts {
+            total: records.len() as u64,
+            ..Default::default()
+        };
+        let mut by_kind = [0u64; ErrorKind::ALL.len()];
+        for r in records {
+            match (r.warmup, r.error_kind) {
+                (true, _) => counts.warmup += 1,
+                (false, None) => counts.succeeded += 1,
+                (false, Some(kind)) => {
+                    counts.failed += 1;
+                    let i = ErrorKind::ALL.iter().position(|&k| k == kind);
+                    by_kind[i.expect("ErrorKind::ALL lists every kind")] += 1;
+                }
+            }
+        }
+        counts.failed_by_kind = ErrorKind::ALL
+            .into_iter()
+            .zip(by_kind)
+            .filter(|&(_, count)| count > 0)
+            .map(|(kind, count)| ErrorCount { kind, count })
+            .collect();
+        counts
+    }
+
+    /// Non-warmup failures of one kind.
+    pub fn failed_of(&self, kind: ErrorKind) -> u64 {
+        self.failed_by_kind
+            .iter()
+            .find(|e| e.kind == kind)
+            .map_or(0, |e| e.count)
+    }
+}
+
+/// How many non-warmup requests failed with one [`ErrorKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCount {
+    /// The kind of failure.
+    pub kind: ErrorKind,
+    /// Requests that failed with it.
+    pub count: u64,
+}
+
+/// llama.cpp `timings` speeds over the measured requests that reported them.
+///
+/// The means are unweighted means of the per-request values, as llama.cpp's
+/// `speed_bench.py` computes `avg_prompt_t/s` and `avg_pred_t/s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimingMetrics {
+    /// Measured requests that carried server timings.
+    pub requests: u64,
+    /// Per-request `timings.prompt_per_second` (tokens/s).
+    pub prompt_tps: Option<Summary>,
+    /// Per-request `timings.predicted_per_second` (tokens/s).
+    pub decode_tps: Option<Summary>,
+}
+
+impl ServerTimingMetrics {
+    /// Computes the statistics, skipping warmup and failed records.
+    pub fn from_records(records: &[RequestRecord]) -> ServerTimingMetrics {
+        let ok = || records.iter().filter(|r| is_measured(r));
+        let prompt: Vec<f64> = ok().filter_map(|r| r.prompt_tokens_per_second()).collect();
+        let decode: Vec<f64> = ok().filter_map(|r| r.decode_tokens_per_second()).collect();
+        ServerTimingMetrics {
+            requests: ok().filter(|r| r.server_timings.is_some()).count() as u64,
+            prompt_tps: Summary::of(&prompt),
+            decode_tps: Summary::of(&decode),
+        }
+    }
+
+    /// Unweighted mean prompt (prefill) speed, tokens/s.
+    pub fn mean_prompt_tps(&self) -> Option<f64> {
+        self.prompt_tps.map(|s| s.avg)
+    }
+
+    /// Unweighted mean decode speed, tokens/s.
+    pub fn mean_decode_tps(&self) -> Option<f64> {
+        self.decode_tps.map(|s| s.avg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_record::ServerTimings;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    /// A streamed request: start/end in seconds, ttft/e2e in ms.
+    fn req(start_s: i64, end_s: i64, ttft_ms: u64, e2e_ms: u64, tokens: u64) -> RequestRecord {
+        RequestRecord {
+            start_unix_ns: start_s * 1_000_000_000,
+            end_unix_ns: end_s * 1_000_000_000,
+            ttft_ns: Some(ttft_ms * 1_000_000),
+            e2e_latency_ns: e2e_ms * 1_000_000,
+            prompt_tokens: Some(100),
+            completion_tokens: Some(tokens),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn throughput_and_latencies() {
+        // A: start 10 s, end 12 s, ttft 100 ms, e2e 2000 ms, 20 tokens
+        //    ITL = 1900/19 = 100 ms; per user = 10 tok/s
+        // B: start 11 s, end 14 s, ttft 300 ms, e2e 3000 ms, 28 tokens
+        //    ITL = 2700/27 = 100 ms; per user = 10 tok/s
+        // duration = 14 - 10 = 4 s; request throughput = 2/4 = 0.5 req/s;
+        // output token throughput = 48/4 = 12 tok/s.
+        // TTFT mean = 200 ms, std = 100 ms; latency mean = 2500 ms.
+        let mut a = req(10, 12, 100, 2000, 20);
+        a.inter_chunk_latencies_ns = vec![1_000_000, 3_000_000];
+        let mut b = req(11, 14, 300, 3000, 28);
+        b.inter_chunk_latencies_ns = vec![5_000_000];
+        let m = RunMetrics::from_records(&[a, b]);
+        assert_eq!(m.benchmark_duration_s, Some(4.0));
+        assert!(close(m.request_throughput.unwrap(), 0.5));
+        assert!(close(m.output_token_throughput.unwrap(), 12.0));
+        let ttft = m.ttft_ms.unwrap();
+        assert!(close(ttft.avg, 200.0));
+        assert!(close(ttft.std, 100.0));
+        assert!(close(m.request_latency_ms.unwrap().avg, 2500.0));
+        let itl = m.inter_token_latency_ms.unwrap();
+        assert!(close(itl.avg, 100.0));
+        assert!(close(itl.std, 0.0));
+        assert!(close(m.output_token_throughput_per_user.unwrap().avg, 10.0));
+        // Chunk gaps pooled: [1, 3, 5] ms -> count 3, mean 3, p50 3.
+        let icl = m.inter_chunk_latency_ms.unwrap();
+        assert_eq!(icl.count, 3);
+        assert!(close(icl.avg, 3.0));
+        assert!(close(m.output_sequence_length.unwrap().avg, 24.0));
+        assert!(close(m.input_sequence_length.unwrap().avg, 100.0));
+    }
+
+    #[test]
+    fn warmup_is_excluded_everywhere() {
+        // The warmup record starts earlier and has a huge TTFT: neither the
+        // duration (2 s) nor the TTFT summary (100 ms) may see it.
+        let mut warm = req(0, 11, 9000, 9500, 50);
+        warm.warmup = true;
+        let m = RunMetrics::from_records(&[warm, req(10, 12, 100, 2000, 20)]);
+        assert_eq!(m.counts.total, 2);
+        assert_eq!(m.counts.warmup, 1);
+        assert_eq!(m.counts.succeeded, 1);
+        assert_eq!(m.benchmark_duration_s, Some(2.0));
+        assert_eq!(m.ttft_ms.unwrap().count, 1);
+        assert!(close(m.ttft_ms.unwrap().avg, 100.0));
+        // 20 tokens / 2 s = 10 tok/s.
+        assert!(close(m.output_token_throughput.unwrap(), 10.0));
+    }
+
+    #[test]
+    fn errors_are_counted_not_measured() {
+        // Two failures (timeout, http) and one success.
+        // Duration spans the failures too: 10 s .. 16 s = 6 s;
+        // request throughput counts successes only: 1/6 req/s.
+        let mut t = req(10, 16, 5000, 6000, 0);
+        t.error_kind = Some(ErrorKind::Timeout);
+        let mut h = req(11, 11, 1, 1, 0);
+        h.error_kind = Some(ErrorKind::HttpStatus);
+        let mut warm_fail = req(0, 1, 1, 1, 0);
+        warm_fail.warmup = true;
+        warm_fail.error_kind = Some(ErrorKind::Timeout);
+        let m = RunMetrics::from_records(&[t, h, warm_fail, req(12, 14, 100, 2000, 20)]);
+        let c = &m.counts;
+        assert_eq!((c.total, c.warmup, c.succeeded, c.failed), (4, 1, 1, 2));
+        assert_eq!(c.failed_of(ErrorKind::Timeout), 1);
+        assert_eq!(c.failed_of(ErrorKind::HttpStatus), 1);
+        assert_eq!(c.failed_of(ErrorKind::Connection), 0);
+        assert_eq!(
+            c.failed_by_kind,
+            vec![
+                ErrorCount {
+                    kind: ErrorKind::Timeout,
+                    count: 1
+                },
+                ErrorCount {
+                    kind: ErrorKind::HttpStatus,
+                    count: 1
+                },
+            ]
+        );
+        assert_eq!(m.benchmark_duration_s, Some(6.0));
+        assert!(close(m.request_throughput.unwrap(), 1.0 / 6.0));
+        assert_eq!(m.ttft_ms.unwrap().count, 1);
+        assert!(close(m.ttft_ms.unwrap().avg, 100.0));
+    }
+
+    #[test]
+    fn empty_run() {
+        let m = RunMetrics::from_records(&[]);
+        assert_eq!(m.counts, RequestCounts::default());
+        assert_eq!(m.benchmark_duration_s, None);
+        assert_eq!(m.request_throughput, None);
+        assert_eq!(m.ttft_ms, None);
+        assert_eq!(m.inter_chunk_latency_ms, None);
+        assert_eq!(m.server_timings.requests, 0);
+        assert_eq!(m.server_timings.mean_decode_tps(), None);
+    }
+
+    #[test]
+    fn server_timing_means_are_unweighted() {
+        // prompt/s 100 and 300 -> mean 200; decode/s 10 and 20 -> mean 15,
+        // whatever the token counts behind them.
+        let timed = |p: f64, d: f64| RequestRecord {
+            server_timings: Some(ServerTimings {
+                prompt_per_second: Some(p),
+                predicted_per_second: Some(d),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut failed = timed(1e6, 1e6);
+        failed.error_kind = Some(ErrorKind::Protocol);
+        let s = ServerTimingMetrics::from_records(&[
+            timed(100.0, 10.0),
+            timed(300.0, 20.0),
+            failed,
+            RequestRecord::default(),
+        ]);
+        assert_eq!(s.requests, 2);
+        assert!(close(s.mean_prompt_tps().unwrap(), 200.0));
+        assert!(close(s.mean_decode_tps().unwrap(), 15.0));
+        assert!(close(s.decode_tps.unwrap().std, 5.0));
+    }
+}

@@ -1,0 +1,313 @@
+//! Run-level speculative-decoding statistics (AIPerf's "Spec Decode" section).
+
+use serde::{Deserialize, Serialize};
+use speedbench_record::RequestRecord;
+
+use crate::acceptance::{AcceptanceTotals, is_measured};
+use crate::request::RequestMetricsExt;
+use crate::summary::Summary;
+
+/// Speculative-decoding statistics over the measured (non-warmup,
+/// successful) requests of a run, following AIPerf's per-request
+/// spec-decode metrics.
+///
+/// Per-request distributions weigh every request equally; the token-weighted
+/// ratios ([`Self::token_weighted_acceptance_length`],
+/// [`Self::overall_draft_acceptance_rate_pct`]) weigh every verify step /
+/// draft token equally. The two agree only when step counts are similar.
+///
+/// A zero-step request (spec stats present, `verify_steps == Some(0)`) is
+/// counted in [`Self::zero_step_requests`] and in `totals`, but contributes
+/// no value to any per-request distribution: AIPerf attaches no acceptance
+/// record to such a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecDecodeMetrics {
+    /// Per-request acceptance length `1 + accepted / steps` (ratio);
+    /// requests with known, non-zero steps.
+    pub acceptance_length: Option<Summary>,
+    /// Per-request draft acceptance rate `accepted / proposed * 100` (%);
+    /// requests with `proposed > 0`.
+    pub draft_acceptance_rate_pct: Option<Summary>,
+    /// Per-request `(accepted + steps) / (proposed + steps)` (ratio);
+    /// requests with known, non-zero steps.
+    pub accepted_per_verified: Option<Summary>,
+    /// Per-request verify steps (count); requests with known, non-zero steps.
+    pub spec_decode_steps: Option<Summary>,
+    /// Summed counters over every measured request with spec stats
+    /// (`totals.requests` is the number of such requests).
+    pub totals: AcceptanceTotals,
+    /// Measured requests whose spec stats report zero verify steps.
+    pub zero_step_requests: u64,
+    /// Measured requests without spec stats.
+    pub requests_without_spec: u64,
+    /// The pooled accepted-drafts-per-step histogram.
+    pub histogram: PooledHistogram,
+}
+
+impl SpecDecodeMetrics {
+    /// Computes the statistics, skipping warmup and failed records.
+    pub fn from_records(records: &[RequestRecord]) -> SpecDecodeMetrics {
+        let mut totals = AcceptanceTotals::default();
+        let mut histogram = PooledHistogram::default();
+        let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
+        let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
+        for r in records.iter().filter(|r| is_measured(r)) {
+            let Some(spec) = &r.spec else {
+                requests_without_spec += 1;
+                continue;
+            };
+            totals.add(spec);
+            histogram.add(&spec.acceptance_histogram);
+            if spec.verify_steps == Some(0) {
+                zero_step_requests += 1;
+                continue;
+            }
+            al.extend(r.acceptance_length());
+            rate.extend(r.draft_acceptance_rate_pct());
+            apv.extend(r.accepted_per_verified());
+            steps.extend(spec.verify_steps.map(|s| s as f64));
+        }
+        SpecDecodeMetrics {
+            acceptance_length: Summary::of(&al),
+            draft_acceptance_rate_pct: Summary::of(&rate),
+            accepted_per_verified: Summary::of(&apv),
+            spec_decode_steps: Summary::of(&steps),
+            totals,
+            zero_step_requests,
+            requests_without_spec,
+            histogram,
+        }
+    }
+
+    /// Token-weighted acceptance length `1 + Σaccepted / Σsteps` (over the
+    /// requests that reported steps); `None` when Σsteps is 0.
+    pub fn token_weighted_acceptance_length(&self) -> Option<f64> {
+        self.totals.accept_length()
+    }
+
+    /// Overall draft acceptance rate `Σaccepted / Σproposed * 100` (%);
+    /// `None` when nothing was proposed.
+    pub fn overall_draft_acceptance_rate_pct(&self) -> Option<f64> {
+        self.totals.accept_rate().map(|r| r * 100.0)
+    }
+}
+
+/// Sum of the dense per-request acceptance histograms: `counts[j]` is the
+/// number of verify steps, over all contributing requests, that accepted
+/// exactly `j` drafts.
+///
+/// Only requests that reported a histogram contribute (`requests` counts
+/// them). llama.cpp reports none, so its requests count towards
+/// [`SpecDecodeMetrics::totals`] but not here, and
+/// [`Self::total_steps`] can be smaller than `totals.steps`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PooledHistogram {
+    /// Steps per accepted-draft count `j` (index `j`).
+    pub counts: Vec<u64>,
+    /// Requests whose (non-empty) histogram was added.
+    pub requests: u64,
+}
+
+impl PooledHistogram {
+    /// Adds one request's dense histogram; an empty one is ignored.
+    pub fn add(&mut self, histogram: &[u64]) {
+        if histogram.is_empty() {
+            return;
+        }
+        if self.counts.len() < histogram.len() {
+            self.counts.resize(histogram.len(), 0);
+        }
+        for (total, &count) in self.counts.iter_mut().zip(histogram) {
+            *total += count;
+        }
+        self.requests += 1;
+    }
+
+    /// Σ counts: the verify steps the histogram covers.
+    pub fn total_steps(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Percentage of covered steps in each bucket `j` (AIPerf's "Accepted
+    /// drafts per step (% of steps)"); empty when no step is covered.
+    pub fn percentages(&self) -> Vec<f64> {
+        let total = self.total_steps();
+        if total == 0 {
+            return Vec::new();
+        }
+        self.counts
+            .iter()
+            .map(|&c| c as f64 / total as f64 * 100.0)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_record::{ErrorKind, SpecDecodeStats, SpecSource};
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    fn vllm(accepted: u64, proposed: u64, steps: u64, hist: &[u64]) -> RequestRecord {
+        RequestRecord {
+            spec: Some(SpecDecodeStats {
+                source: Some(SpecSource::Vllm),
+                accepted_draft_tokens: accepted,
+                proposed_draft_tokens: proposed,
+                verify_steps: Some(steps),
+                num_spec_tokens: Some(3),
+                acceptance_histogram: hist.to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// llama.cpp: steps = predicted_n - draft_n_accepted, no histogram.
+    fn llamacpp(accepted: u64, drafted: u64, predicted: u64) -> RequestRecord {
+        RequestRecord {
+            spec: Some(SpecDecodeStats {
+                source: Some(SpecSource::LlamaCpp),
+                accepted_draft_tokens: accepted,
+                proposed_draft_tokens: drafted,
+                verify_steps: Some(predicted - accepted),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_vllm_requests() {
+        // A: acc 10, steps 43, prop 129, hist [39, 1, 0, 3]
+        // B: acc 4,  steps 4,  prop 12,  hist [2, 1, 0, 1]
+        // per-request AL: 1 + 10/43 = 1.2325581395, 1 + 4/4 = 2.0 -> mean 1.6162790698
+        // token-weighted AL: 1 + 14/47 = 1.2978723404
+        // per-request rate %: 7.7519379845, 33.3333333333 -> mean 20.5426356589
+        // overall rate %: 14/141*100 = 9.9290780142
+        // accepted/verified: 53/172 = 0.3081395349, 8/16 = 0.5 -> mean 0.4040697674
+        // steps: [43, 4] -> mean 23.5
+        // pooled histogram [41, 2, 0, 4], 47 steps: 87.2340425532 %, 4.2553191489 %, 0 %, 8.5106382979 %
+        let m = SpecDecodeMetrics::from_records(&[
+            vllm(10, 129, 43, &[39, 1, 0, 3]),
+            vllm(4, 12, 4, &[2, 1, 0, 1]),
+        ]);
+        let al = m.acceptance_length.unwrap();
+        assert_eq!(al.count, 2);
+        assert!(close(al.avg, (1.0 + 10.0 / 43.0 + 2.0) / 2.0));
+        assert!(close(al.min, 1.0 + 10.0 / 43.0));
+        assert!(close(al.max, 2.0));
+        assert!(close(
+            m.token_weighted_acceptance_length().unwrap(),
+            1.0 + 14.0 / 47.0
+        ));
+        let rate = m.draft_acceptance_rate_pct.unwrap();
+        assert!(close(rate.avg, (1000.0 / 129.0 + 400.0 / 12.0) / 2.0));
+        assert!(close(
+            m.overall_draft_acceptance_rate_pct().unwrap(),
+            1400.0 / 141.0
+        ));
+        let apv = m.accepted_per_verified.unwrap();
+        assert!(close(apv.avg, (53.0 / 172.0 + 0.5) / 2.0));
+        assert!(close(m.spec_decode_steps.unwrap().avg, 23.5));
+        assert_eq!(m.totals.requests, 2);
+        assert_eq!(m.histogram.counts, vec![41, 2, 0, 4]);
+        assert_eq!(m.histogram.requests, 2);
+        assert_eq!(m.histogram.total_steps(), 47);
+        let pct = m.histogram.percentages();
+        assert!(close(pct[0], 4100.0 / 47.0));
+        assert!(close(pct[1], 200.0 / 47.0));
+        assert_eq!(pct[2], 0.0);
+        assert!(close(pct[3], 400.0 / 47.0));
+    }
+
+    #[test]
+    fn zero_step_requests_are_counted_not_averaged() {
+        // Zero-step request: no AL value; AL summary only over the 10/43 request.
+        let m = SpecDecodeMetrics::from_records(&[
+            vllm(10, 129, 43, &[39, 1, 0, 3]),
+            vllm(0, 0, 0, &[0, 0, 0, 0]),
+        ]);
+        assert_eq!(m.zero_step_requests, 1);
+        assert_eq!(m.totals.requests, 2);
+        let al = m.acceptance_length.unwrap();
+        assert_eq!(al.count, 1);
+        assert!(close(al.avg, 1.0 + 10.0 / 43.0));
+        assert_eq!(m.spec_decode_steps.unwrap().count, 1);
+        assert_eq!(m.histogram.requests, 2);
+        assert_eq!(m.histogram.total_steps(), 43);
+    }
+
+    #[test]
+    fn llamacpp_records_without_histogram_count_in_totals() {
+        // llama.cpp A: draft_n 20, accepted 12, predicted 40 -> steps 28
+        // llama.cpp B: draft_n 10, accepted 5,  predicted 25 -> steps 20
+        // plus vLLM acc 4 steps 4 prop 12 hist [2, 1, 0, 1].
+        // token-weighted AL = 1 + (12+5+4)/(28+20+4) = 1 + 21/52 = 1.4038461538
+        // overall rate = 21/42*100 = 50 %
+        // per-request AL: 1+12/28 = 1.4285714286, 1+5/20 = 1.25, 2.0
+        // pooled histogram only covers the vLLM request: [2, 1, 0, 1], 4 steps.
+        let m = SpecDecodeMetrics::from_records(&[
+            llamacpp(12, 20, 40),
+            llamacpp(5, 10, 25),
+            vllm(4, 12, 4, &[2, 1, 0, 1]),
+        ]);
+        assert_eq!(m.totals.steps, 52);
+        assert!(close(
+            m.token_weighted_acceptance_length().unwrap(),
+            1.0 + 21.0 / 52.0
+        ));
+        assert!(close(m.overall_draft_acceptance_rate_pct().unwrap(), 50.0));
+        let al = m.acceptance_length.unwrap();
+        assert_eq!(al.count, 3);
+        assert!(close(al.avg, (1.0 + 12.0 / 28.0 + 1.25 + 2.0) / 3.0));
+        assert_eq!(m.histogram.requests, 1);
+        assert_eq!(m.histogram.counts, vec![2, 1, 0, 1]);
+        assert_eq!(m.histogram.total_steps(), 4);
+    }
+
+    #[test]
+    fn excludes_warmup_and_failed_and_counts_plain() {
+        let mut warm = vllm(9, 9, 1, &[0, 0, 0, 1]);
+        warm.warmup = true;
+        let mut failed = vllm(9, 9, 1, &[0, 0, 0, 1]);
+        failed.error_kind = Some(ErrorKind::ServerError);
+        let m = SpecDecodeMetrics::from_records(&[
+            warm,
+            failed,
+            RequestRecord::default(),
+            vllm(4, 12, 4, &[2, 1, 0, 1]),
+        ]);
+        assert_eq!(m.totals.requests, 1);
+        assert_eq!(m.requests_without_spec, 1);
+        // Only the 4/12/4 request: AL 2.0, rate 33.3 %.
+        assert!(close(m.token_weighted_acceptance_length().unwrap(), 2.0));
+        assert_eq!(m.histogram.counts, vec![2, 1, 0, 1]);
+    }
+
+    #[test]
+    fn empty_run_has_no_spec_values() {
+        let m = SpecDecodeMetrics::from_records(&[]);
+        assert_eq!(m.acceptance_length, None);
+        assert_eq!(m.token_weighted_acceptance_length(), None);
+        assert_eq!(m.overall_draft_acceptance_rate_pct(), None);
+        assert!(m.histogram.percentages().is_empty());
+    }
+
+    #[test]
+    fn histograms_of_different_lengths_pool() {
+        // [1, 2] + [0, 0, 3] = [1, 2, 3]; 6 steps -> 16.67 %, 33.33 %, 50 %.
+        let mut h = PooledHistogram::default();
+        h.add(&[1, 2]);
+        h.add(&[]);
+        h.add(&[0, 0, 3]);
+        assert_eq!(h.counts, vec![1, 2, 3]);
+        assert_eq!(h.requests, 2);
+        let pct = h.percentages();
+        assert!(close(pct[0], 100.0 / 6.0));
+        assert!(close(pct[2], 50.0));
+    }
+}
