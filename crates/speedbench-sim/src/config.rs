@@ -1,0 +1,294 @@
+//! Server configuration: timing, acceptance profiles and wire flavour.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::SimError;
+
+/// Configuration of the simulated server.
+///
+/// Every field has a default (see [`SimConfig::default`]), so a config file
+/// only needs the fields it changes. Unknown fields are rejected so that
+/// typos do not silently fall back to defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// Global seed mixed into every per-request PRNG seed. Default 0.
+    pub seed: u64,
+    /// Delay in milliseconds before the first output chunk (time to first token). Default 0.
+    pub ttft_ms: f64,
+    /// Delay in milliseconds per verify step, i.e. between consecutive output
+    /// chunks of one request. Default 0.
+    pub step_ms: f64,
+    /// Acceptance profile used when the prompt names no known category.
+    pub default_spec: AcceptanceProfile,
+    /// Per-category acceptance profiles, selected by a `[<category>` marker at
+    /// the start of the first user message (see the crate docs).
+    pub categories: BTreeMap<String, AcceptanceProfile>,
+    /// Smallest natural output length in tokens (before `max_tokens`). Default 48.
+    pub output_tokens_min: u32,
+    /// Largest natural output length in tokens (before `max_tokens`). Default 160.
+    pub output_tokens_max: u32,
+    /// Which engine's per-request spec-decode statistics to emit. Default [`SpecFlavor::Vllm`].
+    pub flavor: SpecFlavor,
+    /// vLLM flavour only: also emit `per_step_accepted` / `per_step_drafted`
+    /// (vLLM's `--per-request-spec-decode-metrics detailed`). Default false.
+    pub detailed: bool,
+    /// Model id reported by `/v1/models` and in responses. Default `"speedbench-sim"`.
+    pub model: String,
+    /// How streamed output is split into SSE chunks. Default [`Chunking::PerStep`].
+    pub chunking: Chunking,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            ttft_ms: 0.0,
+            step_ms: 0.0,
+            default_spec: AcceptanceProfile::default(),
+            categories: BTreeMap::new(),
+            output_tokens_min: 48,
+            output_tokens_max: 160,
+            flavor: SpecFlavor::default(),
+            detailed: false,
+            model: "speedbench-sim".to_owned(),
+            chunking: Chunking::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Checks that delays are finite and non-negative, probabilities lie in
+    /// `[0, 1]`, and `1 <= output_tokens_min <= output_tokens_max`.
+    pub fn validate(&self) -> Result<(), SimError> {
+        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
+        for (name, v) in [("ttft_ms", self.ttft_ms), ("step_ms", self.step_ms)] {
+            if !v.is_finite() || v < 0.0 {
+                return bad(format!("{name} must be finite and >= 0, got {v}"));
+            }
+        }
+        if self.output_tokens_min == 0 || self.output_tokens_min > self.output_tokens_max {
+            return bad(format!(
+                "need 1 <= output_tokens_min <= output_tokens_max, got {}..{}",
+                self.output_tokens_min, self.output_tokens_max
+            ));
+        }
+        if self.model.is_empty() {
+            return bad("model must not be empty".to_owned());
+        }
+        let profiles = std::iter::once(("default_spec", &self.default_spec))
+            .chain(self.categories.iter().map(|(k, v)| (k.as_str(), v)));
+        for (name, p) in profiles {
+            for (field, v) in [("p_full", p.p_full), ("p_token", p.p_token)] {
+                if !(0.0..=1.0).contains(&v) {
+                    return bad(format!("{name}.{field} must be in [0, 1], got {v}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A demo configuration with a distinct acceptance profile for each of
+    /// SPEED-Bench's 11 qualitative categories (`coding`, `humanities`, `math`,
+    /// `multilingual`, `qa`, `rag`, `reasoning`, `roleplay`, `stem`,
+    /// `summarization`, `writing`), all with `k = 5`.
+    ///
+    /// `p_token` is 0.6 everywhere and `p_full` is set so the expected mean
+    /// acceptance length matches the per-category values of the one real run
+    /// documented by AIPerf (vLLM, Llama-3.1-8B-Instruct with a
+    /// Llama-3.2-1B-Instruct draft, k = 5): from roleplay ≈ 3.3 to math ≈ 5.2.
+    /// Realised values are slightly lower because final steps are truncated.
+    /// Everything else is [`SimConfig::default`] except `default_spec`
+    /// (k = 5, `p_full` 0.61, `p_token` 0.67, the run's pooled histogram).
+    pub fn speed_bench_demo() -> Self {
+        let profile = |p_full| AcceptanceProfile {
+            num_spec_tokens: 5,
+            p_full,
+            p_token: 0.6,
+        };
+        let categories = [
+            ("coding", 0.732),
+            ("humanities", 0.686),
+            ("math", 0.794),
+            ("multilingual", 0.756),
+            ("qa", 0.710),
+            ("rag", 0.597),
+            ("reasoning", 0.586),
+            ("roleplay", 0.280),
+            ("stem", 0.641),
+            ("summarization", 0.407),
+            ("writing", 0.510),
+        ]
+        .into_iter()
+        .map(|(name, p_full)| (name.to_owned(), profile(p_full)))
+        .collect();
+        Self {
+            default_spec: AcceptanceProfile {
+                num_spec_tokens: 5,
+                p_full: 0.61,
+                p_token: 0.67,
+            },
+            categories,
+            ..Self::default()
+        }
+    }
+
+    /// The profile for a request whose category marker is `category`
+    /// (falls back to `default_spec` when absent or unknown).
+    pub(crate) fn profile_for(&self, category: Option<&str>) -> &AcceptanceProfile {
+        category
+            .and_then(|c| self.categories.get(c))
+            .unwrap_or(&self.default_spec)
+    }
+
+    /// Largest `num_spec_tokens` over all profiles (sizes pooled histograms).
+    pub(crate) fn max_spec_tokens(&self) -> u32 {
+        self.categories
+            .values()
+            .map(|p| p.num_spec_tokens)
+            .chain(std::iter::once(self.default_spec.num_spec_tokens))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A deterministic model of how many draft tokens each verify step accepts.
+///
+/// Each step accepts all `k` drafts with probability `p_full`; otherwise it
+/// accepts successive drafts, each with probability `p_token`, until the first
+/// rejection, capped at `k - 1`. This gives the bimodal acceptance histogram
+/// (peaks at 0 and `k`) that real servers show. `num_spec_tokens == 0` means
+/// no speculation: a baseline server with zero drafts and one token per step.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AcceptanceProfile {
+    /// Draft length `k` proposed per verify step; 0 disables speculation. Default 4.
+    pub num_spec_tokens: u32,
+    /// Probability that a step accepts all `k` drafts. Default 0.5.
+    pub p_full: f64,
+    /// Otherwise, probability of accepting each successive draft. Default 0.4.
+    pub p_token: f64,
+}
+
+impl Default for AcceptanceProfile {
+    fn default() -> Self {
+        Self {
+            num_spec_tokens: 4,
+            p_full: 0.5,
+            p_token: 0.4,
+        }
+    }
+}
+
+impl AcceptanceProfile {
+    /// A profile with speculation disabled (`num_spec_tokens == 0`).
+    pub fn baseline() -> Self {
+        Self {
+            num_spec_tokens: 0,
+            p_full: 0.0,
+            p_token: 0.0,
+        }
+    }
+
+    /// Whether this profile speculates at all (`num_spec_tokens > 0`).
+    pub fn is_enabled(&self) -> bool {
+        self.num_spec_tokens > 0
+    }
+}
+
+/// Which engine's per-request spec-decode statistics the server emits.
+///
+/// `/metrics` always carries the `vllm:` counters; `LlamaCpp` and `Both` add
+/// the `llamacpp:` spec counters too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum SpecFlavor {
+    /// vLLM: `metrics.speculative_decoding` at the response root
+    /// (streaming: only on the `include_usage` chunk). Config name `"vllm"`.
+    #[default]
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// llama.cpp: a top-level `timings` object with `draft_n` / `draft_n_accepted`.
+    /// Config name `"llamacpp"`.
+    #[serde(rename = "llamacpp", alias = "llama_cpp", alias = "llama.cpp")]
+    LlamaCpp,
+    /// Both of the above on every response. Config name `"both"`.
+    #[serde(rename = "both")]
+    Both,
+    /// No per-request statistics; only `/metrics`. Config name `"none"`.
+    #[serde(rename = "none")]
+    None,
+}
+
+impl SpecFlavor {
+    pub(crate) fn vllm(self) -> bool {
+        matches!(self, SpecFlavor::Vllm | SpecFlavor::Both)
+    }
+
+    pub(crate) fn llamacpp(self) -> bool {
+        matches!(self, SpecFlavor::LlamaCpp | SpecFlavor::Both)
+    }
+}
+
+/// How streamed output is split into SSE chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum Chunking {
+    /// One chunk per verify step carrying all tokens it emitted (vLLM-like);
+    /// the last content chunk also carries `finish_reason`. Config name `"per_step"`.
+    #[default]
+    #[serde(rename = "per_step")]
+    PerStep,
+    /// One chunk per token; the tokens of one step arrive back to back, then a
+    /// separate finish chunk with an empty delta (llama.cpp-like). Config name `"per_token"`.
+    #[serde(rename = "per_token")]
+    PerToken,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_partial_json() {
+        let c: SimConfig = serde_json::from_str(
+            r#"{"ttft_ms": 5, "flavor": "llamacpp", "categories": {"coding": {"p_full": 0.9}}}"#,
+        )
+        .expect("parse");
+        assert_eq!(c.ttft_ms, 5.0);
+        assert_eq!(c.flavor, SpecFlavor::LlamaCpp);
+        assert_eq!(c.output_tokens_min, 48);
+        assert_eq!(c.categories["coding"].num_spec_tokens, 4);
+        assert_eq!(c.categories["coding"].p_full, 0.9);
+        assert_eq!(c.profile_for(Some("coding")).p_full, 0.9);
+        assert_eq!(c.profile_for(Some("math")).p_full, 0.5);
+        c.validate().expect("valid");
+        assert!(serde_json::from_str::<SimConfig>(r#"{"sed": 1}"#).is_err());
+    }
+
+    #[test]
+    fn demo_config_is_valid() {
+        let c = SimConfig::speed_bench_demo();
+        c.validate().expect("valid");
+        assert_eq!(c.categories.len(), 11);
+        assert_eq!(c.max_spec_tokens(), 5);
+    }
+
+    #[test]
+    fn validation_rejects_bad_values() {
+        let mut c = SimConfig::default();
+        c.default_spec.p_full = 1.5;
+        assert!(c.validate().is_err());
+        let c = SimConfig {
+            output_tokens_min: 10,
+            output_tokens_max: 5,
+            ..SimConfig::default()
+        };
+        assert!(c.validate().is_err());
+        let c = SimConfig {
+            step_ms: f64::NAN,
+            ..SimConfig::default()
+        };
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! Ground-truth accounting and the Prometheus text exposition of `/metrics`.
+
+use std::fmt::Write as _;
+
+/// A snapshot of everything the server has completed, for checking a client's
+/// measurements against the truth.
+///
+/// Only completed requests count: a streaming request is counted when its final
+/// `data: [DONE]` frame is handed to the connection, a non-streaming one when
+/// its response is produced. A client that disconnects mid-stream is not counted.
+/// For `num_spec_tokens == 0` requests the spec counters (steps, accepted,
+/// proposed, histogram) stay zero.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroundTruth {
+    /// Completed requests.
+    pub requests: u64,
+    /// Verify steps with drafts (`vllm:spec_decode_num_drafts_total`).
+    pub steps: u64,
+    /// Accepted draft tokens, bonus tokens excluded.
+    pub accepted: u64,
+    /// Proposed draft tokens.
+    pub proposed: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens (whitespace word counts).
+    pub prompt_tokens: u64,
+    /// Pooled dense histogram over all requests: index `j` counts steps that
+    /// accepted exactly `j` drafts; length is the largest configured `k` plus 1.
+    pub histogram: Vec<u64>,
+    /// Accepted drafts per draft position `i` (`..._per_pos_total{position="i"}`);
+    /// length is the largest configured `k`.
+    pub accepted_per_pos: Vec<u64>,
+    /// One entry per completed request, in completion order.
+    pub requests_log: Vec<RequestTruth>,
+}
+
+/// The truth about one completed request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestTruth {
+    /// Conversation key: the first user message's text (the prompt for `/v1/completions`).
+    pub conversation: String,
+    /// Number of user messages in the request (1 for `/v1/completions`).
+    pub turns: u32,
+    /// Category taken from the prompt marker, if it named a configured category.
+    pub category: Option<String>,
+    /// Prompt tokens reported in `usage`.
+    pub prompt_tokens: u32,
+    /// Output tokens reported in `usage`.
+    pub completion_tokens: u32,
+    /// Verify steps with drafts.
+    pub steps: u64,
+    /// Accepted draft tokens.
+    pub accepted: u64,
+    /// Proposed draft tokens.
+    pub proposed: u64,
+    /// Configured time to first token in milliseconds.
+    pub ttft_ms: f64,
+    /// Whether `max_tokens` cut the output (`finish_reason: "length"`).
+    pub truncated: bool,
+}
+
+impl GroundTruth {
+    pub(crate) fn new(max_k: u32) -> Self {
+        Self {
+            histogram: vec![0; max_k as usize + 1],
+            accepted_per_pos: vec![0; max_k as usize],
+            ..Self::default()
+        }
+    }
+
+    /// Adds one completed request. `histogram` is that request's dense histogram.
+    pub(crate) fn record(&mut self, truth: RequestTruth, histogram: &[u64]) {
+        self.requests += 1;
+        self.steps += truth.steps;
+        self.accepted += truth.accepted;
+        self.proposed += truth.proposed;
+        self.completion_tokens += u64::from(truth.completion_tokens);
+        self.prompt_tokens += u64::from(truth.prompt_tokens);
+        for (j, &count) in histogram.iter().enumerate() {
+            if j >= self.histogram.len() {
+                self.histogram.resize(j + 1, 0);
+            }
+            self.histogram[j] += count;
+            // A step that accepted j drafts accepted positions 0..j.
+            if j > self.accepted_per_pos.len() {
+                self.accepted_per_pos.resize(j, 0);
+            }
+            for pos in &mut self.accepted_per_pos[..j] {
+                *pos += count;
+            }
+        }
+        self.requests_log.push(truth);
+    }
+}
+
+/// Which metric families to render.
+pub(crate) struct Exposition<'a> {
+    pub(crate) truth: &'a GroundTruth,
+    pub(crate) model: &'a str,
+    pub(crate) running: u64,
+    pub(crate) llamacpp: bool,
+    /// Server start time (Unix seconds) for the `_created` gauges.
+    pub(crate) created_unix: f64,
+}
+
+/// Escapes a Prometheus label value.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Exposition<'_> {
+    /// Renders Prometheus text format 0.0.4.
+    pub(crate) fn render(&self) -> String {
+        let t = self.truth;
+        let labels = format!("model_name=\"{}\",engine=\"0\"", escape_label(self.model));
+        let mut out = String::new();
+        // prometheus_client style (as vLLM): float values, `# HELP`/`# TYPE`
+        // name the `_total` sample, and each counter has a `_created` gauge
+        // (start time) that clients must not mistake for a counter.
+        let created = self.created_unix;
+        let family = |out: &mut String, base: &str, help: &str, samples: &[(String, u64)]| {
+            let _ = writeln!(out, "# HELP {base}_total {help}");
+            let _ = writeln!(out, "# TYPE {base}_total counter");
+            for (extra, v) in samples {
+                let _ = writeln!(out, "{base}_total{{{labels}{extra}}} {v}.0");
+            }
+            let _ = writeln!(out, "# HELP {base}_created {help}");
+            let _ = writeln!(out, "# TYPE {base}_created gauge");
+            for (extra, _) in samples {
+                let _ = writeln!(out, "{base}_created{{{labels}{extra}}} {created:.3e}");
+            }
+        };
+        let one = |v: u64| [(String::new(), v)];
+        for (base, help, v) in [
+            (
+                "vllm:spec_decode_num_drafts",
+                "Number of spec decoding drafts.",
+                t.steps,
+            ),
+            (
+                "vllm:spec_decode_num_draft_tokens",
+                "Number of draft tokens.",
+                t.proposed,
+            ),
+            (
+                "vllm:spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                t.accepted,
+            ),
+            (
+                "vllm:prompt_tokens",
+                "Number of prefill tokens processed.",
+                t.prompt_tokens,
+            ),
+            (
+                "vllm:generation_tokens",
+                "Number of generation tokens processed.",
+                t.completion_tokens,
+            ),
+            (
+                "vllm:request_success",
+                "Count of successfully processed requests.",
+                t.requests,
+            ),
+        ] {
+            family(&mut out, base, help, &one(v));
+        }
+        let per_pos: Vec<(String, u64)> = t
+            .accepted_per_pos
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (format!(",position=\"{i}\""), v))
+            .collect();
+        family(
+            &mut out,
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            &per_pos,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP vllm:num_requests_running Number of requests in model execution batches."
+        );
+        let _ = writeln!(out, "# TYPE vllm:num_requests_running gauge");
+        let _ = writeln!(
+            out,
+            "vllm:num_requests_running{{{labels}}} {}.0",
+            self.running
+        );
+        if self.llamacpp {
+            // llama.cpp style: unlabelled, integer values, `# TYPE` names the full sample.
+            for (name, help, v) in [
+                (
+                    "llamacpp:spec_decode_num_draft_tokens_total",
+                    "Total draft tokens generated",
+                    t.proposed,
+                ),
+                (
+                    "llamacpp:spec_decode_num_accepted_tokens_total",
+                    "Total draft tokens accepted by the target model",
+                    t.accepted,
+                ),
+                (
+                    "llamacpp:spec_decode_num_drafts_total",
+                    "Total speculative decoding verification steps",
+                    t.steps,
+                ),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {help}");
+                let _ = writeln!(out, "# TYPE {name} counter");
+                let _ = writeln!(out, "{name} {v}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn truth(steps: u64, accepted: u64) -> RequestTruth {
+        RequestTruth {
+            conversation: "c".into(),
+            turns: 1,
+            category: None,
+            prompt_tokens: 3,
+            completion_tokens: (steps + accepted) as u32,
+            steps,
+            accepted,
+            proposed: steps * 2,
+            ttft_ms: 0.0,
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn record_pools_histogram_and_positions() {
+        let mut g = GroundTruth::new(2);
+        g.record(truth(3, 4), &[1, 0, 2]); // 1 step accepted 0, 2 steps accepted 2
+        g.record(truth(1, 1), &[0, 1, 0]);
+        assert_eq!(g.histogram, vec![1, 1, 2]);
+        assert_eq!(g.accepted_per_pos, vec![3, 2]);
+        assert_eq!(g.accepted_per_pos.iter().sum::<u64>(), g.accepted);
+        assert_eq!(g.requests, 2);
+        assert_eq!(g.completion_tokens, 9);
+    }
+
+    #[test]
+    fn render_has_help_type_and_values() {
+        let mut g = GroundTruth::new(2);
+        g.record(truth(3, 4), &[1, 0, 2]);
+        let text = Exposition {
+            truth: &g,
+            model: "m\"x",
+            running: 1,
+            llamacpp: true,
+            created_unix: 1.7e9,
+        }
+        .render();
+        assert!(text.contains("# TYPE vllm:spec_decode_num_drafts_total counter\n"));
+        assert!(text.contains("# TYPE vllm:spec_decode_num_drafts_created gauge\n"));
+        assert!(text.contains(
+            "vllm:spec_decode_num_drafts_created{model_name=\"m\\\"x\",engine=\"0\"} 1.700e9\n"
+        ));
+        assert!(text.contains(
+            "vllm:spec_decode_num_drafts_total{model_name=\"m\\\"x\",engine=\"0\"} 3.0\n"
+        ));
+        assert!(text.contains("position=\"1\"} 2.0\n"));
+        assert!(text.contains("# TYPE vllm:num_requests_running gauge\n"));
+        assert!(text.contains("llamacpp:spec_decode_num_drafts_total 3\n"));
+        assert!(text.ends_with('\n'));
+    }
+}

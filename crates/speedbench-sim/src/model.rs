@@ -1,0 +1,545 @@
+//! The deterministic generation model: PRNG, output text and acceptance.
+
+use crate::config::AcceptanceProfile;
+
+/// SplitMix64 (Steele, Lea & Flood, 2014), written out by hand on purpose.
+///
+/// The simulator's outputs are compared byte for byte across runs, machines
+/// and crate versions (lossless checks, golden files, ground truth). `rand`'s
+/// `SmallRng` is explicitly documented as not reproducible across versions or
+/// platforms, so we own the algorithm: a 64-bit add-and-mix generator with
+/// fixed constants, no platform-dependent state, and good enough statistics
+/// for a test double.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` with 53 random bits.
+    pub(crate) fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in `[0, n)` (multiply-shift; `n == 0` yields 0).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// FNV-1a over bytes, continuing from `h` (start with [`FNV_OFFSET`]).
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
+}
+
+const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
+
+/// Seed of a PRNG stream from the global seed, the prompt and a stream name.
+fn stream_seed(seed: u64, prompt_key: &str, stream: &str) -> u64 {
+    let h = fnv1a(fnv1a(FNV_OFFSET, prompt_key.as_bytes()), stream.as_bytes());
+    let mut mix = SplitMix64::new(seed ^ h);
+    mix.next_u64()
+}
+
+/// Built-in vocabulary. Each entry is one token: a leading space plus a word.
+/// A few entries contain JSON-escaped characters and multi-byte UTF-8 on
+/// purpose, so clients exercise escaping and split-UTF-8 handling.
+const WORDS: &[&str] = &[
+    " the",
+    " a",
+    " of",
+    " and",
+    " to",
+    " in",
+    " is",
+    " that",
+    " for",
+    " it",
+    " as",
+    " with",
+    " on",
+    " by",
+    " this",
+    " be",
+    " are",
+    " from",
+    " at",
+    " or",
+    " an",
+    " which",
+    " model",
+    " draft",
+    " token",
+    " tokens",
+    " target",
+    " verify",
+    " accept",
+    " reject",
+    " speculative",
+    " decoding",
+    " latency",
+    " throughput",
+    " batch",
+    " kernel",
+    " memory",
+    " cache",
+    " prompt",
+    " output",
+    " request",
+    " server",
+    " client",
+    " stream",
+    " chunk",
+    " bench",
+    " result",
+    " value",
+    " number",
+    " step",
+    " length",
+    " rate",
+    " mean",
+    " median",
+    " tail",
+    " window",
+    " simple",
+    " fast",
+    " slow",
+    " small",
+    " large",
+    " first",
+    " last",
+    " next",
+    " each",
+    " every",
+    " some",
+    " many",
+    " few",
+    " more",
+    " less",
+    " time",
+    " data",
+    " test",
+    " check",
+    " code",
+    " function",
+    " returns",
+    " compute",
+    " sum",
+    " list",
+    " map",
+    " loop",
+    " index",
+    " error",
+    " answer",
+    " question",
+    " because",
+    " therefore",
+    " however",
+    " also",
+    " then",
+    " when",
+    " while",
+    " until",
+    " after",
+    " before",
+    " naïve",
+    " café",
+    " \"quoted\"",
+    " x\\y",
+    " a+b=c",
+    " 42,",
+    " done.",
+];
+
+/// The result of simulating one request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Generation {
+    /// Output tokens; each is `" word"`.
+    pub(crate) tokens: Vec<&'static str>,
+    /// Whether `max_tokens` cut the natural length (`finish_reason: "length"`).
+    pub(crate) truncated: bool,
+    /// Tokens emitted per decode iteration (one SSE chunk each with
+    /// [`crate::Chunking::PerStep`]); sums to `tokens.len()`.
+    pub(crate) iterations: Vec<u32>,
+    /// Speculative-decoding statistics (all zero when `k == 0`).
+    pub(crate) spec: SpecStats,
+}
+
+impl Generation {
+    /// The whole output text.
+    pub(crate) fn text(&self) -> String {
+        self.tokens.concat()
+    }
+}
+
+/// Per-request speculative-decoding statistics.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct SpecStats {
+    /// Configured draft length.
+    pub(crate) k: u32,
+    /// Verify steps that had drafts.
+    pub(crate) steps: u64,
+    /// Accepted draft tokens (bonus tokens excluded).
+    pub(crate) accepted: u64,
+    /// Proposed draft tokens (`k` per step, even on the last truncated step).
+    pub(crate) proposed: u64,
+    /// Dense, length `k + 1`: index `j` counts steps that accepted exactly `j` drafts.
+    pub(crate) histogram: Vec<u64>,
+    /// Accepted drafts per step.
+    pub(crate) per_step_accepted: Vec<u32>,
+    /// Drafted tokens per step.
+    pub(crate) per_step_drafted: Vec<u32>,
+}
+
+/// Simulates one request.
+///
+/// `prompt_key` is the canonical full prompt text. The output text depends
+/// only on `(seed, prompt_key)` and the length limits, never on `profile`, so
+/// speculation is lossless by construction. Acceptance uses a separate stream
+/// seeded by `(seed, prompt_key, "accept")`. With `ignore_eos` and a
+/// `max_tokens`, exactly `max_tokens` tokens are produced (the text continues
+/// the natural text's word stream).
+pub(crate) fn generate(
+    seed: u64,
+    prompt_key: &str,
+    profile: &AcceptanceProfile,
+    len_range: (u32, u32),
+    max_tokens: Option<u32>,
+    ignore_eos: bool,
+) -> Generation {
+    let (lo, hi) = (len_range.0.min(len_range.1), len_range.0.max(len_range.1));
+    let mut text_rng = SplitMix64::new(stream_seed(seed, prompt_key, "text"));
+    let natural = lo + text_rng.below(u64::from(hi - lo) + 1) as u32;
+    let n = match max_tokens {
+        Some(m) if ignore_eos => m,
+        Some(m) => natural.min(m),
+        None => natural,
+    };
+    let tokens: Vec<&'static str> = (0..n)
+        .map(|_| WORDS[text_rng.below(WORDS.len() as u64) as usize])
+        .collect();
+    let (iterations, spec) = simulate_acceptance(seed, prompt_key, profile, n);
+    Generation {
+        tokens,
+        truncated: max_tokens.is_some_and(|m| ignore_eos || m < natural),
+        iterations,
+        spec,
+    }
+}
+
+/// Splits `completion_tokens` into verify steps according to `profile`.
+fn simulate_acceptance(
+    seed: u64,
+    prompt_key: &str,
+    profile: &AcceptanceProfile,
+    completion_tokens: u32,
+) -> (Vec<u32>, SpecStats) {
+    let k = profile.num_spec_tokens;
+    if k == 0 {
+        let spec = SpecStats {
+            histogram: vec![0],
+            ..SpecStats::default()
+        };
+        return (vec![1; completion_tokens as usize], spec);
+    }
+    let mut rng = SplitMix64::new(stream_seed(seed, prompt_key, "accept"));
+    let mut spec = SpecStats {
+        k,
+        histogram: vec![0; k as usize + 1],
+        ..SpecStats::default()
+    };
+    let mut iterations = Vec::new();
+    let mut remaining = completion_tokens;
+    while remaining > 0 {
+        let drawn = if rng.next_f64() < profile.p_full {
+            k
+        } else {
+            let mut j = 0;
+            while j < k - 1 && rng.next_f64() < profile.p_token {
+                j += 1;
+            }
+            j
+        };
+        let emitted = (drawn + 1).min(remaining);
+        let accepted = emitted - 1;
+        remaining -= emitted;
+        iterations.push(emitted);
+        spec.steps += 1;
+        spec.accepted += u64::from(accepted);
+        spec.proposed += u64::from(k);
+        spec.histogram[accepted as usize] += 1;
+        spec.per_step_accepted.push(accepted);
+        spec.per_step_drafted.push(k);
+    }
+    (iterations, spec)
+}
+
+/// What the simulator extracts from a request's prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PromptInfo {
+    /// Canonical text of the whole prompt; seeds the PRNG streams.
+    pub(crate) key: String,
+    /// Text of the first user message (the prompt itself for `/v1/completions`).
+    pub(crate) first_user: String,
+    /// Number of user messages (1 for `/v1/completions`).
+    pub(crate) turns: u32,
+    /// Whitespace-separated word count of all message contents.
+    pub(crate) prompt_tokens: u32,
+    /// Category marker `[<name>` at the start of the first user message, if any.
+    pub(crate) category: Option<String>,
+}
+
+impl PromptInfo {
+    /// Builds prompt info from `(role, content)` chat messages.
+    pub(crate) fn from_messages(messages: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut key = String::new();
+        let mut first_user = None;
+        let mut turns = 0u32;
+        let mut prompt_tokens = 0u32;
+        for (role, content) in messages {
+            // Unit/record separators keep (role, content) boundaries unambiguous.
+            key.push_str(&role);
+            key.push('\u{1f}');
+            key.push_str(&content);
+            key.push('\u{1e}');
+            prompt_tokens = prompt_tokens.saturating_add(word_count(&content));
+            if role == "user" {
+                turns += 1;
+                if first_user.is_none() {
+                    first_user = Some(content);
+                }
+            }
+        }
+        let first_user = first_user.unwrap_or_default();
+        Self {
+            category: category_marker(&first_user),
+            key,
+            first_user,
+            turns,
+            prompt_tokens,
+        }
+    }
+
+    /// Builds prompt info from a `/v1/completions` prompt string.
+    pub(crate) fn from_prompt(prompt: String) -> Self {
+        Self {
+            category: category_marker(&prompt),
+            prompt_tokens: word_count(&prompt),
+            key: prompt.clone(),
+            first_user: prompt,
+            turns: 1,
+        }
+    }
+}
+
+fn word_count(s: &str) -> u32 {
+    u32::try_from(s.split_whitespace().count()).unwrap_or(u32::MAX)
+}
+
+/// `"[coding 0] ..."` -> `Some("coding")`: the text after a leading `[` up to
+/// the first whitespace or `]`.
+fn category_marker(s: &str) -> Option<String> {
+    let rest = s.strip_prefix('[')?;
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == ']')
+        .unwrap_or(rest.len());
+    (end > 0).then(|| rest[..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(k: u32, p_full: f64, p_token: f64) -> AcceptanceProfile {
+        AcceptanceProfile {
+            num_spec_tokens: k,
+            p_full,
+            p_token,
+        }
+    }
+
+    #[test]
+    fn splitmix_reference_values() {
+        // Reference outputs of SplitMix64 seeded with 0 (Vigna's splitmix64.c).
+        let mut r = SplitMix64::new(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(r.next_u64(), 0x06C4_5D18_8009_454F);
+        let x = r.next_f64();
+        assert!((0.0..1.0).contains(&x));
+        assert!(r.below(7) < 7);
+        assert_eq!(r.below(0), 0);
+    }
+
+    #[test]
+    fn invariants_hold_for_many_prompts_and_profiles() {
+        let profiles = [
+            profile(1, 0.5, 0.4),
+            profile(2, 0.0, 0.0),
+            profile(3, 1.0, 0.0),
+            profile(4, 0.5, 0.4),
+            profile(5, 0.0, 1.0),
+            profile(7, 0.3, 0.9),
+            profile(16, 0.1, 0.7),
+        ];
+        for p in &profiles {
+            for i in 0..200 {
+                let key = format!("prompt number {i}");
+                let cap = (i % 3 == 0).then_some(i as u32 % 40 + 1);
+                let g = generate(i as u64 % 5, &key, p, (1, 90), cap, false);
+                let n = g.tokens.len() as u64;
+                let s = &g.spec;
+                assert_eq!(s.steps + s.accepted, n, "steps + accepted == completion");
+                assert_eq!(s.histogram.len(), p.num_spec_tokens as usize + 1);
+                assert_eq!(s.histogram.iter().sum::<u64>(), s.steps);
+                let weighted: u64 = s
+                    .histogram
+                    .iter()
+                    .enumerate()
+                    .map(|(j, c)| j as u64 * c)
+                    .sum();
+                assert_eq!(weighted, s.accepted);
+                assert_eq!(s.proposed, s.steps * u64::from(p.num_spec_tokens));
+                assert_eq!(g.iterations.len() as u64, s.steps);
+                assert_eq!(g.iterations.iter().map(|&x| u64::from(x)).sum::<u64>(), n);
+                assert!(
+                    g.iterations
+                        .iter()
+                        .all(|&e| e >= 1 && e <= p.num_spec_tokens + 1)
+                );
+                assert_eq!(s.per_step_accepted.len() as u64, s.steps);
+                if let Some(c) = cap {
+                    assert!(n <= u64::from(c));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deterministic_and_lossless() {
+        let key = "user\u{1f}[coding 0] write a sort\u{1e}";
+        let a = generate(7, key, &profile(4, 0.5, 0.4), (48, 160), None, false);
+        let b = generate(7, key, &profile(4, 0.5, 0.4), (48, 160), None, false);
+        assert_eq!(a, b);
+        let base = generate(
+            7,
+            key,
+            &AcceptanceProfile::baseline(),
+            (48, 160),
+            None,
+            false,
+        );
+        let other = generate(7, key, &profile(8, 0.9, 0.9), (48, 160), None, false);
+        assert_eq!(a.text(), base.text());
+        assert_eq!(a.text(), other.text());
+        assert_eq!(base.spec.steps, 0);
+        assert_eq!(base.spec.proposed, 0);
+        assert_eq!(base.iterations.len(), base.tokens.len());
+        // A different seed or prompt changes the text.
+        assert_ne!(
+            generate(8, key, &profile(4, 0.5, 0.4), (48, 160), None, false).text(),
+            a.text()
+        );
+        assert_ne!(
+            generate(7, "other", &profile(4, 0.5, 0.4), (48, 160), None, false).text(),
+            a.text()
+        );
+        // A cap gives a prefix of the same text.
+        let capped = generate(7, key, &profile(4, 0.5, 0.4), (48, 160), Some(10), false);
+        assert!(capped.truncated);
+        assert_eq!(capped.tokens[..], a.tokens[..10]);
+        assert!(!a.truncated);
+    }
+
+    #[test]
+    fn ignore_eos_forces_length_and_extends_text() {
+        let p = profile(4, 0.5, 0.4);
+        let natural = generate(3, "k", &p, (10, 20), None, false);
+        let forced = generate(3, "k", &p, (10, 20), Some(500), true);
+        assert_eq!(forced.tokens.len(), 500);
+        assert!(forced.truncated);
+        assert_eq!(forced.tokens[..natural.tokens.len()], natural.tokens[..]);
+        assert_eq!(forced.spec.steps + forced.spec.accepted, 500);
+        // ignore_eos without max_tokens keeps the natural length.
+        assert_eq!(generate(3, "k", &p, (10, 20), None, true), natural);
+    }
+
+    #[test]
+    fn histogram_is_bimodal() {
+        let p = profile(4, 0.6, 0.4);
+        let mut hist = [0u64; 5];
+        for i in 0..300 {
+            let g = generate(1, &format!("p{i}"), &p, (48, 160), None, false);
+            for (j, c) in g.spec.histogram.iter().enumerate() {
+                hist[j] += c;
+            }
+        }
+        // Expected shape: ~0.6 at k; the rest geometric: 0.24, 0.096, 0.038, 0.026 (the
+        // last slots lose some mass to truncated final steps).
+        let middle_max = hist[1..4].iter().copied().max().unwrap_or(0);
+        assert!(hist[4] > hist[0] && hist[0] > middle_max, "{hist:?}");
+        let total: u64 = hist.iter().sum();
+        assert!(hist[4] as f64 / total as f64 > 0.5, "{hist:?}");
+    }
+
+    #[test]
+    fn demo_profiles_order_categories() {
+        let c = crate::SimConfig::speed_bench_demo();
+        let mean_al = |cat: &str| {
+            let p = c.profile_for(Some(cat));
+            let (mut steps, mut acc) = (0, 0);
+            for i in 0..200 {
+                let g = generate(0, &format!("[{cat} {i}]"), p, (48, 160), None, false);
+                steps += g.spec.steps;
+                acc += g.spec.accepted;
+            }
+            1.0 + acc as f64 / steps as f64
+        };
+        let (math, roleplay, coding) = (mean_al("math"), mean_al("roleplay"), mean_al("coding"));
+        assert!(
+            math > coding && coding > roleplay,
+            "{math} {coding} {roleplay}"
+        );
+        assert!(
+            (4.6..5.4).contains(&math) && (2.9..3.6).contains(&roleplay),
+            "{math} {roleplay}"
+        );
+    }
+
+    #[test]
+    fn prompt_info_from_messages() {
+        let info = PromptInfo::from_messages(
+            [
+                ("system", "be brief"),
+                ("user", "[coding 0] write  a\nsort"),
+                ("assistant", "ok"),
+                ("user", "again"),
+            ]
+            .map(|(r, c)| (r.to_owned(), c.to_owned())),
+        );
+        assert_eq!(info.turns, 2);
+        assert_eq!(info.first_user, "[coding 0] write  a\nsort");
+        assert_eq!(info.prompt_tokens, 2 + 5 + 1 + 1);
+        assert_eq!(info.category.as_deref(), Some("coding"));
+        assert_eq!(category_marker("[math] x").as_deref(), Some("math"));
+        assert_eq!(category_marker("[] x"), None);
+        assert_eq!(category_marker("coding"), None);
+        let c = PromptInfo::from_prompt("[qa 3] what".to_owned());
+        assert_eq!((c.turns, c.prompt_tokens), (1, 3));
+        assert_eq!(c.category.as_deref(), Some("qa"));
+    }
+}

@@ -1,0 +1,583 @@
+//! The HTTP server: routing, scheduled SSE bodies, accept loop and lifecycle.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, Sleep};
+
+use crate::SimError;
+use crate::config::{Chunking, SimConfig};
+use crate::metrics::{Exposition, GroundTruth, RequestTruth};
+use crate::model::{self, Generation};
+use crate::wire::{self, ChatRequest, CompletionRequest, Endpoint, Meta, Stats};
+
+/// Largest accepted request body.
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Largest output a request may force with `ignore_eos` (a simulated context limit).
+const MAX_FORCED_TOKENS: u32 = 131_072;
+/// Listen backlog; large so bursts of thousands of connects are not refused.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// State shared by all connections of one server.
+struct Shared {
+    config: SimConfig,
+    truth: Mutex<GroundTruth>,
+    running: AtomicU64,
+    next_id: AtomicU64,
+    started_unix: f64,
+}
+
+impl Shared {
+    fn truth(&self) -> MutexGuard<'_, GroundTruth> {
+        // The lock is never held across a panic point that leaves the data
+        // inconsistent, so a poisoned lock is still usable.
+        self.truth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Keeps `vllm:num_requests_running` up while a request is in flight.
+struct RunningGuard(Arc<Shared>);
+
+impl RunningGuard {
+    fn new(shared: &Arc<Shared>) -> Self {
+        shared.running.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What to record once a request has completed.
+struct Completion {
+    shared: Arc<Shared>,
+    truth: RequestTruth,
+    histogram: Vec<u64>,
+}
+
+impl Completion {
+    fn commit(self) {
+        self.shared.truth().record(self.truth, &self.histogram);
+    }
+}
+
+/// Response body: either a complete buffer or a timed sequence of SSE frames.
+enum SimBody {
+    Full(Option<Bytes>),
+    Scheduled(Box<Scheduled>),
+}
+
+/// SSE frames released at fixed offsets from the request start, so a slow
+/// reader sees a backlog (as from a real server) rather than a slowed server.
+struct Scheduled {
+    start: Instant,
+    frames: VecDeque<(Duration, Bytes)>,
+    sleep: Pin<Box<Sleep>>,
+    on_complete: Option<Completion>,
+    running: Option<RunningGuard>,
+}
+
+impl Body for SimBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let s = match self.get_mut() {
+            SimBody::Full(b) => return Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            SimBody::Scheduled(s) => s,
+        };
+        let Some(&(at, _)) = s.frames.front() else {
+            return Poll::Ready(None);
+        };
+        let deadline = s.start + at;
+        if Instant::now() < deadline {
+            if s.sleep.deadline() != deadline {
+                s.sleep.as_mut().reset(deadline);
+            }
+            ready!(s.sleep.as_mut().poll(cx));
+        }
+        let Some((_, bytes)) = s.frames.pop_front() else {
+            return Poll::Ready(None);
+        };
+        if s.frames.is_empty() {
+            // Recorded before `[DONE]` reaches the client, so a client that
+            // has read the whole stream always finds it in the ground truth
+            // (and no longer counted as running).
+            if let Some(done) = s.on_complete.take() {
+                done.commit();
+            }
+            s.running = None;
+        }
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            SimBody::Full(b) => b.is_none(),
+            SimBody::Scheduled(s) => s.frames.is_empty(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            SimBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            SimBody::Full(None) => SizeHint::with_exact(0),
+            SimBody::Scheduled(_) => SizeHint::default(),
+        }
+    }
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::try_from_secs_f64(v / 1e3).unwrap_or(Duration::ZERO)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<SimBody> {
+    let mut resp = Response::new(SimBody::Full(Some(Bytes::from(body.to_string()))));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<SimBody> {
+    json_response(status, &wire::error_body(status.as_u16(), kind, message))
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let known = [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/models",
+        "/health",
+        "/metrics",
+    ];
+    match (&method, path.as_str()) {
+        (&Method::POST, "/v1/chat/completions") => generate(shared, Endpoint::Chat, req).await,
+        (&Method::POST, "/v1/completions") => generate(shared, Endpoint::Completions, req).await,
+        (&Method::GET, "/v1/models") => json_response(
+            StatusCode::OK,
+            &wire::models(&shared.config.model, unix_now()),
+        ),
+        (&Method::GET, "/health") => {
+            json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+        }
+        (&Method::GET, "/metrics") => {
+            let text = Exposition {
+                truth: &shared.truth(),
+                model: &shared.config.model,
+                running: shared.running.load(Ordering::Relaxed),
+                llamacpp: shared.config.flavor.llamacpp(),
+                created_unix: shared.started_unix,
+            }
+            .render();
+            let mut resp = Response::new(SimBody::Full(Some(Bytes::from(text))));
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            resp
+        }
+        (_, p) if known.contains(&p) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            &format!("method {method} not allowed on {p}"),
+        ),
+        (_, p) => error_response(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            &format!("no route for {method} {p}"),
+        ),
+    }
+}
+
+async fn generate(
+    shared: Arc<Shared>,
+    endpoint: Endpoint,
+    req: Request<Incoming>,
+) -> Response<SimBody> {
+    let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("could not read request body: {e}"),
+            );
+        }
+    };
+    let parsed = match endpoint {
+        Endpoint::Chat => serde_json::from_slice::<ChatRequest>(&body)
+            .map_err(|e| format!("invalid JSON body: {e}"))
+            .and_then(ChatRequest::prompt),
+        Endpoint::Completions => serde_json::from_slice::<CompletionRequest>(&body)
+            .map_err(|e| format!("invalid JSON body: {e}"))
+            .and_then(CompletionRequest::prompt),
+    };
+    let (info, params) = match parsed {
+        Ok(x) => x,
+        Err(msg) => return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", &msg),
+    };
+    let max_tokens = params.max_tokens();
+    if max_tokens == Some(0) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "max_tokens must be at least 1",
+        );
+    }
+    let ignore_eos = params.ignore_eos();
+    if ignore_eos && max_tokens.is_some_and(|m| m > MAX_FORCED_TOKENS) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("with ignore_eos, max_tokens must be at most {MAX_FORCED_TOKENS}"),
+        );
+    }
+    let running = RunningGuard::new(&shared);
+    let cfg = &shared.config;
+    let category = info
+        .category
+        .clone()
+        .filter(|c| cfg.categories.contains_key(c));
+    let profile = cfg.profile_for(category.as_deref());
+    let generation = model::generate(
+        cfg.seed,
+        &info.key,
+        profile,
+        (cfg.output_tokens_min, cfg.output_tokens_max),
+        max_tokens,
+        ignore_eos,
+    );
+    let completion_tokens = u32::try_from(generation.tokens.len()).unwrap_or(u32::MAX);
+    let completion = Completion {
+        shared: Arc::clone(&shared),
+        histogram: generation.spec.histogram.clone(),
+        truth: RequestTruth {
+            conversation: info.first_user,
+            turns: info.turns,
+            category,
+            prompt_tokens: info.prompt_tokens,
+            completion_tokens,
+            steps: generation.spec.steps,
+            accepted: generation.spec.accepted,
+            proposed: generation.spec.proposed,
+            ttft_ms: cfg.ttft_ms,
+            truncated: generation.truncated,
+        },
+    };
+    let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = match endpoint {
+        Endpoint::Chat => format!("chatcmpl-sim{n}"),
+        Endpoint::Completions => format!("cmpl-sim{n}"),
+    };
+    let meta = Meta {
+        endpoint,
+        id: &id,
+        created: unix_now(),
+        model: &cfg.model,
+    };
+    let finish = if generation.truncated {
+        "length"
+    } else {
+        "stop"
+    };
+    let usage = wire::usage(info.prompt_tokens, completion_tokens);
+    let stats = || Stats {
+        vllm: cfg
+            .flavor
+            .vllm()
+            .then(|| wire::vllm_spec(&generation.spec, cfg.detailed)),
+        timings: cfg.flavor.llamacpp().then(|| {
+            wire::llamacpp_timings(info.prompt_tokens, &generation, cfg.ttft_ms, cfg.step_ms)
+        }),
+    };
+
+    let last_at = ms(cfg.ttft_ms)
+        + ms(cfg.step_ms)
+            * u32::try_from(generation.iterations.len().saturating_sub(1)).unwrap_or(u32::MAX);
+    if !params.stream() {
+        tokio::time::sleep(last_at).await;
+        let text = generation.text();
+        let body = meta.full_response(&text, finish, usage, stats());
+        completion.commit();
+        drop(running);
+        return json_response(StatusCode::OK, &body);
+    }
+
+    let frames = stream_frames(
+        &meta,
+        cfg,
+        &generation,
+        finish,
+        params.include_usage(),
+        usage,
+        stats(),
+    );
+    let start = Instant::now();
+    let body = SimBody::Scheduled(Box::new(Scheduled {
+        start,
+        frames,
+        sleep: Box::pin(tokio::time::sleep_until(start)),
+        on_complete: Some(completion),
+        running: Some(running),
+    }));
+    let mut resp = Response::new(body);
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+fn sse(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+/// Builds the timed SSE frames of one streamed response.
+///
+/// Chat streams start with a role chunk at offset 0 (before the TTFT delay,
+/// as llama.cpp does); content starts at `ttft_ms`, one verify step every
+/// `step_ms`. llama.cpp `timings` go on the finish chunk without
+/// `include_usage`, on the usage chunk with it; vLLM stats only ever go on the
+/// usage chunk.
+fn stream_frames(
+    meta: &Meta<'_>,
+    cfg: &SimConfig,
+    generation: &Generation,
+    finish: &str,
+    include_usage: bool,
+    usage: Value,
+    stats: Stats,
+) -> VecDeque<(Duration, Bytes)> {
+    let mut frames = VecDeque::new();
+    if meta.endpoint == Endpoint::Chat {
+        frames.push_back((
+            Duration::ZERO,
+            sse(&meta.role_chunk(cfg.chunking == Chunking::PerToken)),
+        ));
+    }
+    let (usage_stats, mut finish_timings) = if include_usage {
+        (Some(stats), None)
+    } else {
+        (None, stats.timings)
+    };
+    let mut at = ms(cfg.ttft_ms);
+    let mut pos = 0usize;
+    let last = generation.iterations.len().saturating_sub(1);
+    for (i, &emitted) in generation.iterations.iter().enumerate() {
+        if i > 0 {
+            at += ms(cfg.step_ms);
+        }
+        let end = (pos + emitted as usize).min(generation.tokens.len());
+        let tokens = &generation.tokens[pos..end];
+        pos = end;
+        match cfg.chunking {
+            Chunking::PerStep => {
+                let is_last = i == last;
+                let chunk = meta.content_chunk(
+                    &tokens.concat(),
+                    is_last.then_some(finish),
+                    if is_last { finish_timings.take() } else { None },
+                );
+                frames.push_back((at, sse(&chunk)));
+            }
+            Chunking::PerToken => {
+                for t in tokens {
+                    frames.push_back((at, sse(&meta.content_chunk(t, None, None))));
+                }
+            }
+        }
+    }
+    if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
+        let chunk = meta.content_chunk("", Some(finish), finish_timings.take());
+        frames.push_back((at, sse(&chunk)));
+    }
+    if let Some(stats) = usage_stats {
+        frames.push_back((at, sse(&meta.usage_chunk(usage, stats))));
+    }
+    frames.push_back((at, Bytes::from_static(b"data: [DONE]\n\n")));
+    frames
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
+    let err = |source| SimError::Bind { addr, source };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(LISTEN_BACKLOG).map_err(err)
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    // Small SSE frames must leave immediately for honest timing.
+                    let _ = stream.set_nodelay(true);
+                    let shared = Arc::clone(&shared);
+                    conns.spawn(async move {
+                        let service = service_fn(move |req| {
+                            let shared = Arc::clone(&shared);
+                            async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                        });
+                        if let Err(e) = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                        {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    // E.g. out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    drop(listener);
+    conns.shutdown().await;
+}
+
+/// A running simulated server.
+///
+/// Dropping it without calling [`SimServer::shutdown`] also stops the accept
+/// loop and its connections, but without waiting for them.
+#[derive(Debug)]
+pub struct SimServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimServer {
+    /// Validates `config`, binds `addr` (port 0 picks a free port) and spawns the
+    /// accept loop on the current tokio runtime. Returns once listening.
+    pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, SimError> {
+        config.validate()?;
+        let listener = bind(addr)?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind { addr, source })?;
+        let shared = Arc::new(Shared {
+            truth: Mutex::new(GroundTruth::new(config.max_spec_tokens())),
+            config,
+            running: AtomicU64::new(0),
+            next_id: AtomicU64::new(0),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        });
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));
+        Ok(SimServer {
+            addr: local,
+            shared,
+            stop: Some(tx),
+            task,
+        })
+    }
+
+    /// The bound address (with the real port when started on port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL such as `http://127.0.0.1:PORT` (an unspecified bind address
+    /// is reported as loopback).
+    pub fn url(&self) -> String {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+    }
+
+    /// The configuration the server runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.config
+    }
+
+    /// A snapshot of the completed-request accounting.
+    pub fn ground_truth(&self) -> GroundTruth {
+        self.shared.truth().clone()
+    }
+
+    /// Stops accepting, aborts open connections (including in-flight
+    /// streams, which are then not counted) and waits for the loop to end.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Serves `config` on `addr` until `shutdown` resolves (e.g. Ctrl-C), then
+/// shuts down and returns the final ground truth. Logs the URL via `tracing`.
+pub async fn run_until(
+    config: SimConfig,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> Result<GroundTruth, SimError> {
+    let server = SimServer::start(config, addr).await?;
+    tracing::info!(url = %server.url(), "speedbench-sim listening");
+    shutdown.await;
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    Ok(truth)
+}

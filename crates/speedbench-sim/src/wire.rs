@@ -1,0 +1,384 @@
+//! OpenAI-compatible JSON shapes: request parsing and response bodies.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::model::{Generation, PromptInfo, SpecStats};
+
+/// Fields of `/v1/chat/completions` the simulator honours (others are ignored).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(flatten)]
+    pub(crate) common: CommonParams,
+}
+
+/// Fields of `/v1/completions` the simulator honours (others are ignored).
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompletionRequest {
+    prompt: PromptInput,
+    #[serde(flatten)]
+    pub(crate) common: CommonParams,
+}
+
+/// Parameters shared by both endpoints.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CommonParams {
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    ignore_eos: Option<bool>,
+}
+
+impl CommonParams {
+    /// `max_completion_tokens`, else `max_tokens` (vLLM's precedence).
+    pub(crate) fn max_tokens(&self) -> Option<u32> {
+        self.max_completion_tokens.or(self.max_tokens)
+    }
+
+    /// vLLM / llama.cpp `ignore_eos`: generate exactly `max_tokens` tokens.
+    pub(crate) fn ignore_eos(&self) -> bool {
+        self.ignore_eos.unwrap_or(false)
+    }
+
+    pub(crate) fn stream(&self) -> bool {
+        self.stream.unwrap_or(false)
+    }
+
+    pub(crate) fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+/// Message content: a string or a list of content parts (text parts are used).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize)]
+struct ContentPart {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl Content {
+    fn into_text(self) -> String {
+        match self {
+            Content::Text(s) => s,
+            Content::Parts(parts) => parts
+                .into_iter()
+                .filter_map(|p| p.text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PromptInput {
+    Text(String),
+    Many(Vec<String>),
+}
+
+impl ChatRequest {
+    /// Validates and extracts the prompt.
+    pub(crate) fn prompt(self) -> Result<(PromptInfo, CommonParams), String> {
+        if self.messages.is_empty() {
+            return Err("'messages' must contain at least one message".to_owned());
+        }
+        let info = PromptInfo::from_messages(self.messages.into_iter().map(|m| {
+            (
+                m.role,
+                m.content.map(Content::into_text).unwrap_or_default(),
+            )
+        }));
+        Ok((info, self.common))
+    }
+}
+
+impl CompletionRequest {
+    /// Validates and extracts the prompt (a list of prompts is joined by newlines).
+    pub(crate) fn prompt(self) -> Result<(PromptInfo, CommonParams), String> {
+        let text = match self.prompt {
+            PromptInput::Text(s) => s,
+            PromptInput::Many(v) if v.is_empty() => {
+                return Err("'prompt' must not be empty".to_owned());
+            }
+            PromptInput::Many(v) => v.join("\n"),
+        };
+        Ok((PromptInfo::from_prompt(text), self.common))
+    }
+}
+
+/// Which OpenAI endpoint a response belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Chat,
+    Completions,
+}
+
+/// Identity fields shared by all chunks of one response.
+pub(crate) struct Meta<'a> {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) id: &'a str,
+    pub(crate) created: u64,
+    pub(crate) model: &'a str,
+}
+
+/// Per-flavour statistics attached to a response.
+pub(crate) struct Stats {
+    /// `metrics: {speculative_decoding: ...}` (vLLM flavour).
+    pub(crate) vllm: Option<Value>,
+    /// `timings: {...}` (llama.cpp flavour).
+    pub(crate) timings: Option<Value>,
+}
+
+impl Meta<'_> {
+    fn root(&self, object: &str, choices: Value) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("object".into(), json!(object));
+        m.insert("created".into(), json!(self.created));
+        m.insert("model".into(), json!(self.model));
+        m.insert("choices".into(), choices);
+        m
+    }
+
+    fn chunk_object(&self) -> &'static str {
+        match self.endpoint {
+            Endpoint::Chat => "chat.completion.chunk",
+            Endpoint::Completions => "text_completion",
+        }
+    }
+
+    /// The non-streaming response body.
+    pub(crate) fn full_response(
+        &self,
+        text: &str,
+        finish: &str,
+        usage: Value,
+        stats: Stats,
+    ) -> Value {
+        let (object, choice) = match self.endpoint {
+            Endpoint::Chat => (
+                "chat.completion",
+                json!({"index": 0, "message": {"role": "assistant", "content": text},
+                       "logprobs": null, "finish_reason": finish}),
+            ),
+            Endpoint::Completions => (
+                "text_completion",
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+            ),
+        };
+        let mut m = self.root(object, json!([choice]));
+        m.insert("usage".into(), usage);
+        attach(&mut m, stats);
+        Value::Object(m)
+    }
+
+    /// The first streamed chunk of a chat response: the assistant role.
+    /// `null_content` gives llama.cpp's `"content": null`, else vLLM's `""`.
+    pub(crate) fn role_chunk(&self, null_content: bool) -> Value {
+        let content = if null_content { json!(null) } else { json!("") };
+        let choice = json!({"index": 0, "delta": {"role": "assistant", "content": content},
+                            "logprobs": null, "finish_reason": null});
+        Value::Object(self.root(self.chunk_object(), json!([choice])))
+    }
+
+    /// A streamed chunk carrying `text` (may be empty) and optionally the
+    /// finish reason and llama.cpp `timings`.
+    pub(crate) fn content_chunk(
+        &self,
+        text: &str,
+        finish: Option<&str>,
+        timings: Option<Value>,
+    ) -> Value {
+        let choice = match (self.endpoint, text.is_empty()) {
+            (Endpoint::Chat, false) => json!({"index": 0, "delta": {"content": text},
+                                              "logprobs": null, "finish_reason": finish}),
+            (Endpoint::Chat, true) => json!({"index": 0, "delta": {},
+                                             "logprobs": null, "finish_reason": finish}),
+            (Endpoint::Completions, _) => json!({"index": 0, "text": text,
+                                                 "logprobs": null, "finish_reason": finish}),
+        };
+        let mut m = self.root(self.chunk_object(), json!([choice]));
+        attach(
+            &mut m,
+            Stats {
+                vllm: None,
+                timings,
+            },
+        );
+        Value::Object(m)
+    }
+
+    /// The extra `include_usage` chunk: `choices: []`, `usage` and stats.
+    pub(crate) fn usage_chunk(&self, usage: Value, stats: Stats) -> Value {
+        let mut m = self.root(self.chunk_object(), json!([]));
+        m.insert("usage".into(), usage);
+        attach(&mut m, stats);
+        Value::Object(m)
+    }
+}
+
+fn attach(m: &mut Map<String, Value>, stats: Stats) {
+    if let Some(v) = stats.vllm {
+        m.insert("metrics".into(), json!({"speculative_decoding": v}));
+    }
+    if let Some(t) = stats.timings {
+        m.insert("timings".into(), t);
+    }
+}
+
+/// The OpenAI `usage` object.
+pub(crate) fn usage(prompt_tokens: u32, completion_tokens: u32) -> Value {
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": u64::from(prompt_tokens) + u64::from(completion_tokens),
+    })
+}
+
+/// `a / b`, or 0 when `b` is zero (keeps JSON free of NaN/inf).
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// vLLM's `metrics.speculative_decoding` object.
+pub(crate) fn vllm_spec(spec: &SpecStats, detailed: bool) -> Value {
+    let mut v = json!({
+        "mean_acceptance_length": 1.0 + ratio(spec.accepted as f64, spec.steps as f64),
+        "draft_acceptance_rate": ratio(spec.accepted as f64, spec.proposed as f64),
+        "acceptance_histogram": spec.histogram,
+        "acceptance_histogram_by_draft_length":
+            if spec.steps > 0 { json!({spec.k.to_string(): spec.histogram}) } else { json!({}) },
+        "num_spec_steps": spec.steps,
+        "num_accepted_draft_tokens": spec.accepted,
+        "num_draft_tokens": spec.proposed,
+        "num_spec_tokens": spec.k,
+    });
+    if detailed && let Value::Object(m) = &mut v {
+        m.insert("per_step_accepted".into(), json!(spec.per_step_accepted));
+        m.insert("per_step_drafted".into(), json!(spec.per_step_drafted));
+    }
+    v
+}
+
+/// llama.cpp's `timings` object, from the nominal schedule: `prompt_ms` is the
+/// configured TTFT, `predicted_ms` is `step_ms` times the iterations after the
+/// first. `draft_n` / `draft_n_accepted` are omitted when nothing was drafted.
+pub(crate) fn llamacpp_timings(
+    prompt_tokens: u32,
+    generation: &Generation,
+    ttft_ms: f64,
+    step_ms: f64,
+) -> Value {
+    let predicted_n = generation.tokens.len() as f64;
+    let prompt_n = f64::from(prompt_tokens);
+    let predicted_ms = step_ms * generation.iterations.len().saturating_sub(1) as f64;
+    let mut v = json!({
+        "cache_n": 0,
+        "prompt_n": prompt_tokens,
+        "prompt_ms": ttft_ms,
+        "prompt_per_token_ms": ratio(ttft_ms, prompt_n),
+        "prompt_per_second": ratio(1e3 * prompt_n, ttft_ms),
+        "predicted_n": generation.tokens.len(),
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": ratio(predicted_ms, predicted_n),
+        "predicted_per_second": ratio(1e3 * predicted_n, predicted_ms),
+    });
+    if generation.spec.proposed > 0
+        && let Value::Object(m) = &mut v
+    {
+        m.insert("draft_n".into(), json!(generation.spec.proposed));
+        m.insert("draft_n_accepted".into(), json!(generation.spec.accepted));
+    }
+    v
+}
+
+/// OpenAI-style error body.
+pub(crate) fn error_body(status: u16, kind: &str, message: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": status}})
+}
+
+/// `GET /v1/models` body.
+pub(crate) fn models(model: &str, created: u64) -> Value {
+    json!({"object": "list", "data": [
+        {"id": model, "object": "model", "created": created, "owned_by": "speedbench-sim",
+         "root": model, "parent": null}
+    ]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_chat_variants() {
+        let r: ChatRequest = serde_json::from_str(
+            r#"{"model":"x","messages":[{"role":"system","content":null},
+                {"role":"user","content":[{"type":"text","text":"[coding 1] hi there"}]}],
+                "max_tokens":5,"max_completion_tokens":3,"stream":true,
+                "stream_options":{"include_usage":true},"temperature":0}"#,
+        )
+        .expect("parse");
+        let (info, p) = r.prompt().expect("valid");
+        assert_eq!(p.max_tokens(), Some(3));
+        assert!(p.stream() && p.include_usage());
+        assert_eq!(info.first_user, "[coding 1] hi there");
+        assert_eq!(info.category.as_deref(), Some("coding"));
+        let empty: ChatRequest = serde_json::from_str(r#"{"messages":[]}"#).expect("parse");
+        assert!(empty.prompt().is_err());
+        assert!(serde_json::from_str::<ChatRequest>(r#"{"messages":[],"max_tokens":-1}"#).is_err());
+    }
+
+    #[test]
+    fn parses_completion_prompt_list() {
+        let r: CompletionRequest =
+            serde_json::from_str(r#"{"prompt":["a b","c"]}"#).expect("parse");
+        let (info, p) = r.prompt().expect("valid");
+        assert_eq!(info.prompt_tokens, 3);
+        assert!(!p.stream());
+        assert_eq!(p.max_tokens(), None);
+    }
+
+    #[test]
+    fn vllm_spec_zero_steps_has_no_nan() {
+        let v = vllm_spec(
+            &SpecStats {
+                histogram: vec![0],
+                ..SpecStats::default()
+            },
+            true,
+        );
+        assert_eq!(v["mean_acceptance_length"], json!(1.0));
+        assert_eq!(v["draft_acceptance_rate"], json!(0.0));
+        assert_eq!(v["per_step_accepted"], json!([]));
+    }
+}
