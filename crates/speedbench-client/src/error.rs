@@ -47,6 +47,17 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// A pre-run question to the server (health, model list) failed.
+    #[error("{url}: {message}")]
+    Discovery {
+        /// The URL asked.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The TLS setup failed (e.g. an unreadable `SSL_CERT_FILE`).
+    #[error("TLS setup: {0}")]
+    Tls(String),
     /// The records file failed.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),

@@ -1,16 +1,14 @@
 //! One request on the wire, timed at the moment bytes arrive.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use speedbench_dataset::Message;
+use speedbench_http::{ClientOptions, describe, new_client};
 use speedbench_record::ErrorKind;
 
 use crate::error::ClientError;
@@ -21,7 +19,7 @@ use crate::target::Target;
 /// A pooled keep-alive HTTP client bound to one target.
 #[derive(Clone)]
 pub(crate) struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: speedbench_http::HttpClient,
     url: hyper::Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
 }
@@ -65,12 +63,11 @@ impl HttpClient {
             let v = HeaderValue::from_str(value).map_err(|e| invalid(e.to_string()))?;
             headers.push((n, v));
         }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(max_connections)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+        let client = new_client(&ClientOptions {
+            max_idle_per_host: max_connections,
+            ..Default::default()
+        })
+        .map_err(|e| ClientError::Tls(e.to_string()))?;
         Ok(HttpClient {
             client,
             url,
@@ -207,16 +204,4 @@ fn excerpt(s: &str) -> String {
         out.push('…');
     }
     out
-}
-
-/// The error and its causes on one line (hyper's top-level text alone is vague).
-fn describe(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cause = c.source();
-    }
-    msg
 }

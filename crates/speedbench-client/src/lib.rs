@@ -28,6 +28,7 @@
 //!
 //! The end-to-end example that runs (against the simulated server) is in
 //! this crate's `tests/` directory.
+mod discovery;
 mod error;
 mod exchange;
 mod recorder;
@@ -37,6 +38,7 @@ pub mod spec;
 pub mod sse;
 mod target;
 
+pub use discovery::{discover_model, wait_for_health};
 pub use error::ClientError;
 pub use runner::{LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, run_profile};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

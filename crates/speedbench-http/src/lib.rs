@@ -1,0 +1,321 @@
+//! The HTTP(S) client plumbing shared by speedbench's crates.
+//!
+//! One place builds connectors (plain TCP with `TCP_NODELAY`, or TLS through
+//! rustls with the Mozilla roots, the system's roots and any extra PEM bundle
+//! named by `SSL_CERT_FILE`), so the dataset crate's Hub client and the load
+//! generator speak HTTPS the same way. [`get`] is a small buffered GET with a
+//! deadline and redirect following, for control-plane calls (model lists,
+//! health checks, Hub API and file downloads).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use speedbench_http::{ClientOptions, HttpError, get, new_client};
+//!
+//! let client = new_client(&ClientOptions::default()).unwrap();
+//! // Nothing listens on port 9 of loopback: the error says so, with the URL.
+//! let err = get(&client, "http://127.0.0.1:9/health", &[], Duration::from_secs(2)).await.unwrap_err();
+//! assert!(matches!(err, HttpError::Connect { .. }));
+//! # }
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderName, HeaderValue, LOCATION};
+use hyper::{Request, StatusCode};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+/// The connector every speedbench client uses: HTTP, or HTTPS via rustls.
+pub type Connector = HttpsConnector<HttpConnector>;
+
+/// A pooled client whose request bodies are buffered [`Bytes`].
+pub type HttpClient = Client<Connector, Full<Bytes>>;
+
+/// Everything that can go wrong building a client or making a request.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A CA bundle could not be read or holds no certificate.
+    #[error("CA bundle {path}: {message}")]
+    CaBundle {
+        /// The bundle file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The URL cannot be requested.
+    #[error("invalid URL {url}: {message}")]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        message: String,
+    },
+    /// No connection, or the connection broke.
+    #[error("{url}: {message}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// The error and its causes.
+        message: String,
+    },
+    /// No complete answer before the deadline.
+    #[error("{url}: no complete answer within {timeout:?}")]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// Redirects did not end.
+    #[error("{url}: more than {MAX_REDIRECTS} redirects")]
+    TooManyRedirects {
+        /// The first URL.
+        url: String,
+    },
+}
+
+/// Redirects [`get`] follows before giving up.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// How to build a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Idle keep-alive connections kept per host.
+    pub max_idle_per_host: usize,
+    /// Extra trusted roots in PEM form (for private CAs and loopback tests).
+    pub extra_roots_pem: Vec<Vec<u8>>,
+    /// Read extra roots from the file named by `SSL_CERT_FILE`, if set.
+    pub use_ssl_cert_file: bool,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            max_idle_per_host: 64,
+            extra_roots_pem: Vec::new(),
+            use_ssl_cert_file: true,
+        }
+    }
+}
+
+fn add_pem(roots: &mut RootCertStore, pem: &[u8], origin: &str) -> Result<(), HttpError> {
+    let bad = |message: String| HttpError::CaBundle {
+        path: PathBuf::from(origin),
+        message,
+    };
+    let mut added = 0;
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| bad(e.to_string()))?;
+        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+        added += 1;
+    }
+    if added == 0 {
+        return Err(bad("no PEM certificate found".into()));
+    }
+    Ok(())
+}
+
+/// The TLS configuration: Mozilla roots, system roots, then extra roots.
+fn tls_config(options: &ClientOptions) -> Result<rustls::ClientConfig, HttpError> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let native = rustls_native_certs::load_native_certs();
+    for cert in native.certs {
+        // A malformed system certificate must not stop every HTTPS request.
+        let _ = roots.add(cert);
+    }
+    if options.use_ssl_cert_file
+        && let Some(path) = std::env::var_os("SSL_CERT_FILE")
+    {
+        let path = PathBuf::from(path);
+        let pem = std::fs::read(&path).map_err(|e| HttpError::CaBundle {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        add_pem(&mut roots, &pem, &path.display().to_string())?;
+    }
+    for (i, pem) in options.extra_roots_pem.iter().enumerate() {
+        add_pem(&mut roots, pem, &format!("<extra root {i}>"))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpError::CaBundle {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// Builds the HTTP/HTTPS connector with `TCP_NODELAY` (latency matters more
+/// than packet count for a benchmark).
+pub fn new_connector(options: &ClientOptions) -> Result<Connector, HttpError> {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    Ok(HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(options)?)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http))
+}
+
+/// Builds a pooled keep-alive client.
+pub fn new_client(options: &ClientOptions) -> Result<HttpClient, HttpError> {
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(options.max_idle_per_host)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(new_connector(options)?))
+}
+
+/// The error and its causes on one line (hyper's top-level text alone is vague).
+pub fn describe(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    msg
+}
+
+/// A buffered response.
+#[derive(Debug, Clone)]
+pub struct Buffered {
+    /// The status of the final (non-redirect) response.
+    pub status: StatusCode,
+    /// Its headers.
+    pub headers: hyper::HeaderMap,
+    /// Its whole body.
+    pub body: Bytes,
+    /// The URL that answered, after redirects.
+    pub url: String,
+}
+
+fn resolve_location(base: &hyper::Uri, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let scheme = base.scheme_str().unwrap_or("http");
+    let authority = base.authority().map(|a| a.as_str()).unwrap_or("");
+    if location.starts_with('/') {
+        format!("{scheme}://{authority}{location}")
+    } else {
+        let path = base.path();
+        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        format!("{scheme}://{authority}{dir}{location}")
+    }
+}
+
+/// GETs `url`, following up to [`MAX_REDIRECTS`] redirects, and buffers the
+/// body; the whole exchange must finish within `timeout`.
+///
+/// `headers` are sent on the first request and on redirects to the same
+/// host only, so a credential is never handed to a CDN or another site.
+pub async fn get(
+    client: &HttpClient,
+    url: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    timeout: Duration,
+) -> Result<Buffered, HttpError> {
+    let fut = async {
+        let first: hyper::Uri =
+            url.parse()
+                .map_err(|e: hyper::http::uri::InvalidUri| HttpError::InvalidUrl {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                })?;
+        let mut current = first.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = Request::get(current.clone());
+            if current.authority() == first.authority() {
+                for (n, v) in headers {
+                    req = req.header(n, v);
+                }
+            }
+            let req = req
+                .body(Full::new(Bytes::new()))
+                .map_err(|e| HttpError::InvalidUrl {
+                    url: current.to_string(),
+                    message: e.to_string(),
+                })?;
+            let connect = |e: &dyn std::error::Error| HttpError::Connect {
+                url: current.to_string(),
+                message: describe(e),
+            };
+            let resp = client.request(req).await.map_err(|e| connect(&e))?;
+            let status = resp.status();
+            if status.is_redirection()
+                && let Some(loc) = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok())
+            {
+                let next = resolve_location(&current, loc);
+                current = next.parse().map_err(|e: hyper::http::uri::InvalidUri| {
+                    HttpError::InvalidUrl {
+                        url: next.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                continue;
+            }
+            let headers = resp.headers().clone();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| connect(&e))?
+                .to_bytes();
+            return Ok(Buffered {
+                status,
+                headers,
+                body,
+                url: current.to_string(),
+            });
+        }
+        Err(HttpError::TooManyRedirects {
+            url: url.to_string(),
+        })
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| HttpError::Timeout {
+            url: url.to_string(),
+            timeout,
+        })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_redirects_resolve_against_the_current_url() {
+        let base: hyper::Uri = "http://h:1/api/datasets/x".parse().unwrap();
+        assert_eq!(resolve_location(&base, "/cdn/f"), "http://h:1/cdn/f");
+        assert_eq!(resolve_location(&base, "y"), "http://h:1/api/datasets/y");
+        assert_eq!(resolve_location(&base, "https://cdn/z"), "https://cdn/z");
+    }
+
+    #[test]
+    fn a_bundle_without_certificates_is_refused() {
+        let options = ClientOptions {
+            extra_roots_pem: vec![b"not a pem".to_vec()],
+            use_ssl_cert_file: false,
+            ..Default::default()
+        };
+        let err = new_client(&options).unwrap_err().to_string();
+        assert!(err.contains("no PEM certificate"), "{err}");
+    }
+}
