@@ -1,1 +1,136 @@
-fn main() {}
+//! `speedbench`: benchmark speculative decoding on OpenAI-compatible servers.
+//!
+//! A thin command-line shell over the speedbench crates; every measurement
+//! and formula lives in those crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod profile;
+mod progress;
+mod report;
+mod sim;
+
+/// Benchmark speculative decoding on OpenAI-compatible inference servers.
+#[derive(Parser)]
+#[command(name = "speedbench", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a dataset against a server and record every request.
+    Profile(profile::ProfileArgs),
+    /// Start the simulated server in-process and profile the bundled fixture.
+    Demo(demo::DemoArgs),
+    /// Serve the simulated OpenAI-compatible server until Ctrl-C.
+    Sim(sim::SimArgs),
+    /// Build the acceptance matrix from one or more run directories.
+    Report(report::ReportArgs),
+}
+
+/// The exit code for a run stopped by Ctrl-C (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Profile(args) => profile::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
+            Command::Sim(args) => sim::run(args).await,
+            Command::Report(args) => report::run(args),
+        }
+    });
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How a command ended when it did not fail.
+pub enum Outcome {
+    /// Finished normally.
+    Done,
+    /// Stopped by Ctrl-C after saving what was measured.
+    Interrupted,
+}
+
+/// An error with the context of what the command was doing.
+pub struct CliError {
+    context: String,
+    source: Box<dyn std::error::Error>,
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.context, self.source)?;
+        let mut cause = self.source.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+/// Adds context to any error, for `?` in the commands.
+pub trait Context<T> {
+    /// Wraps the error with what was being done.
+    fn context(self, what: impl Into<String>) -> Result<T, CliError>;
+}
+
+impl<T, E: std::error::Error + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: impl Into<String>) -> Result<T, CliError> {
+        self.map_err(|e| CliError {
+            context: what.into(),
+            source: Box::new(e),
+        })
+    }
+}
+
+/// A plain-message error.
+#[derive(Debug)]
+pub struct Message(pub String);
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Message {}
+
+/// Builds a [`CliError`] from a context and a message.
+pub fn fail(context: &str, message: impl Into<String>) -> CliError {
+    CliError {
+        context: context.into(),
+        source: Box::new(Message(message.into())),
+    }
+}

@@ -1,1 +1,60 @@
-//! speedbench-report
+//! Renderings of a speedbench run: console tables, the per-category
+//! acceptance matrix and its exports.
+//!
+//! - [`render_run_summary`]: the end-of-run console summary of one run's
+//!   [`RunMetrics`](speedbench_metrics::RunMetrics), laid out like AIPerf's
+//!   "LLM Metrics" and "Spec Decode" tables;
+//! - [`AcceptanceMatrix`]: AIPerf `speed-bench-report`'s model-by-category
+//!   matrix of token-weighted acceptance length or rate, with
+//!   [`to_csv`](AcceptanceMatrix::to_csv) (AIPerf's exact CSV: CRLF,
+//!   2 decimals, blanks for missing), [`to_console`](AcceptanceMatrix::to_console),
+//!   [`to_markdown`](AcceptanceMatrix::to_markdown) and
+//!   [`to_json`](AcceptanceMatrix::to_json);
+//! - [`render_category_table`]: llama.cpp `speed_bench.py`'s per-category
+//!   table of [`CategorySummary`](speedbench_metrics::CategorySummary) rows.
+//!
+//! Tables are plain UTF-8 box drawings without colors or terminal detection.
+//!
+//! ```
+//! use speedbench_record::{RequestRecord, SpecDecodeStats};
+//! use speedbench_report::{AcceptanceMatrix, MatrixMetric};
+//!
+//! let request = |category: &str, accepted, proposed, steps| RequestRecord {
+//!     category: Some(category.into()),
+//!     spec: Some(SpecDecodeStats {
+//!         accepted_draft_tokens: accepted,
+//!         proposed_draft_tokens: proposed,
+//!         verify_steps: Some(steps),
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! };
+//! let records = vec![
+//!     request("coding", 10, 129, 43),
+//!     request("coding", 4, 12, 4),
+//!     request("math", 30, 40, 10),
+//! ];
+//! let runs = [("my-model".to_string(), records.as_slice())];
+//! let matrix = AcceptanceMatrix::from_runs(MatrixMetric::AcceptLength, &runs);
+//! print!("{}", matrix.to_csv());
+//! // coding: 1 + (10 + 4) / (43 + 4) = 1.30; math: 1 + 30 / 10 = 4.00;
+//! // Overall: (1.2979 + 4.0) / 2 = 2.65.
+//! assert_eq!(
+//!     matrix.to_csv(),
+//!     "Model,coding,math,Overall\r\nmy-model,1.30,4.00,2.65\r\n"
+//! );
+//! ```
+
+#![warn(missing_docs)]
+
+mod category;
+mod error;
+mod format;
+mod matrix;
+mod summary;
+mod table;
+
+pub use category::render_category_table;
+pub use error::ReportError;
+pub use matrix::{AcceptanceMatrix, MatrixMetric, MatrixRow};
+pub use summary::render_run_summary;

@@ -1,0 +1,67 @@
+//! `speedbench demo`: the whole pipeline against the simulated server.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use speedbench_dataset::Dataset;
+use speedbench_sim::{SimConfig, SimServer};
+
+use crate::profile::{EndpointType, ProfileArgs};
+use crate::{Context, Outcome};
+
+/// The bundled SPEED-Bench-shaped fixture: 11 categories, some multi-turn rows.
+const FIXTURE: &str = include_str!("../../../fixtures/speed_bench_mini.jsonl");
+
+/// Options of `speedbench demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Directory for the run's artifacts.
+    #[arg(long, default_value = "artifacts/demo")]
+    pub output_artifact_dir: PathBuf,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Simulated time to first token, milliseconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub ttft_ms: f64,
+    /// Simulated time per verify step, milliseconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub step_ms: f64,
+}
+
+/// Runs `speedbench demo`.
+pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
+    let config = SimConfig {
+        ttft_ms: args.ttft_ms,
+        step_ms: args.step_ms,
+        ..SimConfig::speed_bench_demo()
+    };
+    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .context("starting the simulated server")?;
+    eprintln!("simulated server listening on {}", server.url());
+    let dataset = Dataset::from_jsonl_str("speed_bench_mini", FIXTURE)
+        .context("loading the bundled fixture")?;
+    let args = ProfileArgs {
+        url: server.url(),
+        model: None,
+        endpoint_type: EndpointType::Chat,
+        streaming: true,
+        input_file: PathBuf::from("(bundled) fixtures/speed_bench_mini.jsonl"),
+        category: Vec::new(),
+        concurrency: args.concurrency,
+        request_count: None,
+        num_conversations: None,
+        warmup_request_count: 0,
+        osl: Some(256),
+        extra_inputs: vec!["temperature:0".into()],
+        timeout: 60.0,
+        output_artifact_dir: Some(args.output_artifact_dir),
+        api_key: None,
+        headers: Vec::new(),
+        run_id: None,
+    };
+    let outcome = crate::profile::execute(args, dataset).await;
+    server.shutdown().await;
+    outcome
+}

@@ -1,0 +1,109 @@
+//! `speedbench sim`: serve the simulated server until Ctrl-C.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use speedbench_sim::{SimConfig, SimServer, SpecFlavor};
+
+use crate::{CliError, Context, Outcome};
+
+/// Which engine's per-request statistics to imitate.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Flavor {
+    /// vLLM `metrics.speculative_decoding`.
+    Vllm,
+    /// llama.cpp `timings`.
+    Llamacpp,
+    /// Both of the above.
+    Both,
+    /// No per-request statistics (only `/metrics`).
+    None,
+}
+
+/// Options of `speedbench sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to bind; 0 picks a free one (the URL is printed on stdout).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// JSON configuration file (see the speedbench-sim docs); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Start from the demo profile: distinct acceptance per SPEED-Bench category.
+    #[arg(long)]
+    pub demo_profiles: bool,
+    /// Seed of every pseudo-random draw.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Time to first token, milliseconds.
+    #[arg(long)]
+    pub ttft_ms: Option<f64>,
+    /// Time per verify step, milliseconds.
+    #[arg(long)]
+    pub step_ms: Option<f64>,
+    /// Draft budget k of the default profile; 0 turns speculation off.
+    #[arg(long)]
+    pub num_spec_tokens: Option<u32>,
+    /// Per-request statistics format.
+    #[arg(long, value_enum)]
+    pub flavor: Option<Flavor>,
+}
+
+fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
+            serde_json::from_str(&text).context(format!("parsing {}", path.display()))?
+        }
+        None if args.demo_profiles => SimConfig::speed_bench_demo(),
+        None => SimConfig::default(),
+    };
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    if let Some(v) = args.ttft_ms {
+        config.ttft_ms = v;
+    }
+    if let Some(v) = args.step_ms {
+        config.step_ms = v;
+    }
+    if let Some(k) = args.num_spec_tokens {
+        config.default_spec.num_spec_tokens = k;
+        for profile in config.categories.values_mut() {
+            profile.num_spec_tokens = k;
+        }
+    }
+    if let Some(f) = args.flavor {
+        config.flavor = match f {
+            Flavor::Vllm => SpecFlavor::Vllm,
+            Flavor::Llamacpp => SpecFlavor::LlamaCpp,
+            Flavor::Both => SpecFlavor::Both,
+            Flavor::None => SpecFlavor::None,
+        };
+    }
+    Ok(config)
+}
+
+/// Runs `speedbench sim`.
+pub async fn run(args: SimArgs) -> Result<Outcome, CliError> {
+    let config = load_config(&args)?;
+    let addr = SocketAddr::new(args.host, args.port);
+    let server = SimServer::start(config, addr)
+        .await
+        .context(format!("starting the simulated server on {addr}"))?;
+    // The URL goes to stdout, alone on its line, so scripts can read it.
+    println!("{}", server.url());
+    let _ = tokio::signal::ctrl_c().await;
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    eprintln!(
+        "served {} requests: {} verify steps, {} of {} drafts accepted",
+        truth.requests, truth.steps, truth.accepted, truth.proposed
+    );
+    Ok(Outcome::Done)
+}

@@ -1,0 +1,74 @@
+//! Helpers shared by the end-to-end tests: the fixture, the binary, and the
+//! simulated server's per-category profiles.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use speedbench_dataset::Dataset;
+use speedbench_record::RequestRecord;
+use speedbench_sim::GroundTruth;
+
+pub fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/speed_bench_mini.jsonl")
+}
+
+pub fn bin() -> tokio::process::Command {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+}
+
+pub async fn run(args: &[&str]) -> Output {
+    let out = bin().args(args).output().await.expect("the binary runs");
+    eprintln!(
+        "stderr of {args:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The first user message and turn number of a record's request, which is
+/// how the simulated server's log identifies a request.
+pub fn request_key(dataset: &Dataset, r: &RequestRecord) -> (String, usize) {
+    let conv = dataset
+        .conversations
+        .iter()
+        .find(|c| c.id == r.conversation_id)
+        .expect("record of a fixture row");
+    (conv.turns[0].clone(), r.turn_index as usize + 1)
+}
+
+/// Checks every successful record against the server's own log.
+pub fn assert_matches_truth(dataset: &Dataset, records: &[RequestRecord], truth: &GroundTruth) {
+    for r in records.iter().filter(|r| r.is_success()) {
+        let (first, turns) = request_key(dataset, r);
+        let t = truth
+            .requests_log
+            .iter()
+            .find(|t| t.conversation == first && t.turns as usize == turns)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no server log entry for {} turn {}",
+                    r.conversation_id, r.turn_index
+                )
+            });
+        let spec = r.spec.as_ref().expect("spec stats on every success");
+        assert_eq!(
+            spec.accepted_draft_tokens, t.accepted,
+            "{}",
+            r.conversation_id
+        );
+        assert_eq!(
+            spec.proposed_draft_tokens, t.proposed,
+            "{}",
+            r.conversation_id
+        );
+        assert_eq!(spec.verify_steps, Some(t.steps), "{}", r.conversation_id);
+        assert_eq!(
+            r.completion_tokens,
+            Some(u64::from(t.completion_tokens)),
+            "{}",
+            r.conversation_id
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! End-to-end: `speedbench demo` and `speedbench report` as a new user runs them.
+
+mod common;
+
+use common::run;
+use speedbench_record::read_records_file;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_then_report_show_every_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("demo");
+    let out = run(&[
+        "demo",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+        "--ttft-ms",
+        "1",
+        "--step-ms",
+        "0",
+    ])
+    .await;
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("Spec Decode"), "{stdout}");
+    assert!(stdout.contains("Acceptance Length Report"), "{stdout}");
+    let records = read_records_file(out_dir.join("records.parquet"))
+        .unwrap()
+        .records;
+    assert_eq!(records.len(), 46);
+
+    let csv = dir.path().join("report.csv");
+    let out = run(&[
+        "report",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "both",
+        "--output",
+        csv.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("Acceptance Length Report"), "{stdout}");
+    let csv = std::fs::read_to_string(csv).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert_eq!(
+        header,
+        "Model,coding,humanities,math,multilingual,qa,rag,reasoning,roleplay,stem,summarization,writing,Overall"
+    );
+    assert!(csv.lines().nth(1).unwrap().starts_with("speedbench-sim,"));
+}
+
+#[tokio::test]
+async fn report_on_a_directory_without_runs_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["report", dir.path().to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("holds no records.parquet"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_bad_input_file_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &rows,
+        "{\"question_id\":\"a\",\"turns\":[\"x\"]}\n{\"question_id\":\"b\"}\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "profile",
+        "--url",
+        "127.0.0.1:9",
+        "--model",
+        "m",
+        "--input-file",
+        rows.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("rows.jsonl:2"), "{stderr}");
+}
