@@ -60,6 +60,7 @@ pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
         api_key: None,
         headers: Vec::new(),
         run_id: None,
+        client: Default::default(),
     };
     let outcome = crate::profile::execute(args, dataset).await;
     server.shutdown().await;

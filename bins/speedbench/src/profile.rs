@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use speedbench_client::{
-    ApiKey, ApiKind, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, discover_model,
-    parse_extra_inputs, run_profile,
+    ApiKey, ApiKind, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target,
+    discover_model_with_roots, parse_extra_inputs, run_profile,
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
@@ -80,6 +80,27 @@ pub struct ProfileArgs {
     /// Run identifier; generated when omitted.
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Load shape, TLS and server-metrics options.
+    #[command(flatten)]
+    pub client: Box<ClientArgs>,
+}
+
+/// The client's connection, load-shape and server-scrape options.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ClientArgs {
+    /// Extra CA certificate(s) to trust for HTTPS, as a PEM file (repeatable);
+    /// `SSL_CERT_FILE` works too.
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
+}
+
+impl ClientArgs {
+    fn extra_roots(&self) -> Result<Vec<Vec<u8>>, CliError> {
+        self.ca_cert
+            .iter()
+            .map(|p| std::fs::read(p).context(format!("--ca-cert {}", p.display())))
+            .collect()
+    }
 }
 
 fn new_run_id() -> String {
@@ -157,9 +178,10 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         .clone()
         .filter(|k| !k.is_empty())
         .map(ApiKey::new);
+    let extra_roots = args.client.extra_roots()?;
     let model = match &args.model {
         Some(m) => m.clone(),
-        None => discover_model(&base_url, api_key.as_ref())
+        None => discover_model_with_roots(&base_url, api_key.as_ref(), &extra_roots)
             .await
             .context("finding the served model")?,
     };
@@ -181,6 +203,7 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         .map(|h| parse_header(h))
         .collect::<Result<_, _>>()?;
     target.timeout = Duration::from_secs_f64(args.timeout);
+    target.extra_roots_pem = extra_roots;
 
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let output_dir = args
@@ -210,6 +233,7 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         "timeout_s": args.timeout,
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
         "api_key_set": target.api_key.is_some(),
+        "ca_cert": args.client.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     });
     let run = ProfileRun {
         dataset,

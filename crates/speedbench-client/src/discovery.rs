@@ -9,15 +9,16 @@ use speedbench_http::{ClientOptions, HttpClient, get, new_client};
 use crate::error::ClientError;
 use crate::target::{ApiKey, BaseUrl};
 
-fn control_client() -> Result<HttpClient, ClientError> {
+pub(crate) fn control_client(extra_roots_pem: &[Vec<u8>]) -> Result<HttpClient, ClientError> {
     new_client(&ClientOptions {
         max_idle_per_host: 1,
+        extra_roots_pem: extra_roots_pem.to_vec(),
         ..Default::default()
     })
     .map_err(|e| ClientError::Tls(e.to_string()))
 }
 
-fn auth_headers(api_key: Option<&ApiKey>) -> Vec<(HeaderName, HeaderValue)> {
+pub(crate) fn auth_headers(api_key: Option<&ApiKey>) -> Vec<(HeaderName, HeaderValue)> {
     api_key
         .and_then(|key| HeaderValue::from_str(&format!("Bearer {}", key.expose())).ok())
         .map(|mut v| {
@@ -32,12 +33,22 @@ pub async fn discover_model(
     base_url: &BaseUrl,
     api_key: Option<&ApiKey>,
 ) -> Result<String, ClientError> {
+    discover_model_with_roots(base_url, api_key, &[]).await
+}
+
+/// Like [`discover_model`], also trusting `extra_roots_pem` (PEM bundles, as
+/// in [`crate::Target::extra_roots_pem`]) for HTTPS.
+pub async fn discover_model_with_roots(
+    base_url: &BaseUrl,
+    api_key: Option<&ApiKey>,
+    extra_roots_pem: &[Vec<u8>],
+) -> Result<String, ClientError> {
     let url = base_url.join("/v1/models");
     let failed = |message: String| ClientError::Discovery {
         url: url.clone(),
         message,
     };
-    let client = control_client()?;
+    let client = control_client(extra_roots_pem)?;
     let resp = get(
         &client,
         &url,
@@ -63,7 +74,7 @@ pub async fn discover_model(
 /// Polls `GET /health` until it answers 200 or `timeout` passes.
 pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<(), ClientError> {
     let url = base_url.join("/health");
-    let client = control_client()?;
+    let client = control_client(&[])?;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no attempt");
     while tokio::time::Instant::now() < deadline {

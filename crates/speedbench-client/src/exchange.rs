@@ -65,6 +65,7 @@ impl HttpClient {
         }
         let client = new_client(&ClientOptions {
             max_idle_per_host: max_connections,
+            extra_roots_pem: target.extra_roots_pem.clone(),
             ..Default::default()
         })
         .map_err(|e| ClientError::Tls(e.to_string()))?;

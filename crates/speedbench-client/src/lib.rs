@@ -38,7 +38,7 @@ pub mod spec;
 pub mod sse;
 mod target;
 
-pub use discovery::{discover_model, wait_for_health};
+pub use discovery::{discover_model, discover_model_with_roots, wait_for_health};
 pub use error::ClientError;
 pub use runner::{LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, run_profile};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

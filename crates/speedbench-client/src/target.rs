@@ -140,10 +140,15 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     /// Per-request timeout, from sending to the last byte.
     pub timeout: Duration,
+    /// Extra trusted CA certificates, each a PEM bundle (e.g. a private CA or
+    /// a self-signed test server), added to the Mozilla and system roots.
+    /// `SSL_CERT_FILE` is honoured as well.
+    pub extra_roots_pem: Vec<Vec<u8>>,
 }
 
 impl Target {
-    /// A target with defaults: chat API, streaming, 600 s timeout.
+    /// A target with defaults: chat API, streaming, 600 s timeout, no extra
+    /// CA roots.
     pub fn new(base_url: BaseUrl, model: impl Into<String>) -> Target {
         Target {
             base_url,
@@ -155,6 +160,7 @@ impl Target {
             api_key: None,
             headers: Vec::new(),
             timeout: Duration::from_secs(600),
+            extra_roots_pem: Vec::new(),
         }
     }
 
