@@ -1,10 +1,11 @@
-//! `speedbench report`: the acceptance matrix over run directories.
+//! `speedbench report`: a matrix over run directories (speedbench's or AIPerf's).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use speedbench_record::{RECORDS_FILE_NAME, RequestRecord, read_records_file};
-use speedbench_report::{AcceptanceMatrix, MatrixMetric};
+use speedbench_report::{
+    AcceptanceMatrix, MatrixMetric, ResolvedSource, SourceChoice, find_run_dirs, load_run,
+};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -26,12 +27,16 @@ pub enum Format {
 /// Options of `speedbench report`.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Run directories, or directories whose immediate children are run directories.
+    /// Run directories, or directories whose immediate children are run
+    /// directories (speedbench's records.parquet or AIPerf's profile_export_aiperf.json).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Which acceptance number fills the cells.
+    /// What fills the cells: accept_length, accept_rate, throughput, decode_tps or latency.
     #[arg(long, default_value = "accept_length")]
     pub metric: MatrixMetric,
+    /// Where numbers come from: auto (records, then summary, then server), records, summary or server.
+    #[arg(long, default_value = "auto")]
+    pub source: SourceChoice,
     /// Output format.
     #[arg(long, value_enum, default_value = "both")]
     pub format: Format,
@@ -40,92 +45,67 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// Run directories among `paths`: a directory holding a records file, or the
-/// immediate children (in name order) of one that does not.
-fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
-    let mut dirs = Vec::new();
-    for path in paths {
-        if !path.is_dir() {
-            return Err(fail(
-                "finding runs",
-                format!("{} is not a directory", path.display()),
-            ));
-        }
-        if path.join(RECORDS_FILE_NAME).is_file() {
-            dirs.push(path.clone());
-            continue;
-        }
-        let mut children: Vec<PathBuf> = std::fs::read_dir(path)
-            .context(format!("listing {}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join(RECORDS_FILE_NAME).is_file())
-            .collect();
-        children.sort();
-        if children.is_empty() {
-            return Err(fail(
-                "finding runs",
-                format!(
-                    "{} holds no {RECORDS_FILE_NAME}, nor do its subdirectories",
-                    path.display()
-                ),
-            ));
-        }
-        dirs.extend(children);
-    }
-    Ok(dirs)
-}
-
-fn load_run(dir: &Path) -> Result<(String, Vec<RequestRecord>), CliError> {
-    let path = dir.join(RECORDS_FILE_NAME);
-    let file = read_records_file(&path).context("reading records")?;
-    let label = file
-        .manifest
-        .map(|m| m.model)
-        .filter(|m| !m.is_empty())
-        .or_else(|| file.records.first().map(|r| r.model.clone()))
-        .unwrap_or_else(|| dir.display().to_string());
-    Ok((label, file.records))
-}
-
 /// Runs `speedbench report`.
 pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
-    let dirs = find_run_dirs(&args.paths)?;
+    let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
-    let runs = dirs
-        .iter()
-        .map(|d| load_run(d))
-        .collect::<Result<Vec<_>, _>>()?;
-    let views: Vec<(String, &[RequestRecord])> = runs
-        .iter()
-        .map(|(l, r)| (l.clone(), r.as_slice()))
-        .collect();
-    let matrix = AcceptanceMatrix::from_runs(args.metric, &views);
+    let mut rows = Vec::new();
+    for dir in &dirs {
+        let run = load_run(dir).context(format!("loading {}", dir.display()))?;
+        for warning in &run.warnings {
+            eprintln!("warning: {warning}");
+        }
+        if args.metric == MatrixMetric::Throughput && run.category_count() > 1 {
+            eprintln!(
+                "{}: throughput is a rate over the whole run, so it is not split across its {} categories; \
+                 the run gives one column (run one category per run for per-category throughput)",
+                dir.display(),
+                run.category_count()
+            );
+        }
+        let (cells, source) = run.cells(args.metric, args.source);
+        eprintln!("{}: {} from {source}", dir.display(), args.metric);
+        if source == ResolvedSource::None {
+            eprintln!(
+                "warning: {} has no {} data from source {:?}",
+                dir.display(),
+                args.metric,
+                args.source
+            );
+        }
+        rows.push((run.label.clone(), cells));
+    }
+    let matrix = AcceptanceMatrix::from_cells(args.metric, rows);
     if matrix
         .rows
         .iter()
         .all(|r| r.cells.iter().all(Option::is_none))
     {
+        let hint = if args.metric.is_acceptance() {
+            " (was speculation on, and does the server report acceptance per request or on /metrics?)"
+        } else {
+            ""
+        };
         return Err(fail(
             "building the matrix",
-            "no run holds speculative-decoding statistics (was speculation on, and does the server report them?)",
+            format!("no run gave a {} value{hint}", args.metric),
         ));
     }
-    if matches!(args.format, Format::Console | Format::Both) {
-        print!("{}", matrix.to_console());
-    }
-    if matches!(args.format, Format::Csv | Format::Both) {
-        std::fs::write(&args.output, matrix.to_csv())
-            .context(format!("writing {}", args.output.display()))?;
-        eprintln!("CSV written to {}", args.output.display());
-    }
-    if args.format == Format::Json {
-        println!(
+    match args.format {
+        Format::Console => print!("{}", matrix.to_console()),
+        Format::Json => println!(
             "{}",
             serde_json::to_string_pretty(&matrix.to_json()).unwrap_or_default()
-        );
-    }
-    if args.format == Format::Markdown {
-        print!("{}", matrix.to_markdown());
+        ),
+        Format::Markdown => print!("{}", matrix.to_markdown()),
+        Format::Csv | Format::Both => {
+            if args.format == Format::Both {
+                print!("{}", matrix.to_console());
+            }
+            std::fs::write(&args.output, matrix.to_csv())
+                .context(format!("writing {}", args.output.display()))?;
+            eprintln!("CSV written to {}", args.output.display());
+        }
     }
     Ok(Outcome::Done)
 }

@@ -56,7 +56,7 @@ async fn report_on_a_directory_without_runs_fails_clearly() {
     let out = run(&["report", dir.path().to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("holds no records.parquet"), "{stderr}");
+    assert!(stderr.contains("no run directories under"), "{stderr}");
 }
 
 #[tokio::test]
@@ -81,4 +81,40 @@ async fn a_bad_input_file_names_file_and_line() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("rows.jsonl:2"), "{stderr}");
+}
+
+#[tokio::test]
+async fn report_reads_aiperf_run_directories_and_names_the_source() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aiperf");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("out.csv");
+    let out = run(&[
+        "report",
+        fixtures.to_str().unwrap(),
+        "--source",
+        "server",
+        "--format",
+        "csv",
+        "--output",
+        csv.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("accept_length from server (counters, token-weighted)"),
+        "{stderr}"
+    );
+    // AIPerf's own speed_bench_report.csv has 2.69 for this coding run.
+    let expected_cell =
+        std::fs::read_to_string(fixtures.join("run3-speed_bench_coding/speed_bench_report.csv"))
+            .unwrap();
+    assert!(expected_cell.contains("stub-model,2.69,"));
+    assert_eq!(
+        std::fs::read_to_string(csv).unwrap(),
+        "Model,coding,Overall\r\nstub-model,2.69,2.69\r\n"
+    );
+
+    let out = run(&["report", fixtures.to_str().unwrap(), "--metric", "nonsense"]).await;
+    assert_eq!(out.status.code(), Some(2), "clap rejects an unknown metric");
 }

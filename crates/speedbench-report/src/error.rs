@@ -1,9 +1,52 @@
 //! The crate's error type.
 
+use std::path::PathBuf;
+
 /// What can fail in this crate.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    /// A matrix metric name other than `accept_length` or `accept_rate`.
-    #[error("unknown matrix metric {0:?} (expected accept_length or accept_rate)")]
+    /// A matrix metric name that is not one of [`crate::MatrixMetric`]'s.
+    #[error(
+        "unknown matrix metric {0:?} (expected accept_length, accept_rate, throughput, decode_tps or latency)"
+    )]
     UnknownMetric(String),
+    /// A source name that is not one of [`crate::SourceChoice`]'s.
+    #[error("unknown source {0:?} (expected auto, records, summary or server)")]
+    UnknownSource(String),
+    /// A path given as a run directory is not a directory.
+    #[error("{0}: not a directory")]
+    NotADirectory(PathBuf),
+    /// No run directory was found under the given paths.
+    #[error(
+        "no run directories under {paths}: a run directory holds records.parquet (speedbench) or profile_export_aiperf.json (AIPerf)"
+    )]
+    NoRuns {
+        /// The paths searched, joined for display.
+        paths: String,
+    },
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON artifact is malformed.
+    #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Artifact {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, for JSON Lines files.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A records file is unreadable.
+    #[error(transparent)]
+    Record(#[from] speedbench_record::RecordError),
+    /// Two runs cannot be compared.
+    #[error("cannot compare: {0}")]
+    Compare(String),
 }

@@ -47,14 +47,22 @@
 
 #![warn(missing_docs)]
 
+mod aiperf;
 mod category;
 mod error;
 mod format;
 mod matrix;
+mod rundir;
+mod server;
 mod summary;
 mod table;
 
 pub use category::render_category_table;
 pub use error::ReportError;
-pub use matrix::{AcceptanceMatrix, MatrixMetric, MatrixRow};
+pub use matrix::{AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, RunCells, records_cells};
+pub use rundir::{
+    ResolvedSource, RunData, RunFormat, RunSummary, SUMMARY_JSON, SourceChoice, find_run_dirs,
+    load_run,
+};
+pub use server::Weighting;
 pub use summary::render_run_summary;

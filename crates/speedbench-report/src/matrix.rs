@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde_json::{Value, json};
-use speedbench_metrics::{AcceptanceTotals, acceptance_by, macro_average};
+use speedbench_metrics::{
+    AcceptanceTotals, RequestMetricsExt, RunMetrics, acceptance_by, macro_average,
+};
 use speedbench_record::RequestRecord;
 
 use crate::ReportError;
@@ -32,7 +34,7 @@ const SPEC_AL: [&str; 5] = ["gsm8k", "math500", "mtbench", "humaneval", "mbpp"];
 /// Dataset-name prefixes stripped to get a category when a record has none.
 const DATASET_PREFIXES: [&str; 2] = ["speed_bench_", "spec_al_"];
 
-/// Which acceptance statistic a matrix holds.
+/// Which statistic a matrix holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MatrixMetric {
     /// Token-weighted acceptance length `1 + Σaccepted / Σsteps` (named
@@ -42,31 +44,60 @@ pub enum MatrixMetric {
     /// fraction in `0..=1`, as AIPerf's report prints it (named
     /// `accept_rate`).
     AcceptRate,
+    /// Output-token throughput of the whole run, tokens/s (named
+    /// `throughput`). A rate over a run cannot be split by category, so a
+    /// run contributes one column.
+    Throughput,
+    /// Mean per-request decode speed, tokens/s (named `decode_tps`): the
+    /// server's own figure (llama.cpp `predicted_per_second`) where it
+    /// reports one, else the client's `(completion_tokens - 1) / (e2e - ttft)`.
+    DecodeTps,
+    /// Mean end-to-end request latency, milliseconds (named `latency`).
+    Latency,
 }
 
 impl MatrixMetric {
-    /// The name used on the command line and in JSON: `accept_length` or
-    /// `accept_rate`.
+    /// Every metric, in CLI order.
+    pub const ALL: [MatrixMetric; 5] = [
+        MatrixMetric::AcceptLength,
+        MatrixMetric::AcceptRate,
+        MatrixMetric::Throughput,
+        MatrixMetric::DecodeTps,
+        MatrixMetric::Latency,
+    ];
+
+    /// The name used on the command line and in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
             MatrixMetric::AcceptLength => "accept_length",
             MatrixMetric::AcceptRate => "accept_rate",
+            MatrixMetric::Throughput => "throughput",
+            MatrixMetric::DecodeTps => "decode_tps",
+            MatrixMetric::Latency => "latency",
         }
     }
 
-    /// The console title, as AIPerf's report: `Acceptance Length Report` or
-    /// `Acceptance Rate Report`.
+    /// The console title (AIPerf's for the metrics it has).
     pub fn title(self) -> &'static str {
         match self {
             MatrixMetric::AcceptLength => "Acceptance Length Report",
             MatrixMetric::AcceptRate => "Acceptance Rate Report",
+            MatrixMetric::Throughput => "Throughput Report (tokens/sec)",
+            MatrixMetric::DecodeTps => "Decode Speed Report (tokens/sec)",
+            MatrixMetric::Latency => "Latency Report (ms)",
         }
+    }
+
+    /// True for the two acceptance metrics, which every source can give.
+    pub fn is_acceptance(self) -> bool {
+        matches!(self, MatrixMetric::AcceptLength | MatrixMetric::AcceptRate)
     }
 
     fn value(self, totals: &AcceptanceTotals) -> Option<f64> {
         match self {
             MatrixMetric::AcceptLength => totals.accept_length(),
             MatrixMetric::AcceptRate => totals.accept_rate(),
+            _ => None,
         }
     }
 }
@@ -81,15 +112,30 @@ impl FromStr for MatrixMetric {
     type Err = ReportError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate]
+        MatrixMetric::ALL
             .into_iter()
             .find(|m| m.as_str() == s)
             .ok_or_else(|| ReportError::UnknownMetric(s.to_string()))
     }
 }
 
-/// A model-by-category acceptance matrix: one row per model (or run), one
-/// column per category, and a macro-averaged `Overall`.
+/// One cell before it is placed in a matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Cell {
+    /// The value; `None` when the column exists but has no value.
+    pub value: Option<f64>,
+    /// Requests behind the value (0 for run-level sources).
+    pub requests: u64,
+    /// True when the value is a time-average of gauge samples rather than a
+    /// token-weighted ratio (SGLang, TensorRT-LLM, vLLM's gauges).
+    pub time_averaged: bool,
+}
+
+/// The cells of one run, keyed by column (category, tier or dataset).
+pub type RunCells = BTreeMap<String, Cell>;
+
+/// A model-by-category matrix: one row per model (or run), one column per
+/// category, and a macro-averaged `Overall`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcceptanceMatrix {
     /// The statistic in the cells.
@@ -107,21 +153,103 @@ pub struct MatrixRow {
     pub label: String,
     /// One value per column; `None` when the row has no value there.
     pub cells: Vec<Option<f64>>,
-    /// Unweighted mean of the present cells (`macro_average`).
+    /// Unweighted mean of the present cells (`macro_average`); `None` when
+    /// the row mixes token-weighted and time-averaged cells, which answer
+    /// different questions and must not be averaged together.
     pub overall: Option<f64>,
-    /// Requests with spec stats behind each cell (0 where none).
+    /// Requests behind each cell (0 where none or run-level).
     pub requests: Vec<u64>,
+    /// Per cell: true when it is a time-averaged gauge value.
+    pub time_averaged: Vec<bool>,
+}
+
+/// The cells one run's records give for `metric`, per category.
+///
+/// Warmup and failed records never count. Acceptance cells are
+/// token-weighted ([`speedbench_metrics::acceptance_by`]); latency is the
+/// mean end-to-end latency in ms; decode speed is the mean per-request decode
+/// tokens/s. [`MatrixMetric::Throughput`] is a whole-run rate and gives one
+/// cell, keyed by the run's only category, or by its dataset when it mixes
+/// categories (it cannot be split).
+pub fn records_cells(metric: MatrixMetric, records: &[RequestRecord]) -> RunCells {
+    match metric {
+        MatrixMetric::AcceptLength | MatrixMetric::AcceptRate => {
+            acceptance_by(records, category_key)
+                .into_iter()
+                .map(|(k, t)| {
+                    let cell = Cell {
+                        value: metric.value(&t),
+                        requests: t.requests,
+                        time_averaged: false,
+                    };
+                    (k, cell)
+                })
+                .collect()
+        }
+        MatrixMetric::Latency => mean_by(records, |r| Some(r.e2e_latency_ns as f64 / 1e6)),
+        MatrixMetric::DecodeTps => {
+            let server = mean_by(records, |r| r.decode_tokens_per_second());
+            let client = mean_by(records, |r| r.output_token_throughput_per_user());
+            // Per cell: the server's own figure wherever it reported one.
+            let mut cells = client;
+            for (k, cell) in server {
+                if cell.value.is_some() {
+                    cells.insert(k, cell);
+                }
+            }
+            cells
+        }
+        MatrixMetric::Throughput => {
+            let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+            let categories: BTreeSet<String> =
+                measured.iter().filter_map(|r| category_key(r)).collect();
+            let key = match categories.len() {
+                1 => categories.into_iter().next().unwrap_or_default(),
+                _ => measured
+                    .first()
+                    .map(|r| strip_dataset_prefix(&r.dataset).to_string())
+                    .unwrap_or_default(),
+            };
+            let metrics = RunMetrics::from_records(records);
+            let cell = Cell {
+                value: metrics.output_token_throughput,
+                requests: metrics.counts.succeeded,
+                time_averaged: false,
+            };
+            if key.is_empty() {
+                RunCells::new()
+            } else {
+                RunCells::from([(key, cell)])
+            }
+        }
+    }
+}
+
+/// Groups successful, non-warmup records by category and averages `value`.
+fn mean_by(records: &[RequestRecord], value: impl Fn(&RequestRecord) -> Option<f64>) -> RunCells {
+    let mut sums: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for r in records.iter().filter(|r| !r.warmup && r.is_success()) {
+        let Some(key) = category_key(r) else { continue };
+        let entry = sums.entry(key).or_default();
+        if let Some(v) = value(r).filter(|v| v.is_finite()) {
+            entry.0 += v;
+            entry.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|(k, (sum, n))| {
+            let cell = Cell {
+                value: (n > 0).then(|| sum / n as f64),
+                requests: n,
+                time_averaged: false,
+            };
+            (k, cell)
+        })
+        .collect()
 }
 
 impl AcceptanceMatrix {
-    /// Builds the matrix from labelled runs.
-    ///
-    /// Each run's records are grouped by category with
-    /// [`speedbench_metrics::acceptance_by`], which skips warmup records,
-    /// failed records and records without spec stats; the key is
-    /// `record.category`, or when that is `None` the dataset name with a
-    /// `speed_bench_` / `spec_al_` prefix stripped (records with neither are
-    /// skipped). Cells are token-weighted ([`MatrixMetric`]).
+    /// Builds the matrix from labelled runs' records (see [`records_cells`]).
     ///
     /// Runs with the same label merge into one row; a later run's category
     /// overwrites an earlier one's (as AIPerf's `results[model].update`).
@@ -138,12 +266,19 @@ impl AcceptanceMatrix {
         metric: MatrixMetric,
         runs: &[(String, &[RequestRecord])],
     ) -> AcceptanceMatrix {
-        let mut merged: BTreeMap<&str, BTreeMap<String, AcceptanceTotals>> = BTreeMap::new();
-        for (label, records) in runs {
-            merged
-                .entry(label.as_str())
-                .or_default()
-                .extend(acceptance_by(records, category_key));
+        let cells = runs
+            .iter()
+            .map(|(label, records)| (label.clone(), records_cells(metric, records)))
+            .collect();
+        AcceptanceMatrix::from_cells(metric, cells)
+    }
+
+    /// Builds the matrix from cells already computed per run, whatever their
+    /// source; merging, ordering and `Overall` as [`Self::from_runs`].
+    pub fn from_cells(metric: MatrixMetric, runs: Vec<(String, RunCells)>) -> AcceptanceMatrix {
+        let mut merged: BTreeMap<String, RunCells> = BTreeMap::new();
+        for (label, cells) in runs {
+            merged.entry(label).or_default().extend(cells);
         }
         let categories: BTreeSet<&str> = merged
             .values()
@@ -151,19 +286,31 @@ impl AcceptanceMatrix {
             .collect();
         let columns = column_order(&categories);
         let rows = merged
-            .into_iter()
+            .iter()
             .map(|(label, cells)| {
-                let totals: Vec<Option<&AcceptanceTotals>> =
-                    columns.iter().map(|c| cells.get(c)).collect();
-                let values: Vec<Option<f64>> = totals
+                let row: Vec<Cell> = columns
                     .iter()
-                    .map(|t| t.and_then(|t| metric.value(t)))
+                    .map(|c| cells.get(c).copied().unwrap_or_default())
+                    .collect();
+                let values: Vec<Option<f64>> = row.iter().map(|c| c.value).collect();
+                let present: BTreeSet<bool> = row
+                    .iter()
+                    .filter(|c| c.value.is_some())
+                    .map(|c| c.time_averaged)
                     .collect();
                 MatrixRow {
-                    label: label.to_string(),
-                    overall: macro_average(&values),
+                    label: label.clone(),
+                    overall: if present.len() > 1 {
+                        None
+                    } else {
+                        macro_average(&values)
+                    },
                     cells: values,
-                    requests: totals.iter().map(|t| t.map_or(0, |t| t.requests)).collect(),
+                    requests: row.iter().map(|c| c.requests).collect(),
+                    time_averaged: row
+                        .iter()
+                        .map(|c| c.value.is_some() && c.time_averaged)
+                        .collect(),
                 }
             })
             .collect();
@@ -198,7 +345,9 @@ impl AcceptanceMatrix {
     pub fn to_console(&self) -> String {
         let header = self.header();
         let rows: Vec<Vec<String>> = self.rows.iter().map(|r| self.text_row(r, "-")).collect();
-        titled_table(self.metric.title(), &header, &rows, FirstColumn::Left)
+        let mut out = titled_table(self.metric.title(), &header, &rows, FirstColumn::Left);
+        out.extend(self.footnote());
+        out
     }
 
     /// A GitHub-flavored Markdown table (values right-aligned, 2 decimals,
@@ -211,6 +360,10 @@ impl AcceptanceMatrix {
         out.push_str(&markdown_line(rule));
         for row in &self.rows {
             out.push_str(&markdown_line(self.text_row(row, "-")));
+        }
+        if let Some(note) = self.footnote() {
+            out.push('\n');
+            out.push_str(&note);
         }
         out
     }
@@ -229,6 +382,7 @@ impl AcceptanceMatrix {
                     "cells": r.cells.iter().map(|&v| number(v)).collect::<Vec<_>>(),
                     "overall": number(r.overall),
                     "requests": r.requests,
+                    "time_averaged": r.time_averaged,
                 })
             })
             .collect();
@@ -246,11 +400,31 @@ impl AcceptanceMatrix {
             .collect()
     }
 
+    /// A row's text; time-averaged cells get a `*` (explained by [`Self::footnote`]).
     fn text_row(&self, row: &MatrixRow, missing: &str) -> Vec<String> {
+        let cells = row
+            .cells
+            .iter()
+            .zip(&row.time_averaged)
+            .map(|(&v, &gauge)| {
+                let text = cell_text(v, missing);
+                if gauge { format!("{text}*") } else { text }
+            });
         std::iter::once(row.label.clone())
-            .chain(row.cells.iter().map(|&v| cell_text(v, missing)))
+            .chain(cells)
             .chain(std::iter::once(cell_text(row.overall, missing)))
             .collect()
+    }
+
+    /// The note printed under console and Markdown tables when cells are
+    /// time-averaged gauges, or `None`.
+    pub fn footnote(&self) -> Option<String> {
+        let any_gauge = self.rows.iter().any(|r| r.time_averaged.contains(&true));
+        any_gauge.then(|| {
+            "* time-averaged gauge samples (SGLang / TensorRT-LLM / vLLM gauges): not token-weighted, \
+             not comparable value-for-value with unmarked cells; Overall is omitted where a row mixes both\n"
+                .to_string()
+        })
     }
 }
 
@@ -260,11 +434,16 @@ fn category_key(r: &RequestRecord) -> Option<String> {
     if let Some(c) = r.category.as_deref().filter(|c| !c.is_empty()) {
         return Some(c.to_string());
     }
-    let stripped = DATASET_PREFIXES
-        .iter()
-        .find_map(|p| r.dataset.strip_prefix(p))
-        .unwrap_or(&r.dataset);
+    let stripped = strip_dataset_prefix(&r.dataset);
     (!stripped.is_empty()).then(|| stripped.to_string())
+}
+
+/// A dataset name without its `speed_bench_` / `spec_al_` prefix.
+pub(crate) fn strip_dataset_prefix(dataset: &str) -> &str {
+    DATASET_PREFIXES
+        .iter()
+        .find_map(|p| dataset.strip_prefix(p))
+        .unwrap_or(dataset)
 }
 
 fn column_order(categories: &BTreeSet<&str>) -> Vec<String> {
@@ -569,9 +748,110 @@ mod tests {
                     "cells": [coding, 4.0],
                     "overall": (coding + 4.0) / 2.0,
                     "requests": [2, 1],
+                    "time_averaged": [false, false],
                 }],
             })
         );
+    }
+
+    #[test]
+    fn gauge_cells_are_marked_and_never_averaged_with_weighted_ones() {
+        let weighted = Cell {
+            value: Some(2.0),
+            requests: 3,
+            time_averaged: false,
+        };
+        let gauge = Cell {
+            value: Some(3.0),
+            requests: 0,
+            time_averaged: true,
+        };
+        let m = AcceptanceMatrix::from_cells(
+            MatrixMetric::AcceptLength,
+            vec![
+                (
+                    "mixed".into(),
+                    RunCells::from([("coding".into(), weighted), ("math".into(), gauge)]),
+                ),
+                ("sglang".into(), RunCells::from([("math".into(), gauge)])),
+            ],
+        );
+        // "mixed" holds a token-weighted 2.0 and a time-averaged 3.0: no Overall.
+        // "sglang" holds gauges only: Overall = 3.0 (a mean of like with like).
+        assert_eq!(m.rows[0].overall, None);
+        assert_eq!(m.rows[1].overall, Some(3.0));
+        assert_eq!(m.rows[0].time_averaged, [false, true]);
+        let console = m.to_console();
+        assert!(
+            console.contains("│ mixed  │   2.00 │ 3.00* │       - │"),
+            "{console}"
+        );
+        assert!(
+            console.contains("* time-averaged gauge samples"),
+            "{console}"
+        );
+        // CSV stays AIPerf's plain numbers.
+        assert_eq!(
+            m.to_csv(),
+            "Model,coding,math,Overall\r\nmixed,2.00,3.00,\r\nsglang,,3.00,3.00\r\n"
+        );
+    }
+
+    fn timed(
+        category: &str,
+        e2e_ms: u64,
+        ttft_ms: u64,
+        tokens: u64,
+        server_tps: Option<f64>,
+    ) -> RequestRecord {
+        RequestRecord {
+            category: Some(category.into()),
+            e2e_latency_ns: e2e_ms * 1_000_000,
+            ttft_ns: Some(ttft_ms * 1_000_000),
+            completion_tokens: Some(tokens),
+            start_unix_ns: 0,
+            end_unix_ns: (e2e_ms * 1_000_000) as i64,
+            server_timings: server_tps.map(|t| speedbench_record::ServerTimings {
+                predicted_per_second: Some(t),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn latency_decode_speed_and_throughput_by_hand() {
+        let records = vec![
+            // coding: client decode (11-1)/(1.1-0.1 s) = 10 tok/s and (21-1)/(2.1-0.1) = 10;
+            // latency (1100 + 2100)/2 = 1600 ms.
+            timed("coding", 1100, 100, 11, None),
+            timed("coding", 2100, 100, 21, None),
+            // math: the server's own figures win: (50 + 70)/2 = 60 tok/s; latency 500 ms.
+            timed("math", 500, 100, 9, Some(50.0)),
+            timed("math", 500, 100, 9, Some(70.0)),
+        ];
+        let runs = [("m".to_string(), records.as_slice())];
+        let lat = AcceptanceMatrix::from_runs(MatrixMetric::Latency, &runs);
+        assert_eq!(
+            lat.to_csv(),
+            "Model,coding,math,Overall\r\nm,1600.00,500.00,1050.00\r\n"
+        );
+        let tps = AcceptanceMatrix::from_runs(MatrixMetric::DecodeTps, &runs);
+        assert_eq!(
+            tps.to_csv(),
+            "Model,coding,math,Overall\r\nm,10.00,60.00,35.00\r\n"
+        );
+        // Throughput is a run-level rate: (11+21+9+9) tokens over the 2.1 s the
+        // run spans = 23.81 tok/s, one column named after the dataset because
+        // the run mixes two categories.
+        let mut mixed = records.clone();
+        for r in &mut mixed {
+            r.dataset = "speed_bench_qualitative".into();
+        }
+        let runs = [("m".to_string(), mixed.as_slice())];
+        let thr = AcceptanceMatrix::from_runs(MatrixMetric::Throughput, &runs);
+        assert_eq!(thr.columns, ["qualitative"]);
+        assert!((thr.rows[0].cells[0].unwrap() - 50.0 / 2.1).abs() < 1e-9);
     }
 
     #[test]
@@ -583,15 +863,14 @@ mod tests {
 
     #[test]
     fn metric_names_round_trip() {
-        for m in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
-            assert_eq!(m.to_string().parse::<MatrixMetric>(), Ok(m));
+        for m in MatrixMetric::ALL {
+            assert_eq!(m.to_string().parse::<MatrixMetric>().unwrap(), m);
         }
-        assert_eq!("accept_rate".parse(), Ok(MatrixMetric::AcceptRate));
-        let err = "throughput".parse::<MatrixMetric>().unwrap_err();
-        assert_eq!(err, ReportError::UnknownMetric("throughput".into()));
+        let err = "tps".parse::<MatrixMetric>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown matrix metric \"throughput\" (expected accept_length or accept_rate)"
+            "unknown matrix metric \"tps\" (expected accept_length, accept_rate, throughput, decode_tps or latency)"
         );
+        assert!(matches!(err, ReportError::UnknownMetric(m) if m == "tps"));
     }
 }
