@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::SimError;
+use crate::faults::FaultPlan;
 
 /// Configuration of the simulated server.
 ///
@@ -39,6 +40,9 @@ pub struct SimConfig {
     pub model: String,
     /// How streamed output is split into SSE chunks. Default [`Chunking::PerStep`].
     pub chunking: Chunking,
+    /// Injected faults (see [`crate::FaultPlan`]); the first matching plan
+    /// wins. Default: none.
+    pub faults: Vec<FaultPlan>,
 }
 
 impl Default for SimConfig {
@@ -55,13 +59,15 @@ impl Default for SimConfig {
             detailed: false,
             model: "speedbench-sim".to_owned(),
             chunking: Chunking::default(),
+            faults: Vec::new(),
         }
     }
 }
 
 impl SimConfig {
     /// Checks that delays are finite and non-negative, probabilities lie in
-    /// `[0, 1]`, and `1 <= output_tokens_min <= output_tokens_max`.
+    /// `[0, 1]`, `1 <= output_tokens_min <= output_tokens_max`, and every
+    /// fault plan is well formed.
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |msg: String| Err(SimError::InvalidConfig(msg));
         for (name, v) in [("ttft_ms", self.ttft_ms), ("step_ms", self.step_ms)] {
@@ -86,6 +92,9 @@ impl SimConfig {
                     return bad(format!("{name}.{field} must be in [0, 1], got {v}"));
                 }
             }
+        }
+        for (i, plan) in self.faults.iter().enumerate() {
+            plan.validate(i)?;
         }
         Ok(())
     }

@@ -60,6 +60,14 @@
 //!   finish chunk without `include_usage`, on the usage chunk with it.
 //! - `Both`: both of the above. `None`: nothing per request; only `/metrics`.
 //!
+//! # Faults
+//! [`SimConfig::faults`] injects deterministic failures: connection resets
+//! mid-stream, HTTP 429/500/503 with OpenAI error bodies, malformed and
+//! non-UTF-8 chunks, stalls, missing or wrong-typed spec-decode fields, and
+//! `/metrics` counters that restart from zero. Each [`FaultPlan`] selects
+//! requests by arrival number or by a hash of the prompt; every faulted
+//! request is listed in [`GroundTruth::faults`]. See [`FaultKind`].
+//!
 //! # Accounting
 //! [`SimServer::ground_truth`] and `/metrics` count a request once it
 //! completes: a stream when its final `data: [DONE]` frame is handed to the
@@ -101,6 +109,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod faults;
 mod metrics;
 mod model;
 mod server;
@@ -109,6 +118,7 @@ mod wire;
 use std::net::SocketAddr;
 
 pub use config::{AcceptanceProfile, Chunking, SimConfig, SpecFlavor};
+pub use faults::{FaultKind, FaultPlan, FaultTruth};
 pub use metrics::{GroundTruth, RequestTruth};
 pub use server::{SimServer, run_until};
 

@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::faults::FaultTruth;
+
 /// A snapshot of everything the server has completed, for checking a client's
 /// measurements against the truth.
 ///
@@ -32,6 +34,15 @@ pub struct GroundTruth {
     pub accepted_per_pos: Vec<u64>,
     /// One entry per completed request, in completion order.
     pub requests_log: Vec<RequestTruth>,
+    /// One entry per request that drew a fault, in arrival order (see
+    /// [`crate::FaultKind::fails_request`] for which of them also appear in
+    /// `requests_log`).
+    pub faults: Vec<FaultTruth>,
+    /// `/metrics` scrapes served.
+    pub scrapes: u64,
+    /// Scrape numbers (from 1) at which the exposed counters restarted from
+    /// zero ([`crate::FaultKind::CounterReset`]).
+    pub counter_resets: Vec<u64>,
 }
 
 /// The truth about one completed request.
@@ -90,6 +101,44 @@ impl GroundTruth {
             }
         }
         self.requests_log.push(truth);
+    }
+
+    /// The counters (no logs) as they were at this point.
+    pub(crate) fn counters(&self) -> GroundTruth {
+        GroundTruth {
+            requests: self.requests,
+            steps: self.steps,
+            accepted: self.accepted,
+            proposed: self.proposed,
+            completion_tokens: self.completion_tokens,
+            prompt_tokens: self.prompt_tokens,
+            histogram: self.histogram.clone(),
+            accepted_per_pos: self.accepted_per_pos.clone(),
+            ..GroundTruth::default()
+        }
+    }
+
+    /// The counters accumulated since `base` (a [`Self::counters`] snapshot).
+    pub(crate) fn counters_since(&self, base: &GroundTruth) -> GroundTruth {
+        let sub = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            a.iter()
+                .enumerate()
+                .map(|(i, &v)| v.saturating_sub(b.get(i).copied().unwrap_or(0)))
+                .collect()
+        };
+        GroundTruth {
+            requests: self.requests.saturating_sub(base.requests),
+            steps: self.steps.saturating_sub(base.steps),
+            accepted: self.accepted.saturating_sub(base.accepted),
+            proposed: self.proposed.saturating_sub(base.proposed),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_sub(base.completion_tokens),
+            prompt_tokens: self.prompt_tokens.saturating_sub(base.prompt_tokens),
+            histogram: sub(&self.histogram, &base.histogram),
+            accepted_per_pos: sub(&self.accepted_per_pos, &base.accepted_per_pos),
+            ..GroundTruth::default()
+        }
     }
 }
 
@@ -246,6 +295,13 @@ mod tests {
         assert_eq!(g.accepted_per_pos.iter().sum::<u64>(), g.accepted);
         assert_eq!(g.requests, 2);
         assert_eq!(g.completion_tokens, 9);
+        let base = g.counters();
+        assert!(base.requests_log.is_empty());
+        g.record(truth(1, 1), &[0, 1, 0]);
+        let since = g.counters_since(&base);
+        assert_eq!((since.requests, since.steps, since.accepted), (1, 1, 1));
+        assert_eq!(since.histogram, vec![0, 1, 0]);
+        assert_eq!(since.accepted_per_pos, vec![1, 0]);
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
 const FNV_OFFSET: u64 = 0xCBF2_9CE4_8422_2325;
 
 /// Seed of a PRNG stream from the global seed, the prompt and a stream name.
-fn stream_seed(seed: u64, prompt_key: &str, stream: &str) -> u64 {
+pub(crate) fn stream_seed(seed: u64, prompt_key: &str, stream: &str) -> u64 {
     let h = fnv1a(fnv1a(FNV_OFFSET, prompt_key.as_bytes()), stream.as_bytes());
     let mut mix = SplitMix64::new(seed ^ h);
     mix.next_u64()

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -26,6 +26,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::SimError;
 use crate::config::{Chunking, SimConfig};
+use crate::faults::{self, FaultKind, FaultTruth};
 use crate::metrics::{Exposition, GroundTruth, RequestTruth};
 use crate::model::{self, Generation};
 use crate::wire::{self, ChatRequest, CompletionRequest, Endpoint, Meta, Stats};
@@ -44,6 +45,9 @@ struct Shared {
     running: AtomicU64,
     next_id: AtomicU64,
     started_unix: f64,
+    /// Counter values at the last injected counter reset (what `/metrics`
+    /// subtracts); `None` until the first reset.
+    metrics_baseline: Mutex<Option<GroundTruth>>,
 }
 
 impl Shared {
@@ -83,6 +87,24 @@ impl Completion {
     }
 }
 
+/// The body error that makes hyper drop the connection mid-response.
+#[derive(Debug, thiserror::Error)]
+#[error("simulated connection reset")]
+struct InjectedReset;
+
+/// What a scheduled body does once its frames are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// End the body normally.
+    End,
+    /// Fail the body, so hyper closes the connection without finishing it.
+    Reset,
+    /// [`Tail::Reset`] after its short pause has started.
+    ResetNow,
+    /// Never produce another frame.
+    Stall,
+}
+
 /// Response body: either a complete buffer or a timed sequence of SSE frames.
 enum SimBody {
     Full(Option<Bytes>),
@@ -97,22 +119,44 @@ struct Scheduled {
     sleep: Pin<Box<Sleep>>,
     on_complete: Option<Completion>,
     running: Option<RunningGuard>,
+    tail: Tail,
 }
 
 impl Body for SimBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = InjectedReset;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, InjectedReset>>> {
         let s = match self.get_mut() {
             SimBody::Full(b) => return Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             SimBody::Scheduled(s) => s,
         };
         let Some(&(at, _)) = s.frames.front() else {
-            return Poll::Ready(None);
+            return match s.tail {
+                Tail::End => Poll::Ready(None),
+                Tail::Reset => {
+                    // Pause briefly first, so hyper flushes the frames already
+                    // sent; then fail once: hyper drops the connection.
+                    s.tail = Tail::ResetNow;
+                    s.sleep
+                        .as_mut()
+                        .reset(Instant::now() + Duration::from_millis(5));
+                    ready!(s.sleep.as_mut().poll(cx));
+                    s.tail = Tail::End;
+                    Poll::Ready(Some(Err(InjectedReset)))
+                }
+                Tail::ResetNow => {
+                    ready!(s.sleep.as_mut().poll(cx));
+                    s.tail = Tail::End;
+                    Poll::Ready(Some(Err(InjectedReset)))
+                }
+                // Nothing will ever wake this body; the connection stays
+                // open until the client gives up or the server shuts down.
+                Tail::Stall => Poll::Pending,
+            };
         };
         let deadline = s.start + at;
         if Instant::now() < deadline {
@@ -139,7 +183,7 @@ impl Body for SimBody {
     fn is_end_stream(&self) -> bool {
         match self {
             SimBody::Full(b) => b.is_none(),
-            SimBody::Scheduled(s) => s.frames.is_empty(),
+            SimBody::Scheduled(s) => s.frames.is_empty() && s.tail == Tail::End,
         }
     }
 
@@ -174,6 +218,91 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response<Sim
     json_response(status, &wire::error_body(status.as_u16(), kind, message))
 }
 
+/// The response of an injected [`FaultKind::HttpStatus`] fault.
+fn fault_status_response(code: u16) -> Response<SimBody> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (kind, message) = match code {
+        429 => (
+            "rate_limit_error",
+            "simulated fault: rate limit reached, retry later",
+        ),
+        503 => (
+            "service_unavailable",
+            "simulated fault: the server is overloaded",
+        ),
+        500..=599 => ("internal_server_error", "simulated fault: internal error"),
+        _ => ("invalid_request_error", "simulated fault: request rejected"),
+    };
+    let mut resp = error_response(status, kind, message);
+    if code == 429 {
+        resp.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+/// Inserts two bytes that are not UTF-8 into the first output string of a
+/// JSON text (after `"content":"` or `"text":"`).
+fn corrupt_utf8(json: &str) -> Bytes {
+    let at = ["\"content\":\"", "\"text\":\""]
+        .iter()
+        .filter_map(|m| json.find(m).map(|i| i + m.len()))
+        .min()
+        .unwrap_or(0);
+    let mut out = Vec::with_capacity(json.len() + 2);
+    out.extend_from_slice(&json.as_bytes()[..at]);
+    out.extend_from_slice(&[0xFF, 0xFE]);
+    out.extend_from_slice(&json.as_bytes()[at..]);
+    Bytes::from(out)
+}
+
+/// Corrupts the per-request spec-decode statistics for the spec-field faults.
+fn corrupt_stats(stats: &mut Stats, kind: FaultKind) {
+    let vllm_counts = [
+        "num_accepted_draft_tokens",
+        "num_draft_tokens",
+        "num_spec_steps",
+    ];
+    let timing_counts = ["draft_n", "draft_n_accepted"];
+    let stringify = |obj: &mut serde_json::Map<String, Value>, key: &str| {
+        if let Some(v) = obj.get_mut(key) {
+            *v = Value::String(v.to_string());
+        }
+    };
+    if let Some(Value::Object(m)) = &mut stats.vllm {
+        match kind {
+            FaultKind::SpecFieldsMissing => {
+                m.remove("num_accepted_draft_tokens");
+                m.remove("num_spec_steps");
+            }
+            FaultKind::SpecFieldsWrongType => {
+                for key in vllm_counts {
+                    stringify(m, key);
+                }
+                if let Some(Value::Array(h)) = m.get_mut("acceptance_histogram") {
+                    for v in h {
+                        *v = Value::String(v.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(Value::Object(m)) = &mut stats.timings {
+        match kind {
+            FaultKind::SpecFieldsMissing => {
+                m.remove("draft_n_accepted");
+            }
+            FaultKind::SpecFieldsWrongType => {
+                for key in timing_counts {
+                    stringify(m, key);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
@@ -195,8 +324,25 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
         }
         (&Method::GET, "/metrics") => {
+            let exposed = {
+                let mut truth = shared.truth();
+                truth.scrapes += 1;
+                let scrape = truth.scrapes;
+                let mut baseline = shared
+                    .metrics_baseline
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if faults::scrape_resets(&shared.config.faults, scrape) {
+                    truth.counter_resets.push(scrape);
+                    *baseline = Some(truth.counters());
+                }
+                match baseline.as_ref() {
+                    Some(base) => truth.counters_since(base),
+                    None => truth.counters(),
+                }
+            };
             let text = Exposition {
-                truth: &shared.truth(),
+                truth: &exposed,
                 model: &shared.config.model,
                 running: shared.running.load(Ordering::Relaxed),
                 llamacpp: shared.config.flavor.llamacpp(),
@@ -269,8 +415,23 @@ async fn generate(
             &format!("with ignore_eos, max_tokens must be at most {MAX_FORCED_TOKENS}"),
         );
     }
-    let running = RunningGuard::new(&shared);
+    let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let cfg = &shared.config;
+    let fault = faults::request_fault(&cfg.faults, n + 1, cfg.seed, &info.key);
+    if let Some(kind) = fault {
+        shared.truth().faults.push(FaultTruth {
+            ordinal: n + 1,
+            conversation: info.first_user.clone(),
+            turns: info.turns,
+            kind,
+        });
+        tracing::debug!(request = n + 1, fault = %kind.name(), "injecting a fault");
+    }
+    let fails = fault.is_some_and(|k| k.fails_request());
+    if let Some(FaultKind::HttpStatus(code)) = fault {
+        return fault_status_response(code);
+    }
+    let running = RunningGuard::new(&shared);
     let category = info
         .category
         .clone()
@@ -301,7 +462,6 @@ async fn generate(
             truncated: generation.truncated,
         },
     };
-    let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let id = match endpoint {
         Endpoint::Chat => format!("chatcmpl-sim{n}"),
         Endpoint::Completions => format!("cmpl-sim{n}"),
@@ -318,29 +478,70 @@ async fn generate(
         "stop"
     };
     let usage = wire::usage(info.prompt_tokens, completion_tokens);
-    let stats = || Stats {
-        vllm: cfg
-            .flavor
-            .vllm()
-            .then(|| wire::vllm_spec(&generation.spec, cfg.detailed)),
-        timings: cfg.flavor.llamacpp().then(|| {
-            wire::llamacpp_timings(info.prompt_tokens, &generation, cfg.ttft_ms, cfg.step_ms)
-        }),
+    let stats = || {
+        let mut stats = Stats {
+            vllm: cfg
+                .flavor
+                .vllm()
+                .then(|| wire::vllm_spec(&generation.spec, cfg.detailed)),
+            timings: cfg.flavor.llamacpp().then(|| {
+                wire::llamacpp_timings(info.prompt_tokens, &generation, cfg.ttft_ms, cfg.step_ms)
+            }),
+        };
+        if let Some(kind) = fault {
+            corrupt_stats(&mut stats, kind);
+        }
+        stats
     };
 
     let last_at = ms(cfg.ttft_ms)
         + ms(cfg.step_ms)
             * u32::try_from(generation.iterations.len().saturating_sub(1)).unwrap_or(u32::MAX);
+    let completion = (!fails).then_some(completion);
     if !params.stream() {
+        if fault == Some(FaultKind::Stall) {
+            std::future::pending::<()>().await;
+        }
         tokio::time::sleep(last_at).await;
         let text = generation.text();
-        let body = meta.full_response(&text, finish, usage, stats());
-        completion.commit();
+        let body = meta
+            .full_response(&text, finish, usage, stats())
+            .to_string();
+        if let Some(done) = completion {
+            done.commit();
+        }
         drop(running);
-        return json_response(StatusCode::OK, &body);
+        let bytes = match fault {
+            Some(FaultKind::MalformedJson) => Bytes::from(body[..body.len() / 2].to_owned()),
+            Some(FaultKind::NonUtf8) => corrupt_utf8(&body),
+            Some(FaultKind::ResetMidStream { .. }) => {
+                let start = Instant::now();
+                let mut frames = VecDeque::new();
+                frames.push_back((
+                    Duration::ZERO,
+                    Bytes::from(body[..body.len() / 2].to_owned()),
+                ));
+                let mut resp = Response::new(SimBody::Scheduled(Box::new(Scheduled {
+                    start,
+                    frames,
+                    sleep: Box::pin(tokio::time::sleep_until(start)),
+                    on_complete: None,
+                    running: None,
+                    tail: Tail::Reset,
+                })));
+                resp.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                return resp;
+            }
+            _ => Bytes::from(body),
+        };
+        let mut resp = Response::new(SimBody::Full(Some(bytes)));
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return resp;
     }
 
-    let frames = stream_frames(
+    let mut frames = stream_frames(
         &meta,
         cfg,
         &generation,
@@ -349,13 +550,43 @@ async fn generate(
         usage,
         stats(),
     );
+    let role_frames = usize::from(endpoint == Endpoint::Chat);
+    let mut tail = Tail::End;
+    match fault {
+        Some(FaultKind::ResetMidStream { after_chunks }) => {
+            frames.truncate(after_chunks as usize);
+            tail = Tail::Reset;
+        }
+        Some(FaultKind::Stall) => {
+            frames.truncate(role_frames);
+            tail = Tail::Stall;
+        }
+        Some(kind @ (FaultKind::MalformedJson | FaultKind::NonUtf8)) => {
+            // An extra bad chunk where the first content would go; the
+            // stream then goes on as if nothing happened.
+            let at = frames.get(role_frames).map_or(Duration::ZERO, |f| f.0);
+            let chunk = meta.content_chunk(" fault", None, None).to_string();
+            let bad = if kind == FaultKind::MalformedJson {
+                Bytes::from(format!("data: {}\n\n", &chunk[..chunk.len() / 2]))
+            } else {
+                let corrupted = corrupt_utf8(&chunk);
+                let mut frame = b"data: ".to_vec();
+                frame.extend_from_slice(&corrupted);
+                frame.extend_from_slice(b"\n\n");
+                Bytes::from(frame)
+            };
+            frames.insert(role_frames.min(frames.len()), (at, bad));
+        }
+        _ => {}
+    }
     let start = Instant::now();
     let body = SimBody::Scheduled(Box::new(Scheduled {
         start,
         frames,
         sleep: Box::pin(tokio::time::sleep_until(start)),
-        on_complete: Some(completion),
+        on_complete: completion,
         running: Some(running),
+        tail,
     }));
     let mut resp = Response::new(body);
     let headers = resp.headers_mut();
@@ -520,6 +751,7 @@ impl SimServer {
             started_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
+            metrics_baseline: Mutex::new(None),
         });
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));
