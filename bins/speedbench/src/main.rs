@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod demo;
 mod profile;
 mod progress;
@@ -31,6 +32,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Build the acceptance matrix from one or more run directories.
     Report(report::ReportArgs),
+    /// Compare a baseline run with a speculative run: speedups, lossless check, intervals.
+    Compare(compare::CompareArgs),
 }
 
 /// The exit code for a run stopped by Ctrl-C (128 + SIGINT).
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
             Command::Report(args) => report::run(args),
+            Command::Compare(args) => compare::run(args),
         }
     });
     match result {

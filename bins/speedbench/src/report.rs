@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
-    AcceptanceMatrix, MatrixMetric, ResolvedSource, SourceChoice, find_run_dirs, load_run,
+    AcceptanceMatrix, HtmlReport, MatrixMetric, ResolvedSource, RunData, SourceChoice,
+    find_run_dirs, load_run, render_html,
 };
 
 use crate::{CliError, Context, Outcome, fail};
@@ -22,6 +23,8 @@ pub enum Format {
     Markdown,
     /// Console table and CSV.
     Both,
+    /// A self-contained HTML page with SVG charts, written to `--html-output`.
+    Html,
 }
 
 /// Options of `speedbench report`.
@@ -43,6 +46,9 @@ pub struct ReportArgs {
     /// CSV destination for `--format csv|both`.
     #[arg(long, default_value = "speed_bench_report.csv")]
     pub output: PathBuf,
+    /// HTML destination for `--format html`.
+    #[arg(long, default_value = "speed_bench_report.html")]
+    pub html_output: PathBuf,
 }
 
 /// Runs `speedbench report`.
@@ -50,6 +56,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
     let mut rows = Vec::new();
+    let mut runs = Vec::new();
     for dir in &dirs {
         let run = load_run(dir).context(format!("loading {}", dir.display()))?;
         for warning in &run.warnings {
@@ -74,6 +81,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
             );
         }
         rows.push((run.label.clone(), cells));
+        runs.push(run);
     }
     let matrix = AcceptanceMatrix::from_cells(args.metric, rows);
     if matrix
@@ -92,6 +100,12 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         ));
     }
     match args.format {
+        Format::Html => {
+            let html = html_page(&args, matrix, &runs);
+            std::fs::write(&args.html_output, html)
+                .context(format!("writing {}", args.html_output.display()))?;
+            eprintln!("HTML written to {}", args.html_output.display());
+        }
         Format::Console => print!("{}", matrix.to_console()),
         Format::Json => println!(
             "{}",
@@ -108,4 +122,35 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         }
     }
     Ok(Outcome::Done)
+}
+
+/// The page: the requested matrix, the two acceptance matrices from the
+/// same sources when they differ from it, and each run's charts.
+fn html_page(args: &ReportArgs, matrix: AcceptanceMatrix, runs: &[RunData]) -> String {
+    let mut matrices = vec![matrix];
+    for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
+        if metric != args.metric {
+            let rows = runs
+                .iter()
+                .map(|r| (r.label.clone(), r.cells(metric, args.source).0))
+                .collect();
+            let m = AcceptanceMatrix::from_cells(metric, rows);
+            if m.rows.iter().any(|r| r.overall.is_some()) {
+                matrices.push(m);
+            }
+        }
+    }
+    let with_records: Vec<(String, &[speedbench_record::RequestRecord])> = runs
+        .iter()
+        .filter_map(|r| {
+            r.records
+                .as_deref()
+                .map(|rec| (format!("{} ({})", r.label, r.dir.display()), rec))
+        })
+        .collect();
+    render_html(&HtmlReport {
+        title: "speedbench report".into(),
+        matrices,
+        runs: with_records,
+    })
 }

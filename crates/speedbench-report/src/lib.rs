@@ -49,8 +49,10 @@
 
 mod aiperf;
 mod category;
+mod compare;
 mod error;
 mod format;
+mod html;
 mod matrix;
 mod rundir;
 mod server;
@@ -58,7 +60,12 @@ mod summary;
 mod table;
 
 pub use category::render_category_table;
+pub use compare::{
+    CategoryComparison, CompareOptions, Comparison, DecodeSource, Divergence, Interval, OVERALL,
+    compare,
+};
 pub use error::ReportError;
+pub use html::{HtmlReport, render_html};
 pub use matrix::{AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, RunCells, records_cells};
 pub use rundir::{
     ResolvedSource, RunData, RunFormat, RunSummary, SUMMARY_JSON, SourceChoice, find_run_dirs,

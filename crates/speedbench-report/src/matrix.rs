@@ -430,7 +430,7 @@ impl AcceptanceMatrix {
 
 /// The matrix key of a record: its category, else its dataset name without
 /// a SPEED-Bench / spec_al prefix; `None` when both are empty.
-fn category_key(r: &RequestRecord) -> Option<String> {
+pub(crate) fn category_key(r: &RequestRecord) -> Option<String> {
     if let Some(c) = r.category.as_deref().filter(|c| !c.is_empty()) {
         return Some(c.to_string());
     }
@@ -446,7 +446,7 @@ pub(crate) fn strip_dataset_prefix(dataset: &str) -> &str {
         .unwrap_or(dataset)
 }
 
-fn column_order(categories: &BTreeSet<&str>) -> Vec<String> {
+pub(crate) fn column_order(categories: &BTreeSet<&str>) -> Vec<String> {
     for known in [&QUALITATIVE[..], &THROUGHPUT_TIERS[..], &SPEC_AL[..]] {
         if categories.iter().all(|c| known.contains(c)) {
             return known

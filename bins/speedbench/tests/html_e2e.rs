@@ -1,0 +1,149 @@
+//! End-to-end: the HTML report renders in headless Chromium and shows the
+//! same numbers as the CSV.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::run;
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// Flags that keep Chromium off the network and quiet on a CI box.
+fn headless(browser: &str, profile: &Path) -> Command {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
+/// `(row, column, text)` of every matrix cell in the rendered DOM.
+fn cells_of(dom: &str, metric: &str) -> Vec<(String, String, String)> {
+    let start = dom
+        .find(&format!("data-metric=\"{metric}\""))
+        .unwrap_or_else(|| panic!("no {metric} table in the DOM"));
+    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+    table
+        .split("<td ")
+        .skip(1)
+        .map(|td| {
+            let attr = |name: &str| {
+                let i = td.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                td[i..i + td[i..].find('"').unwrap()].to_string()
+            };
+            let text = &td[td.find('>').unwrap() + 1..td.find("</td>").unwrap()];
+            (attr("data-row"), attr("data-col"), text.to_string())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_html_report_renders_in_chromium_with_the_csv_numbers() {
+    let Some(browser) = chromium() else {
+        // CI installs Chromium (.ci/run); a developer machine may not have it.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide chromium for this test"
+        );
+        eprintln!("skipped: no chromium on this machine (apt-get install chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("demo");
+    let out = run(&[
+        "demo",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+        "--ttft-ms",
+        "1",
+        "--step-ms",
+        "0",
+    ])
+    .await;
+    assert!(out.status.success());
+    let (html, csv) = (dir.path().join("r.html"), dir.path().join("r.csv"));
+    let args = |format: &str| {
+        vec![
+            "report".to_string(),
+            run_dir.display().to_string(),
+            "--format".into(),
+            format.into(),
+            "--output".into(),
+            csv.display().to_string(),
+            "--html-output".into(),
+            html.display().to_string(),
+        ]
+    };
+    for format in ["html", "csv"] {
+        let a = args(format);
+        let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>()).await;
+        assert!(out.status.success());
+    }
+
+    let profile = dir.path().join("chromium-profile");
+    let dom = headless(browser, &profile)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8(dom.stdout).unwrap();
+    assert!(dom.contains("<svg"), "charts are in the rendered DOM");
+
+    // The CSV's cells, by (row, column), must equal the rendered cells.
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let mut expected = Vec::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split(',').collect();
+        for (column, value) in header.iter().zip(&fields).skip(1) {
+            let text = if value.is_empty() { "-" } else { value };
+            expected.push((fields[0].to_string(), column.to_string(), text.to_string()));
+        }
+    }
+    assert_eq!(cells_of(&dom, "accept_length"), expected);
+    assert_eq!(expected.len(), 12, "11 categories and Overall");
+
+    let png = dir.path().join("page.png");
+    let shot = headless(browser, &profile)
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,2000")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "a real picture, {} bytes",
+        bytes.len()
+    );
+}
