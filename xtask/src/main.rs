@@ -4,18 +4,27 @@
 //! - `fixtures`: regenerate the small test fixtures under `fixtures/`.
 //! - `fixtures --check`: fail if the committed fixtures differ from what the
 //!   generator makes (CI runs this).
+//! - `prestage --dataset NAME --out DIR`: resolve or download a registered
+//!   dataset and write a checksummed bundle for air-gapped hosts.
+//! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod bench_dataset;
 mod fixtures;
+mod prestage;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
+        Some("prestage") => prestage::run(&args[1..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("dataset") => {
+            bench_dataset::run(&args[2..])
+        }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench dataset [--mb N]\n\ngot: {args:?}"
         )),
     };
     match result {

@@ -2,7 +2,11 @@
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong loading a dataset.
+/// Everything that can go wrong finding, fetching, resolving or loading a
+/// dataset.
+///
+/// Every message names the file, row, field or URL involved. No variant ever
+/// holds a Hub token: URLs carry none, and headers are never formatted.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     /// The file could not be read.
@@ -55,4 +59,169 @@ pub enum DatasetError {
         /// The categories the dataset has.
         available: Vec<String>,
     },
+    /// A `--public-dataset` name is not registered.
+    #[error("unknown dataset {name:?}{}; `speedbench datasets` lists every name",
+        suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default())]
+    UnknownDataset {
+        /// The name asked for.
+        name: String,
+        /// The closest registered name, when one is close.
+        suggestion: Option<String>,
+    },
+    /// A Hub request failed to complete (connection, timeout, bad URL).
+    #[error("Hugging Face Hub request {url}: {message}")]
+    Network {
+        /// The URL (never with credentials).
+        url: String,
+        /// What happened.
+        message: String,
+    },
+    /// The Hub answered with an error status.
+    #[error("Hugging Face Hub {url}: HTTP {status}: {message}")]
+    HubStatus {
+        /// The URL.
+        url: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The Hub's `X-Error-Code`/`X-Error-Message` or body, and what to do.
+        message: String,
+    },
+    /// A gated repository (cais/hle) cannot be read with the credentials here.
+    #[error("{message}")]
+    Gated {
+        /// The gated repository, e.g. `cais/hle`.
+        repo: String,
+        /// Why access failed.
+        reason: GateReason,
+        /// The full, actionable message.
+        message: String,
+    },
+    /// Offline mode (`HF_HUB_OFFLINE`) and the file is not in the cache.
+    #[error(
+        "HF_HUB_OFFLINE is set and {what} is not in the Hub cache {cache}; run once with network \
+         access (or unset HF_HUB_OFFLINE), or pre-stage the dataset with `cargo xtask prestage` \
+         and `speedbench datasets import`"
+    )]
+    Offline {
+        /// What was missing (repo, revision, file).
+        what: String,
+        /// The Hub cache directory searched.
+        cache: PathBuf,
+    },
+    /// A download ended early or is larger than announced.
+    #[error(
+        "{url}: download incomplete: got {got} bytes, expected {expected}; nothing was cached, retry"
+    )]
+    Truncated {
+        /// The URL.
+        url: String,
+        /// Bytes expected (`X-Linked-Size`, tree size or `Content-Length`).
+        expected: u64,
+        /// Bytes received.
+        got: u64,
+    },
+    /// A file's checksum does not match the one recorded for it.
+    #[error("{path}: checksum mismatch: expected {expected}, found {actual}{hint}")]
+    Checksum {
+        /// The file (or URL) checked.
+        path: String,
+        /// Expected digest (hex).
+        expected: String,
+        /// Actual digest (hex).
+        actual: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// A Hub API answer could not be understood.
+    #[error("{url}: unexpected Hub answer: {message}")]
+    BadHubAnswer {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A repository revision has no Parquet file for a config and split.
+    #[error(
+        "{repo}@{revision}: no Parquet file for config {config:?} split {split:?} (files seen: {seen})"
+    )]
+    NoParquetFiles {
+        /// The repository.
+        repo: String,
+        /// The revision (commit).
+        revision: String,
+        /// The config.
+        config: String,
+        /// The split.
+        split: String,
+        /// A few of the paths present, for diagnosis.
+        seen: String,
+    },
+    /// A Parquet file could not be read, or lacks a needed column.
+    #[error("{path}: {message}")]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the column.
+        message: String,
+    },
+    /// Placeholder rows come from sources the native resolver cannot rebuild
+    /// exactly.
+    #[error(
+        "SPEED-Bench {config:?}: {count} placeholder row(s) come from source(s) speedbench cannot \
+         rebuild exactly: {sources}. Resolve this config with the upstream prepare step \
+         (NeMo-Skills `nemo_skills/dataset/speed-bench/prepare.py --config {config}`, or AIPerf's \
+         `--public-dataset`), then place the resulting {config}.jsonl in \
+         .cache/speedbench/datasets/speed-bench/ (or .cache/aiperf/datasets/speed-bench/), or \
+         import a bundle made on a connected machine with `speedbench datasets import DIR`; see \
+         docs/datasets.md"
+    )]
+    Unresolvable {
+        /// The SPEED-Bench config.
+        config: String,
+        /// Rows affected.
+        count: usize,
+        /// `source (n rows)` list.
+        sources: String,
+    },
+    /// A placeholder row could not be rebuilt from its (supported) source.
+    #[error(
+        "SPEED-Bench {config:?} row {question_id} (source {source_name}, src_id {src_id:?}): {message}"
+    )]
+    Resolve {
+        /// The SPEED-Bench config.
+        config: String,
+        /// The row's `question_id`.
+        question_id: String,
+        /// The row's `source`.
+        source_name: String,
+        /// The row's `src_id`.
+        src_id: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A pre-staged bundle or its manifest is invalid.
+    #[error("bundle {path}: {message}")]
+    Bundle {
+        /// The bundle directory or manifest file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The dataset needs a local file speedbench cannot download.
+    #[error("{message}")]
+    NeedsLocalFile {
+        /// What to do.
+        message: String,
+    },
+}
+
+/// Why a gated repository could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateReason {
+    /// No token in `HF_TOKEN` nor in the token file.
+    NoCredentials,
+    /// The token is valid but the account has not accepted the terms (403).
+    NotAuthorized,
+    /// The Hub rejected the token (expired, revoked, no read scope).
+    Rejected,
 }

@@ -11,6 +11,15 @@
 //! still hold the upstream placeholder text are rejected, because benchmarking
 //! the placeholder would produce numbers about nothing.
 //!
+//! Registered datasets (`--public-dataset NAME`, see [`registry()`]) come
+//! from the Hugging Face Hub: [`load_public_dataset`] reads the dataset
+//! cache (`.cache/speedbench/datasets`, or AIPerf's pre-staged
+//! `.cache/aiperf/datasets` for SPEED-Bench), else downloads Parquet files
+//! at a pinned revision into the standard Hub cache with [`HubClient`],
+//! resolving SPEED-Bench placeholder rows from their upstream sources
+//! ([`resolve`]) where that can be done exactly. [`prestage`] and
+//! [`import_bundle`] carry resolved rows to air-gapped hosts.
+//!
 //! ```
 //! use speedbench_dataset::Dataset;
 //!
@@ -24,11 +33,21 @@
 //! assert_eq!(math.conversations[0].turns.len(), 2);
 //! # Ok::<(), speedbench_dataset::DatasetError>(())
 //! ```
+pub mod bundle;
 mod error;
+pub mod hub;
 mod jsonl;
+pub mod parquet_rows;
+pub mod public;
+pub mod registry;
+pub mod resolve;
 
-pub use error::DatasetError;
+pub use bundle::{BundleEntry, BundleManifest, import_bundle, prestage, verify_bundle};
+pub use error::{DatasetError, GateReason};
+pub use hub::{HubClient, HubConfig, HubToken};
 pub use jsonl::PLACEHOLDER;
+pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
+pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,0 +1,334 @@
+//! `--public-dataset NAME`: find a registered dataset in the dataset cache,
+//! or fetch it from the Hub (resolving SPEED-Bench placeholders), then load
+//! and filter it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::bundle::{BundleEntry, read_manifest, verify_entry};
+use crate::hub::{HubClient, HubConfig, write_atomic};
+use crate::parquet_rows::{json_kind, read_parquet_rows};
+use crate::registry::{DatasetSource, DatasetSpec, LiteratureSpec, lookup};
+use crate::resolve::resolve_speed_bench;
+use crate::{Dataset, DatasetError};
+
+/// speedbench's dataset cache, relative to the working directory.
+pub const DEFAULT_DATASET_CACHE: &str = ".cache/speedbench/datasets";
+
+/// AIPerf's dataset cache, relative to the working directory; its resolved
+/// SPEED-Bench files (`speed-bench/<config>.jsonl`) are used as they are.
+pub const AIPERF_DATASET_CACHE: &str = ".cache/aiperf/datasets";
+
+/// Where to look for and put datasets.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The dataset cache written to (`--dataset-cache`, default
+    /// [`DEFAULT_DATASET_CACHE`]). It may be a pre-staged bundle: then its
+    /// `manifest.json` checksums are verified on load.
+    pub dataset_cache: PathBuf,
+    /// Further caches read (never written), after `dataset_cache`.
+    pub read_only_caches: Vec<PathBuf>,
+    /// How to reach the Hub.
+    pub hub: HubConfig,
+}
+
+impl LoadOptions {
+    /// Options from the environment; `dataset_cache` overrides the default
+    /// cache, and AIPerf's cache is read when no override is given.
+    pub fn from_env(dataset_cache: Option<PathBuf>) -> LoadOptions {
+        let read_only_caches = if dataset_cache.is_some() {
+            Vec::new()
+        } else {
+            vec![PathBuf::from(AIPERF_DATASET_CACHE)]
+        };
+        LoadOptions {
+            dataset_cache: dataset_cache.unwrap_or_else(|| PathBuf::from(DEFAULT_DATASET_CACHE)),
+            read_only_caches,
+            hub: HubConfig::from_env(),
+        }
+    }
+}
+
+/// Where a dataset's rows came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A JSONL file in a dataset cache (resolved earlier, pre-staged, or
+    /// imported); `verified` when a bundle manifest's checksum was checked.
+    Cache {
+        /// The file.
+        path: PathBuf,
+        /// Whether a manifest checksum was verified.
+        verified: bool,
+    },
+    /// Hub Parquet files at a commit.
+    Hub {
+        /// The repository.
+        repo: String,
+        /// The commit read.
+        commit: String,
+    },
+    /// SPEED-Bench resolved from its sources just now and written to `path`.
+    Resolved {
+        /// The SPEED-Bench commit.
+        commit: String,
+        /// The resolved JSONL written.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Cache { path, verified } => write!(
+                f,
+                "{}{}",
+                path.display(),
+                if *verified {
+                    " (checksum verified)"
+                } else {
+                    ""
+                }
+            ),
+            Origin::Hub { repo, commit } => write!(f, "{repo}@{commit}"),
+            Origin::Resolved { commit, path } => write!(
+                f,
+                "resolved from nvidia/SPEED-Bench@{commit} into {}",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// A loaded public dataset.
+#[derive(Debug, Clone)]
+pub struct PublicDataset {
+    /// The registry entry.
+    pub spec: DatasetSpec,
+    /// The rows, category-filtered, named after the registry name.
+    pub dataset: Dataset,
+    /// Where they came from.
+    pub origin: Origin,
+}
+
+/// Rows of a dataset as JSONL text, with their provenance.
+#[derive(Debug, Clone)]
+pub struct Materialized {
+    /// JSONL rows with `question_id`, `category`, `messages`.
+    pub jsonl: String,
+    /// Where they came from.
+    pub origin: Origin,
+    /// The Hub repository, if any.
+    pub repo: Option<String>,
+    /// The commit read, if known.
+    pub revision: Option<String>,
+}
+
+/// Finds `spec`'s file in the caches; verifies it against a bundle
+/// manifest when the cache has one that lists it.
+fn find_cached(
+    spec: &DatasetSpec,
+    options: &LoadOptions,
+) -> Result<Option<(PathBuf, Option<BundleEntry>)>, DatasetError> {
+    let rel = spec.cache_file();
+    let mut dirs = vec![options.dataset_cache.clone()];
+    if matches!(spec.source, DatasetSource::SpeedBench { .. }) {
+        dirs.extend(options.read_only_caches.iter().cloned());
+    }
+    for dir in dirs {
+        let path = dir.join(&rel);
+        if !path.is_file() {
+            continue;
+        }
+        let entry = match read_manifest(&dir)? {
+            Some(m) => m.files.into_iter().find(|e| e.file == rel),
+            None => None,
+        };
+        if let Some(e) = &entry {
+            verify_entry(&dir, e)?;
+        }
+        return Ok(Some((path, entry)));
+    }
+    Ok(None)
+}
+
+/// Produces a dataset's rows: from a cache if present, else from the Hub
+/// (SPEED-Bench configs are resolved and written to the dataset cache).
+pub async fn materialize(
+    spec: &DatasetSpec,
+    options: &LoadOptions,
+) -> Result<Materialized, DatasetError> {
+    if let Some((path, entry)) = find_cached(spec, options)? {
+        let jsonl = std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        return Ok(Materialized {
+            jsonl,
+            origin: Origin::Cache {
+                path,
+                verified: entry.is_some(),
+            },
+            repo: entry
+                .as_ref()
+                .and_then(|e| e.repo.clone())
+                .or(spec.repo().map(String::from)),
+            revision: entry.and_then(|e| e.revision),
+        });
+    }
+    match &spec.source {
+        DatasetSource::SpecBench => Err(DatasetError::NeedsLocalFile {
+            message: format!(
+                "spec_bench lives on GitHub (hemingkx/Spec-Bench, data/spec_bench/question.jsonl), \
+                 not on the Hub: download that file and pass it with --input-file, or place it at {}",
+                options.dataset_cache.join(spec.cache_file()).display()
+            ),
+        }),
+        DatasetSource::Literature(lit) => {
+            let hub = HubClient::new(options.hub.clone())?;
+            let files = hub
+                .fetch_split(lit.repo, lit.revision, lit.config, lit.split)
+                .await?;
+            let mut jsonl = String::new();
+            let mut index = 0;
+            for path in &files.paths {
+                for row in read_parquet_rows(path)? {
+                    let value = literature_row(lit, &row, index, path)?;
+                    jsonl.push_str(&value.to_string());
+                    jsonl.push('\n');
+                    index += 1;
+                }
+            }
+            Ok(Materialized {
+                jsonl,
+                origin: Origin::Hub {
+                    repo: lit.repo.to_string(),
+                    commit: files.commit.clone(),
+                },
+                repo: Some(lit.repo.to_string()),
+                revision: Some(files.commit),
+            })
+        }
+        DatasetSource::SpeedBench { config, .. } => {
+            let hub = HubClient::new(options.hub.clone())?;
+            tracing::warn!(
+                "resolving SPEED-Bench {config:?} from its upstream sources; the result is cached \
+                 in {}",
+                options.dataset_cache.display()
+            );
+            let resolved = resolve_speed_bench(config, &hub).await?;
+            let jsonl = resolved.to_jsonl();
+            // Validate before caching: never cache placeholder text.
+            Dataset::from_jsonl_str(config, &jsonl)?;
+            let path = options.dataset_cache.join(spec.cache_file());
+            write_atomic(&path, jsonl.as_bytes())?;
+            tracing::warn!(
+                rows = resolved.rows.len(),
+                bytes = jsonl.len(),
+                "resolved SPEED-Bench {config:?} into {}",
+                path.display()
+            );
+            Ok(Materialized {
+                jsonl,
+                origin: Origin::Resolved {
+                    commit: resolved.commit.clone(),
+                    path,
+                },
+                repo: Some(crate::registry::SPEED_BENCH_REPO.to_string()),
+                revision: Some(resolved.commit),
+            })
+        }
+    }
+}
+
+/// One literature Parquet row as a JSONL row.
+fn literature_row(
+    lit: &LiteratureSpec,
+    row: &crate::parquet_rows::JsonRow,
+    index: usize,
+    path: &Path,
+) -> Result<Value, DatasetError> {
+    let bad = |message: String| DatasetError::InvalidRow {
+        source_name: path.display().to_string(),
+        line: index + 1,
+        message,
+    };
+    let field = lit.prompt_field;
+    let turns: Vec<String> = match row.get(field) {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(j, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| bad(format!("field `{field}[{j}]` must be a string")))
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(bad(format!(
+                "field `{field}` must be a string or a list of strings, found {}",
+                other.map_or("nothing", json_kind)
+            )));
+        }
+    };
+    if turns.is_empty() || turns.iter().any(|t| t.trim().is_empty()) {
+        return Err(bad(format!("field `{field}` holds an empty prompt")));
+    }
+    let id = match lit.id_field.and_then(|f| row.get(f)) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => format!("{}-{index}", lit.category),
+    };
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|t| serde_json::json!({"role": "user", "content": t}))
+        .collect();
+    Ok(serde_json::json!({
+        "question_id": id,
+        "category": lit.category,
+        "messages": messages,
+    }))
+}
+
+/// Loads a registered dataset by name (see the crate docs).
+///
+/// SPEED-Bench names load their config's resolved file — from the dataset
+/// cache, AIPerf's cache, or by resolving it — then keep their category.
+/// Literature names read the Hub's Parquet files (through the Hub cache).
+pub async fn load_public_dataset(
+    name: &str,
+    options: &LoadOptions,
+) -> Result<PublicDataset, DatasetError> {
+    let spec = lookup(name)?;
+    let m = materialize(&spec, options).await?;
+    let source_name = match &m.origin {
+        Origin::Cache { path, .. } | Origin::Resolved { path, .. } => path.display().to_string(),
+        Origin::Hub { repo, commit } => format!("{repo}@{commit}"),
+    };
+    let mut dataset = Dataset::from_jsonl_str(&source_name, &m.jsonl)?;
+    dataset.name = spec.name.clone();
+    if let DatasetSource::SpeedBench {
+        category: Some(category),
+        config,
+    } = &spec.source
+    {
+        dataset = dataset
+            .filter_categories(&[category.to_string()])
+            .map_err(|e| match e {
+                DatasetError::NoRowsMatch {
+                    wanted, available, ..
+                } => DatasetError::NoRowsMatch {
+                    dataset: format!("{} (config {config}, {source_name})", spec.name),
+                    wanted,
+                    available,
+                },
+                other => other,
+            })?;
+    }
+    Ok(PublicDataset {
+        spec,
+        dataset,
+        origin: m.origin,
+    })
+}

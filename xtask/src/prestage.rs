@@ -1,0 +1,56 @@
+//! `cargo xtask prestage --dataset NAME --out DIR [--dataset-cache DIR]`:
+//! resolve or download a registered dataset on a connected machine and write
+//! it, with a manifest (revision, row count, sha256), into a bundle that an
+//! air-gapped host imports with `speedbench datasets import DIR`.
+
+use std::path::PathBuf;
+
+use speedbench_dataset::{LoadOptions, prestage};
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let mut names = Vec::new();
+    let mut out = None;
+    let mut cache = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match a.as_str() {
+            "--dataset" => names.push(value("--dataset")?),
+            "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--dataset-cache" => cache = Some(PathBuf::from(value("--dataset-cache")?)),
+            other => return Err(format!("prestage: unexpected argument {other:?}")),
+        }
+    }
+    let out = out.ok_or("prestage: --out DIR is required")?;
+    if names.is_empty() {
+        return Err("prestage: --dataset NAME is required (repeatable)".into());
+    }
+    let options = LoadOptions::from_env(cache);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    for name in names {
+        let entry = runtime
+            .block_on(prestage(&name, &out, &options))
+            .map_err(|e| format!("prestage {name}: {e}"))?;
+        eprintln!(
+            "staged {name}: {} ({} rows, {} bytes, sha256 {}, revision {})",
+            out.join(&entry.file).display(),
+            entry.rows,
+            entry.bytes,
+            entry.sha256,
+            entry.revision.as_deref().unwrap_or("unknown")
+        );
+    }
+    eprintln!(
+        "bundle ready: copy {} to the target host and run `speedbench datasets import DIR` \
+         (or pass `--dataset-cache DIR` to `speedbench profile`)",
+        out.display()
+    );
+    Ok(())
+}
