@@ -60,7 +60,11 @@ pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
         api_key: None,
         headers: Vec::new(),
         run_id: None,
-        client: Default::default(),
+        // The simulator updates its counters synchronously: no need to wait.
+        client: Box::new(crate::profile::ClientArgs {
+            server_metrics_shutdown_delay: 0.0,
+            ..Default::default()
+        }),
     };
     let outcome = crate::profile::execute(args, dataset).await;
     server.shutdown().await;

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use speedbench_client::{
-    ApiKey, ApiKind, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target,
+    ApiKey, ApiKind, Arrival, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target,
     discover_model_with_roots, parse_extra_inputs, run_profile,
+    scrape::{ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
@@ -85,16 +86,126 @@ pub struct ProfileArgs {
     pub client: Box<ClientArgs>,
 }
 
+/// How request-rate arrivals are spaced.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum ArrivalArg {
+    /// Exponential gaps (a Poisson process).
+    #[default]
+    Poisson,
+    /// Equal gaps of 1/rate.
+    Constant,
+}
+
 /// The client's connection, load-shape and server-scrape options.
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
     /// Extra CA certificate(s) to trust for HTTPS, as a PEM file (repeatable);
     /// `SSL_CERT_FILE` works too.
     #[arg(long = "ca-cert", value_name = "FILE")]
     pub ca_cert: Vec<PathBuf>,
+    /// Open-loop load: conversation starts per second (requests per second
+    /// for single-turn rows); `--concurrency` is then unused.
+    #[arg(long)]
+    pub request_rate: Option<f64>,
+    /// How request-rate arrivals are spaced.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "poisson",
+        alias = "request-rate-mode"
+    )]
+    pub arrival: ArrivalArg,
+    /// Seed of the arrival schedule.
+    #[arg(long, default_value_t = 0)]
+    pub random_seed: u64,
+    /// With --request-rate: at most this many conversations in flight.
+    #[arg(long, requires = "request_rate")]
+    pub max_concurrency: Option<usize>,
+    /// Stop sending new requests after this many seconds of profiling.
+    #[arg(long, value_name = "SECONDS")]
+    pub benchmark_duration: Option<f64>,
+    /// After --benchmark-duration, seconds in-flight requests may still run.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub benchmark_grace_period: f64,
+    /// Prometheus endpoints to scrape besides `{url}/metrics` (NIM:
+    /// `http://host:8000/v1/metrics`); written to server_metrics_export.json.
+    #[arg(long, num_args = 1.., value_name = "URL")]
+    pub server_metrics: Vec<String>,
+    /// Do not scrape server metrics.
+    #[arg(long, conflicts_with = "server_metrics")]
+    pub no_server_metrics: bool,
+    /// Seconds to keep scraping after the last request (late counter updates).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub server_metrics_shutdown_delay: f64,
+}
+
+impl Default for ClientArgs {
+    fn default() -> Self {
+        ClientArgs {
+            ca_cert: Vec::new(),
+            request_rate: None,
+            arrival: ArrivalArg::Poisson,
+            random_seed: 0,
+            max_concurrency: None,
+            benchmark_duration: None,
+            benchmark_grace_period: 30.0,
+            server_metrics: Vec::new(),
+            no_server_metrics: false,
+            server_metrics_shutdown_delay: 2.0,
+        }
+    }
+}
+
+fn seconds(flag: &str, v: f64) -> Result<Duration, CliError> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|_| v.is_finite())
+        .ok_or_else(|| fail(flag, "must be a non-negative number of seconds"))
 }
 
 impl ClientArgs {
+    fn load(&self, mut load: LoadConfig) -> Result<LoadConfig, CliError> {
+        load.request_rate = self.request_rate;
+        load.arrival = match self.arrival {
+            ArrivalArg::Poisson => Arrival::Poisson,
+            ArrivalArg::Constant => Arrival::Constant,
+        };
+        load.random_seed = self.random_seed;
+        load.max_concurrency = self.max_concurrency;
+        load.benchmark_duration = self
+            .benchmark_duration
+            .map(|d| seconds("--benchmark-duration", d))
+            .transpose()?;
+        load.grace_period = seconds("--benchmark-grace-period", self.benchmark_grace_period)?;
+        Ok(load)
+    }
+
+    fn scrape(&self, target: &Target) -> Result<Option<ScrapeConfig>, CliError> {
+        if self.no_server_metrics {
+            return Ok(None);
+        }
+        let mut config = ScrapeConfig::for_target(target, &self.server_metrics);
+        config.shutdown_delay = seconds(
+            "--server-metrics-shutdown-delay",
+            self.server_metrics_shutdown_delay,
+        )?;
+        Ok(Some(config))
+    }
+
+    fn config(&self) -> serde_json::Value {
+        json!({
+            "ca_cert": self.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "request_rate": self.request_rate,
+            "arrival": format!("{:?}", self.arrival).to_lowercase(),
+            "random_seed": self.random_seed,
+            "max_concurrency": self.max_concurrency,
+            "benchmark_duration_s": self.benchmark_duration,
+            "benchmark_grace_period_s": self.benchmark_grace_period,
+            "server_metrics": self.server_metrics,
+            "no_server_metrics": self.no_server_metrics,
+        })
+    }
+
     fn extra_roots(&self) -> Result<Vec<Vec<u8>>, CliError> {
         self.ca_cert
             .iter()
@@ -215,7 +326,9 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         request_count: args.request_count,
         num_conversations: args.num_conversations,
         warmup_request_count: args.warmup_request_count,
+        ..Default::default()
     };
+    let load = args.client.load(load)?;
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
@@ -233,8 +346,9 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         "timeout_s": args.timeout,
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
         "api_key_set": target.api_key.is_some(),
-        "ca_cert": args.client.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "client": args.client.config(),
     });
+    let server_metrics = args.client.scrape(&target)?;
     let run = ProfileRun {
         dataset,
         target,
@@ -242,6 +356,7 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         output_dir: output_dir.clone(),
         run_id,
         config,
+        server_metrics,
     };
 
     let stop = StopHandle::new();
@@ -252,6 +367,19 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     let result = run_profile(run, stop, progress.clone()).await;
     crate::progress::finish(display, &progress, started.elapsed());
     let outcome = result.context("running the profile")?;
+    if let Some(s) = &outcome.schedule {
+        eprintln!(
+            "schedule: {} arrivals, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            s.arrivals,
+            s.lateness_p50_ns as f64 / 1e6,
+            s.lateness_p99_ns as f64 / 1e6,
+            s.lateness_max_ns as f64 / 1e6
+        );
+    }
+
+    if let Some(path) = &outcome.server_metrics_path {
+        server_metrics_line(path);
+    }
 
     let file = read_records_file(&outcome.records_path).context("reading the records back")?;
     let metrics = RunMetrics::from_records(&file.records);
@@ -280,4 +408,35 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     } else {
         Outcome::Done
     })
+}
+
+/// One stderr line per engine whose acceptance the server scrape found.
+fn server_metrics_line(path: &Path) {
+    let export = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ServerMetricsExport>(&b).ok());
+    let Some(export) = export else {
+        return;
+    };
+    if export.summary.endpoints_successful.is_empty() {
+        eprintln!(
+            "server metrics: no endpoint answered (see {})",
+            path.display()
+        );
+        return;
+    }
+    for s in export.spec_decode() {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        eprintln!(
+            "server metrics ({}, {}): acceptance length {}, acceptance rate {}",
+            s.engine,
+            if s.from_counters {
+                "counter deltas"
+            } else {
+                "gauge averages"
+            },
+            f(s.acceptance_length),
+            f(s.acceptance_rate)
+        );
+    }
 }

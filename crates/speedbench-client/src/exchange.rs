@@ -147,6 +147,12 @@ impl HttpClient {
                 continue;
             }
             sse.push(&data, &mut events);
+            if sse.invalid_utf8_lines() > 0 {
+                return Err((
+                    ErrorKind::Protocol,
+                    "stream is not valid UTF-8 (SSE streams must be UTF-8)".into(),
+                ));
+            }
             for ev in events.drain(..) {
                 if ev.data.starts_with("[DONE]") {
                     ex.state.done = true;

@@ -20,6 +20,7 @@
 //!     output_dir: "artifacts/run1".into(),
 //!     run_id: "run1".into(),
 //!     config: serde_json::json!({}),
+//!     server_metrics: None,
 //! };
 //! let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
 //! println!("{} records in {}", outcome.record_count, outcome.records_path.display());
@@ -34,11 +35,16 @@ mod exchange;
 mod recorder;
 mod response;
 mod runner;
+mod schedule;
+pub mod scrape;
 pub mod spec;
 pub mod sse;
 mod target;
 
 pub use discovery::{discover_model, discover_model_with_roots, wait_for_health};
 pub use error::ClientError;
-pub use runner::{LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, run_profile};
+pub use runner::{
+    LoadConfig, ProfileRun, Progress, RunOutcome, ScheduleStats, StopHandle, run_profile,
+};
+pub use schedule::{Arrival, ArrivalSchedule};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

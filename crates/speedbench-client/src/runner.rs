@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use speedbench_dataset::{Conversation, Dataset, Message};
@@ -13,32 +13,126 @@ use tokio::sync::watch;
 use crate::error::ClientError;
 use crate::exchange::{Exchange, HttpClient};
 use crate::recorder::{Recorder, RecorderMsg};
+use crate::schedule::{Arrival, ArrivalSchedule};
+use crate::scrape::{SERVER_METRICS_FILE_NAME, ScrapeConfig, Scraper};
 use crate::target::Target;
 
 /// How much load to apply and for how long.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Two shapes: *fixed concurrency* (closed loop; the default), where
+/// `concurrency` workers each run one conversation at a time, and *request
+/// rate* (open loop, when [`LoadConfig::request_rate`] is set), where
+/// conversations start on an [`ArrivalSchedule`] whatever the server's
+/// speed, optionally capped by [`LoadConfig::max_concurrency`]. In both, a
+/// conversation's turns run in order, each after the previous reply.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LoadConfig {
-    /// Requests in flight at once (each worker runs one conversation at a time).
+    /// Fixed-concurrency mode: requests in flight at once (each worker runs
+    /// one conversation at a time). Unused in request-rate mode.
     pub concurrency: usize,
+    /// Request-rate mode: conversation starts per second (for single-turn
+    /// data, requests per second), as AIPerf's `--request-rate`.
+    pub request_rate: Option<f64>,
+    /// How arrivals are spaced in request-rate mode.
+    pub arrival: Arrival,
+    /// Seed of the arrival schedule (Poisson gaps).
+    pub random_seed: u64,
+    /// Request-rate mode: at most this many conversations in flight; an
+    /// arrival that finds them all busy waits (and counts as late).
+    pub max_concurrency: Option<usize>,
+    /// Stop dispatching new requests this long after the profiling phase
+    /// starts; in-flight requests may finish within `grace_period`. Without
+    /// a request or conversation count, conversations recycle until then.
+    pub benchmark_duration: Option<Duration>,
+    /// After `benchmark_duration`, how long in-flight requests may still run
+    /// before they are cancelled (recorded as cancelled).
+    pub grace_period: Duration,
     /// Stop after this many profiled requests (turns), recycling
     /// conversations if the dataset is shorter.
     pub request_count: Option<u64>,
     /// Run exactly this many conversations, every turn of each, recycling
     /// the dataset if needed.
     pub num_conversations: Option<u64>,
-    /// Requests sent first and recorded with `warmup = true`.
+    /// Requests sent first and recorded with `warmup = true` (in the same
+    /// load shape, without the duration limit).
     pub warmup_request_count: u64,
 }
 
 impl Default for LoadConfig {
-    /// One pass over the dataset at concurrency 1, no warmup.
+    /// One pass over the dataset at concurrency 1, no warmup, no duration
+    /// limit, a 30 s grace period (AIPerf's default) and seed 0.
     fn default() -> Self {
         LoadConfig {
             concurrency: 1,
+            request_rate: None,
+            arrival: Arrival::default(),
+            random_seed: 0,
+            max_concurrency: None,
+            benchmark_duration: None,
+            grace_period: Duration::from_secs(30),
             request_count: None,
             num_conversations: None,
             warmup_request_count: 0,
         }
+    }
+}
+
+impl LoadConfig {
+    fn validate(&self) -> Result<(), ClientError> {
+        let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
+        match self.request_rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => {
+                return bad("the request rate must be a positive number");
+            }
+            None if self.concurrency == 0 => return bad("concurrency must be at least 1"),
+            None if self.max_concurrency.is_some() => {
+                return bad("a maximum concurrency needs a request rate");
+            }
+            _ => {}
+        }
+        if self.max_concurrency == Some(0) {
+            return bad("the maximum concurrency must be at least 1");
+        }
+        if self.request_count == Some(0) || self.num_conversations == Some(0) {
+            return bad("request and conversation counts must be at least 1");
+        }
+        if self.benchmark_duration == Some(Duration::ZERO) {
+            return bad("the benchmark duration must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// How far behind its schedule the request-rate dispatcher ran.
+///
+/// Lateness is the time from an arrival's scheduled start to the moment its
+/// first request was handed to the HTTP client, including any wait for a
+/// free slot under [`LoadConfig::max_concurrency`] (vLLM's client queue time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleStats {
+    /// Conversations started on the schedule.
+    pub arrivals: u64,
+    /// Median lateness, nanoseconds.
+    pub lateness_p50_ns: u64,
+    /// 99th-percentile lateness, nanoseconds.
+    pub lateness_p99_ns: u64,
+    /// Largest lateness, nanoseconds.
+    pub lateness_max_ns: u64,
+}
+
+impl ScheduleStats {
+    fn from_lateness(mut ns: Vec<u64>) -> Option<ScheduleStats> {
+        if ns.is_empty() {
+            return None;
+        }
+        ns.sort_unstable();
+        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize];
+        Some(ScheduleStats {
+            arrivals: ns.len() as u64,
+            lateness_p50_ns: at(0.5),
+            lateness_p99_ns: at(0.99),
+            lateness_max_ns: ns[ns.len() - 1],
+        })
     }
 }
 
@@ -90,7 +184,7 @@ impl StopHandle {
         *self.0.borrow()
     }
 
-    async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         let mut rx = self.0.subscribe();
         // An Err means the sender is gone, which cannot happen while self lives.
         let _ = rx.wait_for(|s| *s).await;
@@ -118,6 +212,9 @@ pub struct ProfileRun {
     pub run_id: String,
     /// Configuration to store in the manifest (must hold no secret).
     pub config: Value,
+    /// Scrape these Prometheus endpoints during the run and write
+    /// `server_metrics_export.json`; `None` disables it.
+    pub server_metrics: Option<ScrapeConfig>,
 }
 
 /// What a finished (or interrupted) run left behind.
@@ -131,6 +228,10 @@ pub struct RunOutcome {
     pub record_count: u64,
     /// True if the run was stopped before it finished.
     pub interrupted: bool,
+    /// Request-rate mode: how late the profiling phase's arrivals started.
+    pub schedule: Option<ScheduleStats>,
+    /// The server-metrics export, when scraping was enabled.
+    pub server_metrics_path: Option<PathBuf>,
 }
 
 /// Maps monotonic instants onto wall-clock nanoseconds consistently.
@@ -163,18 +264,52 @@ struct Dispatcher {
     requests: Option<u64>,
     next_session: AtomicU64,
     claimed: AtomicU64,
+    /// No request is claimed at or after this instant.
+    deadline: Option<Instant>,
 }
 
 impl Dispatcher {
+    fn new(sessions: Option<u64>, requests: Option<u64>, deadline: Option<Instant>) -> Self {
+        Dispatcher {
+            sessions,
+            requests,
+            next_session: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+            deadline,
+        }
+    }
+
     fn next_session(&self) -> Option<u64> {
+        if self.closed() {
+            return None;
+        }
         let s = self.next_session.fetch_add(1, Ordering::Relaxed);
         self.sessions.is_none_or(|limit| s < limit).then_some(s)
     }
 
     fn claim_request(&self) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
         let n = self.claimed.fetch_add(1, Ordering::Relaxed);
         self.requests.is_none_or(|limit| n < limit)
     }
+
+    /// True once no further request can be claimed.
+    fn closed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self
+                .requests
+                .is_some_and(|limit| self.claimed.load(Ordering::Relaxed) >= limit)
+    }
+}
+
+/// One phase (warmup or profiling) of a run.
+struct Phase {
+    dispatcher: Dispatcher,
+    warmup: bool,
+    /// Triggered when the grace period after the duration runs out.
+    cancel: StopHandle,
 }
 
 struct Shared {
@@ -199,6 +334,8 @@ fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) 
         (Some(c), Some(r)) => (Some(c), turns_of(c).min(r)),
         (Some(c), None) => (Some(c), turns_of(c)),
         (None, Some(r)) => (None, r),
+        // A duration alone recycles the dataset until time is up.
+        (None, None) if load.benchmark_duration.is_some() => (None, 0),
         (None, None) => (Some(n), turns_of(n)),
     }
 }
@@ -206,9 +343,10 @@ fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) 
 /// Runs a whole profile: warmup, then the measured phase, recording every
 /// request to `output_dir/records.parquet`.
 ///
-/// Returns when every planned request finished or `stop` was triggered; in
-/// both cases the records file is closed and readable. Requests that fail
-/// are recorded with their error kind; they never abort the run.
+/// Returns when every planned request finished, the benchmark duration (plus
+/// grace period) ran out, or `stop` was triggered; in every case the records
+/// file is closed and readable. Requests that fail are recorded with their
+/// error kind; they never abort the run.
 pub async fn run_profile(
     run: ProfileRun,
     stop: StopHandle,
@@ -217,16 +355,7 @@ pub async fn run_profile(
     if run.dataset.conversations.is_empty() {
         return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
     }
-    if run.load.concurrency == 0 {
-        return Err(ClientError::InvalidLoad(
-            "concurrency must be at least 1".into(),
-        ));
-    }
-    if run.load.request_count == Some(0) || run.load.num_conversations == Some(0) {
-        return Err(ClientError::InvalidLoad(
-            "request and conversation counts must be at least 1".into(),
-        ));
-    }
+    run.load.validate()?;
     std::fs::create_dir_all(&run.output_dir).map_err(|source| ClientError::Io {
         path: run.output_dir.clone(),
         source,
@@ -249,7 +378,17 @@ pub async fn run_profile(
     };
     write_manifest(&manifest_path, &manifest)?;
     let recorder = Recorder::start(&records_path)?;
-    let client = HttpClient::new(&run.target, run.load.concurrency)?;
+    let pool = match run.load.request_rate {
+        Some(_) => run.load.max_concurrency.unwrap_or(1024),
+        None => run.load.concurrency,
+    };
+    let client = HttpClient::new(&run.target, pool)?;
+    let scraper = run
+        .server_metrics
+        .clone()
+        .filter(|c| !c.endpoints.is_empty())
+        .map(Scraper::start)
+        .transpose()?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     progress.planned.store(planned, Ordering::Relaxed);
     let shared = Arc::new(Shared {
@@ -264,25 +403,43 @@ pub async fn run_profile(
     });
 
     if shared.run.load.warmup_request_count > 0 {
-        let warmup = Dispatcher {
-            sessions: None,
-            requests: Some(shared.run.load.warmup_request_count),
-            next_session: AtomicU64::new(0),
-            claimed: AtomicU64::new(0),
+        let warmup = Phase {
+            dispatcher: Dispatcher::new(None, Some(shared.run.load.warmup_request_count), None),
+            warmup: true,
+            cancel: StopHandle::new(),
         };
-        run_phase(&shared, Arc::new(warmup), true).await;
+        run_phase(&shared, Arc::new(warmup)).await;
     }
+    let mut schedule = None;
     if !stop.is_stopped() {
-        let profile = Dispatcher {
-            sessions,
-            requests: shared.run.load.request_count,
-            next_session: AtomicU64::new(0),
-            claimed: AtomicU64::new(0),
+        if let Some(s) = &scraper {
+            s.mark_profiling_start().await;
+        }
+        let deadline = shared
+            .run
+            .load
+            .benchmark_duration
+            .map(|d| Instant::now() + d);
+        let profile = Phase {
+            dispatcher: Dispatcher::new(sessions, shared.run.load.request_count, deadline),
+            warmup: false,
+            cancel: StopHandle::new(),
         };
-        run_phase(&shared, Arc::new(profile), false).await;
+        schedule = ScheduleStats::from_lateness(run_phase(&shared, Arc::new(profile)).await);
+        if let Some(s) = &scraper {
+            s.mark_profiling_end();
+        }
     }
 
     let interrupted = stop.is_stopped();
+    let mut server_metrics_path = None;
+    if let Some(s) = scraper {
+        // An interrupted run skips the shutdown delay: the user wants out.
+        let export = s.finish(!interrupted).await;
+        let path = shared.run.output_dir.join(SERVER_METRICS_FILE_NAME);
+        write_json(&path, &export)?;
+        server_metrics_path = Some(path);
+    }
     manifest.ended_unix_ns = clock.unix_ns(Instant::now());
     manifest.outcome = if interrupted {
         "interrupted"
@@ -300,51 +457,142 @@ pub async fn run_profile(
         manifest_path,
         record_count,
         interrupted,
+        schedule,
+        server_metrics_path,
     })
 }
 
 fn write_manifest(path: &Path, manifest: &RunManifest) -> Result<(), ClientError> {
+    write_json(path, manifest)
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
     let io = |source| ClientError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let json = serde_json::to_vec_pretty(manifest).map_err(|e| io(e.into()))?;
+    let json = serde_json::to_vec_pretty(value).map_err(|e| io(e.into()))?;
     // Write then rename, so readers never see a half-written manifest.
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, json).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-async fn run_phase(shared: &Arc<Shared>, dispatcher: Arc<Dispatcher>, warmup: bool) {
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..shared.run.load.concurrency {
-        let shared = shared.clone();
-        let dispatcher = dispatcher.clone();
-        workers.spawn(async move { worker(&shared, &dispatcher, warmup).await });
+/// Runs one phase to its end and returns the arrivals' lateness (request-rate
+/// mode; empty otherwise).
+async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u64> {
+    let load = &shared.run.load;
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut lateness = Vec::new();
+    // The grace period starts when dispatching stops at the deadline.
+    let cancel_at = phase
+        .dispatcher
+        .deadline
+        .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
+    let mut arrivals = None;
+    let slots = load
+        .max_concurrency
+        .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    match load.request_rate {
+        None => {
+            for _ in 0..load.concurrency {
+                let shared = shared.clone();
+                let phase = phase.clone();
+                tasks.spawn(async move { worker(&shared, &phase).await });
+            }
+        }
+        Some(rate) => {
+            // Warmup and profiling draw different (but seeded) schedules.
+            let seed = load.random_seed ^ u64::from(phase.warmup);
+            arrivals = Some(ArrivalSchedule::new(rate, load.arrival, seed));
+        }
     }
-    while workers.join_next().await.is_some() {}
+    // Arrivals at or after the deadline never happen.
+    let deadline = phase.dispatcher.deadline;
+    let mut upcoming = move || {
+        arrivals
+            .as_mut()
+            .and_then(Iterator::next)
+            .map(|o| start + o)
+            .filter(|at| deadline.is_none_or(|d| *at < d))
+    };
+    let mut next_at = upcoming();
+    loop {
+        let arrival = async {
+            let at = next_at?;
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            let permit = match &slots {
+                Some(s) => Some(s.clone().acquire_owned().await.ok()?),
+                None => None,
+            };
+            Some((at, permit))
+        };
+        tokio::select! {
+            biased;
+            _ = sleep_until_opt(cancel_at),
+                if cancel_at.is_some() && !tasks.is_empty() && !phase.cancel.is_stopped() => {
+                phase.cancel.stop();
+            }
+            _ = shared.stop.stopped(), if next_at.is_some() => next_at = None,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some((at, permit)) = arrival, if next_at.is_some() => {
+                let session = if shared.stop.is_stopped() {
+                    None
+                } else {
+                    phase.dispatcher.next_session()
+                };
+                let Some(session) = session else {
+                    next_at = None;
+                    continue;
+                };
+                let late = Instant::now().saturating_duration_since(at);
+                if !phase.warmup {
+                    lateness.push(late.as_nanos() as u64);
+                }
+                let shared = shared.clone();
+                let phase2 = phase.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    let dataset = &shared.run.dataset;
+                    let conv = &dataset.conversations
+                        [(session % dataset.conversations.len() as u64) as usize];
+                    run_conversation(&shared, &phase2, conv).await;
+                });
+                next_at = upcoming();
+            }
+            else => break,
+        }
+    }
+    lateness
 }
 
-async fn worker(shared: &Shared, dispatcher: &Dispatcher, warmup: bool) {
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn worker(shared: &Shared, phase: &Phase) {
     let dataset = &shared.run.dataset;
-    while let Some(session) = dispatcher.next_session() {
+    while let Some(session) = phase.dispatcher.next_session() {
         let conv = &dataset.conversations[(session % dataset.conversations.len() as u64) as usize];
-        if !run_conversation(shared, dispatcher, conv, warmup).await {
+        if !run_conversation(shared, phase, conv).await {
             return;
         }
     }
 }
 
 /// Runs one conversation's turns in order; false when the worker must stop.
-async fn run_conversation(
-    shared: &Shared,
-    dispatcher: &Dispatcher,
-    conv: &Conversation,
-    warmup: bool,
-) -> bool {
+async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -> bool {
+    let warmup = phase.warmup;
     let mut history: Vec<Message> = conv.preamble.clone();
     for (turn_index, turn) in conv.turns.iter().enumerate() {
-        if shared.stop.is_stopped() || !dispatcher.claim_request() {
+        if shared.stop.is_stopped()
+            || phase.cancel.is_stopped()
+            || !phase.dispatcher.claim_request()
+        {
             return false;
         }
         history.push(Message {
@@ -354,12 +602,21 @@ async fn run_conversation(
         let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let exchange = tokio::select! {
-            ex = shared.client.exchange(&shared.run.target, &history) => Some(ex),
-            _ = shared.stop.stopped() => None,
+            ex = shared.client.exchange(&shared.run.target, &history) => Ok(ex),
+            _ = shared.stop.stopped() => Err("the run was stopped while this request was in flight"),
+            _ = phase.cancel.stopped() => Err("still in flight when the grace period after the benchmark duration ended"),
         };
         let record = match exchange {
-            Some(ex) => to_record(shared, conv, turn_index, request_index, warmup, ex),
-            None => cancelled_record(shared, conv, turn_index, request_index, warmup, started),
+            Ok(ex) => to_record(shared, conv, turn_index, request_index, warmup, ex),
+            Err(why) => cancelled_record(
+                shared,
+                conv,
+                turn_index,
+                request_index,
+                warmup,
+                started,
+                why,
+            ),
         };
         let failed = !record.is_success();
         let reply = record.output_text.clone();
@@ -420,6 +677,7 @@ fn cancelled_record(
     request_index: u64,
     warmup: bool,
     started: Instant,
+    why: &str,
 ) -> RequestRecord {
     let now = Instant::now();
     RequestRecord {
@@ -427,7 +685,7 @@ fn cancelled_record(
         end_unix_ns: shared.clock.unix_ns(now),
         e2e_latency_ns: now.duration_since(started).as_nanos() as u64,
         error_kind: Some(ErrorKind::Cancelled),
-        error_message: Some("the run was stopped while this request was in flight".into()),
+        error_message: Some(why.into()),
         ..base_record(shared, conv, turn_index, request_index, warmup)
     }
 }
@@ -508,5 +766,66 @@ mod tests {
         assert_eq!(planned_requests(&d, &load(Some(5), None)), (Some(5), 9));
         assert_eq!(planned_requests(&d, &load(Some(5), Some(4))), (Some(5), 4));
         assert_eq!(planned_requests(&d, &load(None, Some(100))), (None, 100));
+        let timed = LoadConfig {
+            benchmark_duration: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        assert_eq!(planned_requests(&d, &timed), (None, 0));
+    }
+
+    #[test]
+    fn inconsistent_load_shapes_are_refused() {
+        let bad = |l: LoadConfig| l.validate().unwrap_err().to_string();
+        let rate = |r| LoadConfig {
+            request_rate: Some(r),
+            ..Default::default()
+        };
+        assert!(bad(rate(0.0)).contains("rate"));
+        assert!(bad(rate(f64::NAN)).contains("rate"));
+        assert!(
+            bad(LoadConfig {
+                max_concurrency: Some(4),
+                ..Default::default()
+            })
+            .contains("needs a request rate")
+        );
+        assert!(
+            bad(LoadConfig {
+                max_concurrency: Some(0),
+                ..rate(1.0)
+            })
+            .contains("at least 1")
+        );
+        assert!(
+            bad(LoadConfig {
+                concurrency: 0,
+                ..Default::default()
+            })
+            .contains("concurrency")
+        );
+        // Concurrency is unused in request-rate mode.
+        assert!(
+            LoadConfig {
+                concurrency: 0,
+                ..rate(1.0)
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn lateness_percentiles() {
+        assert_eq!(ScheduleStats::from_lateness(vec![]), None);
+        let s = ScheduleStats::from_lateness((1..=100).rev().collect()).unwrap();
+        assert_eq!(
+            (
+                s.arrivals,
+                s.lateness_p50_ns,
+                s.lateness_p99_ns,
+                s.lateness_max_ns
+            ),
+            (100, 51, 99, 100)
+        );
     }
 }

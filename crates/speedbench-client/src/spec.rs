@@ -111,18 +111,24 @@ fn validate(stats: SpecDecodeStats) -> Result<SpecDecodeStats, MalformedSpec> {
             return bad(format!(
                 "acceptance_histogram has {} buckets, expected num_spec_tokens + 1 = {}",
                 hist.len(),
-                k + 1
+                u64::from(k) + 1
             ));
         }
-        let steps: u64 = hist.iter().sum();
-        let weighted: u64 = hist.iter().enumerate().map(|(j, n)| j as u64 * n).sum();
-        if Some(steps) != stats.verify_steps {
+        // Wide sums: a hostile payload must not overflow (a panic in debug
+        // builds, a wrapped sum that passes the check in release builds).
+        let steps: u128 = hist.iter().map(|&n| u128::from(n)).sum();
+        let weighted: u128 = hist
+            .iter()
+            .enumerate()
+            .map(|(j, &n)| j as u128 * u128::from(n))
+            .sum();
+        if Some(steps) != stats.verify_steps.map(u128::from) {
             return bad(format!(
                 "acceptance_histogram counts sum to {steps}, but verify steps are {:?}",
                 stats.verify_steps
             ));
         }
-        if weighted != stats.accepted_draft_tokens {
+        if weighted != u128::from(stats.accepted_draft_tokens) {
             return bad(format!(
                 "acceptance_histogram j-weighted sum is {weighted}, but accepted draft tokens are {}",
                 stats.accepted_draft_tokens
@@ -210,7 +216,9 @@ pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, Malform
         return Ok(None);
     }
     let drafted = u64_field(timings, "draft_n", s)?;
-    let accepted = opt_u64(timings, "draft_n_accepted").unwrap_or(0);
+    // llama.cpp always sends both; a missing or non-integer count would
+    // otherwise read as "nothing accepted", a wrong number.
+    let accepted = u64_field(timings, "draft_n_accepted", s)?;
     let steps = opt_u64(timings, "predicted_n").and_then(|p| p.checked_sub(accepted));
     validate(SpecDecodeStats {
         source: Some(s),
@@ -316,6 +324,16 @@ mod tests {
     }
 
     #[test]
+    fn huge_histograms_do_not_overflow() {
+        let p = json!({"acceptance_histogram": [u64::MAX, 1], "num_spec_steps": 0,
+            "num_accepted_draft_tokens": 1, "num_draft_tokens": 1, "num_spec_tokens": u32::MAX});
+        assert!(from_vllm(&p).is_err());
+        let mut p = p;
+        p["num_spec_tokens"] = json!(1);
+        assert!(from_vllm(&p).is_err(), "the counts sum past u64::MAX");
+    }
+
+    #[test]
     fn llamacpp_timings() {
         let t = json!({"predicted_n": 64, "draft_n": 47, "draft_n_accepted": 47});
         let s = from_llamacpp(&t).unwrap().unwrap();
@@ -332,6 +350,12 @@ mod tests {
         assert_eq!(from_llamacpp(&json!({"predicted_n": 64})).unwrap(), None);
         assert!(
             from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3, "draft_n_accepted": 9}))
+                .is_err()
+        );
+        // A missing or string count is malformed, not "0 accepted".
+        assert!(from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3})).is_err());
+        assert!(
+            from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3, "draft_n_accepted": "2"}))
                 .is_err()
         );
     }

@@ -27,6 +27,8 @@ pub struct SseParser {
     event: Option<String>,
     data: String,
     has_data: bool,
+    /// Lines that were not valid UTF-8 (decoded lossily).
+    invalid_utf8_lines: u64,
 }
 
 impl SseParser {
@@ -53,8 +55,14 @@ impl SseParser {
             let line_start = self.pos;
             self.pos += end + 1;
             self.skip_lf = is_cr;
-            let line =
-                String::from_utf8_lossy(&self.buf[line_start..line_start + end]).into_owned();
+            let bytes = &self.buf[line_start..line_start + end];
+            let line = match std::str::from_utf8(bytes) {
+                Ok(s) => s.to_owned(),
+                Err(_) => {
+                    self.invalid_utf8_lines += 1;
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            };
             self.line(&line, out);
         }
         // Drop consumed bytes once they dominate the buffer, keeping pushes O(n).
@@ -62,6 +70,13 @@ impl SseParser {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
+    }
+
+    /// Complete lines so far that were not valid UTF-8. SSE is UTF-8 only;
+    /// such lines are still parsed (with U+FFFD replacements), so callers
+    /// that must not record altered text check this.
+    pub fn invalid_utf8_lines(&self) -> u64 {
+        self.invalid_utf8_lines
     }
 
     /// Bytes received after the last complete line (an unterminated tail).
@@ -168,6 +183,21 @@ mod tests {
         p.push(b"data: {\"partial\":", &mut out);
         assert!(out.is_empty());
         assert_eq!(p.pending(), b"data: {\"partial\":");
+    }
+
+    #[test]
+    fn invalid_utf8_is_counted_even_when_split() {
+        let input = b"data: ok\n\ndata: caf\xc3\n\ndata: \xff\xfe\n\ndata: \xc3\xa9\n\n";
+        for piece in 1..input.len() {
+            let mut p = SseParser::new();
+            let mut out = Vec::new();
+            for chunk in input.chunks(piece) {
+                p.push(chunk, &mut out);
+            }
+            assert_eq!(out.len(), 4);
+            assert_eq!(out[3].data, "é", "a split sequence is not invalid");
+            assert_eq!(p.invalid_utf8_lines(), 2, "piece {piece}");
+        }
     }
 
     #[test]

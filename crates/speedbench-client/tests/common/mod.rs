@@ -182,6 +182,7 @@ pub async fn profile(
         output_dir: dir.to_path_buf(),
         run_id: "t".into(),
         config: serde_json::json!({}),
+        server_metrics: None,
     };
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await

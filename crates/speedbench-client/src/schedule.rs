@@ -1,0 +1,148 @@
+//! Arrival schedules for request-rate (open-loop) load.
+//!
+//! An [`ArrivalSchedule`] yields the offsets, from the start of a phase, at
+//! which conversations start. Offsets are absolute (the scheduler sleeps
+//! until `start + offset`), so a late wake-up never shifts later arrivals.
+//! Poisson gaps come from a seeded SplitMix64 generator, so the same seed
+//! gives the same schedule on every machine.
+
+use std::time::Duration;
+
+/// How arrivals are spaced at a given mean rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrival {
+    /// Exponential gaps (a Poisson process), as AIPerf and `vllm bench serve`
+    /// default to.
+    #[default]
+    Poisson,
+    /// Equal gaps of `1 / rate`.
+    Constant,
+}
+
+/// SplitMix64: tiny, fast, and good enough to draw arrival gaps.
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)` with 53 random bits.
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// The start offsets of successive arrivals; the first is at zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use speedbench_client::{Arrival, ArrivalSchedule};
+///
+/// let constant: Vec<Duration> = ArrivalSchedule::new(4.0, Arrival::Constant, 0).take(3).collect();
+/// assert_eq!(constant, [Duration::ZERO, Duration::from_millis(250), Duration::from_millis(500)]);
+///
+/// // Poisson arrivals are random but reproducible from the seed.
+/// let a: Vec<_> = ArrivalSchedule::new(100.0, Arrival::Poisson, 7).take(5).collect();
+/// let b: Vec<_> = ArrivalSchedule::new(100.0, Arrival::Poisson, 7).take(5).collect();
+/// assert_eq!(a, b);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ArrivalSchedule {
+    rate: f64,
+    arrival: Arrival,
+    rng: SplitMix64,
+    index: u64,
+    offset_s: f64,
+}
+
+impl ArrivalSchedule {
+    /// A schedule of `rate` arrivals per second (finite and positive; the
+    /// caller checks), spaced by `arrival`, drawing from `seed`.
+    pub fn new(rate: f64, arrival: Arrival, seed: u64) -> ArrivalSchedule {
+        ArrivalSchedule {
+            rate,
+            arrival,
+            rng: SplitMix64(seed),
+            index: 0,
+            offset_s: 0.0,
+        }
+    }
+}
+
+impl Iterator for ArrivalSchedule {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let i = self.index;
+        self.index += 1;
+        let offset = match self.arrival {
+            // i / rate, not a running sum, so rounding never accumulates.
+            Arrival::Constant => i as f64 / self.rate,
+            Arrival::Poisson => {
+                if i > 0 {
+                    // 1 - u lies in (0, 1], so the logarithm is finite.
+                    let u = self.rng.next_f64();
+                    self.offset_s += -(1.0 - u).ln() / self.rate;
+                }
+                self.offset_s
+            }
+        };
+        Some(Duration::from_secs_f64(offset))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_offsets_are_exact_multiples() {
+        let s: Vec<_> = ArrivalSchedule::new(3.0, Arrival::Constant, 9)
+            .take(1000)
+            .collect();
+        assert_eq!(s[0], Duration::ZERO);
+        assert_eq!(s[999], Duration::from_secs_f64(333.0));
+    }
+
+    #[test]
+    fn poisson_is_seeded_increasing_and_has_the_right_mean() {
+        let rate = 50.0;
+        let n = 20_000;
+        let s: Vec<_> = ArrivalSchedule::new(rate, Arrival::Poisson, 42)
+            .take(n)
+            .collect();
+        assert!(s.windows(2).all(|w| w[0] <= w[1]));
+        let mean_gap = s[n - 1].as_secs_f64() / (n - 1) as f64;
+        // The mean of 20k exponential gaps has a relative sd of 0.7%.
+        assert!(
+            (mean_gap * rate - 1.0).abs() < 0.03,
+            "mean gap {mean_gap} vs {}",
+            1.0 / rate
+        );
+        // Exponential gaps: about 1 - 1/e of them are shorter than the mean.
+        let short = s
+            .windows(2)
+            .filter(|w| (w[1] - w[0]).as_secs_f64() < 1.0 / rate)
+            .count() as f64
+            / (n - 1) as f64;
+        assert!((short - 0.632).abs() < 0.02, "{short}");
+        let other: Vec<_> = ArrivalSchedule::new(rate, Arrival::Poisson, 43)
+            .take(n)
+            .collect();
+        assert_ne!(s, other);
+    }
+
+    #[test]
+    fn splitmix_matches_the_reference_sequence() {
+        // First outputs of SplitMix64 seeded with 0 (Vigna's reference code).
+        let mut r = SplitMix64(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+}

@@ -1,0 +1,392 @@
+//! Server-side metrics: scrape Prometheus endpoints during a run and export
+//! counter deltas and gauge statistics over the profiling window.
+//!
+//! This is the portable acceptance path: every engine publishes something
+//! on `/metrics` (vLLM's `vllm:spec_decode_*` counters, llama.cpp's
+//! `llamacpp:spec_decode_*` counters, SGLang's `sglang:spec_accept_length` /
+//! `spec_accept_rate` gauges, TensorRT-LLM's `trtllm_spec_decode_*`; NIM
+//! serves it at `/v1/metrics`).
+//!
+//! - [`parse_exposition`] parses the Prometheus text format 0.0.4 by hand
+//!   (`prometheus-parse` rejects `:` in names and `}` in label values).
+//! - A [`Scraper`] fetches every endpoint every [`ScrapeConfig::interval`]
+//!   (333 ms by default, as AIPerf) from the start of the run, takes one
+//!   scrape exactly when the profiling window opens (the reference that
+//!   excludes warmup), keeps going for [`ScrapeConfig::shutdown_delay`]
+//!   after the window closes, and builds a [`ServerMetricsExport`].
+//! - [`ServerMetricsExport`] is what `server_metrics_export.json` holds
+//!   (AIPerf's layout; serde both ways), and
+//!   [`ServerMetricsExport::spec_decode`] turns it into acceptance numbers.
+//!
+//! ```no_run
+//! use speedbench_client::scrape::{ScrapeConfig, Scraper};
+//! # async fn demo() -> Result<(), speedbench_client::ClientError> {
+//! let scraper = Scraper::start(ScrapeConfig::new(vec!["http://127.0.0.1:8000/metrics".into()]))?;
+//! scraper.mark_profiling_start().await; // after warmup, before the first measured request
+//! // ... run the measured requests ...
+//! scraper.mark_profiling_end();
+//! let export = scraper.finish(true).await;
+//! for s in export.spec_decode() {
+//!     println!("{}: acceptance length {:?}", s.engine, s.acceptance_length);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod export;
+mod parse;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hyper::header::{HeaderName, HeaderValue};
+use speedbench_http::{HttpClient, get};
+
+pub use export::{
+    CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
+    MetricExport, SERVER_METRICS_FILE_NAME, SeriesExport, SeriesStats, ServerMetricsExport,
+    SpecDecodeSummary,
+};
+pub use parse::{Exposition, MetricType, Sample, parse_exposition};
+
+use crate::discovery::{auth_headers, control_client};
+use crate::error::ClientError;
+use crate::runner::StopHandle;
+use crate::target::{ApiKey, Target};
+use export::{Points, StoredSeries, Window, build_metrics};
+use parse::Role;
+
+/// Which endpoints to scrape, and how often.
+#[derive(Debug, Clone)]
+pub struct ScrapeConfig {
+    /// Full URLs of the Prometheus endpoints (e.g. `http://h:8000/metrics`,
+    /// NIM's `http://h:8000/v1/metrics`).
+    pub endpoints: Vec<String>,
+    /// Time between scrapes (default 333 ms).
+    pub interval: Duration,
+    /// How long to keep scraping after the profiling window closes, so
+    /// counters the server publishes late are counted (default 2 s).
+    pub shutdown_delay: Duration,
+    /// Deadline of one fetch (default 5 s).
+    pub fetch_timeout: Duration,
+    /// Extra CA roots (PEM) for HTTPS endpoints.
+    pub extra_roots_pem: Vec<Vec<u8>>,
+    /// API key, sent only to endpoints whose URL starts with `key_origin`.
+    api_key: Option<ApiKey>,
+    key_origin: String,
+}
+
+impl ScrapeConfig {
+    /// Scrapes `endpoints` with the default timings and no credentials.
+    /// Entries without a scheme get `http://`, and entries without a path
+    /// get `/metrics`.
+    pub fn new(endpoints: Vec<String>) -> ScrapeConfig {
+        ScrapeConfig {
+            endpoints: endpoints.iter().map(|e| normalize_endpoint(e)).collect(),
+            interval: Duration::from_millis(333),
+            shutdown_delay: Duration::from_secs(2),
+            fetch_timeout: Duration::from_secs(5),
+            extra_roots_pem: Vec::new(),
+            api_key: None,
+            key_origin: String::new(),
+        }
+    }
+
+    /// Scrapes the target's own `/metrics` plus `extra` endpoints, with the
+    /// target's CA roots; the target's API key goes to its own server only.
+    pub fn for_target(target: &Target, extra: &[String]) -> ScrapeConfig {
+        let own = target.base_url.join("/metrics");
+        let mut endpoints = vec![own];
+        endpoints.extend(extra.iter().cloned());
+        let mut c = ScrapeConfig::new(endpoints);
+        c.endpoints.dedup();
+        c.extra_roots_pem = target.extra_roots_pem.clone();
+        c.api_key = target.api_key.clone();
+        c.key_origin = format!("{}/", target.base_url);
+        c
+    }
+
+    /// Only these endpoints (for `--server-metrics URL...` without the
+    /// target's own), keeping credentials and roots.
+    pub fn with_endpoints(mut self, endpoints: Vec<String>) -> ScrapeConfig {
+        self.endpoints = endpoints.iter().map(|e| normalize_endpoint(e)).collect();
+        self
+    }
+}
+
+fn normalize_endpoint(e: &str) -> String {
+    let with_scheme = if e.contains("://") {
+        e.to_string()
+    } else {
+        format!("http://{e}")
+    };
+    let after_scheme = with_scheme.split_once("://").map_or("", |(_, r)| r);
+    match after_scheme.find('/') {
+        Some(i) if after_scheme.len() > i + 1 => with_scheme,
+        _ => format!("{}/metrics", with_scheme.trim_end_matches('/')),
+    }
+}
+
+type SeriesKey = (String, Role, Vec<(String, String)>);
+
+#[derive(Default)]
+struct Store {
+    info: EndpointInfo,
+    latency_ms_sum: f64,
+    ok_fetches: u64,
+    families: BTreeMap<String, (MetricType, Option<String>)>,
+    series: HashMap<SeriesKey, Points>,
+}
+
+impl Store {
+    fn ingest(&mut self, e: &Exposition, ts: i64) {
+        for sample in &e.samples {
+            let Some((family, role, help)) = e.classify(sample) else {
+                continue;
+            };
+            let kind = match &role {
+                Role::Counter => MetricType::Counter,
+                Role::Gauge(k) => *k,
+                _ => MetricType::Histogram,
+            };
+            self.families
+                .entry(family.clone())
+                .or_insert_with(|| (kind, help.map(str::to_string)));
+            self.series
+                .entry((family, role, sample.labels.clone()))
+                .or_default()
+                .push((ts, sample.value));
+        }
+    }
+}
+
+struct Inner {
+    config: ScrapeConfig,
+    client: HttpClient,
+    headers: Vec<Vec<(HeaderName, HeaderValue)>>,
+    stores: Vec<Mutex<Store>>,
+    base: (Instant, i64),
+    window: Mutex<Window>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    fn unix_ns(&self, at: Instant) -> i64 {
+        self.base.1 + at.saturating_duration_since(self.base.0).as_nanos() as i64
+    }
+
+    async fn fetch(&self, i: usize) {
+        let url = &self.config.endpoints[i];
+        let t0 = Instant::now();
+        let result = get(
+            &self.client,
+            url,
+            &self.headers[i],
+            self.config.fetch_timeout,
+        )
+        .await;
+        let t1 = Instant::now();
+        let parsed = match result {
+            Ok(resp) if resp.status == 200 => std::str::from_utf8(&resp.body)
+                .map_err(|_| "the exposition is not UTF-8".to_string())
+                .and_then(|text| parse_exposition(text).map_err(|e| e.to_string())),
+            Ok(resp) => Err(format!("HTTP {}", resp.status)),
+            Err(e) => Err(e.to_string()),
+        };
+        let ts = self.unix_ns(t1);
+        let mut store = lock(&self.stores[i]);
+        store.info.total_fetches += 1;
+        match parsed {
+            Ok(exposition) => {
+                store.ingest(&exposition, ts);
+                store.ok_fetches += 1;
+                store.latency_ms_sum += (t1 - t0).as_secs_f64() * 1e3;
+                store.info.first_fetch_ns.get_or_insert(ts);
+                store.info.last_fetch_ns = Some(ts);
+            }
+            Err(message) => {
+                if store.info.failed_fetches == 0 {
+                    tracing::warn!("server metrics from {url}: {message}");
+                }
+                store.info.failed_fetches += 1;
+                store.info.last_error = Some(message);
+            }
+        }
+    }
+
+    async fn fetch_all(self: &Arc<Self>) {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..self.config.endpoints.len() {
+            let inner = self.clone();
+            set.spawn(async move { inner.fetch(i).await });
+        }
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// Scrapes Prometheus endpoints in the background during a run.
+pub struct Scraper {
+    inner: Arc<Inner>,
+    stop: StopHandle,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Scraper {
+    /// Starts scraping every endpoint now and every `interval` after, on the
+    /// current tokio runtime. Failing fetches are counted, never fatal.
+    pub fn start(config: ScrapeConfig) -> Result<Scraper, ClientError> {
+        let client = control_client(&config.extra_roots_pem)?;
+        let headers = config
+            .endpoints
+            .iter()
+            .map(|url| {
+                let same_origin = !config.key_origin.is_empty()
+                    && (url.starts_with(&config.key_origin)
+                        || format!("{url}/").starts_with(&config.key_origin));
+                if same_origin {
+                    auth_headers(config.api_key.as_ref())
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let inner = Arc::new(Inner {
+            stores: config.endpoints.iter().map(|_| Mutex::default()).collect(),
+            config,
+            client,
+            headers,
+            base: (Instant::now(), unix_ns),
+            window: Mutex::new(Window {
+                start: None,
+                end: None,
+            }),
+        });
+        let stop = StopHandle::new();
+        let tasks = (0..inner.config.endpoints.len())
+            .map(|i| {
+                let inner = inner.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(inner.config.interval);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tokio::select! {
+                            _ = tick.tick() => inner.fetch(i).await,
+                            _ = stop.stopped() => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        Ok(Scraper { inner, stop, tasks })
+    }
+
+    /// Scrapes every endpoint once, then opens the profiling window: that
+    /// scrape is the reference for counter deltas, so everything counted
+    /// before it (warmup) is excluded. Call it after warmup has finished and
+    /// before the first measured request.
+    pub async fn mark_profiling_start(&self) {
+        self.inner.fetch_all().await;
+        lock(&self.inner.window).start = Some(self.inner.unix_ns(Instant::now()));
+    }
+
+    /// Closes the profiling window (gauge statistics stop here).
+    pub fn mark_profiling_end(&self) {
+        lock(&self.inner.window).end = Some(self.inner.unix_ns(Instant::now()));
+    }
+
+    /// Keeps scraping for the shutdown delay (when `wait` is true), takes a
+    /// final scrape, stops, and computes the export.
+    pub async fn finish(self, wait: bool) -> ServerMetricsExport {
+        if wait {
+            tokio::time::sleep(self.inner.config.shutdown_delay).await;
+        }
+        self.stop.stop();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.inner.fetch_all().await;
+        let inner = &self.inner;
+        let window = *lock(&inner.window);
+        let mut stores: Vec<Store> = inner
+            .stores
+            .iter()
+            .map(|s| std::mem::take(&mut *lock(s)))
+            .collect();
+        let mut families = BTreeMap::new();
+        let mut endpoint_info = BTreeMap::new();
+        let mut successful = Vec::new();
+        let (mut start_ns, mut end_ns) = (i64::MAX, i64::MIN);
+        for (url, store) in inner.config.endpoints.iter().zip(&mut stores) {
+            for (k, v) in &store.families {
+                families.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            for points in store.series.values_mut() {
+                points.sort_by_key(|p| p.0);
+            }
+            if store.ok_fetches > 0 {
+                successful.push(url.clone());
+                store.info.avg_fetch_latency_ms =
+                    Some(store.latency_ms_sum / store.ok_fetches as f64);
+            }
+            start_ns = start_ns.min(store.info.first_fetch_ns.unwrap_or(i64::MAX));
+            end_ns = end_ns.max(store.info.last_fetch_ns.unwrap_or(i64::MIN));
+            endpoint_info.insert(url.clone(), store.info.clone());
+        }
+        let series = inner
+            .config
+            .endpoints
+            .iter()
+            .zip(&stores)
+            .flat_map(|(url, store)| {
+                store
+                    .series
+                    .iter()
+                    .map(move |((family, role, labels), points)| StoredSeries {
+                        endpoint: url,
+                        family,
+                        role,
+                        labels,
+                        points,
+                    })
+            });
+        let metrics = build_metrics(series, &families, window);
+        ServerMetricsExport {
+            schema_version: "1.0".into(),
+            tool: format!("speedbench {}", env!("CARGO_PKG_VERSION")),
+            summary: ExportSummary {
+                endpoints_configured: inner.config.endpoints.clone(),
+                endpoints_successful: successful,
+                start_ns: if start_ns == i64::MAX { 0 } else { start_ns },
+                end_ns: if end_ns == i64::MIN { 0 } else { end_ns },
+                profiling_start_ns: window.start,
+                profiling_end_ns: window.end,
+                interval_ms: inner.config.interval.as_secs_f64() * 1e3,
+                endpoint_info,
+            },
+            metrics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_get_a_scheme_and_a_path() {
+        assert_eq!(normalize_endpoint("h:1"), "http://h:1/metrics");
+        assert_eq!(normalize_endpoint("http://h:1/"), "http://h:1/metrics");
+        assert_eq!(
+            normalize_endpoint("https://h:1/v1/metrics"),
+            "https://h:1/v1/metrics"
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! Load shapes against the simulated server: request rate (constant and
+//! Poisson), the concurrency cap, the benchmark duration and its grace period.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use speedbench_client::{
+    Arrival, LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, run_profile,
+};
+use speedbench_dataset::{Conversation, Dataset};
+use speedbench_record::{ErrorKind, RequestRecord, read_records_file};
+use speedbench_sim::{SimConfig, SimServer};
+
+async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
+    let config = SimConfig {
+        ttft_ms,
+        step_ms,
+        output_tokens_min: 8,
+        output_tokens_max: 16,
+        ..SimConfig::default()
+    };
+    SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap()
+}
+
+async fn run(
+    server: &SimServer,
+    dataset: Dataset,
+    load: LoadConfig,
+) -> (RunOutcome, Vec<RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = ProfileRun {
+        dataset,
+        target: target(&server.url()),
+        load,
+        output_dir: dir.path().to_path_buf(),
+        run_id: "t".into(),
+        config: serde_json::json!({}),
+        server_metrics: None,
+    };
+    let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
+        .await
+        .unwrap();
+    let records = read_records_file(&outcome.records_path).unwrap().records;
+    (outcome, records)
+}
+
+fn sorted_starts(records: &[RequestRecord]) -> Vec<i64> {
+    let mut s: Vec<i64> = records.iter().map(|r| r.start_unix_ns).collect();
+    s.sort_unstable();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constant_rate_starts_requests_on_schedule_never_early() {
+    let server = sim(0.0, 0.0).await;
+    let load = LoadConfig {
+        request_rate: Some(50.0),
+        arrival: Arrival::Constant,
+        request_count: Some(15),
+        ..Default::default()
+    };
+    let (outcome, records) = run(&server, single_turns(4), load).await;
+    assert_eq!(records.len(), 15);
+    assert!(records.iter().all(|r| r.is_success()));
+    let starts = sorted_starts(&records);
+    for (i, s) in starts.iter().enumerate() {
+        // 20 ms apart; the first arrival may itself be up to 2 ms late.
+        let offset = s - starts[0];
+        assert!(offset >= i as i64 * 20_000_000 - 2_000_000, "{i}: {offset}");
+    }
+    let span = starts[14] - starts[0];
+    assert!(span < 280_000_000 + 150_000_000, "span {span} ns");
+    let sched = outcome.schedule.expect("rate mode reports lateness");
+    assert_eq!(sched.arrivals, 15);
+    assert!(sched.lateness_p50_ns <= sched.lateness_max_ns);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_with_a_concurrency_cap_never_exceeds_the_cap() {
+    let server = sim(30.0, 1.0).await;
+    let load = LoadConfig {
+        request_rate: Some(500.0),
+        arrival: Arrival::Poisson,
+        random_seed: 7,
+        max_concurrency: Some(2),
+        request_count: Some(8),
+        ..Default::default()
+    };
+    let (outcome, records) = run(&server, single_turns(8), load).await;
+    assert_eq!(records.len(), 8);
+    assert!(records.iter().all(|r| r.is_success()));
+    // In flight at the moment each request started (itself included).
+    for r in &records {
+        let in_flight = records
+            .iter()
+            .filter(|o| o.start_unix_ns <= r.start_unix_ns && r.start_unix_ns < o.end_unix_ns)
+            .count();
+        assert!(in_flight <= 2, "{in_flight} requests in flight at once");
+    }
+    // 500/s offered against 2 slots of 30+ ms each: arrivals queue for slots.
+    let sched = outcome.schedule.unwrap();
+    assert!(sched.lateness_max_ns > 30_000_000, "{sched:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
+    let server = sim(0.0, 0.0).await;
+    let dataset = Dataset {
+        name: "mt".into(),
+        conversations: (0..3)
+            .map(|i| Conversation {
+                id: format!("c{i}"),
+                category: None,
+                preamble: vec![],
+                turns: vec![format!("[c{i}] one"), "two".into(), "three".into()],
+            })
+            .collect(),
+    };
+    let load = LoadConfig {
+        request_rate: Some(200.0),
+        ..Default::default()
+    };
+    let (outcome, records) = run(&server, dataset, load).await;
+    assert_eq!(records.len(), 9);
+    assert_eq!(
+        outcome.schedule.unwrap().arrivals,
+        3,
+        "rate counts conversation starts"
+    );
+    for c in ["c0", "c1", "c2"] {
+        let turns: Vec<_> = records.iter().filter(|r| r.conversation_id == c).collect();
+        assert_eq!(
+            turns.iter().map(|r| r.turn_index).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert!(
+            turns
+                .windows(2)
+                .all(|w| w[0].end_unix_ns <= w[1].start_unix_ns)
+        );
+    }
+    assert_eq!(server.ground_truth().requests, 9);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
+    let server = sim(0.0, 2.0).await;
+    let load = LoadConfig {
+        concurrency: 2,
+        benchmark_duration: Some(Duration::from_millis(300)),
+        ..Default::default()
+    };
+    let (outcome, records) = run(&server, single_turns(3), load).await;
+    assert!(!outcome.interrupted);
+    // The dataset recycles until time is up: more requests than rows.
+    assert!(records.len() > 3, "{}", records.len());
+    assert!(records.iter().all(|r| r.is_success()));
+    let starts = sorted_starts(&records);
+    assert!(starts[starts.len() - 1] - starts[0] < 300_000_000);
+    assert_eq!(server.ground_truth().requests, records.len() as u64);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_outliving_the_grace_period_are_cancelled_rows() {
+    let server = sim(2_000.0, 0.0).await;
+    let load = LoadConfig {
+        request_rate: Some(100.0),
+        arrival: Arrival::Constant,
+        benchmark_duration: Some(Duration::from_millis(50)),
+        grace_period: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let (outcome, records) = run(&server, single_turns(2), load).await;
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(!outcome.interrupted);
+    assert_eq!(records.len(), 5, "arrivals at 0, 10, .., 40 ms");
+    for r in &records {
+        assert_eq!(r.error_kind, Some(ErrorKind::Cancelled));
+        assert!(r.error_message.as_deref().unwrap().contains("grace period"));
+    }
+    server.shutdown().await;
+}
