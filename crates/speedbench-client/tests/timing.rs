@@ -1,0 +1,90 @@
+//! Timing precision against the simulated server's injected delays.
+//!
+//! The server holds the first content chunk for `ttft_ms` after it receives
+//! a request and sends each further verify step `step_ms` after the previous
+//! one (frames are scheduled from the request start). A correct client stamps
+//! each frame when its bytes arrive, so no TTFT can be shorter than the
+//! injected delay and the last chunk cannot arrive before ttft + (chunks - 1)
+//! steps: those are hard lower bounds. The excess is loopback transfer plus scheduling,
+//! well under a millisecond on an idle machine; the medians get 10 ms of
+//! headroom for a loaded 2-core CI box running other tests in parallel. A
+//! client that timed after parsing batches of frames, or from the role chunk,
+//! would break a lower or an upper bound.
+
+mod common;
+
+use common::*;
+use speedbench_client::LoadConfig;
+use speedbench_sim::{Chunking, SimConfig, SimServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
+    let (ttft_ms, step_ms) = (30.0, 5.0);
+    let config = SimConfig {
+        ttft_ms,
+        step_ms,
+        chunking: Chunking::PerStep,
+        output_tokens_min: 24,
+        output_tokens_max: 40,
+        ..SimConfig::default()
+    };
+    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let load = LoadConfig {
+        concurrency: 4,
+        ..Default::default()
+    };
+    let records = profile(dir.path(), single_turns(8), target(&server.url()), load).await;
+    server.shutdown().await;
+    assert_eq!(records.len(), 8);
+    assert!(records.iter().all(|r| r.is_success()));
+
+    let injected_ttft = (ttft_ms * 1e6) as u64;
+    let step = (step_ms * 1e6) as u64;
+    let mut ttfts: Vec<u64> = records.iter().map(|r| r.ttft_ns.unwrap()).collect();
+    assert!(
+        ttfts.iter().all(|&t| t >= injected_ttft),
+        "a TTFT below the injected {injected_ttft} ns: {ttfts:?}"
+    );
+    let mut gaps: Vec<u64> = records
+        .iter()
+        .flat_map(|r| r.inter_chunk_latencies_ns.iter().copied())
+        .collect();
+    assert!(
+        gaps.len() > 8 * 5,
+        "one chunk per verify step: {}",
+        gaps.len()
+    );
+    // The server schedules frame i at request start + ttft + i * step and
+    // never sends early, so the last frame's arrival is a hard bound. Single
+    // gaps are not: the server's tokio timer rounds deadlines to whole
+    // milliseconds, so one gap can come up to 1 ms short when the previous
+    // frame was rounded later than the next (seen: 4.3 ms / 5.6 ms pairs).
+    for r in &records {
+        let gaps = &r.inter_chunk_latencies_ns;
+        let last = r.ttft_ns.unwrap() + gaps.iter().sum::<u64>();
+        assert!(
+            last >= injected_ttft + step * gaps.len() as u64,
+            "last chunk at {last} ns: {gaps:?}"
+        );
+        assert!(
+            gaps.iter().all(|&g| g + 1_500_000 >= step),
+            "a gap far below the step: {gaps:?}"
+        );
+    }
+    ttfts.sort_unstable();
+    gaps.sort_unstable();
+    let median = |v: &[u64]| v[v.len() / 2];
+    assert!(
+        median(&ttfts) < injected_ttft + 10_000_000,
+        "median TTFT {} ns vs injected {injected_ttft} ns",
+        median(&ttfts)
+    );
+    assert!(
+        median(&gaps) >= step - 1_000_000 && median(&gaps) < step + 10_000_000,
+        "median gap {} ns vs step {step} ns",
+        median(&gaps)
+    );
+}
