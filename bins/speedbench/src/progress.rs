@@ -1,50 +1,69 @@
-//! The progress line on stderr.
+//! Progress on stderr: an indicatif bar on a terminal, a periodic plain line
+//! otherwise (CI logs).
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use speedbench_client::Progress;
 
-/// Prints progress until the returned handle is dropped or aborted.
+/// A running progress display; end it with [`finish`].
+pub struct Display {
+    task: tokio::task::JoinHandle<()>,
+    bar: Option<ProgressBar>,
+}
+
+/// Shows progress until [`finish`].
 ///
-/// On a terminal the line redraws in place every 250 ms; otherwise (CI logs)
-/// a line is printed every 5 s so logs stay short.
-pub fn spawn(progress: Arc<Progress>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let tty = std::io::stderr().is_terminal();
-        let period = if tty {
-            Duration::from_millis(250)
-        } else {
-            Duration::from_secs(5)
-        };
-        let start = Instant::now();
+/// On a terminal: a bar with done/total, request rate and failures, redrawn
+/// four times a second (a spinner when the total is unknown, e.g. with
+/// `--benchmark-duration`). Otherwise a plain line every 5 s, so logs stay
+/// short.
+pub fn spawn(progress: Arc<Progress>) -> Display {
+    let start = Instant::now();
+    if !std::io::stderr().is_terminal() {
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let line = line(&progress, start.elapsed());
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
+            }
+        });
+        return Display { task, bar: None };
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
+    let template = "profiling {bar:32} {pos}/{len} requests, {msg} [{elapsed}]";
+    // The template is a constant; a bad one would only lose the bar's layout.
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let shown = bar.clone();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
-            tokio::time::sleep(period).await;
-            let line = line(&progress, start.elapsed());
-            let mut err = std::io::stderr().lock();
-            let _ = if tty {
-                write!(err, "\r\x1b[2K{line}")
-            } else {
-                writeln!(err, "{line}")
-            };
+            tick.tick().await;
+            update(&shown, &progress, start.elapsed());
         }
-    })
+    });
+    Display {
+        task,
+        bar: Some(bar),
+    }
 }
 
-/// Ends the progress display, leaving the cursor on a fresh line.
-pub fn finish(handle: tokio::task::JoinHandle<()>, progress: &Progress, elapsed: Duration) {
-    handle.abort();
-    let tty = std::io::stderr().is_terminal();
-    let mut err = std::io::stderr().lock();
-    let _ = if tty {
-        writeln!(err, "\r\x1b[2K{}", line(progress, elapsed))
+fn update(bar: &ProgressBar, p: &Progress, elapsed: Duration) {
+    let planned = p.planned();
+    if planned > 0 {
+        bar.set_length(planned);
     } else {
-        writeln!(err, "{}", line(progress, elapsed))
-    };
+        bar.unset_length();
+    }
+    bar.set_position(p.done());
+    bar.set_message(rate_and_errors(p, elapsed));
 }
 
-fn line(p: &Progress, elapsed: Duration) -> String {
+fn rate_and_errors(p: &Progress, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let warm = if p.warmup_done() > 0 {
         format!(" (+{} warmup)", p.warmup_done())
@@ -52,11 +71,42 @@ fn line(p: &Progress, elapsed: Duration) -> String {
         String::new()
     };
     format!(
-        "profiling: {}/{} requests{warm}, {} failed, {:.1} req/s, {:.0}s",
-        p.done(),
-        p.planned(),
-        p.failed(),
+        "{:.1} req/s, {} failed{warm}",
         (p.done() + p.warmup_done()) as f64 / secs,
-        secs
+        p.failed()
     )
+}
+
+/// Ends the progress display and prints the final line.
+pub fn finish(display: Display, progress: &Progress, elapsed: Duration) {
+    display.task.abort();
+    if let Some(bar) = display.bar {
+        bar.finish_and_clear();
+    }
+    let _ = writeln!(std::io::stderr().lock(), "{}", line(progress, elapsed));
+}
+
+fn line(p: &Progress, elapsed: Duration) -> String {
+    let total = match p.planned() {
+        0 => "?".to_string(),
+        n => n.to_string(),
+    };
+    format!(
+        "profiling: {}/{total} requests, {}, {:.0}s",
+        p.done(),
+        rate_and_errors(p, elapsed),
+        elapsed.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plain_line_shows_done_total_rate_and_failures() {
+        let p = Progress::default();
+        let l = line(&p, Duration::from_secs(2));
+        assert_eq!(l, "profiling: 0/? requests, 0.0 req/s, 0 failed, 2s");
+    }
 }
