@@ -6,11 +6,16 @@
 //!   generator makes (CI runs this).
 //! - `prestage --dataset NAME --out DIR`: resolve or download a registered
 //!   dataset and write a checksummed bundle for air-gapped hosts.
+//! - `bench client [--requests N] [--no-aiperf]`: client request rate,
+//!   streamed tokens/s and memory per in-flight request at concurrency 1, 64
+//!   and 1024 against the zero-delay simulator, TTFT error against an
+//!   injected delay, and the ratio to AIPerf on the same server.
 //! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod bench;
 mod bench_dataset;
 mod fixtures;
 mod prestage;
@@ -20,11 +25,14 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
         Some("prestage") => prestage::run(&args[1..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("client") => {
+            bench::run(&workspace_root(), &args[2..])
+        }
         Some("bench") if args.get(1).map(String::as_str) == Some("dataset") => {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench dataset [--mb N]\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n\ngot: {args:?}"
         )),
     };
     match result {

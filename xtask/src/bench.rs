@@ -1,0 +1,328 @@
+//! `cargo xtask bench client`: how fast the speedbench client drives a
+//! zero-delay simulated server, how much memory an in-flight request costs,
+//! how close its TTFT is to the injected delay, and how it compares with
+//! AIPerf on the same server.
+//!
+//! Everything runs in this process on a 2-worker tokio runtime: the
+//! simulated server and the client share the machine's cores, so the figures
+//! are a floor for the client alone. Memory is the growth of this process's
+//! resident set (sampled every 5 ms) over the idle baseline, divided by the
+//! concurrency; it includes the simulator's side of each connection, so it is
+//! an upper bound for the client. TTFT error is the measured TTFT minus the
+//! injected delay; it includes the simulator's timer rounding (tokio's timer
+//! wheel has 1 ms resolution), so it bounds the client's own error from above.
+//!
+//! AIPerf (PyPI `aiperf`) is installed into `target/bench-venv` on first use
+//! and run against the same simulated server with the same shape; if it
+//! cannot be installed or run, the reason is printed and its column is empty.
+//!
+//! Options: `--requests N` (requests per concurrency level, default 5000),
+//! `--no-aiperf`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use speedbench_client::{
+    BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
+};
+use speedbench_dataset::{Conversation, Dataset};
+use speedbench_record::read_records_file;
+use speedbench_sim::{AcceptanceProfile, SimConfig, SimServer};
+
+const LEVELS: [usize; 3] = [1, 64, 1024];
+const OUTPUT_TOKENS: u32 = 16;
+
+struct Options {
+    requests: u64,
+    aiperf: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        requests: 5_000,
+        aiperf: true,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--requests" => {
+                o.requests = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("--requests needs a positive number")?;
+            }
+            "--no-aiperf" => o.aiperf = false,
+            other => return Err(format!("bench client: unknown option {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+/// This process's resident set, kilobytes (Linux; 0 elsewhere).
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn dataset(rows: usize) -> Dataset {
+    Dataset {
+        name: "bench".into(),
+        conversations: (0..rows)
+            .map(|i| Conversation {
+                id: format!("r{i}"),
+                category: None,
+                preamble: vec![],
+                turns: vec![format!("[bench {i}] Write a short answer about item {i}.")],
+            })
+            .collect(),
+    }
+}
+
+fn sim_config(ttft_ms: f64) -> SimConfig {
+    SimConfig {
+        ttft_ms,
+        output_tokens_min: OUTPUT_TOKENS,
+        output_tokens_max: OUTPUT_TOKENS,
+        default_spec: AcceptanceProfile {
+            num_spec_tokens: 3,
+            ..AcceptanceProfile::default()
+        },
+        ..SimConfig::default()
+    }
+}
+
+/// What one client run measured.
+struct Measured {
+    requests: u64,
+    failed: u64,
+    wall: Duration,
+    tokens: u64,
+    peak_rss_delta_kb: u64,
+    ttft_ns: Vec<u64>,
+}
+
+async fn drive(
+    url: &str,
+    concurrency: usize,
+    requests: u64,
+    dir: &Path,
+) -> Result<Measured, String> {
+    let target = Target::new(
+        BaseUrl::parse(url).map_err(|e| e.to_string())?,
+        "speedbench-sim",
+    );
+    let run = ProfileRun {
+        dataset: dataset(256),
+        target,
+        load: LoadConfig {
+            concurrency,
+            request_count: Some(requests),
+            ..Default::default()
+        },
+        output_dir: dir.to_path_buf(),
+        run_id: format!("bench-c{concurrency}"),
+        config: serde_json::json!({}),
+        server_metrics: None,
+    };
+    let baseline = rss_kb();
+    let peak = Arc::new(AtomicU64::new(baseline));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (peak.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kb(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let started = Instant::now();
+    let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await;
+    let wall = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let outcome = outcome.map_err(|e| e.to_string())?;
+    let records = read_records_file(&outcome.records_path)
+        .map_err(|e| e.to_string())?
+        .records;
+    Ok(Measured {
+        requests: records.len() as u64,
+        failed: records.iter().filter(|r| !r.is_success()).count() as u64,
+        wall,
+        tokens: records.iter().filter_map(|r| r.completion_tokens).sum(),
+        peak_rss_delta_kb: peak.load(Ordering::Relaxed).saturating_sub(baseline),
+        ttft_ns: records.iter().filter_map(|r| r.ttft_ns).collect(),
+    })
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Runs `cargo xtask bench client`.
+///
+/// `cargo xtask` builds without optimisations; timing an unoptimised client
+/// would be meaningless, so a debug build re-runs itself in release mode.
+pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let o = parse(args)?;
+    if cfg!(debug_assertions) {
+        eprintln!("bench client: re-running as an optimised build (cargo run --release -p xtask)");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root)
+            .args([
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "xtask",
+                "--",
+                "bench",
+                "client",
+            ])
+            .args(args)
+            .status()
+            .map_err(|e| e.to_string())?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(format!("the release build of the bench failed ({status})"))
+        };
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let out = root.join("target/bench-client");
+    let _ = std::fs::remove_dir_all(&out);
+    runtime.block_on(async {
+        let server = SimServer::start(sim_config(0.0), ([127, 0, 0, 1], 0).into())
+            .await
+            .map_err(|e| e.to_string())?;
+        let url = server.url();
+        println!("speedbench client against the simulated server at {url} (zero delay, {OUTPUT_TOKENS} tokens per response, streaming)");
+        println!(
+            "{:>11} {:>9} {:>8} {:>10} {:>12} {:>16} {:>14}",
+            "concurrency", "requests", "failed", "req/s", "tokens/s", "KiB/in-flight", "aiperf req/s"
+        );
+        for c in LEVELS {
+            // Warm the connection pool and the allocator first.
+            drive(&url, c, (c as u64).max(64), &out.join(format!("warm-c{c}"))).await?;
+            let m = drive(&url, c, o.requests, &out.join(format!("c{c}"))).await?;
+            let secs = m.wall.as_secs_f64();
+            let aiperf = if o.aiperf {
+                match aiperf_rate(root, &url, c, o.requests) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        eprintln!("aiperf at concurrency {c}: {e}");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let rate = m.requests as f64 / secs;
+            println!(
+                "{c:>11} {:>9} {:>8} {rate:>10.0} {:>12.0} {:>16.1} {:>14}",
+                m.requests,
+                m.failed,
+                m.tokens as f64 / secs,
+                m.peak_rss_delta_kb as f64 / c as f64,
+                aiperf.map_or("-".to_string(), |a| format!("{a:.0} ({:.1}x)", rate / a)),
+            );
+        }
+        server.shutdown().await;
+
+        let injected_ms = 5.0;
+        let server = SimServer::start(sim_config(injected_ms), ([127, 0, 0, 1], 0).into())
+            .await
+            .map_err(|e| e.to_string())?;
+        let injected = (injected_ms * 1e6) as u64;
+        println!("\nTTFT error against an injected {injected_ms} ms (includes the simulator's 1 ms timer rounding):");
+        for c in [1, 64] {
+            let m = drive(&server.url(), c, 1_000, &out.join(format!("ttft-c{c}"))).await?;
+            let mut err: Vec<u64> = m.ttft_ns.iter().map(|t| t.saturating_sub(injected)).collect();
+            let below = m.ttft_ns.iter().filter(|&&t| t < injected).count();
+            err.sort_unstable();
+            println!(
+                "  concurrency {c:>4}: p50 {:>7.1} us, p99 {:>7.1} us, max {:>8.1} us, below the injected delay: {below}",
+                percentile(&err, 0.5) as f64 / 1e3,
+                percentile(&err, 0.99) as f64 / 1e3,
+                percentile(&err, 1.0) as f64 / 1e3,
+            );
+        }
+        server.shutdown().await;
+        Ok::<(), String>(())
+    })
+}
+
+/// Installs AIPerf into `target/bench-venv` if needed.
+fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
+    let venv = root.join("target/bench-venv");
+    let bin = venv.join("bin/aiperf");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+                .to_string())
+        }
+    };
+    eprintln!("installing aiperf into {} (once)", venv.display());
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(venv.join("bin/pip")).args(["install", "-q", "aiperf"]))?;
+    Ok(bin)
+}
+
+/// AIPerf's request throughput for the same shape, from its JSON export.
+fn aiperf_rate(root: &Path, url: &str, concurrency: usize, requests: u64) -> Result<f64, String> {
+    let bin = aiperf_bin(root)?;
+    let dir = root.join(format!("target/bench-client/aiperf-c{concurrency}"));
+    let out = Command::new(bin)
+        .args(["profile", "--model", "speedbench-sim", "--url", url])
+        .args([
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--tokenizer",
+            "builtin",
+        ])
+        .args(["--synthetic-input-tokens-mean", "32"])
+        .args(["--output-tokens-mean", &OUTPUT_TOKENS.to_string()])
+        .args(["--concurrency", &concurrency.to_string()])
+        .args(["--request-count", &requests.to_string()])
+        .args(["--ui-type", "none", "--output-artifact-dir"])
+        .arg(&dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let json = dir.join("profile_export_aiperf.json");
+    let text = std::fs::read_to_string(&json).map_err(|_| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        format!("no {} ({})", json.display(), tail.join(" | "))
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    v.pointer("/request_throughput/avg")
+        .and_then(serde_json::Value::as_f64)
+        .ok_or_else(|| "no request_throughput.avg in AIPerf's export".into())
+}
