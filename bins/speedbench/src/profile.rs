@@ -230,11 +230,13 @@ fn parse_header(h: &str) -> Result<(String, String), CliError> {
     h.split_once(':')
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .ok_or_else(|| {
+            // Never echo the argument: without a colon, the whole of it may
+            // be a credential (e.g. `Authorization Bearer sk-...`).
             fail(
                 "--header",
                 format!(
-                    "expected Name:value, got {:?}",
-                    h.split(':').next().unwrap_or("")
+                    "expected Name:value, got {} characters without a ':' (not shown: it may hold a secret)",
+                    h.chars().count()
                 ),
             )
         })
