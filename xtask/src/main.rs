@@ -4,6 +4,9 @@
 //! - `fixtures`: regenerate the small test fixtures under `fixtures/`.
 //! - `fixtures --check`: fail if the committed fixtures differ from what the
 //!   generator makes (CI runs this).
+//! - `bench load [--requests N] [--concurrency C] [--no-build]`: 10,000
+//!   streamed requests at concurrency 1,024 against the simulator; prints
+//!   wall time, req/s, peak RSS, peak open fds and failures.
 //! - `prestage --dataset NAME --out DIR`: resolve or download a registered
 //!   dataset and write a checksummed bundle for air-gapped hosts.
 //! - `bench client [--requests N] [--no-aiperf]`: client request rate,
@@ -17,6 +20,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bench_dataset;
+mod bench_load;
 mod fixtures;
 mod prestage;
 
@@ -24,6 +28,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
+        Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
+            bench_load::run(&workspace_root(), &args[2..])
+        }
         Some("prestage") => prestage::run(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("client") => {
             bench::run(&workspace_root(), &args[2..])
@@ -32,7 +39,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n\ngot: {args:?}"
         )),
     };
     match result {

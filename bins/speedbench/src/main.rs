@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod compare;
 mod demo;
+mod limits;
 mod profile;
 mod progress;
 mod report;
@@ -49,6 +50,13 @@ fn main() -> ExitCode {
         )
         .with_target(false)
         .init();
+    // One socket per in-flight request (and per connection for `sim`).
+    let open_files_needed = match &cli.command {
+        Command::Profile(args) => args.concurrency as u64 + 256,
+        Command::Sim(_) => u64::MAX,
+        _ => 0,
+    };
+    limits::raise_open_files(open_files_needed);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
