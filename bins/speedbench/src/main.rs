@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod compare;
+mod datasets;
 mod demo;
 mod limits;
 mod profile;
@@ -31,6 +32,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Serve the simulated OpenAI-compatible server until Ctrl-C.
     Sim(sim::SimArgs),
+    /// List the registered datasets; import pre-staged bundles.
+    Datasets(datasets::DatasetsArgs),
     /// Build the acceptance matrix from one or more run directories.
     Report(report::ReportArgs),
     /// Compare a baseline run with a speculative run: speedups, lossless check, intervals.
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
             Command::Report(args) => report::run(args),
+            Command::Datasets(args) => datasets::run(args),
             Command::Compare(args) => compare::run(args),
         }
     });

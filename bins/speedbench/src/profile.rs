@@ -29,6 +29,7 @@ pub enum EndpointType {
 
 /// Options of `speedbench profile`.
 #[derive(Args, Debug, Clone)]
+#[command(group = clap::ArgGroup::new("dataset_source").required(true).multiple(false))]
 pub struct ProfileArgs {
     /// Server URL: `host:port` or `http://host:port`, with or without `/v1`.
     #[arg(long, default_value = "localhost:8000")]
@@ -43,8 +44,11 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub streaming: bool,
     /// SPEED-Bench-shaped JSONL rows (`question_id`, `category`, `messages` or `turns`).
-    #[arg(long)]
-    pub input_file: PathBuf,
+    #[arg(long, group = "dataset_source")]
+    pub input_file: Option<PathBuf>,
+    /// `--public-dataset` and `--dataset-cache`.
+    #[command(flatten)]
+    pub public: Box<crate::datasets::PublicDatasetArgs>,
     /// Keep only rows of these categories (repeat or separate with commas).
     #[arg(long, value_delimiter = ',')]
     pub category: Vec<String>,
@@ -276,7 +280,18 @@ async fn wait_for_signal() {
 
 /// Runs `speedbench profile`.
 pub async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
-    let dataset = Dataset::from_jsonl_file(&args.input_file).context("loading the input file")?;
+    let dataset = match (&args.input_file, &args.public.public_dataset) {
+        (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file")?,
+        (None, Some(name)) => {
+            crate::datasets::load_public(name, args.public.dataset_cache.clone()).await?
+        }
+        _ => {
+            return Err(fail(
+                "profile",
+                "give exactly one of --input-file and --public-dataset",
+            ));
+        }
+    };
     execute(args, dataset).await
 }
 
@@ -337,7 +352,8 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         "model": model,
         "endpoint_type": format!("{:?}", args.endpoint_type).to_lowercase(),
         "streaming": args.streaming,
-        "input_file": args.input_file.display().to_string(),
+        "input_file": args.input_file.as_ref().map(|p| p.display().to_string()),
+        "public_dataset": args.public.public_dataset,
         "categories": args.category,
         "concurrency": args.concurrency,
         "request_count": args.request_count,

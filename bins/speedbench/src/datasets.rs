@@ -1,0 +1,106 @@
+//! `speedbench datasets`: list the registered datasets, import pre-staged
+//! bundles; and the `--public-dataset` loading `speedbench profile` uses.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
+use speedbench_dataset::{Dataset, LoadOptions, import_bundle, load_public_dataset, registry};
+
+use crate::{CliError, Context, Outcome};
+
+/// The `--public-dataset` options of `speedbench profile`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PublicDatasetArgs {
+    /// A registered dataset (`speedbench datasets` lists them), fetched from the
+    /// Hugging Face Hub and cached; SPEED-Bench placeholders are resolved first.
+    #[arg(long, value_name = "NAME", group = "dataset_source")]
+    pub public_dataset: Option<String>,
+    /// Dataset cache (default `.cache/speedbench/datasets`), or a bundle from
+    /// `cargo xtask prestage` (its checksums are verified).
+    #[arg(long, value_name = "DIR")]
+    pub dataset_cache: Option<PathBuf>,
+}
+
+/// Options of `speedbench datasets`.
+#[derive(Args, Debug, Clone)]
+pub struct DatasetsArgs {
+    /// What to do; lists the datasets when omitted.
+    #[command(subcommand)]
+    pub command: Option<DatasetsCommand>,
+}
+
+/// The `speedbench datasets` subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum DatasetsCommand {
+    /// List every `--public-dataset` name with its size and description.
+    List,
+    /// Verify a bundle made by `cargo xtask prestage` (sha256, sizes, row
+    /// counts) and copy it into the dataset cache, for air-gapped hosts.
+    Import {
+        /// The bundle directory (holds `manifest.json`).
+        dir: PathBuf,
+        /// Dataset cache to import into.
+        #[arg(long, value_name = "DIR", default_value = DEFAULT_DATASET_CACHE)]
+        dataset_cache: PathBuf,
+    },
+}
+
+/// The registry as a text table.
+pub fn render_list() -> String {
+    let specs = registry();
+    let width = specs.iter().map(|s| s.name.len()).max().unwrap_or(4);
+    let mut out = format!(
+        "{:<width$}  {:>5}  {:<5}  {:<21}  DESCRIPTION\n",
+        "NAME", "ROWS", "TURNS", "SIZE (resolved)"
+    );
+    for s in &specs {
+        out.push_str(&format!(
+            "{:<width$}  {:>5}  {:<5}  {:<21}  {} [{}]\n",
+            s.name, s.rows, s.turns, s.approx_size, s.description, s.license
+        ));
+    }
+    out.push_str(
+        "\nSPEED-Bench names share one resolved file per config (categories are filtered after \
+         resolution); see docs/datasets.md for what resolves natively and how to pre-stage.\n",
+    );
+    out
+}
+
+/// Runs `speedbench datasets`.
+pub fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
+    match args.command.unwrap_or(DatasetsCommand::List) {
+        DatasetsCommand::List => print!("{}", render_list()),
+        DatasetsCommand::Import { dir, dataset_cache } => {
+            let m = import_bundle(&dir, &dataset_cache)
+                .context(format!("importing bundle {}", dir.display()))?;
+            for e in &m.files {
+                println!(
+                    "imported {} ({} rows, sha256 {}, revision {}) into {}",
+                    e.dataset,
+                    e.rows,
+                    e.sha256,
+                    e.revision.as_deref().unwrap_or("unknown"),
+                    dataset_cache.join(&e.file).display()
+                );
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// Loads `--public-dataset NAME` (with `--dataset-cache DIR`, if given).
+pub async fn load_public(name: &str, cache: Option<PathBuf>) -> Result<Dataset, CliError> {
+    let options = LoadOptions::from_env(cache);
+    let loaded = load_public_dataset(name, &options)
+        .await
+        .context(format!("loading --public-dataset {name}"))?;
+    eprintln!(
+        "dataset {}: {} conversations, {} turns, from {}",
+        loaded.spec.name,
+        loaded.dataset.conversations.len(),
+        loaded.dataset.turn_count(),
+        loaded.origin
+    );
+    Ok(loaded.dataset)
+}
