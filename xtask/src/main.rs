@@ -4,16 +4,18 @@
 //! - `fixtures`: regenerate the small test fixtures under `fixtures/`.
 //! - `fixtures --check`: fail if the committed fixtures differ from what the
 //!   generator makes (CI runs this).
-//! - `bench load [--requests N] [--concurrency C] [--no-build]`: 10,000
-//!   streamed requests at concurrency 1,024 against the simulator; prints
-//!   wall time, req/s, peak RSS, peak open fds and failures.
 //! - `prestage --dataset NAME --out DIR`: resolve or download a registered
 //!   dataset and write a checksummed bundle for air-gapped hosts.
+//! - `bench report [--records N]`: time `speedbench report` building the
+//!   acceptance matrix over 1,000,000 records (target: under 2 s).
 //! - `bench client [--requests N] [--no-aiperf]`: client request rate,
 //!   streamed tokens/s and memory per in-flight request at concurrency 1, 64
 //!   and 1024 against the zero-delay simulator, TTFT error against an
 //!   injected delay, and the ratio to AIPerf on the same server.
 //! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
+//! - `bench load [--requests N] [--concurrency C] [--no-build]`: 10,000
+//!   streamed requests at concurrency 1,024 against the simulator; prints
+//!   wall time, req/s, peak RSS, peak open fds and failures.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,6 +23,7 @@ use std::process::ExitCode;
 mod bench;
 mod bench_dataset;
 mod bench_load;
+mod bench_report;
 mod fixtures;
 mod prestage;
 
@@ -28,10 +31,13 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
+        Some("prestage") => prestage::run(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
             bench_load::run(&workspace_root(), &args[2..])
         }
-        Some("prestage") => prestage::run(&args[1..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("report") => {
+            bench_report::run(&workspace_root(), &args[2..])
+        }
         Some("bench") if args.get(1).map(String::as_str) == Some("client") => {
             bench::run(&workspace_root(), &args[2..])
         }

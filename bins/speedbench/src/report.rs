@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use speedbench_report::{
     AcceptanceMatrix, HtmlReport, MatrixMetric, ResolvedSource, RunData, SourceChoice,
-    find_run_dirs, load_run, render_html,
+    find_run_dirs, load_run_for, render_html,
 };
 
 use crate::{CliError, Context, Outcome, fail};
@@ -58,7 +58,9 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let mut rows = Vec::new();
     let mut runs = Vec::new();
     for dir in &dirs {
-        let run = load_run(dir).context(format!("loading {}", dir.display()))?;
+        // HTML draws histograms and latencies from every record column.
+        let columns = (args.format != Format::Html).then_some(args.metric);
+        let run = load_run_for(dir, columns).context(format!("loading {}", dir.display()))?;
         for warning in &run.warnings {
             eprintln!("warning: {warning}");
         }

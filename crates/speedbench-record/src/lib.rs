@@ -46,7 +46,7 @@ mod schema;
 pub use error::RecordError;
 pub use io::{
     RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
-    read_records_file,
+    read_records_file, read_records_file_with,
 };
 pub use manifest::{RunManifest, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};

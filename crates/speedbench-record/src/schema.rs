@@ -295,6 +295,23 @@ fn append_opt_list(builder: &mut ListBuilder<UInt32Builder>, values: Option<&[u3
     }
 }
 
+/// Fills the columns a projected read skipped with nulls, so the batch has
+/// the full schema's shape (with every field nullable).
+pub(crate) fn complete_batch(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let rows = batch.num_rows();
+    let mut fields = Vec::with_capacity(SCHEMA.fields().len());
+    let mut columns = Vec::with_capacity(SCHEMA.fields().len());
+    for field in SCHEMA.fields() {
+        let column = match batch.column_by_name(field.name()) {
+            Some(c) => c.clone(),
+            None => arrow_array::new_null_array(field.data_type(), rows),
+        };
+        fields.push(field.as_ref().clone().with_nullable(true));
+        columns.push(column);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
 /// Typed views of one batch's columns, checked against the schema once.
 struct Columns<'a> {
     batch: &'a RecordBatch,

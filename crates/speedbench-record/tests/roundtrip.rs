@@ -164,3 +164,45 @@ fn an_unknown_error_kind_names_row_and_column() {
         "{err}"
     );
 }
+
+#[test]
+fn a_projected_read_decodes_only_the_named_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("records.parquet");
+    let mut w = RecordWriter::create(&path).unwrap();
+    let records: Vec<_> = (0..5).map(full_record).collect();
+    for r in &records {
+        w.append(r);
+    }
+    w.close(&RunManifest::default()).unwrap();
+    let cols = [
+        "category",
+        "warmup",
+        "spec_source",
+        "spec_accepted_draft_tokens",
+        "spec_proposed_draft_tokens",
+    ];
+    let back = read_records_file_with(&path, Some(&cols)).unwrap().records;
+    assert_eq!(back.len(), 5);
+    for (b, r) in back.iter().zip(&records) {
+        assert_eq!((&b.category, b.warmup), (&r.category, r.warmup));
+        assert_eq!(
+            b.spec
+                .as_ref()
+                .map(|s| (s.accepted_draft_tokens, s.proposed_draft_tokens)),
+            r.spec
+                .as_ref()
+                .map(|s| (s.accepted_draft_tokens, s.proposed_draft_tokens))
+        );
+        // Not decoded: left at their defaults.
+        assert_eq!(
+            (b.output_text.as_str(), b.e2e_latency_ns, b.ttft_ns),
+            ("", 0, None)
+        );
+        assert_eq!(b.spec.as_ref().and_then(|s| s.verify_steps), None);
+    }
+    let err = read_records_file_with(&path, Some(&["no_such_column"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`no_such_column`: column is missing"), "{err}");
+}

@@ -69,7 +69,7 @@ pub use html::{HtmlReport, render_html};
 pub use matrix::{AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, RunCells, records_cells};
 pub use rundir::{
     ResolvedSource, RunData, RunFormat, RunSummary, SUMMARY_JSON, SourceChoice, find_run_dirs,
-    load_run,
+    load_run, load_run_for,
 };
 pub use server::Weighting;
 pub use summary::render_run_summary;

@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 use speedbench_metrics::RunMetrics;
-use speedbench_record::{RECORDS_FILE_NAME, RequestRecord, read_records_file};
+use speedbench_record::{RECORDS_FILE_NAME, RequestRecord, read_records_file_with};
 
 use crate::matrix::{Cell, MatrixMetric, RunCells, records_cells, strip_dataset_prefix};
 use crate::server::{self, SERVER_METRICS_JSON, Weighting};
@@ -177,11 +177,69 @@ fn optional_json(path: &Path) -> Result<Option<Value>, ReportError> {
     }
 }
 
-/// Loads one run directory of either format.
+/// Loads one run directory of either format, every record column included.
 pub fn load_run(dir: &Path) -> Result<RunData, ReportError> {
+    load_run_for(dir, None)
+}
+
+/// Record columns a matrix of `metric` reads (besides the grouping keys).
+fn columns_for(metric: MatrixMetric) -> &'static [&'static str] {
+    const KEYS: [&str; 5] = ["category", "dataset", "warmup", "error_kind", "model"];
+    const ACCEPTANCE: [&str; 9] = [
+        KEYS[0],
+        KEYS[1],
+        KEYS[2],
+        KEYS[3],
+        KEYS[4],
+        "spec_source",
+        "spec_accepted_draft_tokens",
+        "spec_proposed_draft_tokens",
+        "spec_verify_steps",
+    ];
+    const LATENCY: [&str; 6] = [
+        KEYS[0],
+        KEYS[1],
+        KEYS[2],
+        KEYS[3],
+        KEYS[4],
+        "e2e_latency_ns",
+    ];
+    const DECODE: [&str; 9] = [
+        KEYS[0],
+        KEYS[1],
+        KEYS[2],
+        KEYS[3],
+        KEYS[4],
+        "e2e_latency_ns",
+        "ttft_ns",
+        "completion_tokens",
+        "timings_predicted_per_second",
+    ];
+    const THROUGHPUT: [&str; 8] = [
+        KEYS[0],
+        KEYS[1],
+        KEYS[2],
+        KEYS[3],
+        KEYS[4],
+        "start_time",
+        "end_time",
+        "completion_tokens",
+    ];
+    match metric {
+        MatrixMetric::AcceptLength | MatrixMetric::AcceptRate => &ACCEPTANCE,
+        MatrixMetric::Latency => &LATENCY,
+        MatrixMetric::DecodeTps => &DECODE,
+        MatrixMetric::Throughput => &THROUGHPUT,
+    }
+}
+
+/// Loads one run directory, decoding only the record columns `metric`
+/// needs (all of them for `None`): a million-row matrix then skips the
+/// output text and latency lists it never reads.
+pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData, ReportError> {
     let server = optional_json(&dir.join(SERVER_METRICS_JSON))?;
     if dir.join(RECORDS_FILE_NAME).is_file() {
-        let file = read_records_file(dir.join(RECORDS_FILE_NAME))?;
+        let file = read_records_file_with(dir.join(RECORDS_FILE_NAME), metric.map(columns_for))?;
         let manifest = file.manifest.unwrap_or_default();
         let summary = match optional_json(&dir.join(SUMMARY_JSON))? {
             None => None,
