@@ -294,32 +294,71 @@ fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
+/// A tiny word-level Hugging Face tokenizer for AIPerf: its `builtin`
+/// tokenizer downloads a file from the internet, which benches must not need.
+const TOKENIZER_PY: &str = r#"
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+words = "the a an of to in and is it that for on with as was at by be this are or from word token text answer item write short".split()
+tok.train_from_iterator([" ".join(words)] * 10, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(sys.argv[1])
+"#;
+
+fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
+    let dir = root.join("target/bench-venv/tok");
+    if dir.join("tokenizer.json").is_file() {
+        return Ok(dir);
+    }
+    let out = Command::new(root.join("target/bench-venv/bin/python"))
+        .args(["-c", TOKENIZER_PY])
+        .arg(&dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "building a local tokenizer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    Ok(dir)
+}
+
 /// AIPerf's request throughput for the same shape, from its JSON export.
 fn aiperf_rate(root: &Path, url: &str, concurrency: usize, requests: u64) -> Result<f64, String> {
     let bin = aiperf_bin(root)?;
+    let tokenizer = local_tokenizer(root)?;
     let dir = root.join(format!("target/bench-client/aiperf-c{concurrency}"));
     let out = Command::new(bin)
         .args(["profile", "--model", "speedbench-sim", "--url", url])
-        .args([
-            "--endpoint-type",
-            "chat",
-            "--streaming",
-            "--tokenizer",
-            "builtin",
-        ])
+        .args(["--endpoint-type", "chat", "--streaming", "--tokenizer"])
+        .arg(&tokenizer)
         .args(["--synthetic-input-tokens-mean", "32"])
         .args(["--output-tokens-mean", &OUTPUT_TOKENS.to_string()])
         .args(["--concurrency", &concurrency.to_string()])
         .args(["--request-count", &requests.to_string()])
         .args(["--ui-type", "none", "--output-artifact-dir"])
         .arg(&dir)
+        // AIPerf 0.13 refuses a local tokenizer path in offline mode.
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE")
         .output()
         .map_err(|e| e.to_string())?;
     let json = dir.join("profile_export_aiperf.json");
     let text = std::fs::read_to_string(&json).map_err(|_| {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().rev().take(3).collect();
-        format!("no {} ({})", json.display(), tail.join(" | "))
+        format!(
+            "no {} ({}; see {}/logs)",
+            json.display(),
+            tail.join(" | "),
+            dir.display()
+        )
     })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     v.pointer("/request_throughput/avg")
