@@ -5,11 +5,19 @@
 //! one (frames are scheduled from the request start). A correct client stamps
 //! each frame when its bytes arrive, so no TTFT can be shorter than the
 //! injected delay and the last chunk cannot arrive before ttft + (chunks - 1)
-//! steps: those are hard lower bounds. The excess is loopback transfer plus scheduling,
-//! well under a millisecond on an idle machine; the medians get 10 ms of
-//! headroom for a loaded 2-core CI box running other tests in parallel. A
-//! client that timed after parsing batches of frames, or from the role chunk,
-//! would break a lower or an upper bound.
+//! steps: those are hard lower bounds.
+//!
+//! Upper bounds hold only for the medians, with headroom for a 2-core CI box
+//! running other test binaries at once (a load average of 9 pushed a median
+//! TTFT 13 ms above the injected delay here): 30 ms. Single gaps have no
+//! lower bound: frames are scheduled from the request start, so a frame
+//! delayed by a busy machine is followed by a short gap, and frames that
+//! queue in the socket while the client is descheduled arrive together
+//! (under a load average of 11 the median gap fell to 1.3 ms). The bounds
+//! still catch the mistakes that matter: timing from the role chunk gives a
+//! TTFT near zero; timing after the whole response (or after parsing it in
+//! one batch) gives a TTFT of 70 ms or more (30 ms plus at least eight 5 ms
+//! steps).
 
 mod common;
 
@@ -58,10 +66,9 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
         gaps.len()
     );
     // The server schedules frame i at request start + ttft + i * step and
-    // never sends early, so the last frame's arrival is a hard bound. Single
-    // gaps are not: the server's tokio timer rounds deadlines to whole
-    // milliseconds, so one gap can come up to 1 ms short when the previous
-    // frame was rounded later than the next (seen: 4.3 ms / 5.6 ms pairs).
+    // never sends early, so the last frame's arrival is a hard bound (single
+    // gaps are not: see the module docs; even idle, the server's 1 ms timer
+    // resolution gives 4.3 ms / 5.6 ms pairs).
     for r in &records {
         let gaps = &r.inter_chunk_latencies_ns;
         let last = r.ttft_ns.unwrap() + gaps.iter().sum::<u64>();
@@ -69,21 +76,17 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
             last >= injected_ttft + step * gaps.len() as u64,
             "last chunk at {last} ns: {gaps:?}"
         );
-        assert!(
-            gaps.iter().all(|&g| g + 1_500_000 >= step),
-            "a gap far below the step: {gaps:?}"
-        );
     }
     ttfts.sort_unstable();
     gaps.sort_unstable();
     let median = |v: &[u64]| v[v.len() / 2];
     assert!(
-        median(&ttfts) < injected_ttft + 10_000_000,
+        median(&ttfts) < injected_ttft + 30_000_000,
         "median TTFT {} ns vs injected {injected_ttft} ns",
         median(&ttfts)
     );
     assert!(
-        median(&gaps) >= step - 1_000_000 && median(&gaps) < step + 10_000_000,
+        median(&gaps) < step + 30_000_000,
         "median gap {} ns vs step {step} ns",
         median(&gaps)
     );
