@@ -56,8 +56,9 @@ pub enum FaultKind {
     /// strings instead of integers.
     SpecFieldsWrongType,
     /// A selected `/metrics` scrape (counting scrapes from 1) and every later
-    /// one report counters restarted from zero at that scrape, as after a
-    /// server restart. Selects scrapes, not requests.
+    /// one report counters restarted from zero just after the previous
+    /// scrape, as after a server restart: the selected scrape shows only the
+    /// increase since the previous one. Selects scrapes, not requests.
     CounterReset,
 }
 

@@ -45,9 +45,8 @@ struct Shared {
     running: AtomicU64,
     next_id: AtomicU64,
     started_unix: f64,
-    /// Counter values at the last injected counter reset (what `/metrics`
-    /// subtracts); `None` until the first reset.
-    metrics_baseline: Mutex<Option<GroundTruth>>,
+    /// `/metrics` counter-reset state.
+    metrics_baseline: Mutex<MetricsBaseline>,
 }
 
 impl Shared {
@@ -56,6 +55,15 @@ impl Shared {
         // inconsistent, so a poisoned lock is still usable.
         self.truth.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What `/metrics` subtracts from the true counters.
+#[derive(Default)]
+struct MetricsBaseline {
+    /// The true counters at the last injected reset; `None` before any.
+    at_reset: Option<GroundTruth>,
+    /// The true counters at the previous scrape.
+    previous: Option<GroundTruth>,
 }
 
 /// Keeps `vllm:num_requests_running` up while a request is in flight.
@@ -332,13 +340,19 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
                     .metrics_baseline
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
+                let now = truth.counters();
                 if faults::scrape_resets(&shared.config.faults, scrape) {
+                    // As if the server restarted just after the previous
+                    // scrape: this scrape shows only what happened since, so
+                    // a client counting increases across resets (as
+                    // Prometheus' `increase()` does) loses nothing.
                     truth.counter_resets.push(scrape);
-                    *baseline = Some(truth.counters());
+                    baseline.at_reset = Some(baseline.previous.take().unwrap_or_default());
                 }
-                match baseline.as_ref() {
-                    Some(base) => truth.counters_since(base),
-                    None => truth.counters(),
+                baseline.previous = Some(now.clone());
+                match baseline.at_reset.as_ref() {
+                    Some(base) => now.counters_since(base),
+                    None => now,
                 }
             };
             let text = Exposition {
@@ -751,7 +765,7 @@ impl SimServer {
             started_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
-            metrics_baseline: Mutex::new(None),
+            metrics_baseline: Mutex::new(MetricsBaseline::default()),
         });
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));

@@ -233,7 +233,11 @@ async fn counter_reset_restarts_metrics_at_the_chosen_scrape() {
     raw(&server, "POST", "/v1/chat/completions", &chat(false, "two")).await;
     let second = drafts(&scrape().await);
     assert!(second > first);
-    assert_eq!(drafts(&scrape().await), 0.0, "third scrape resets");
+    assert_eq!(
+        drafts(&scrape().await),
+        0.0,
+        "third scrape resets: nothing happened since the second"
+    );
     raw(
         &server,
         "POST",
@@ -244,6 +248,8 @@ async fn counter_reset_restarts_metrics_at_the_chosen_scrape() {
     let after = drafts(&scrape().await);
     let truth = server.ground_truth();
     assert_eq!(after, (truth.steps - second as u64) as f64);
+    // Increases summed across the reset equal the truth: nothing is lost.
+    assert_eq!(second + after, truth.steps as f64);
     assert_eq!(truth.scrapes, 4);
     assert_eq!(truth.counter_resets, vec![3]);
     assert!(truth.faults.is_empty());
