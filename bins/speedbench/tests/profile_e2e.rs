@@ -137,25 +137,7 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let child = bin()
-        .args([
-            "profile",
-            "--url",
-            &server.url(),
-            "--model",
-            "m",
-            "--input-file",
-            fixture().to_str().unwrap(),
-            "--streaming",
-            "--concurrency",
-            "2",
-            "--output-artifact-dir",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_profile(&server, &out_dir);
     wait_for_requests(&server, 4).await;
     let truth = server.ground_truth();
     server.shutdown().await;
@@ -193,6 +175,29 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
     );
 }
 
+/// Starts the binary profiling the fixture at concurrency 2, output piped.
+fn spawn_profile(server: &SimServer, out_dir: &std::path::Path) -> tokio::process::Child {
+    bin()
+        .args([
+            "profile",
+            "--url",
+            &server.url(),
+            "--model",
+            "m",
+            "--input-file",
+            fixture().to_str().unwrap(),
+            "--streaming",
+            "--concurrency",
+            "2",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 async fn wait_for_requests(server: &SimServer, n: u64) {
     for _ in 0..2000 {
         if server.ground_truth().requests >= n {
@@ -215,25 +220,7 @@ async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let child = bin()
-        .args([
-            "profile",
-            "--url",
-            &server.url(),
-            "--model",
-            "m",
-            "--input-file",
-            fixture().to_str().unwrap(),
-            "--streaming",
-            "--concurrency",
-            "2",
-            "--output-artifact-dir",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_profile(&server, &out_dir);
     wait_for_requests(&server, 3).await;
     let pid = child.id().unwrap().to_string();
     let status = std::process::Command::new("kill")
