@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::hub::{hex, sha256_file, write_atomic};
+use crate::hub::{hex, write_atomic};
 use crate::public::{LoadOptions, materialize};
 use crate::registry::lookup;
 use crate::{Dataset, DatasetError};
@@ -104,11 +104,11 @@ fn count_rows(text: &str) -> usize {
     text.lines().filter(|l| !l.trim().is_empty()).count()
 }
 
-/// Verifies one manifest entry against the file in `dir`: size, sha256 and
-/// row count.
-pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<(), DatasetError> {
+/// Verifies one manifest entry against the file in `dir` (size, sha256 and
+/// row count, from a single read) and returns the file's text.
+pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<String, DatasetError> {
     let path = dir.join(&entry.file);
-    let meta = std::fs::metadata(&path).map_err(|source| DatasetError::Io {
+    let bytes = std::fs::read(&path).map_err(|source| DatasetError::Io {
         path: path.clone(),
         source,
     })?;
@@ -116,15 +116,15 @@ pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<(), DatasetError>
         "; the file does not match {} (copied incompletely or edited?): copy the bundle again",
         dir.join(MANIFEST_FILE).display()
     );
-    if meta.len() != entry.bytes {
+    if bytes.len() as u64 != entry.bytes {
         return Err(DatasetError::Checksum {
             path: path.display().to_string(),
             expected: format!("{} bytes", entry.bytes),
-            actual: format!("{} bytes", meta.len()),
+            actual: format!("{} bytes", bytes.len()),
             hint,
         });
     }
-    let actual = sha256_file(&path)?;
+    let actual = hex(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
     if actual != entry.sha256 {
         return Err(DatasetError::Checksum {
             path: path.display().to_string(),
@@ -133,10 +133,8 @@ pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<(), DatasetError>
             hint,
         });
     }
-    let text = std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let text =
+        String::from_utf8(bytes).map_err(|e| bundle_err(&path, format!("not UTF-8: {e}")))?;
     let rows = count_rows(&text);
     if rows != entry.rows {
         return Err(bundle_err(
@@ -144,7 +142,7 @@ pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<(), DatasetError>
             format!("{rows} rows, the manifest says {}", entry.rows),
         ));
     }
-    Ok(())
+    Ok(text)
 }
 
 /// Verifies every file of a bundle; returns its manifest.

@@ -124,12 +124,12 @@ pub struct Materialized {
     pub revision: Option<String>,
 }
 
-/// Finds `spec`'s file in the caches; verifies it against a bundle
-/// manifest when the cache has one that lists it.
+/// Finds `spec`'s file in the caches and reads it; verifies it against a
+/// bundle manifest when the cache has one that lists it.
 fn find_cached(
     spec: &DatasetSpec,
     options: &LoadOptions,
-) -> Result<Option<(PathBuf, Option<BundleEntry>)>, DatasetError> {
+) -> Result<Option<(PathBuf, Option<BundleEntry>, String)>, DatasetError> {
     let rel = spec.cache_file();
     let mut dirs = vec![options.dataset_cache.clone()];
     if matches!(spec.source, DatasetSource::SpeedBench { .. }) {
@@ -144,10 +144,14 @@ fn find_cached(
             Some(m) => m.files.into_iter().find(|e| e.file == rel),
             None => None,
         };
-        if let Some(e) = &entry {
-            verify_entry(&dir, e)?;
-        }
-        return Ok(Some((path, entry)));
+        let text = match &entry {
+            Some(e) => verify_entry(&dir, e)?,
+            None => std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
+                path: path.clone(),
+                source,
+            })?,
+        };
+        return Ok(Some((path, entry, text)));
     }
     Ok(None)
 }
@@ -158,11 +162,7 @@ pub async fn materialize(
     spec: &DatasetSpec,
     options: &LoadOptions,
 ) -> Result<Materialized, DatasetError> {
-    if let Some((path, entry)) = find_cached(spec, options)? {
-        let jsonl = std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
-            path: path.clone(),
-            source,
-        })?;
+    if let Some((path, entry, jsonl)) = find_cached(spec, options)? {
         return Ok(Materialized {
             jsonl,
             origin: Origin::Cache {
