@@ -11,22 +11,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use speedbench_record::{RecordWriter, RequestRecord, RunManifest, SpecDecodeStats, SpecSource};
+use speedbench_record::{
+    QUALITATIVE_CATEGORIES, RecordWriter, RequestRecord, RunManifest, SpecDecodeStats, SpecSource,
+};
 
 const LIMIT_S: f64 = 2.0;
-const CATEGORIES: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
 
 fn record(i: u64) -> RequestRecord {
     let steps = 20 + i % 40;
@@ -37,7 +26,7 @@ fn record(i: u64) -> RequestRecord {
         conversation_id: format!("q{}", i / 2),
         turn_index: (i % 2) as u32,
         dataset: "speed_bench_qualitative".into(),
-        category: Some(CATEGORIES[(i % 11) as usize].into()),
+        category: Some(QUALITATIVE_CATEGORIES[(i % 11) as usize].into()),
         model: "bench-model".into(),
         warmup: i < 100,
         start_unix_ns: 1_700_000_000_000_000_000 + i as i64 * 1_000_000,

@@ -23,20 +23,7 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-
-const CATEGORIES: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
+use speedbench_record::QUALITATIVE_CATEGORIES;
 
 const TOPICS: [&str; 6] = [
     "binary search over a sorted list",
@@ -49,7 +36,7 @@ const TOPICS: [&str; 6] = [
 
 fn speed_bench_mini() -> String {
     let mut out = String::new();
-    for (c, category) in CATEGORIES.iter().enumerate() {
+    for (c, category) in QUALITATIVE_CATEGORIES.iter().enumerate() {
         for n in 0..3 {
             let topic = TOPICS[(c + n) % TOPICS.len()];
             let mut turns = vec![format!(
@@ -362,6 +349,76 @@ fn decoded(bytes: &[u8]) -> Result<String, String> {
     Ok(serde_json::to_string(&rows?).unwrap_or_default())
 }
 
+/// `fixtures/llama_e2e.jsonl`: real prompts for the llama-server end-to-end
+/// run (`.ci/llama-server-e2e.sh`), SPEED-Bench-shaped: five categories,
+/// two rows two turns long. Several ask for repetitive output, which n-gram
+/// drafting can predict, so the run sees both accepted and rejected drafts.
+fn llama_e2e() -> String {
+    let rows: [(&str, &str, &[&str]); 7] = [
+        (
+            "coding-1",
+            "coding",
+            &[
+                "Write a Python function that returns the n-th Fibonacci number.",
+                "Now add a docstring and type hints to it.",
+            ],
+        ),
+        (
+            "coding-2",
+            "coding",
+            &["Write a bash loop that prints the numbers from 1 to 20, one per line."],
+        ),
+        (
+            "math-1",
+            "math",
+            &["Count from 1 to 40, separating the numbers with commas."],
+        ),
+        (
+            "math-2",
+            "math",
+            &[
+                "What is 12 times 12? Explain in one sentence.",
+                "And 13 times 13?",
+            ],
+        ),
+        (
+            "writing-1",
+            "writing",
+            &["Write a short poem about the sea."],
+        ),
+        (
+            "summarization-1",
+            "summarization",
+            &[
+                "Summarize in two sentences: The quick brown fox jumps over the lazy dog. The dog sleeps. The fox runs into the forest and is never seen again.",
+            ],
+        ),
+        (
+            "qa-1",
+            "qa",
+            &[
+                "What is the capital of France? Answer in one word, then repeat the answer three times.",
+            ],
+        ),
+    ];
+    let mut out = String::new();
+    for (id, category, turns) in rows {
+        let messages: Vec<_> = turns
+            .iter()
+            .map(|t| serde_json::json!({"role": "user", "content": t}))
+            .collect();
+        let row = serde_json::json!({
+            "question_id": id,
+            "category": category,
+            "multiturn": turns.len() > 1,
+            "messages": messages,
+        });
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    out
+}
+
 pub fn run(root: &Path, check: bool) -> Result<(), String> {
     let mut files: Vec<(&str, Vec<u8>)> = vec![
         (
@@ -372,6 +429,7 @@ pub fn run(root: &Path, check: bool) -> Result<(), String> {
             "fixtures/spec_bench_question.jsonl",
             spec_bench_questions().into_bytes(),
         ),
+        ("fixtures/llama_e2e.jsonl", llama_e2e().into_bytes()),
     ];
     files.extend(hub_files());
     for (rel, content) in files {

@@ -54,23 +54,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The eleven SPEED-Bench qualitative categories, in the order reports use.
-pub const QUALITATIVE_CATEGORIES: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
-
-/// The three SPEED-Bench throughput entropy tiers, in report order.
-pub const THROUGHPUT_TIERS: [&str; 3] = ["low_entropy", "mixed", "high_entropy"];
+pub use speedbench_record::{QUALITATIVE_CATEGORIES, THROUGHPUT_TIERS};
 
 /// One chat message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

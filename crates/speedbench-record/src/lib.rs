@@ -37,12 +37,14 @@
 //! assert_eq!(file.manifest.unwrap().record_count, 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+mod categories;
 mod error;
 mod io;
 mod manifest;
 mod record;
 mod schema;
 
+pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
 pub use error::RecordError;
 pub use io::{
     RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,

@@ -8,29 +8,13 @@ use serde_json::{Value, json};
 use speedbench_metrics::{
     AcceptanceTotals, RequestMetricsExt, RunMetrics, acceptance_by, macro_average,
 };
-use speedbench_record::RequestRecord;
+use speedbench_record::{
+    QUALITATIVE_CATEGORIES, RequestRecord, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS,
+};
 
 use crate::ReportError;
 use crate::table::{FirstColumn, titled_table};
 
-/// SPEED-Bench's 11 qualitative categories, in AIPerf's column order.
-const QUALITATIVE: [&str; 11] = [
-    "coding",
-    "humanities",
-    "math",
-    "multilingual",
-    "qa",
-    "rag",
-    "reasoning",
-    "roleplay",
-    "stem",
-    "summarization",
-    "writing",
-];
-/// SPEED-Bench's throughput entropy tiers, in AIPerf's column order.
-const THROUGHPUT_TIERS: [&str; 3] = ["low_entropy", "mixed", "high_entropy"];
-/// The `spec_al_*` benchmarks, in AIPerf's column order.
-const SPEC_AL: [&str; 5] = ["gsm8k", "math500", "mtbench", "humaneval", "mbpp"];
 /// Dataset-name prefixes stripped to get a category when a record has none.
 const DATASET_PREFIXES: [&str; 2] = ["speed_bench_", "spec_al_"];
 
@@ -447,7 +431,11 @@ pub(crate) fn strip_dataset_prefix(dataset: &str) -> &str {
 }
 
 pub(crate) fn column_order(categories: &BTreeSet<&str>) -> Vec<String> {
-    for known in [&QUALITATIVE[..], &THROUGHPUT_TIERS[..], &SPEC_AL[..]] {
+    for known in [
+        &QUALITATIVE_CATEGORIES[..],
+        &THROUGHPUT_TIERS[..],
+        &SPEC_AL_BENCHMARKS[..],
+    ] {
         if categories.iter().all(|c| known.contains(c)) {
             return known
                 .iter()
