@@ -144,6 +144,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             ])
             .args(["--input-file", &fixture.to_string_lossy()])
             .args(["--request-count", &requests, "--concurrency", &concurrency])
+            // Scrape /metrics as usual, but do not wait after the run.
+            .args(["--server-metrics-shutdown-delay", "0"])
             .args(["--output-artifact-dir", &out_dir.to_string_lossy()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -268,3 +268,90 @@ async fn mixed_faults_non_streaming_llamacpp() {
         "some spec-field faults were drawn"
     );
 }
+
+/// Finds every `{"total": …, "resets": …}` object under `v`.
+fn counter_stats(v: &serde_json::Value, out: &mut Vec<(f64, u64)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let (Some(t), Some(r)) = (
+                m.get("total").and_then(|t| t.as_f64()),
+                m.get("resets").and_then(|r| r.as_u64()),
+            ) {
+                out.push((t, r));
+            }
+            m.values().for_each(|x| counter_stats(x, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| counter_stats(x, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_reset_between_scrapes_loses_nothing() {
+    // Scrapes come every 333 ms; every 6th shows counters restarted just
+    // after the previous scrape, i.e. only the last interval's increase.
+    // The load lasts about 2 s, then 1 s of shutdown-delay scrapes, so a
+    // reset shows one interval's increase (or none) after several intervals'
+    // worth: a clear drop, which the export must count without losing any.
+    // (A reset right after a scrape that had seen little is invisible to any
+    // counter reader, Prometheus included; this layout avoids it.)
+    let config = SimConfig {
+        faults: vec![FaultPlan::every_nth(FaultKind::CounterReset, 6)],
+        ttft_ms: 4.0,
+        step_ms: 1.0,
+        output_tokens_min: 8,
+        output_tokens_max: 24,
+        ..SimConfig::speed_bench_demo()
+    };
+    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let url = server.url();
+    let fixture = fixture();
+    let out = run(&[
+        "profile",
+        "--url",
+        &url,
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--streaming",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "150",
+        "--server-metrics-shutdown-delay",
+        "1",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    assert!(
+        !truth.counter_resets.is_empty(),
+        "{} scrapes, none reset",
+        truth.scrapes
+    );
+    let export: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("server_metrics_export.json")).unwrap())
+            .unwrap();
+    let drafts = export["metrics"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.starts_with("vllm:spec_decode_num_drafts") && !k.contains("created"))
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no drafts counter in {export}"));
+    let mut stats = Vec::new();
+    counter_stats(drafts, &mut stats);
+    let (total, resets) = stats[0];
+    assert!(resets >= 1, "the export saw no reset: {drafts}");
+    assert_eq!(
+        total, truth.steps as f64,
+        "{drafts}\nscrapes {}, resets at {:?}",
+        truth.scrapes, truth.counter_resets
+    );
+}
