@@ -221,3 +221,41 @@ async fn profile_rejects_bad_jsonl_naming_file_and_line() {
     .await;
     assert_fails_naming(&out, &["/nonexistent/rows.jsonl"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_public_dataset_names_suggest_the_closest() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (typo, suggestion) in [
+        ("speed_bench_qualitativ", "speed_bench_qualitative"),
+        ("specbench", "spec_bench"),
+    ] {
+        let out = bin()
+            .args([
+                "profile",
+                "--url",
+                "127.0.0.1:9",
+                "-m",
+                "m",
+                "--public-dataset",
+                typo,
+                "--dataset-cache",
+                tmp.path().to_str().unwrap(),
+                "--output-artifact-dir",
+                tmp.path().join("out").to_str().unwrap(),
+            ])
+            // Never the network: the name is rejected before any Hub request.
+            .env("HF_ENDPOINT", "http://127.0.0.1:9")
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .await
+            .unwrap();
+        assert_fails_naming(
+            &out,
+            &[
+                typo,
+                &format!("did you mean {suggestion:?}"),
+                "speedbench datasets",
+            ],
+        );
+    }
+}
