@@ -24,6 +24,21 @@ pub(crate) struct HttpClient {
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// True when a request failed because its connection closed before any
+/// response byte arrived (hyper's "connection closed before message completed").
+fn closed_before_response(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// What one exchange produced: the folded response plus how it ended.
 pub(crate) struct Exchange {
     pub sent_at: Instant,
@@ -109,21 +124,39 @@ impl HttpClient {
         ex
     }
 
-    async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
+    async fn send(
+        &self,
+        body: Bytes,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(self.url.clone());
         for (n, v) in &self.headers {
             req = req.header(n, v);
         }
+        // The builder only fails on an invalid URI or header, both checked in `new`.
         let req = req
             .body(Full::new(body))
-            .map_err(|e| (ErrorKind::Protocol, e.to_string()))?;
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| (ErrorKind::Connection, describe(&e)))?;
+            .expect("request parts validated in HttpClient::new");
+        self.client.request(req).await
+    }
+
+    async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
+        let resp = match self.send(body.clone()).await {
+            Ok(resp) => resp,
+            Err(e) if closed_before_response(&e) => {
+                // A pooled keep-alive connection the server had already
+                // closed (llama.cpp's server closes streams' connections
+                // without saying so): nothing was answered, so send once more
+                // on a fresh connection and time the request that was served.
+                tracing::debug!("retrying on a fresh connection: {}", describe(&e));
+                ex.sent_at = Instant::now();
+                self.send(body)
+                    .await
+                    .map_err(|e| (ErrorKind::Connection, describe(&e)))?
+            }
+            Err(e) => return Err((ErrorKind::Connection, describe(&e))),
+        };
         let status = resp.status();
         ex.status = Some(status.as_u16());
         let is_sse = resp

@@ -93,6 +93,13 @@ pub fn raw(delay_ms: u64, text: &str) -> Piece {
 
 /// Serves the same scripted SSE response to every request on 127.0.0.1.
 pub async fn scripted_sse(script: Vec<Piece>) -> SocketAddr {
+    scripted_sse_with(script, usize::MAX).await
+}
+
+/// As [`scripted_sse`], but each connection answers only `per_connection`
+/// requests: the next request is read and the connection dropped without a
+/// response, as a server that closes keep-alive connections silently does.
+pub async fn scripted_sse_with(script: Vec<Piece>, per_connection: usize) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let script = Arc::new(script);
@@ -101,7 +108,12 @@ pub async fn scripted_sse(script: Vec<Piece>) -> SocketAddr {
             let script = script.clone();
             tokio::spawn(async move {
                 tcp.set_nodelay(true).unwrap();
+                let mut answered = 0;
                 while read_request(&mut tcp).await {
+                    if answered == per_connection {
+                        return;
+                    }
+                    answered += 1;
                     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                     if tcp.write_all(head.as_bytes()).await.is_err() {
                         return;
