@@ -4,6 +4,8 @@
 //! - `fixtures`: regenerate the small test fixtures under `fixtures/`.
 //! - `fixtures --check`: fail if the committed fixtures differ from what the
 //!   generator makes (CI runs this).
+//! - `fuzz [--seconds N] [--target NAME]`: run every cargo-fuzz target under
+//!   `fuzz/` for N seconds (default 60) on the stable toolchain.
 //! - `prestage --dataset NAME --out DIR`: resolve or download a registered
 //!   dataset and write a checksummed bundle for air-gapped hosts.
 //! - `bench report [--records N]`: time `speedbench report` building the
@@ -25,6 +27,7 @@ mod bench_dataset;
 mod bench_load;
 mod bench_report;
 mod fixtures;
+mod fuzz;
 mod prestage;
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
         Some("prestage") => prestage::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&workspace_root(), &args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
             bench_load::run(&workspace_root(), &args[2..])
         }
@@ -45,7 +49,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n\ngot: {args:?}"
         )),
     };
     match result {
