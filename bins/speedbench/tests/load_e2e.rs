@@ -81,10 +81,13 @@ async fn two_thousand_requests_at_concurrency_512() {
         records.iter().find(|r| !r.is_success())
     );
     assert_eq!(truth.requests, REQUESTS);
-    // One socket per in-flight request plus a small fixed overhead: no leak
-    // of connections across the 2,000 requests.
+    // About one socket per in-flight request plus a small fixed overhead
+    // (typically 525-540 here). A connection is back in the pool only once
+    // its response is consumed, so a worker may briefly open a new one while
+    // its old one idles; the pool keeps at most `concurrency` idle, so the
+    // bound is twice the concurrency. A leak across 2,000 requests exceeds it.
     assert!(
-        peak_fds as u64 <= CONCURRENCY + 64,
+        peak_fds as u64 <= 2 * CONCURRENCY + 64,
         "peak {peak_fds} fds for {CONCURRENCY} in flight"
     );
 }
