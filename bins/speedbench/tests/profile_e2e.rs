@@ -98,6 +98,25 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
         median < injected + 10_000_000,
         "median TTFT {median} ns vs injected {injected} ns"
     );
+    // Against what the server actually did: no request can see its first
+    // content before the server handed it to the connection, and the excess
+    // (transit both ways plus the client's own overhead) stays small.
+    let mut excess = Vec::new();
+    for r in records.iter().filter(|r| !r.warmup) {
+        let (first, turns) = request_key(&dataset, r);
+        let t = truth
+            .requests_log
+            .iter()
+            .find(|t| t.conversation == first && t.turns as usize == turns)
+            .unwrap();
+        let sent = t.first_content_sent_ns.expect("streamed");
+        let ttft = r.ttft_ns.unwrap();
+        assert!(ttft >= sent, "TTFT {ttft} ns before the server sent at {sent} ns");
+        excess.push(ttft - sent);
+    }
+    excess.sort_unstable();
+    let median = excess[excess.len() / 2];
+    assert!(median < 10_000_000, "median TTFT excess over the server's send: {median} ns");
 
     // Multi-turn rows: turns of one conversation ran in order.
     let reasoning: Vec<_> = records

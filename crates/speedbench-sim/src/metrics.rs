@@ -68,6 +68,11 @@ pub struct RequestTruth {
     pub ttft_ms: f64,
     /// Whether `max_tokens` cut the output (`finish_reason: "length"`).
     pub truncated: bool,
+    /// Streaming only: nanoseconds from the request's arrival (before its
+    /// body was read) to the moment the first content frame was handed to
+    /// the connection. A client's TTFT minus this is its measurement error
+    /// plus loopback transit, whatever the timer rounding of `ttft_ms`.
+    pub first_content_sent_ns: Option<u64>,
 }
 
 impl GroundTruth {
@@ -272,6 +277,7 @@ mod tests {
 
     fn truth(steps: u64, accepted: u64) -> RequestTruth {
         RequestTruth {
+            first_content_sent_ns: None,
             conversation: "c".into(),
             turns: 1,
             category: None,

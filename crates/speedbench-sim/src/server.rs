@@ -123,6 +123,10 @@ enum SimBody {
 /// reader sees a backlog (as from a real server) rather than a slowed server.
 struct Scheduled {
     start: Instant,
+    /// When the request arrived, and how many frames precede the first
+    /// content frame, to record when that frame actually left.
+    received: Instant,
+    frames_before_content: Option<usize>,
     frames: VecDeque<(Duration, Bytes)>,
     sleep: Pin<Box<Sleep>>,
     on_complete: Option<Completion>,
@@ -176,6 +180,17 @@ impl Body for SimBody {
         let Some((_, bytes)) = s.frames.pop_front() else {
             return Poll::Ready(None);
         };
+        match s.frames_before_content {
+            Some(0) => {
+                s.frames_before_content = None;
+                if let Some(done) = s.on_complete.as_mut() {
+                    let sent = s.received.elapsed().as_nanos();
+                    done.truth.first_content_sent_ns = Some(u64::try_from(sent).unwrap_or(u64::MAX));
+                }
+            }
+            Some(n) => s.frames_before_content = Some(n - 1),
+            None => {}
+        }
         if s.frames.is_empty() {
             // Recorded before `[DONE]` reaches the client, so a client that
             // has read the whole stream always finds it in the ground truth
@@ -388,6 +403,7 @@ async fn generate(
     endpoint: Endpoint,
     req: Request<Incoming>,
 ) -> Response<SimBody> {
+    let received = Instant::now();
     let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -464,6 +480,7 @@ async fn generate(
         shared: Arc::clone(&shared),
         histogram: generation.spec.histogram.clone(),
         truth: RequestTruth {
+            first_content_sent_ns: None,
             conversation: info.first_user,
             turns: info.turns,
             category,
@@ -537,6 +554,8 @@ async fn generate(
                 ));
                 let mut resp = Response::new(SimBody::Scheduled(Box::new(Scheduled {
                     start,
+                    received,
+                    frames_before_content: None,
                     frames,
                     sleep: Box::pin(tokio::time::sleep_until(start)),
                     on_complete: None,
@@ -596,6 +615,8 @@ async fn generate(
     let start = Instant::now();
     let body = SimBody::Scheduled(Box::new(Scheduled {
         start,
+        received,
+        frames_before_content: Some(role_frames),
         frames,
         sleep: Box::pin(tokio::time::sleep_until(start)),
         on_complete: completion,
