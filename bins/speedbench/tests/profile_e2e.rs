@@ -111,12 +111,18 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
             .unwrap();
         let sent = t.first_content_sent_ns.expect("streamed");
         let ttft = r.ttft_ns.unwrap();
-        assert!(ttft >= sent, "TTFT {ttft} ns before the server sent at {sent} ns");
+        assert!(
+            ttft >= sent,
+            "TTFT {ttft} ns before the server sent at {sent} ns"
+        );
         excess.push(ttft - sent);
     }
     excess.sort_unstable();
     let median = excess[excess.len() / 2];
-    assert!(median < 10_000_000, "median TTFT excess over the server's send: {median} ns");
+    assert!(
+        median < 10_000_000,
+        "median TTFT excess over the server's send: {median} ns"
+    );
 
     // Multi-turn rows: turns of one conversation ran in order.
     let reasoning: Vec<_> = records

@@ -185,7 +185,8 @@ impl Body for SimBody {
                 s.frames_before_content = None;
                 if let Some(done) = s.on_complete.as_mut() {
                     let sent = s.received.elapsed().as_nanos();
-                    done.truth.first_content_sent_ns = Some(u64::try_from(sent).unwrap_or(u64::MAX));
+                    done.truth.first_content_sent_ns =
+                        Some(u64::try_from(sent).unwrap_or(u64::MAX));
                 }
             }
             Some(n) => s.frames_before_content = Some(n - 1),
