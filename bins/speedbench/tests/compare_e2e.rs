@@ -4,12 +4,10 @@
 mod common;
 
 use common::*;
-use speedbench_sim::{AcceptanceProfile, SimConfig, SimServer, SpecFlavor};
+use speedbench_sim::{AcceptanceProfile, SimConfig, SpecFlavor};
 
 async fn profile_against(config: SimConfig, out: &std::path::Path) {
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let status = run(&[
         "profile",
         "--url",

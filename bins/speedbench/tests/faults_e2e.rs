@@ -11,7 +11,7 @@ use std::path::Path;
 use common::*;
 use speedbench_dataset::Dataset;
 use speedbench_record::{ErrorKind, RequestRecord, read_records_file};
-use speedbench_sim::{FaultKind, FaultPlan, GroundTruth, SimConfig, SimServer, SpecFlavor};
+use speedbench_sim::{FaultKind, FaultPlan, GroundTruth, SimConfig, SpecFlavor};
 
 /// What one faulted run left behind.
 struct FaultRun {
@@ -34,9 +34,7 @@ async fn run_with_faults(
         output_tokens_max: 40,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let url = server.url();
@@ -303,9 +301,7 @@ async fn counter_reset_between_scrapes_loses_nothing() {
         output_tokens_max: 24,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let url = server.url();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use speedbench_record::read_records_file;
-use speedbench_sim::{SimConfig, SimServer};
+use speedbench_sim::SimConfig;
 
 const REQUESTS: u64 = 2_000;
 const CONCURRENCY: u64 = 512;
@@ -21,9 +21,7 @@ async fn two_thousand_requests_at_concurrency_512() {
         output_tokens_max: 16,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let (requests, concurrency) = (REQUESTS.to_string(), CONCURRENCY.to_string());

@@ -17,9 +17,7 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
         step_ms: 1.0,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let url = server.url();
@@ -157,9 +155,7 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
         step_ms: 5.0,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let child = spawn_profile(&server, &out_dir);
@@ -240,9 +236,7 @@ async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
         step_ms: 10.0,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let child = spawn_profile(&server, &out_dir);

@@ -10,7 +10,7 @@ use std::process::Output;
 
 use common::*;
 use speedbench_record::read_records_file;
-use speedbench_sim::{FaultKind, FaultPlan, SimConfig, SimServer};
+use speedbench_sim::{FaultKind, FaultPlan, SimConfig};
 
 const SECRETS: [&str; 4] = [
     "sk-test-SECRET123",
@@ -74,9 +74,7 @@ async fn no_secret_in_any_artifact_log_or_error() {
         output_tokens_max: 24,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let url = server.url();

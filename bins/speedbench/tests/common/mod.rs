@@ -10,6 +10,13 @@ use speedbench_dataset::Dataset;
 use speedbench_record::RequestRecord;
 use speedbench_sim::GroundTruth;
 
+/// Starts the simulated server on a free loopback port.
+pub async fn sim(config: speedbench_sim::SimConfig) -> speedbench_sim::SimServer {
+    speedbench_sim::SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("the simulated server starts")
+}
+
 pub fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/speed_bench_mini.jsonl")
 }
