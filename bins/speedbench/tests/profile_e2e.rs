@@ -102,9 +102,12 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
     let mut excess = Vec::new();
     for r in records.iter().filter(|r| !r.warmup) {
         let (first, turns) = request_key(&dataset, r);
+        // Warmup sent some of these prompts too; the phases run one after
+        // the other, so the profiled request is the last one logged.
         let t = truth
             .requests_log
             .iter()
+            .rev()
             .find(|t| t.conversation == first && t.turns as usize == turns)
             .unwrap();
         let sent = t.first_content_sent_ns.expect("streamed");
