@@ -42,14 +42,26 @@ impl Write for Logs {
     }
 }
 
-fn capture_logs() -> (Logs, tracing::subscriber::DefaultGuard) {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    (logs, tracing::subscriber::set_default(subscriber))
+/// Every log line of this test binary, from one process-wide subscriber.
+///
+/// A per-test `set_default` subscriber is not reliable while tests run in
+/// parallel: tracing caches each call site's interest process-wide, so a
+/// test's events can be dropped when another thread registered the call site
+/// first. One global subscriber sees everything, and the secret checks then
+/// cover every test's logs, not just one's.
+fn capture_logs() -> (Logs, ()) {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    let logs = LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        logs
+    });
+    (logs.clone(), ())
 }
 
 #[tokio::test]
