@@ -106,13 +106,18 @@ pub struct CliError {
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.context, self.source)?;
+        let mut text = format!("{}: {}", self.context, self.source);
         let mut cause = self.source.source();
         while let Some(c) = cause {
-            write!(f, ": {c}")?;
+            // Many errors already quote their cause in their own message.
+            let c_text = c.to_string();
+            if !text.contains(&c_text) {
+                text.push_str(": ");
+                text.push_str(&c_text);
+            }
             cause = c.source();
         }
-        Ok(())
+        f.write_str(&text)
     }
 }
 
@@ -148,5 +153,37 @@ pub fn fail(context: &str, message: impl Into<String>) -> CliError {
     CliError {
         context: context.into(),
         source: Box::new(Message(message.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(Message);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "outer failed: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_quoted_is_not_printed_twice() {
+        let quoted: Result<(), Outer> = Err(Outer(Message("disk full".into())));
+        let err = quoted.context("writing").unwrap_err();
+        assert_eq!(err.to_string(), "writing: outer failed: disk full");
+        let plain: Result<(), Message> = Err(Message("no such file".into()));
+        assert_eq!(
+            plain.context("reading").unwrap_err().to_string(),
+            "reading: no such file"
+        );
     }
 }
