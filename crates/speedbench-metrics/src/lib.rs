@@ -60,4 +60,4 @@ pub use category::{CategorySummary, OVERALL, summarize_by};
 pub use request::RequestMetricsExt;
 pub use run::{ErrorCount, RequestCounts, RunMetrics, ServerTimingMetrics};
 pub use spec::{PooledHistogram, SpecDecodeMetrics};
-pub use summary::Summary;
+pub use summary::{Summary, percentile_sorted};

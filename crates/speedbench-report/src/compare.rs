@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use speedbench_metrics::{AcceptanceTotals, RequestMetricsExt};
+use speedbench_metrics::{AcceptanceTotals, RequestMetricsExt, percentile_sorted};
 use speedbench_record::RequestRecord;
 
 use crate::ReportError;
@@ -204,17 +204,9 @@ fn bootstrap<T: Copy>(
     values.sort_by(f64::total_cmp);
     let tail = (1.0 - options.confidence) / 2.0;
     Some(Interval {
-        low: quantile(&values, tail),
-        high: quantile(&values, 1.0 - tail),
+        low: percentile_sorted(&values, tail * 100.0),
+        high: percentile_sorted(&values, (1.0 - tail) * 100.0),
     })
-}
-
-/// Linear-interpolation quantile of sorted values (numpy's default).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let h = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (h - lo as f64)
 }
 
 fn mean_ratio(num: &[f64], den: &[f64]) -> Option<f64> {
@@ -643,7 +635,7 @@ mod tests {
     #[test]
     fn quantile_matches_numpy_linear() {
         // numpy.quantile([1, 2, 3, 4], 0.9) = 3.7
-        assert!((quantile(&[1.0, 2.0, 3.0, 4.0], 0.9) - 3.7).abs() < 1e-12);
+        assert!((percentile_sorted(&[1.0, 2.0, 3.0, 4.0], 90.0) - 3.7).abs() < 1e-12);
         assert_eq!(first_difference("abc", "abd"), Some(2));
         assert_eq!(first_difference("ab", "abc"), Some(2));
         assert_eq!(first_difference("é", "é"), None);

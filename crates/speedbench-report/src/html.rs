@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use speedbench_metrics::{SpecDecodeMetrics, Summary};
+use speedbench_metrics::{SpecDecodeMetrics, Summary, percentile_sorted};
 use speedbench_record::RequestRecord;
 
 use crate::matrix::{AcceptanceMatrix, category_key, column_order};
@@ -238,12 +238,7 @@ fn latency_chart(label: &str, records: &[RequestRecord]) -> String {
         esc(label)
     );
     for (i, (cat, s, sorted)) in summaries.iter().enumerate() {
-        let q = |p: f64| {
-            let h = p * (sorted.len() - 1) as f64;
-            let lo = h.floor() as usize;
-            let hi = (lo + 1).min(sorted.len() - 1);
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (h - lo as f64)
-        };
+        let q = |p: f64| percentile_sorted(sorted, p * 100.0);
         let y = 10.0 + i as f64 * row_h;
         let (p10, p90) = (q(0.10), q(0.90));
         let _ = write!(
