@@ -76,6 +76,14 @@ pub enum DatasetError {
         /// What happened.
         message: String,
     },
+    /// A download from outside the Hub (the prepare script) failed.
+    #[error("download {url}: {message}")]
+    Download {
+        /// The URL.
+        url: String,
+        /// What happened.
+        message: String,
+    },
     /// The Hub answered with an error status.
     #[error("Hugging Face Hub {url}: HTTP {status}: {message}")]
     HubStatus {
@@ -165,15 +173,15 @@ pub enum DatasetError {
         message: String,
     },
     /// Placeholder rows come from sources the native resolver cannot rebuild
-    /// exactly.
+    /// exactly, and native resolution was required (`--resolver native`).
     #[error(
         "SPEED-Bench {config:?}: {count} placeholder row(s) come from source(s) speedbench cannot \
-         rebuild exactly: {sources}. Resolve this config with the upstream prepare step \
-         (NeMo-Skills `nemo_skills/dataset/speed-bench/prepare.py --config {config}`, or AIPerf's \
-         `--public-dataset`), then place the resulting {config}.jsonl in \
-         .cache/speedbench/datasets/speed-bench/ (or .cache/aiperf/datasets/speed-bench/), or \
-         import a bundle made on a connected machine with `speedbench datasets import DIR`; see \
-         docs/datasets.md"
+         rebuild natively: {sources}. Resolve this config with the upstream prepare step instead \
+         (`--resolver auto` or `--resolver upstream` runs the pinned NeMo-Skills \
+         `nemo_skills/dataset/speed-bench/prepare.py` for you; it needs Python 3 with {packages}), \
+         or import a bundle made on a connected machine with `cargo xtask prestage` and \
+         `speedbench datasets import DIR`; see docs/datasets.md",
+        packages = crate::upstream::PYTHON_PACKAGES
     )]
     Unresolvable {
         /// The SPEED-Bench config.
@@ -182,6 +190,98 @@ pub enum DatasetError {
         count: usize,
         /// `source (n rows)` list.
         sources: String,
+    },
+    /// A row's `source` is a URL outside the hosts SPEED-Bench sources from;
+    /// the prepare step would fetch it, so it is not run.
+    #[error(
+        "SPEED-Bench {config:?} row {question_id}: source {source_url:?} is {what}, outside the \
+         hosts SPEED-Bench sources its prompts from ({allowed}){more}. The prepare step fetches \
+         prompt text from each row's source, so speedbench refuses to run it on this config",
+        allowed = crate::upstream::ALLOWED_SOURCE_HOSTS.join(", "),
+        more = if *others > 0 { format!(" ({others} more row(s) like it)") } else { String::new() }
+    )]
+    UntrustedSource {
+        /// The SPEED-Bench config.
+        config: String,
+        /// The first offending row's `question_id`.
+        question_id: String,
+        /// Its `source`.
+        source_url: String,
+        /// What is wrong: `on host "…"` or `a "file" URL`.
+        what: String,
+        /// How many further rows are refused.
+        others: usize,
+    },
+    /// The Python interpreter for the prepare step is missing, or lacks a
+    /// package it needs.
+    #[error(
+        "SPEED-Bench {config:?}: {need}the upstream prepare step, which needs Python 3 with \
+         {packages}; {problem}. Two ways forward: (1) install them, e.g. `python3 -m venv venv && \
+         venv/bin/pip install {packages}`, and point speedbench at that interpreter with \
+         `--python venv/bin/python` (or SPEEDBENCH_PYTHON); or (2) on a machine that has them, \
+         resolve the config into a bundle with `cargo xtask prestage --dataset NAME --out DIR` \
+         and import it here with `speedbench datasets import DIR`",
+        need = if *count > 0 {
+            format!("{count} placeholder row(s) come from source(s) speedbench does not rebuild \
+                     natively ({sources}), so resolving them needs ")
+        } else {
+            "resolving needs ".to_string()
+        },
+        packages = crate::upstream::PYTHON_PACKAGES
+    )]
+    PythonUnavailable {
+        /// The SPEED-Bench config.
+        config: String,
+        /// What is wrong with the interpreter, naming it.
+        problem: String,
+        /// Placeholder rows that need the prepare step (0 when it was
+        /// requested explicitly).
+        count: usize,
+        /// `source (n rows: why)` list of those rows' sources.
+        sources: String,
+    },
+    /// The prepare step exited unsuccessfully.
+    #[error(
+        "SPEED-Bench {config:?}: the upstream prepare step ({script}) failed with {status}; \
+         nothing was cached. Its last output lines:\n{stderr_tail}"
+    )]
+    PrepareFailed {
+        /// The SPEED-Bench config.
+        config: String,
+        /// The prepare script run.
+        script: PathBuf,
+        /// The exit status, e.g. `exit status: 1`.
+        status: String,
+        /// The last lines of its stderr, tokens redacted.
+        stderr_tail: String,
+    },
+    /// The prepare step reported success but left placeholder rows.
+    #[error(
+        "SPEED-Bench '{config}': {unresolved} of {total} rows were left unresolved by the prepare \
+         step, which reports success even when a source is unreachable. speedbench will not \
+         benchmark placeholder text, and cached nothing. Re-run to retry; if it persists, one of \
+         the source datasets is unavailable. Unresolved: {rows}"
+    )]
+    Unresolved {
+        /// The SPEED-Bench config.
+        config: String,
+        /// Rows still holding the placeholder.
+        unresolved: usize,
+        /// Rows in the config.
+        total: usize,
+        /// The first few as `question_id (source)`.
+        rows: String,
+    },
+    /// The prepare step's output does not match the config it was given.
+    #[error(
+        "SPEED-Bench '{config}': the prepare step's output does not match the config: {message}; \
+         nothing was cached"
+    )]
+    PrepareOutput {
+        /// The SPEED-Bench config.
+        config: String,
+        /// What differs (row count, order, shape).
+        message: String,
     },
     /// A placeholder row could not be rebuilt from its (supported) source.
     #[error(

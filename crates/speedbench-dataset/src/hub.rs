@@ -52,6 +52,12 @@ impl HubToken {
         HubToken(token.into())
     }
 
+    /// The token text, for the prepare step's environment and for redaction
+    /// only; never formatted into a message.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
     fn header(&self) -> Option<HeaderValue> {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
         v.set_sensitive(true);
@@ -74,6 +80,9 @@ pub struct HubConfig {
     pub token: Option<HubToken>,
     /// Where the token was looked for, for messages (`$HF_TOKEN`, then the file).
     pub token_search: String,
+    /// `HF_HOME` (default `$XDG_CACHE_HOME/huggingface` or
+    /// `~/.cache/huggingface`), passed on to the upstream prepare step.
+    pub home: PathBuf,
     /// The Hub cache (`HF_HUB_CACHE`, else `$HF_HOME/hub`).
     pub cache_dir: PathBuf,
     /// `HF_HUB_OFFLINE`: never touch the network, use the cache only.
@@ -144,6 +153,7 @@ impl HubConfig {
             endpoint,
             token,
             token_search: format!("$HF_TOKEN, then the token file {}", token_path.display()),
+            home: hf_home,
             cache_dir,
             offline: truthy(var("HF_HUB_OFFLINE")) || truthy(var("TRANSFORMERS_OFFLINE")),
             api_timeout: Duration::from_secs(30),

@@ -16,8 +16,10 @@
 //! cache (`.cache/speedbench/datasets`, or AIPerf's pre-staged
 //! `.cache/aiperf/datasets` for SPEED-Bench), else downloads Parquet files
 //! at a pinned revision into the standard Hub cache with [`HubClient`],
-//! resolving SPEED-Bench placeholder rows from their upstream sources
-//! ([`resolve`]) where that can be done exactly. [`prestage`] and
+//! resolving SPEED-Bench placeholder rows from their upstream sources:
+//! natively where that can be done exactly ([`resolve`]), otherwise by
+//! running the upstream prepare script, pinned by sha256, through a driver of
+//! our own ([`upstream`]); [`Resolver`] chooses. [`prestage`] and
 //! [`import_bundle`] carry resolved rows to air-gapped hosts.
 //!
 //! ```
@@ -41,6 +43,7 @@ pub mod parquet_rows;
 pub mod public;
 pub mod registry;
 pub mod resolve;
+pub mod upstream;
 
 pub use bundle::{BundleEntry, BundleManifest, import_bundle, prestage, verify_bundle};
 pub use error::{DatasetError, GateReason};
@@ -48,6 +51,8 @@ pub use hub::{HubClient, HubConfig, HubToken};
 pub use jsonl::PLACEHOLDER;
 pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
 pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
+pub use resolve::Resolver;
+pub use upstream::{PrepareScript, ScriptPin, UpstreamOptions};
 
 use std::collections::BTreeSet;
 use std::path::Path;

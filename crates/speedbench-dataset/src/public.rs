@@ -10,7 +10,8 @@ use crate::bundle::{BundleEntry, read_manifest, verify_entry};
 use crate::hub::{HubClient, HubConfig, write_atomic};
 use crate::parquet_rows::{json_kind, read_parquet_rows};
 use crate::registry::{DatasetSource, DatasetSpec, LiteratureSpec, lookup};
-use crate::resolve::resolve_speed_bench;
+use crate::resolve::{Resolver, resolve_config};
+use crate::upstream::UpstreamOptions;
 use crate::{Dataset, DatasetError};
 
 /// speedbench's dataset cache, relative to the working directory.
@@ -31,11 +32,19 @@ pub struct LoadOptions {
     pub read_only_caches: Vec<PathBuf>,
     /// How to reach the Hub.
     pub hub: HubConfig,
+    /// How SPEED-Bench placeholder rows are resolved (`--resolver`).
+    pub resolver: Resolver,
+    /// The upstream prepare step: script and Python interpreter
+    /// (`--prepare-script`, `--python`).
+    pub upstream: UpstreamOptions,
 }
 
 impl LoadOptions {
-    /// Options from the environment; `dataset_cache` overrides the default
-    /// cache, and AIPerf's cache is read when no override is given.
+    /// Options from the environment (the Hub's variables, and
+    /// `SPEEDBENCH_PYTHON`, `SPEEDBENCH_PREPARE_SCRIPT`,
+    /// `SPEEDBENCH_GITHUB_RAW_ENDPOINT` for the prepare step), resolving
+    /// with [`Resolver::Auto`]; `dataset_cache` overrides the default cache,
+    /// and AIPerf's cache is read when no override is given.
     pub fn from_env(dataset_cache: Option<PathBuf>) -> LoadOptions {
         let read_only_caches = if dataset_cache.is_some() {
             Vec::new()
@@ -46,6 +55,8 @@ impl LoadOptions {
             dataset_cache: dataset_cache.unwrap_or_else(|| PathBuf::from(DEFAULT_DATASET_CACHE)),
             read_only_caches,
             hub: HubConfig::from_env(),
+            resolver: Resolver::Auto,
+            upstream: UpstreamOptions::from_env(),
         }
     }
 }
@@ -74,6 +85,8 @@ pub enum Origin {
         commit: String,
         /// The resolved JSONL written.
         path: PathBuf,
+        /// How: `natively`, or `by the upstream prepare step (URL, sha256 …)`.
+        by: String,
     },
 }
 
@@ -91,9 +104,9 @@ impl std::fmt::Display for Origin {
                 }
             ),
             Origin::Hub { repo, commit } => write!(f, "{repo}@{commit}"),
-            Origin::Resolved { commit, path } => write!(
+            Origin::Resolved { commit, path, by } => write!(
                 f,
-                "resolved from nvidia/SPEED-Bench@{commit} into {}",
+                "resolved from nvidia/SPEED-Bench@{commit} {by} into {}",
                 path.display()
             ),
         }
@@ -212,27 +225,35 @@ pub async fn materialize(
         DatasetSource::SpeedBench { config, .. } => {
             let hub = HubClient::new(options.hub.clone())?;
             tracing::warn!(
-                "resolving SPEED-Bench {config:?} from its upstream sources; the result is cached \
-                 in {}",
+                "resolving SPEED-Bench {config:?} from its upstream sources (resolver {}); the \
+                 result is cached in {}",
+                options.resolver,
                 options.dataset_cache.display()
             );
-            let resolved = resolve_speed_bench(config, &hub).await?;
-            let jsonl = resolved.to_jsonl();
+            let resolved = resolve_config(
+                config,
+                &hub,
+                options.resolver,
+                &options.upstream,
+                &options.dataset_cache,
+            )
+            .await?;
             // Validate before caching: never cache placeholder text.
-            Dataset::from_jsonl_str(config, &jsonl)?;
+            Dataset::from_jsonl_str(config, &resolved.jsonl)?;
             let path = options.dataset_cache.join(spec.cache_file());
-            write_atomic(&path, jsonl.as_bytes())?;
+            write_atomic(&path, resolved.jsonl.as_bytes())?;
             tracing::warn!(
-                rows = resolved.rows.len(),
-                bytes = jsonl.len(),
-                "resolved SPEED-Bench {config:?} into {}",
+                bytes = resolved.jsonl.len(),
+                "resolved SPEED-Bench {config:?} {} into {}",
+                resolved.by,
                 path.display()
             );
             Ok(Materialized {
-                jsonl,
+                jsonl: resolved.jsonl,
                 origin: Origin::Resolved {
                     commit: resolved.commit.clone(),
                     path,
+                    by: resolved.by,
                 },
                 repo: Some(crate::registry::SPEED_BENCH_REPO.to_string()),
                 revision: Some(resolved.commit),

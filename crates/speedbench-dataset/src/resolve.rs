@@ -7,9 +7,11 @@
 //! pure lookups (a row id maps to a field); others depend on the prepare
 //! step's random-number streams (numpy PCG64, pandas `sample`, Python's
 //! Mersenne Twister) or on o200k tokenization, and cannot be reproduced
-//! bit-exactly here. [`UpstreamSource::support`] says which is which;
+//! bit-exactly here. [`UpstreamSource::support`] says which is which. Native
 //! resolution refuses a config whose placeholder rows need an unsupported
-//! source *before* downloading any source, and never fabricates a prompt.
+//! source *before* downloading any source, and never fabricates a prompt;
+//! with [`Resolver::Auto`] such a config is resolved by the upstream prepare
+//! step instead ([`crate::upstream`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -350,18 +352,68 @@ fn check_config_name(config: &str) -> Result<(), DatasetError> {
     Ok(())
 }
 
-/// Resolves a whole SPEED-Bench config (categories are filtered afterwards,
-/// never before: upstream resolution is order-dependent).
-///
-/// Order of work: the `cais/hle` access check (short deadline), the
-/// SPEED-Bench Parquet files at [`SPEED_BENCH_REVISION`], a classification
-/// of every placeholder row by source — failing with
-/// [`DatasetError::Unresolvable`] before any source download if one is not
-/// supported — then the sources, then the rows.
-pub async fn resolve_speed_bench(
+/// How SPEED-Bench placeholder rows are resolved (`--resolver`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Resolver {
+    /// Natively when every placeholder row's source is rebuilt exactly
+    /// ([`Support::Exact`]), else with the upstream prepare step.
+    #[default]
+    Auto,
+    /// Natively only: a row from another source is an error
+    /// ([`DatasetError::Unresolvable`]); never runs Python.
+    Native,
+    /// Always with the upstream prepare step
+    /// ([`crate::upstream`]), even where native resolution would do.
+    Upstream,
+}
+
+impl Resolver {
+    /// The names `--resolver` accepts, in [`Resolver`] order.
+    pub const NAMES: [&'static str; 3] = ["auto", "native", "upstream"];
+}
+
+impl std::str::FromStr for Resolver {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Resolver, String> {
+        match s {
+            "auto" => Ok(Resolver::Auto),
+            "native" => Ok(Resolver::Native),
+            "upstream" => Ok(Resolver::Upstream),
+            other => Err(format!(
+                "unknown resolver {other:?}; expected one of {}",
+                Resolver::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resolver::Auto => "auto",
+            Resolver::Native => "native",
+            Resolver::Upstream => "upstream",
+        })
+    }
+}
+
+/// A SPEED-Bench config's rows as published at the pinned revision.
+pub(crate) struct ConfigRows {
+    /// The commit read.
+    pub(crate) commit: String,
+    /// The Parquet files, in order.
+    pub(crate) paths: Vec<std::path::PathBuf>,
+    /// (file, index in file, row), in upstream order.
+    pub(crate) rows: Vec<(String, usize, JsonRow)>,
+}
+
+/// Checks the name and the `cais/hle` gate, then fetches the config's
+/// Parquet files at [`SPEED_BENCH_REVISION`] and reads their rows.
+pub(crate) async fn fetch_config(
     config: &str,
     hub: &HubClient,
-) -> Result<ResolvedConfig, DatasetError> {
+) -> Result<ConfigRows, DatasetError> {
     check_config_name(config)?;
     hub.check_gated_access(HLE_REPO).await?;
     let files = hub
@@ -374,38 +426,75 @@ pub async fn resolve_speed_bench(
             rows.push((name.clone(), i, row));
         }
     }
-    // Classify every placeholder row before downloading anything else.
-    let mut needed: BTreeMap<UpstreamSource, std::collections::HashSet<String>> = BTreeMap::new();
-    let mut unsupported: BTreeMap<String, usize> = BTreeMap::new();
-    let mut plan = Vec::with_capacity(rows.len());
-    for (name, i, row) in &rows {
-        let turns = turns_of(row, name, *i)?;
-        if !turns.first().is_some_and(|t| t.starts_with(PLACEHOLDER)) {
-            plan.push(None);
-            continue;
+    Ok(ConfigRows {
+        commit: files.commit,
+        paths: files.paths,
+        rows,
+    })
+}
+
+/// Every placeholder row classified by source, before any source download.
+pub(crate) struct Plan {
+    /// Per row: the exact source that rebuilds it, or `None` (not a
+    /// placeholder, or not natively supported).
+    per_row: Vec<Option<UpstreamSource>>,
+    /// The ids each exact source must provide.
+    needed: BTreeMap<UpstreamSource, std::collections::HashSet<String>>,
+    /// Placeholder rows native resolution cannot rebuild, per source.
+    unsupported: BTreeMap<String, usize>,
+}
+
+impl Plan {
+    /// Classifies every row of `config`.
+    pub(crate) fn new(
+        config: &str,
+        rows: &[(String, usize, JsonRow)],
+    ) -> Result<Plan, DatasetError> {
+        let mut plan = Plan {
+            per_row: Vec::with_capacity(rows.len()),
+            needed: BTreeMap::new(),
+            unsupported: BTreeMap::new(),
+        };
+        for (name, i, row) in rows {
+            let turns = turns_of(row, name, *i)?;
+            if !turns.first().is_some_and(|t| t.starts_with(PLACEHOLDER)) {
+                plan.per_row.push(None);
+                continue;
+            }
+            let source = row.get("source").and_then(Value::as_str).unwrap_or("");
+            match UpstreamSource::dispatch(source) {
+                Some(s) if s.support(config) == Support::Exact => {
+                    let src_id = row.get("src_id").and_then(Value::as_str).unwrap_or("");
+                    plan.needed.entry(s).or_default().insert(src_id.to_string());
+                    plan.per_row.push(Some(s));
+                }
+                Some(s) => {
+                    *plan.unsupported.entry(s.id().to_string()).or_default() += 1;
+                    plan.per_row.push(None);
+                }
+                None => {
+                    *plan
+                        .unsupported
+                        .entry(format!("unrecognised source {source:?}"))
+                        .or_default() += 1;
+                    plan.per_row.push(None);
+                }
+            }
         }
-        let source = row.get("source").and_then(Value::as_str).unwrap_or("");
-        match UpstreamSource::dispatch(source) {
-            Some(s) if s.support(config) == Support::Exact => {
-                let src_id = row.get("src_id").and_then(Value::as_str).unwrap_or("");
-                needed.entry(s).or_default().insert(src_id.to_string());
-                plan.push(Some(s));
-            }
-            Some(s) => {
-                *unsupported.entry(s.id().to_string()).or_default() += 1;
-                plan.push(None);
-            }
-            None => {
-                *unsupported
-                    .entry(format!("unrecognised source {source:?}"))
-                    .or_default() += 1;
-                plan.push(None);
-            }
-        }
+        Ok(plan)
     }
-    if !unsupported.is_empty() {
-        let count = unsupported.values().sum();
-        let sources = unsupported
+
+    /// Whether native resolution rebuilds every placeholder row.
+    pub(crate) fn is_native(&self) -> bool {
+        self.unsupported.is_empty()
+    }
+
+    /// Rows native resolution cannot rebuild, and `source (n rows: why)`
+    /// for each of their sources.
+    pub(crate) fn unsupported(&self, config: &str) -> (usize, String) {
+        let count = self.unsupported.values().sum();
+        let sources = self
+            .unsupported
             .iter()
             .map(|(s, n)| {
                 let why = UpstreamSource::dispatch(s)
@@ -419,6 +508,37 @@ pub async fn resolve_speed_bench(
             })
             .collect::<Vec<_>>()
             .join("; ");
+        (count, sources)
+    }
+}
+
+/// Resolves a whole SPEED-Bench config natively (categories are filtered
+/// afterwards, never before: upstream resolution is order-dependent).
+///
+/// Order of work: the `cais/hle` access check (short deadline), the
+/// SPEED-Bench Parquet files at [`SPEED_BENCH_REVISION`], a classification
+/// of every placeholder row by source — failing with
+/// [`DatasetError::Unresolvable`] before any source download if one is not
+/// supported — then the sources, then the rows. [`crate::load_public_dataset`]
+/// chooses between this and the upstream prepare step ([`Resolver`]).
+pub async fn resolve_speed_bench(
+    config: &str,
+    hub: &HubClient,
+) -> Result<ResolvedConfig, DatasetError> {
+    let rows = fetch_config(config, hub).await?;
+    let plan = Plan::new(config, &rows.rows)?;
+    resolve_native(config, hub, rows, plan).await
+}
+
+/// Native resolution of rows already fetched and classified.
+pub(crate) async fn resolve_native(
+    config: &str,
+    hub: &HubClient,
+    rows: ConfigRows,
+    plan: Plan,
+) -> Result<ResolvedConfig, DatasetError> {
+    if !plan.is_native() {
+        let (count, sources) = plan.unsupported(config);
         return Err(DatasetError::Unresolvable {
             config: config.to_string(),
             count,
@@ -426,7 +546,7 @@ pub async fn resolve_speed_bench(
         });
     }
     let mut indexes = HashMap::new();
-    for (source, ids) in &needed {
+    for (source, ids) in &plan.needed {
         tracing::info!(
             source = source.id(),
             rows = ids.len(),
@@ -434,9 +554,9 @@ pub async fn resolve_speed_bench(
         );
         indexes.insert(*source, source.load_index(hub, ids).await?);
     }
-    let mut out = Vec::with_capacity(rows.len());
+    let mut out = Vec::with_capacity(rows.rows.len());
     let mut resolved: BTreeMap<String, usize> = BTreeMap::new();
-    for ((name, i, mut row), source) in rows.into_iter().zip(plan) {
+    for ((name, i, mut row), source) in rows.rows.into_iter().zip(plan.per_row) {
         let mut turns = turns_of(&row, &name, i)?;
         if let Some(source) = source {
             let str_of = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -468,9 +588,62 @@ pub async fn resolve_speed_bench(
     }
     Ok(ResolvedConfig {
         config: config.to_string(),
-        commit: files.commit,
+        commit: rows.commit,
         rows: out,
         resolved,
+    })
+}
+
+/// A resolved config as the JSONL text to cache.
+pub(crate) struct Resolution {
+    /// The SPEED-Bench commit read.
+    pub(crate) commit: String,
+    /// The rows, one JSON object a line.
+    pub(crate) jsonl: String,
+    /// How the rows were resolved, for the origin and the logs.
+    pub(crate) by: String,
+}
+
+/// Resolves `config` with the chosen resolver: natively when it can (or must),
+/// else by running the upstream prepare step.
+pub(crate) async fn resolve_config(
+    config: &str,
+    hub: &HubClient,
+    resolver: Resolver,
+    upstream: &crate::upstream::UpstreamOptions,
+    dataset_cache: &std::path::Path,
+) -> Result<Resolution, DatasetError> {
+    let rows = fetch_config(config, hub).await?;
+    let plan = Plan::new(config, &rows.rows)?;
+    let native = match resolver {
+        Resolver::Native => true,
+        Resolver::Upstream => false,
+        Resolver::Auto => plan.is_native(),
+    };
+    if native {
+        let commit = rows.commit.clone();
+        let resolved = resolve_native(config, hub, rows, plan).await?;
+        return Ok(Resolution {
+            commit,
+            jsonl: resolved.to_jsonl(),
+            by: "natively".into(),
+        });
+    }
+    // In auto mode, say why Python is needed if it turns out to be missing.
+    let why = (resolver == Resolver::Auto).then(|| plan.unsupported(config));
+    let (jsonl, by) = crate::upstream::run_prepare_step(
+        config,
+        &rows,
+        upstream,
+        hub.config(),
+        dataset_cache,
+        why,
+    )
+    .await?;
+    Ok(Resolution {
+        commit: rows.commit,
+        jsonl,
+        by,
     })
 }
 

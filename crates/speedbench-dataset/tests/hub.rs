@@ -12,15 +12,26 @@ use common::{BAD_TOKEN, FakeHub, GOOD_TOKEN, NOACCESS_TOKEN, SPEED_BENCH_MAIN};
 use speedbench_dataset::hub::{HubClient, repo_folder};
 use speedbench_dataset::registry::SPEED_BENCH_REVISION;
 use speedbench_dataset::{
-    DatasetError, GateReason, LoadOptions, Origin, PLACEHOLDER, import_bundle, load_public_dataset,
-    prestage,
+    DatasetError, GateReason, LoadOptions, Origin, PLACEHOLDER, PrepareScript, Resolver, ScriptPin,
+    UpstreamOptions, import_bundle, load_public_dataset, prestage,
 };
+
+/// An upstream prepare step that cannot run: nothing on 127.0.0.1:9, no
+/// such interpreter. These tests never need it.
+fn no_upstream() -> UpstreamOptions {
+    UpstreamOptions {
+        script: PrepareScript::Pinned(ScriptPin::nemo_skills("http://127.0.0.1:9")),
+        python: "/nonexistent/speedbench-test/python3".into(),
+    }
+}
 
 fn options(hub: &FakeHub, dir: &Path, token: Option<&str>) -> LoadOptions {
     LoadOptions {
         dataset_cache: dir.join("datasets"),
         read_only_caches: vec![dir.join("aiperf")],
         hub: hub.config(dir, token),
+        resolver: Resolver::Auto,
+        upstream: no_upstream(),
     }
 }
 
@@ -310,10 +321,11 @@ async fn the_gate_fails_fast_with_instructions_and_never_shows_the_token() {
 }
 
 #[tokio::test]
-async fn unreproducible_sources_are_refused_before_any_source_download() {
+async fn the_native_resolver_refuses_unreproducible_sources_before_any_source_download() {
     let hub = FakeHub::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let o = options(&hub, dir.path(), Some(GOOD_TOKEN));
+    let mut o = options(&hub, dir.path(), Some(GOOD_TOKEN));
+    o.resolver = Resolver::Native;
     let err = load_public_dataset("speed_bench_throughput_1k_mixed", &o)
         .await
         .unwrap_err();
@@ -327,6 +339,7 @@ async fn unreproducible_sources_are_refused_before_any_source_download() {
         "RUCAIBox/BAMBOO (1 rows",
         "TIGER-Lab/MMLU-Pro (1 rows",
         "prepare.py",
+        "--resolver auto",
         "speedbench datasets import",
     ] {
         assert!(msg.contains(needle), "{needle}: {msg}");
@@ -450,6 +463,8 @@ async fn aiperf_caches_are_used_as_is_and_placeholders_are_rejected() {
             "HF_HOME" => Some(dir.path().join("hf").display().to_string()),
             _ => None,
         }),
+        resolver: Resolver::Auto,
+        upstream: no_upstream(),
     };
     let aiperf = dir.path().join("aiperf/speed-bench/qualitative.jsonl");
     std::fs::create_dir_all(aiperf.parent().unwrap()).unwrap();
@@ -519,6 +534,8 @@ async fn prestage_then_import_on_an_air_gapped_host() {
             "HF_HUB_OFFLINE" => Some("1".into()),
             _ => None,
         }),
+        resolver: Resolver::Auto,
+        upstream: no_upstream(),
     };
     // Pointing --dataset-cache at the bundle works directly, verified.
     let d = load_public_dataset("speed_bench_writing", &off(&bundle))
@@ -561,6 +578,8 @@ async fn spec_bench_questions_load_from_the_cache_or_say_where_to_put_them() {
         dataset_cache: dir.path().to_path_buf(),
         read_only_caches: vec![],
         hub: speedbench_dataset::HubConfig::from_vars(|_| None),
+        resolver: Resolver::Auto,
+        upstream: no_upstream(),
     };
     let err = load_public_dataset("spec_bench", &o).await.unwrap_err();
     assert!(
