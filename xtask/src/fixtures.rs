@@ -11,7 +11,9 @@
 //! loopback Hub test server: the five literature datasets in the Parquet
 //! conversion branch's layout, SPEED-Bench configs with placeholder rows, and
 //! the upstream sources those rows resolve from (CNN/DailyMail, HLE,
-//! CodeContests). `fixtures/spec_bench_question.jsonl` is Spec-Bench's
+//! CodeContests); `throughput_8k` names a source on a host outside the
+//! allowed set. `fixtures/upstream/fake_prepare.py` (written by hand, not
+//! generated) stands in for NeMo-Skills' prepare script in tests. `fixtures/spec_bench_question.jsonl` is Spec-Bench's
 //! `question.jsonl` format in miniature.
 
 use std::path::Path;
@@ -289,6 +291,15 @@ fn hub_files() -> Vec<(&'static str, Vec<u8>)> {
             speed_bench(200, vec![
                 inline("low_entropy", &["[low_entropy 1] Continue the sequence: 2 4 6 8."]),
                 inline("mixed", &["[mixed 1] Find the hidden number in this passage: ... 42 ..."]),
+            ]),
+        ),
+        (
+            // A row whose source URL is off the allowed hosts: the upstream
+            // prepare step must never be run on it.
+            "fixtures/hub/nvidia/SPEED-Bench/throughput_8k/test-00000-of-00001.parquet",
+            speed_bench(300, vec![
+                inline("low_entropy", &["[low_entropy 2] Reverse this list: 1 2 3."]),
+                placeholder("high_entropy", Some("{content}"), "https://evil.example/RUCAIBox/BAMBOO/senhallu_16k.jsonl", "senhallu_1_2"),
             ]),
         ),
         (

@@ -6,8 +6,11 @@
 //!   generator makes (CI runs this).
 //! - `fuzz [--seconds N] [--target NAME]`: run every cargo-fuzz target under
 //!   `fuzz/` for N seconds (default 60) on the stable toolchain.
-//! - `prestage --dataset NAME --out DIR`: resolve or download a registered
-//!   dataset and write a checksummed bundle for air-gapped hosts.
+//! - `prestage --dataset NAME --out DIR [--resolver R] [--python PATH]
+//!   [--prepare-script PATH]`: resolve or download a registered dataset and
+//!   write a checksummed bundle for air-gapped hosts.
+//! - `prepare-venv`: create `target/prepare-venv`, the Python (datasets,
+//!   numpy, pandas) the upstream-prepare-step tests run.
 //! - `bench report [--records N]`: time `speedbench report` building the
 //!   acceptance matrix over 1,000,000 records (target: under 2 s).
 //! - `bench client [--requests N] [--no-aiperf]`: client request rate,
@@ -28,6 +31,7 @@ mod bench_load;
 mod bench_report;
 mod fixtures;
 mod fuzz;
+mod prepare_venv;
 mod prestage;
 
 fn main() -> ExitCode {
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
         Some("prestage") => prestage::run(&args[1..]),
+        Some("prepare-venv") => prepare_venv::run(&workspace_root(), &args[1..]),
         Some("fuzz") => fuzz::run(&workspace_root(), &args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
             bench_load::run(&workspace_root(), &args[2..])
@@ -49,7 +54,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n\ngot: {args:?}"
         )),
     };
     match result {

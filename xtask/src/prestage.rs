@@ -1,16 +1,23 @@
-//! `cargo xtask prestage --dataset NAME --out DIR [--dataset-cache DIR]`:
+//! `cargo xtask prestage --dataset NAME --out DIR [--dataset-cache DIR]
+//! [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]`:
 //! resolve or download a registered dataset on a connected machine and write
 //! it, with a manifest (revision, row count, sha256), into a bundle that an
 //! air-gapped host imports with `speedbench datasets import DIR`.
+//! SPEED-Bench configs with sources speedbench does not rebuild natively run
+//! the upstream prepare step (Python 3 with datasets, pandas, numpy,
+//! tiktoken; `SPEEDBENCH_PYTHON` or `--python`).
 
 use std::path::PathBuf;
 
-use speedbench_dataset::{LoadOptions, prestage};
+use speedbench_dataset::{LoadOptions, PrepareScript, Resolver, prestage};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut names = Vec::new();
     let mut out = None;
     let mut cache = None;
+    let mut resolver = Resolver::Auto;
+    let mut python = None;
+    let mut script = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |flag: &str| {
@@ -22,6 +29,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--dataset" => names.push(value("--dataset")?),
             "--out" => out = Some(PathBuf::from(value("--out")?)),
             "--dataset-cache" => cache = Some(PathBuf::from(value("--dataset-cache")?)),
+            "--resolver" => resolver = value("--resolver")?.parse()?,
+            "--python" => python = Some(PathBuf::from(value("--python")?)),
+            "--prepare-script" => script = Some(PathBuf::from(value("--prepare-script")?)),
             other => return Err(format!("prestage: unexpected argument {other:?}")),
         }
     }
@@ -29,7 +39,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if names.is_empty() {
         return Err("prestage: --dataset NAME is required (repeatable)".into());
     }
-    let options = LoadOptions::from_env(cache);
+    let mut options = LoadOptions::from_env(cache);
+    options.resolver = resolver;
+    if let Some(p) = python {
+        options.upstream.python = p;
+    }
+    if let Some(s) = script {
+        options.upstream.script = PrepareScript::Local(s);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -57,6 +57,8 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     truncate: AtomicBool,
     port: Mutex<u16>,
+    /// Files of the raw GitHub endpoint (`/raw/<path>`), by path.
+    raw: Mutex<HashMap<String, Bytes>>,
 }
 
 /// The running server.
@@ -191,6 +193,22 @@ impl FakeHub {
             .count()
     }
 
+    /// Serves `body` at `{raw_endpoint}/{path}`, the raw GitHub endpoint: a
+    /// request there is redirected to another host name (`localhost`), like
+    /// GitHub's own redirects, which serves the bytes.
+    pub fn serve_raw(&self, path: &str, body: impl Into<Bytes>) {
+        self.state
+            .raw
+            .lock()
+            .unwrap()
+            .insert(path.trim_start_matches('/').to_string(), body.into());
+    }
+
+    /// The base URL standing in for `https://raw.githubusercontent.com`.
+    pub fn raw_endpoint(&self) -> String {
+        format!("{}/raw", self.url)
+    }
+
     /// Serves half of every file from now on (with full `X-Linked-Size`).
     pub fn set_truncate(&self, on: bool) {
         self.state.truncate.store(on, Ordering::SeqCst);
@@ -313,6 +331,23 @@ fn handle(st: &State, req: Request<hyper::body::Incoming>) -> Response<Full<Byte
     // A bad token is rejected everywhere, as the Hub does.
     if auth.as_deref() == Some(&format!("Bearer {BAD_TOKEN}")) {
         return gate("", auth.as_deref()).unwrap();
+    }
+    if let Some(rest) = path.strip_prefix("/raw/") {
+        if !st.raw.lock().unwrap().contains_key(rest) {
+            return respond(StatusCode::NOT_FOUND, &[], "404: Not Found");
+        }
+        let port = *st.port.lock().unwrap();
+        return respond(
+            StatusCode::FOUND,
+            &[("location", format!("http://localhost:{port}/rawcdn/{rest}"))],
+            Bytes::new(),
+        );
+    }
+    if let Some(rest) = path.strip_prefix("/rawcdn/") {
+        return match st.raw.lock().unwrap().get(rest) {
+            Some(b) => respond(StatusCode::OK, &[], b.clone()),
+            None => respond(StatusCode::NOT_FOUND, &[], "404: Not Found"),
+        };
     }
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if seg.first() == Some(&"cdn") && seg.len() == 2 {
