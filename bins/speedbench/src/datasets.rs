@@ -1,13 +1,41 @@
-//! `speedbench datasets`: list the registered datasets, import pre-staged
-//! bundles; and the `--public-dataset` loading `speedbench profile` uses.
+//! `speedbench datasets`: list the registered datasets, resolve them into
+//! the cache, import pre-staged bundles; and the `--public-dataset` loading
+//! `speedbench profile` uses.
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
-use speedbench_dataset::{Dataset, LoadOptions, import_bundle, load_public_dataset, registry};
+use speedbench_dataset::{
+    Dataset, LoadOptions, PrepareScript, Resolver, import_bundle, load_public_dataset, registry,
+};
 
 use crate::{CliError, Context, Outcome};
+
+/// How SPEED-Bench placeholder rows are resolved.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ResolveArgs {
+    /// `auto`: natively when every placeholder's source is rebuilt exactly,
+    /// else by running the upstream prepare step (NeMo-Skills' prepare.py,
+    /// pinned by sha256; needs Python 3 with datasets, pandas, numpy,
+    /// tiktoken). `native`: never run Python. `upstream`: always the prepare step.
+    #[arg(
+        long,
+        value_name = "RESOLVER",
+        default_value = "auto",
+        value_parser = PossibleValuesParser::new(Resolver::NAMES)
+            .map(|s| s.parse::<Resolver>().expect("a possible value"))
+    )]
+    pub resolver: Resolver,
+    /// The Python interpreter that runs the prepare step (default `python3`).
+    #[arg(long, value_name = "PATH", env = "SPEEDBENCH_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// Run this local prepare script instead of downloading the pinned one
+    /// (it is run as given; its sha256 is logged).
+    #[arg(long, value_name = "PATH", env = "SPEEDBENCH_PREPARE_SCRIPT")]
+    pub prepare_script: Option<PathBuf>,
+}
 
 /// The `--public-dataset` options of `speedbench profile`.
 #[derive(Args, Debug, Clone, Default)]
@@ -20,6 +48,22 @@ pub struct PublicDatasetArgs {
     /// `cargo xtask prestage` (its checksums are verified).
     #[arg(long, value_name = "DIR")]
     pub dataset_cache: Option<PathBuf>,
+    /// `--resolver`, `--python`, `--prepare-script`.
+    #[command(flatten)]
+    pub resolve: ResolveArgs,
+}
+
+/// Load options from the environment and these arguments.
+fn load_options(cache: Option<PathBuf>, resolve: &ResolveArgs) -> LoadOptions {
+    let mut options = LoadOptions::from_env(cache);
+    options.resolver = resolve.resolver;
+    if let Some(python) = &resolve.python {
+        options.upstream.python = python.clone();
+    }
+    if let Some(script) = &resolve.prepare_script {
+        options.upstream.script = PrepareScript::Local(script.clone());
+    }
+    options
 }
 
 /// Options of `speedbench datasets`.
@@ -35,6 +79,18 @@ pub struct DatasetsArgs {
 pub enum DatasetsCommand {
     /// List every `--public-dataset` name with its size and description.
     List,
+    /// Fetch a registered dataset into the dataset cache, resolving a
+    /// SPEED-Bench config's placeholder rows (the whole config, once).
+    Resolve {
+        /// A `--public-dataset` name.
+        name: String,
+        /// Dataset cache (default `.cache/speedbench/datasets`).
+        #[arg(long, value_name = "DIR")]
+        dataset_cache: Option<PathBuf>,
+        /// `--resolver`, `--python`, `--prepare-script`.
+        #[command(flatten)]
+        resolve: ResolveArgs,
+    },
     /// Verify a bundle made by `cargo xtask prestage` (sha256, sizes, row
     /// counts) and copy it into the dataset cache, for air-gapped hosts.
     Import {
@@ -68,9 +124,26 @@ pub fn render_list() -> String {
 }
 
 /// Runs `speedbench datasets`.
-pub fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
+pub async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
     match args.command.unwrap_or(DatasetsCommand::List) {
         DatasetsCommand::List => print!("{}", render_list()),
+        DatasetsCommand::Resolve {
+            name,
+            dataset_cache,
+            resolve,
+        } => {
+            let options = load_options(dataset_cache, &resolve);
+            let loaded = load_public_dataset(&name, &options)
+                .await
+                .context(format!("resolving {name}"))?;
+            println!(
+                "{}: {} conversations, {} turns, from {}",
+                loaded.spec.name,
+                loaded.dataset.conversations.len(),
+                loaded.dataset.turn_count(),
+                loaded.origin
+            );
+        }
         DatasetsCommand::Import { dir, dataset_cache } => {
             let m = import_bundle(&dir, &dataset_cache)
                 .context(format!("importing bundle {}", dir.display()))?;
@@ -89,9 +162,10 @@ pub fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Done)
 }
 
-/// Loads `--public-dataset NAME` (with `--dataset-cache DIR`, if given).
-pub async fn load_public(name: &str, cache: Option<PathBuf>) -> Result<Dataset, CliError> {
-    let options = LoadOptions::from_env(cache);
+/// Loads `--public-dataset NAME` (with `--dataset-cache DIR` and the
+/// resolver options, if given).
+pub async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset, CliError> {
+    let options = load_options(args.dataset_cache.clone(), &args.resolve);
     let loaded = load_public_dataset(name, &options)
         .await
         .context(format!("loading --public-dataset {name}"))?;

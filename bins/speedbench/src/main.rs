@@ -32,7 +32,7 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Serve the simulated OpenAI-compatible server until Ctrl-C.
     Sim(sim::SimArgs),
-    /// List the registered datasets; import pre-staged bundles.
+    /// List the registered datasets; resolve them into the cache; import pre-staged bundles.
     Datasets(datasets::DatasetsArgs),
     /// Build the acceptance matrix from one or more run directories.
     Report(report::ReportArgs),
@@ -49,7 +49,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // The upstream prepare step's progress (tens of minutes) is shown.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,speedbench_dataset::upstream=info")
+                }),
         )
         .with_target(false)
         .init();
@@ -76,7 +79,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
             Command::Report(args) => report::run(args),
-            Command::Datasets(args) => datasets::run(args),
+            Command::Datasets(args) => datasets::run(args).await,
             Command::Compare(args) => compare::run(args),
         }
     });

@@ -282,9 +282,7 @@ async fn wait_for_signal() {
 pub async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     let dataset = match (&args.input_file, &args.public.public_dataset) {
         (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file")?,
-        (None, Some(name)) => {
-            crate::datasets::load_public(name, args.public.dataset_cache.clone()).await?
-        }
+        (None, Some(name)) => crate::datasets::load_public(name, &args.public).await?,
         _ => {
             return Err(fail(
                 "profile",

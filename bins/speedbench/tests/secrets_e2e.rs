@@ -173,3 +173,98 @@ async fn malformed_secret_arguments_are_not_echoed() {
     }
     assert_dir_clean(dir.path());
 }
+
+/// The Python for the upstream prepare step (see
+/// crates/speedbench-dataset/tests/upstream.rs), or `None` when opted out.
+fn test_python() -> Option<std::path::PathBuf> {
+    match std::env::var("SPEEDBENCH_TEST_PYTHON") {
+        Ok(v) if v == "skip" => {
+            eprintln!("SKIPPED: SPEEDBENCH_TEST_PYTHON=skip; the prepare step was not run");
+            None
+        }
+        Ok(v) if Path::new(&v).exists() => Some(v.into()),
+        other => panic!(
+            "SPEEDBENCH_TEST_PYTHON={other:?} is not a Python: run `cargo xtask prepare-venv` \
+             (.cargo/config.toml points the variable at target/prepare-venv/bin/python), set it \
+             to a Python 3 with datasets and numpy, or to `skip` to opt out"
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prepare_steps_output_never_shows_the_token() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    // An offline Hub cache holding the fixture config at the pinned revision.
+    let hf_home = dir.path().join("hf");
+    let snapshot = hf_home
+        .join("hub/datasets--nvidia--SPEED-Bench/snapshots")
+        .join(speedbench_dataset::registry::SPEED_BENCH_REVISION)
+        .join("throughput_1k");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::copy(
+        fixtures.join("hub/nvidia/SPEED-Bench/throughput_1k/test-00000-of-00001.parquet"),
+        snapshot.join("test-00000-of-00001.parquet"),
+    )
+    .unwrap();
+    let fake = std::fs::read_to_string(fixtures.join("upstream/fake_prepare.py")).unwrap();
+    let cache = dir.path().join("cache");
+    let resolve = |mode: &str| {
+        let script = dir.path().join(format!("fake_{mode}.py"));
+        std::fs::write(
+            &script,
+            fake.replace("MODE = \"resolve\"", &format!("MODE = {mode:?}")),
+        )
+        .unwrap();
+        let mut cmd = bin();
+        cmd.args([
+            "datasets",
+            "resolve",
+            "speed_bench_throughput_1k",
+            "--resolver",
+            "upstream",
+        ])
+        .arg("--dataset-cache")
+        .arg(&cache)
+        .arg("--python")
+        .arg(&python)
+        .arg("--prepare-script")
+        .arg(&script)
+        .env("HF_TOKEN", SECRETS[2])
+        .env("HF_HOME", &hf_home)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("RUST_LOG", "debug");
+        cmd
+    };
+
+    // The child raises, quoting HF_TOKEN: the relayed lines and the error's
+    // quoted tail are redacted.
+    let out = resolve("fail").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("Unauthorized for token <redacted>") && stderr.contains("exit status: 1"),
+        "{stderr}"
+    );
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert!(!cache.join("speed-bench/throughput_1k.jsonl").exists());
+
+    // It succeeds: the token reached the child through its environment only.
+    let out = resolve("resolve").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("token=set"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("speed_bench_throughput_1k: 4 conversations"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert!(assert_dir_clean(dir.path()) >= 4);
+    assert!(cache.join("speed-bench/throughput_1k.jsonl").is_file());
+}
