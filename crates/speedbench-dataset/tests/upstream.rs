@@ -550,6 +550,48 @@ async fn without_python_packages_auto_says_which_rows_need_them_and_what_to_do()
 }
 
 #[tokio::test]
+async fn a_package_the_script_imports_is_reported_as_missing() {
+    // The pinned script imports tiktoken and pandas as well; a package the
+    // script needs is reported like one the driver needs.
+    let Some(python) = test_python() else { return };
+    let hub = FakeHub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("needs_more.py");
+    let text = String::from_utf8(fake_script()).unwrap();
+    std::fs::write(
+        &script,
+        text.replacen(
+            "import os\n",
+            "import os\nimport speedbench_no_such_module\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let o = options(
+        &hub,
+        dir.path(),
+        Resolver::Auto,
+        PrepareScript::Local(script.clone()),
+        python,
+    );
+    let err = load_public_dataset("speed_bench_throughput_1k", &o)
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, DatasetError::PythonUnavailable { count: 3, .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("cannot import speedbench_no_such_module")
+            && msg.contains(&script.display().to_string())
+            && msg.contains("pip install datasets pandas numpy tiktoken"),
+        "{msg}"
+    );
+    assert!(speed_bench_files(dir.path()).is_empty());
+}
+
+#[tokio::test]
 async fn a_source_off_the_allowed_hosts_stops_resolution_before_python_runs() {
     let hub = FakeHub::start().await;
     let dir = tempfile::tempdir().unwrap();
