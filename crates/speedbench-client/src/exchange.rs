@@ -8,7 +8,7 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{ClientOptions, describe, new_client};
+use speedbench_http::{ClientOptions, ConnectionClock, describe, new_client};
 use speedbench_record::ErrorKind;
 
 use crate::error::ClientError;
@@ -46,6 +46,8 @@ pub(crate) struct Exchange {
     pub status: Option<u16>,
     pub state: ResponseState,
     pub error: Option<(ErrorKind, String)>,
+    /// The answering connection's clock, once a response arrived.
+    clock: Option<ConnectionClock>,
 }
 
 impl HttpClient {
@@ -102,10 +104,16 @@ impl HttpClient {
             status: None,
             state: ResponseState::default(),
             error: None,
+            clock: None,
         };
         let result =
             tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
-        ex.ended_at = Instant::now();
+        let now = Instant::now();
+        ex.ended_at = match (&result, &ex.clock) {
+            // A complete response ended when its last bytes were read.
+            (Ok(Ok(())), Some(clock)) => clock.arrival(now),
+            _ => now,
+        };
         match result {
             Ok(Ok(())) => {}
             Ok(Err(e)) => ex.error = Some(e),
@@ -164,13 +172,24 @@ impl HttpClient {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        // The request is timed from when its bytes were written and frames
+        // from when their connection read them, not from when this task got
+        // round to either (see `ConnectionClock`).
+        let clock = resp.extensions().get::<ConnectionClock>().cloned();
+        if let Some(written) = clock.as_ref().and_then(ConnectionClock::request_written)
+            && written >= ex.sent_at
+        {
+            ex.sent_at = written;
+        }
+        ex.clock = clock.clone();
         let mut body = resp.into_body();
         let mut sse = SseParser::new();
         let mut events: Vec<SseEvent> = Vec::new();
         let mut whole = Vec::new();
         while let Some(frame) = body.frame().await {
             // Timestamp before any parsing: this is when the bytes arrived.
-            let at = Instant::now();
+            let now = Instant::now();
+            let at = clock.as_ref().map_or(now, |c| c.arrival(now));
             let frame = frame.map_err(|e| (ErrorKind::Connection, describe(&e)))?;
             let Ok(data) = frame.into_data() else {
                 continue;

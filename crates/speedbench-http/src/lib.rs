@@ -35,8 +35,14 @@ use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-/// The connector every speedbench client uses: HTTP, or HTTPS via rustls.
-pub type Connector = HttpsConnector<HttpConnector>;
+mod clock;
+
+pub use clock::{ConnectionClock, TimedConnector, TimedStream};
+
+/// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
+/// with each connection's reads stamping a [`ConnectionClock`] that every response
+/// carries in its extensions.
+pub type Connector = TimedConnector<HttpsConnector<HttpConnector>>;
 
 /// A pooled client whose request bodies are buffered [`Bytes`].
 pub type HttpClient = Client<Connector, Full<Bytes>>;
@@ -165,11 +171,13 @@ pub fn new_connector(options: &ClientOptions) -> Result<Connector, HttpError> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
-    Ok(HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config(options)?)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http))
+    Ok(TimedConnector(
+        HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(options)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http),
+    ))
 }
 
 /// Builds a pooled keep-alive client.

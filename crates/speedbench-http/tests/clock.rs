@@ -1,0 +1,112 @@
+//! The connection clock against a loopback server that says exactly when it
+//! read each request and wrote each chunk.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use speedbench_http::{ClientOptions, ConnectionClock, new_client};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Moments the server saw, per request: (connection number, request fully
+/// read, second chunk written).
+type ServerMoments = (usize, Instant, Instant);
+
+/// Serves keep-alive connections: each response is chunked, its second chunk
+/// written 20 ms after the first.
+async fn server() -> (String, mpsc::UnboundedReceiver<ServerMoments>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for conn in 0.. {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            sock.set_nodelay(true).unwrap();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let read_at = Instant::now();
+                    buf.clear();
+                    sock.write_all(
+                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n",
+                    )
+                    .await
+                    .unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let second_at = Instant::now();
+                    sock.write_all(b"6\r\nsecond\r\n0\r\n\r\n").await.unwrap();
+                    let _ = tx.send((conn, read_at, second_at));
+                }
+            });
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stamps_bound_the_true_moments_on_every_request_of_a_connection() {
+    let (url, mut moments) = server().await;
+    let client = new_client(&ClientOptions::default()).unwrap();
+    for i in 0..2 {
+        // Let the first connection go back to the pool, so the second
+        // request reuses it and must be stamped afresh.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let before_send = Instant::now();
+        let req = Request::get(url.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = client.request(req).await.unwrap();
+        let clock = resp
+            .extensions()
+            .get::<ConnectionClock>()
+            .cloned()
+            .expect("every response carries its connection's clock");
+        let written = clock.request_written().expect("the request was written");
+        let mut body = resp.into_body();
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let now = Instant::now();
+            if let Ok(data) = frame.unwrap().into_data() {
+                frames.push((data, clock.arrival(now), now));
+            }
+        }
+        let (conn, read_at, second_at) = moments.recv().await.unwrap();
+        assert_eq!(conn, 0, "request {i} did not reuse the pooled connection");
+        let last_read = clock
+            .last_read()
+            .expect("reads that returned data are stamped");
+        assert!(
+            last_read >= second_at,
+            "the last read is the one after the last write"
+        );
+        // The request's bytes left after we asked to send them and before
+        // the server had read them.
+        assert!(written >= before_send, "request stamped before it was sent");
+        assert!(
+            written <= read_at,
+            "request stamped after the server read it"
+        );
+        let second = frames
+            .iter()
+            .find(|(d, _, _)| d.as_ref() == b"second")
+            .expect("second chunk");
+        // The second chunk's stamp is no earlier than the server wrote it and
+        // no later than this task saw it.
+        assert!(
+            second.1 >= second_at,
+            "arrival stamped before the server wrote it"
+        );
+        assert!(second.1 <= second.2);
+    }
+}
