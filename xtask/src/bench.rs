@@ -30,7 +30,7 @@ use speedbench_client::{
 };
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::read_records_file;
-use speedbench_sim::{AcceptanceProfile, SimConfig, SimServer};
+use speedbench_sim::{AcceptanceProfile, RequestTruth, SimConfig, SimServer};
 
 const LEVELS: [usize; 3] = [1, 64, 1024];
 const OUTPUT_TOKENS: u32 = 16;
@@ -38,12 +38,15 @@ const OUTPUT_TOKENS: u32 = 16;
 struct Options {
     requests: u64,
     aiperf: bool,
+    /// Internal: serve a simulator with this TTFT (ms) for the TTFT part.
+    serve_sim: Option<f64>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         requests: 5_000,
         aiperf: true,
+        serve_sim: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -56,6 +59,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or("--requests needs a positive number")?;
             }
             "--no-aiperf" => o.aiperf = false,
+            "--serve-sim" => {
+                o.serve_sim = Some(
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--serve-sim needs a TTFT in milliseconds")?,
+                );
+            }
             other => return Err(format!("bench client: unknown option {other:?}")),
         }
     }
@@ -182,6 +192,9 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 /// would be meaningless, so a debug build re-runs itself in release mode.
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
+    if let Some(ttft_ms) = o.serve_sim {
+        return serve_sim(ttft_ms);
+    }
     if cfg!(debug_assertions) {
         eprintln!("bench client: re-running as an optimised build (cargo run --release -p xtask)");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -250,53 +263,158 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         }
         server.shutdown().await;
 
-        let injected_ms = 5.0;
-        let server = SimServer::start(sim_config(injected_ms), ([127, 0, 0, 1], 0).into())
+        let server = SimServer::start(sim_config(TTFT_INJECTED_MS), ([127, 0, 0, 1], 0).into())
             .await
             .map_err(|e| e.to_string())?;
-        let injected = (injected_ms * 1e6) as u64;
-        println!(
-            "\nTTFT error, {injected_ms} ms injected. Against the injected delay it includes the simulator's \
-             timer rounding (tokio's 1 ms wheel); against the moment the simulator actually handed the first \
-             content frame to the connection it is the client's error plus loopback transit both ways:"
-        );
-        for c in [1, 64] {
-            // One pass over distinct prompts, so each record pairs with one server log entry.
-            let rows = 256;
-            let before = server.ground_truth().requests_log.len();
-            let m = drive(&server.url(), c, rows as u64, &out.join(format!("ttft-c{c}"))).await?;
-            let truth = server.ground_truth();
-            let sent: std::collections::HashMap<&str, u64> = truth.requests_log[before..]
-                .iter()
-                .filter_map(|t| Some((t.conversation.as_str(), t.first_content_sent_ns?)))
-                .collect();
-            let prompts = dataset(rows);
-            let mut vs_injected: Vec<u64> = m.ttft_ns.iter().map(|(_, t)| t.saturating_sub(injected)).collect();
-            let below = m.ttft_ns.iter().filter(|(_, t)| *t < injected).count();
-            let mut vs_sent: Vec<u64> = m
-                .ttft_ns
-                .iter()
-                .filter_map(|(id, t)| {
-                    let conv = prompts.conversations.iter().find(|c| &c.id == id)?;
-                    Some(t.saturating_sub(*sent.get(conv.turns[0].as_str())?))
-                })
-                .collect();
-            vs_injected.sort_unstable();
-            vs_sent.sort_unstable();
-            let us = |v: &[u64], q: f64| percentile(v, q) as f64 / 1e3;
-            println!(
-                "  concurrency {c:>4}: vs injected p50 {:>7.1} us p99 {:>7.1} us (below it: {below}); \
-                 vs actual send p50 {:>6.1} us p99 {:>6.1} us over {} requests; p99 target 100 us: ratio {:.2}",
-                us(&vs_injected, 0.5),
-                us(&vs_injected, 0.99),
-                us(&vs_sent, 0.5),
-                us(&vs_sent, 0.99),
-                vs_sent.len(),
-                us(&vs_sent, 0.99) / 100.0,
-            );
-        }
+        ttft_section(&out, &server.url(), "same process (simulator on this runtime)").await?;
         server.shutdown().await;
+        let sim = SimProcess::start(TTFT_INJECTED_MS)?;
+        ttft_section(&out, &sim.url, "separate process (simulator in its own process)").await?;
         Ok::<(), String>(())
+    })
+}
+
+/// The TTFT delay the simulator injects in the TTFT part of the bench.
+const TTFT_INJECTED_MS: f64 = 5.0;
+
+/// Prints the TTFT error at concurrency 1 and 64 against a simulator
+/// injecting [`TTFT_INJECTED_MS`], read back from its `/debug/requests`.
+async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> {
+    let injected = (TTFT_INJECTED_MS * 1e6) as u64;
+    println!(
+        "\nTTFT error, {TTFT_INJECTED_MS} ms injected, {label}. Against the injected delay it includes the \
+         simulator's timer rounding (tokio's 1 ms wheel); against the moment the simulator actually handed \
+         the first content frame to its connection it is the client's error plus loopback transit both ways:"
+    );
+    let http = speedbench_http::new_client(&speedbench_http::ClientOptions::default())
+        .map_err(|e| e.to_string())?;
+    for c in [1, 64] {
+        // One pass over distinct prompts, so each record pairs with one server log entry.
+        let rows = 256;
+        let before = sim_log(&http, url).await?.len();
+        let dir = out.join(format!(
+            "ttft-{}-c{c}",
+            label.split(' ').next().unwrap_or("run")
+        ));
+        let m = drive(url, c, rows as u64, &dir).await?;
+        let log = sim_log(&http, url).await?;
+        let sent: std::collections::HashMap<&str, u64> = log[before..]
+            .iter()
+            .filter_map(|t| Some((t.conversation.as_str(), t.first_content_sent_ns?)))
+            .collect();
+        let prompts = dataset(rows);
+        let mut vs_injected: Vec<u64> = m
+            .ttft_ns
+            .iter()
+            .map(|(_, t)| t.saturating_sub(injected))
+            .collect();
+        let below = m.ttft_ns.iter().filter(|(_, t)| *t < injected).count();
+        let mut vs_sent: Vec<u64> = m
+            .ttft_ns
+            .iter()
+            .filter_map(|(id, t)| {
+                let conv = prompts.conversations.iter().find(|c| &c.id == id)?;
+                Some(t.saturating_sub(*sent.get(conv.turns[0].as_str())?))
+            })
+            .collect();
+        vs_injected.sort_unstable();
+        vs_sent.sort_unstable();
+        let us = |v: &[u64], q: f64| percentile(v, q) as f64 / 1e3;
+        println!(
+            "  concurrency {c:>4}: vs injected p50 {:>7.1} us p99 {:>7.1} us (below it: {below}); \
+             vs actual send p50 {:>6.1} us p99 {:>6.1} us over {} requests; p99 target 100 us: ratio {:.2}",
+            us(&vs_injected, 0.5),
+            us(&vs_injected, 0.99),
+            us(&vs_sent, 0.5),
+            us(&vs_sent, 0.99),
+            vs_sent.len(),
+            us(&vs_sent, 0.99) / 100.0,
+        );
+    }
+    Ok(())
+}
+
+/// The simulator's per-request log, from its `/debug/requests`.
+async fn sim_log(
+    http: &speedbench_http::HttpClient,
+    url: &str,
+) -> Result<Vec<RequestTruth>, String> {
+    let resp = speedbench_http::get(
+        http,
+        &format!("{url}/debug/requests"),
+        &[],
+        Duration::from_secs(10),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    #[derive(serde::Deserialize)]
+    struct Log {
+        requests: Vec<RequestTruth>,
+    }
+    serde_json::from_slice::<Log>(&resp.body)
+        .map(|l| l.requests)
+        .map_err(|e| format!("{url}/debug/requests: {e}"))
+}
+
+/// A simulator running in a child process (this binary with
+/// `bench client --serve-sim MS`), so that its scheduling does not share the
+/// client's runtime; it exits when its stdin closes.
+struct SimProcess {
+    child: std::process::Child,
+    url: String,
+}
+
+impl SimProcess {
+    fn start(ttft_ms: f64) -> Result<SimProcess, String> {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args(["bench", "client", "--serve-sim", &ttft_ms.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the simulator process: {e}"))?;
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().ok_or("no simulator stdout")?)
+            .read_line(&mut url)
+            .map_err(|e| format!("reading the simulator URL: {e}"))?;
+        let url = url.trim().to_string();
+        if url.is_empty() {
+            let _ = child.kill();
+            return Err("the simulator process printed no URL".into());
+        }
+        Ok(SimProcess { child, url })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The child side of [`SimProcess`]: serves until stdin closes.
+fn serve_sim(ttft_ms: f64) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let server = SimServer::start(sim_config(ttft_ms), ([127, 0, 0, 1], 0).into())
+            .await
+            .map_err(|e| e.to_string())?;
+        println!("{}", server.url());
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        // Blocks this runtime's thread until the parent closes stdin.
+        tokio::task::spawn_blocking(|| {
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        server.shutdown().await;
+        Ok(())
     })
 }
 

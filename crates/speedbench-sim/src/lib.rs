@@ -17,6 +17,10 @@
 //!   (Prometheus text 0.0.4: `vllm:spec_decode_*` counters, token and request
 //!   counters, `vllm:num_requests_running`; plus `llamacpp:spec_decode_*` for the
 //!   llama.cpp flavours). Unknown paths give a 404 JSON error.
+//! - `GET /debug/requests`: `{"requests": [...]}`, the ground truth's
+//!   per-request log ([`RequestTruth`] as JSON), for checking a client that
+//!   runs in another process (for example its TTFT against the moment the
+//!   first content frame was sent).
 //!
 //! # The model
 //! - **Prompt tokens** are the whitespace-separated word count of all message

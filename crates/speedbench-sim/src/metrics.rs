@@ -45,8 +45,9 @@ pub struct GroundTruth {
     pub counter_resets: Vec<u64>,
 }
 
-/// The truth about one completed request.
-#[derive(Debug, Clone, PartialEq)]
+/// The truth about one completed request (served as JSON by
+/// `GET /debug/requests`, so a client in another process can be checked).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RequestTruth {
     /// Conversation key: the first user message's text (the prompt for `/v1/completions`).
     pub conversation: String,

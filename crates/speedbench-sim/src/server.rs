@@ -336,6 +336,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         "/v1/models",
         "/health",
         "/metrics",
+        "/debug/requests",
     ];
     match (&method, path.as_str()) {
         (&Method::POST, "/v1/chat/completions") => generate(shared, Endpoint::Chat, req).await,
@@ -346,6 +347,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         ),
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+        }
+        (&Method::GET, "/debug/requests") => {
+            // Serialised under the lock, but only the log is cloned: a bench
+            // reads it once after its run, not while measuring.
+            let log = serde_json::to_value(&shared.truth().requests_log).unwrap_or_default();
+            json_response(StatusCode::OK, &serde_json::json!({ "requests": log }))
         }
         (&Method::GET, "/metrics") => {
             let exposed = {

@@ -124,6 +124,12 @@ async fn non_streaming_vllm_matches_ground_truth() {
         t.histogram,
         serde_json::from_value::<Vec<u64>>(spec["acceptance_histogram"].clone()).expect("h")
     );
+    // The same log, for a client in another process.
+    let r = send(s.local_addr(), "GET", "/debug/requests", None).await;
+    assert_eq!(r.status, 200);
+    let served: Vec<speedbench_sim::RequestTruth> =
+        serde_json::from_value(r.json()["requests"].clone()).expect("request log");
+    assert_eq!(served, t.requests_log);
     s.shutdown().await;
 }
 
