@@ -39,6 +39,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if names.is_empty() {
         return Err("prestage: --dataset NAME is required (repeatable)".into());
     }
+    // Show the resolution's warnings and the prepare step's relayed progress
+    // (tens of minutes for a full SPEED-Bench config); RUST_LOG overrides.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,speedbench_dataset::upstream=info")
+            }),
+        )
+        .with_target(false)
+        .try_init();
     let mut options = LoadOptions::from_env(cache);
     options.resolver = resolver;
     if let Some(p) = python {
