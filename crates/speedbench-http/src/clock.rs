@@ -8,9 +8,13 @@
 //! every connection so that its I/O stamps the connection's
 //! [`ConnectionClock`], which hyper puts into every response's extensions:
 //!
-//! - each read that returns data stamps [`ConnectionClock::last_read`]. A
-//!   body frame came from a read at or before the latest stamp, so the stamp
-//!   bounds the frame's arrival from above, never below;
+//! - each read that returns data stamps [`ConnectionClock::last_read`] with
+//!   the moment its last packet reached the socket: on Linux the kernel's
+//!   receive timestamp (`SO_TIMESTAMPNS`), taken before this process is even
+//!   scheduled, so a client busy with 1,000 streams still times them right;
+//!   elsewhere the moment the read returned. A body frame came from a read at
+//!   or before the latest stamp, so the stamp bounds the frame's arrival from
+//!   above, never below;
 //! - the first write after a read (or the first write at all) stamps
 //!   [`ConnectionClock::request_written`]: HTTP/1.1 without pipelining
 //!   writes a request only after the previous response was read, so this is
@@ -21,12 +25,14 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use hyper::Uri;
-use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
-use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use tokio::io::{AsyncWrite, Interest};
+use tokio::net::TcpStream;
 
 /// The process-wide origin of the clock's nanosecond stamps.
 fn origin() -> Instant {
@@ -56,7 +62,9 @@ impl Stamp {
 #[derive(Debug, Default)]
 struct Stamps {
     last_read: Stamp,
+    first_read: Stamp,
     request_written: Stamp,
+    kernel: std::sync::atomic::AtomicBool,
 }
 
 /// When a connection last read data and when its current request's first
@@ -79,6 +87,19 @@ impl ConnectionClock {
         self.0.request_written.get()
     }
 
+    /// The first read that returned data since the connection last wrote:
+    /// on a server, when the current request's first bytes arrived; on a
+    /// client, when the current response's first bytes did.
+    pub fn first_read(&self) -> Option<Instant> {
+        self.0.first_read.get()
+    }
+
+    /// Whether reads carry the kernel's receive timestamps (Linux), rather
+    /// than the moment the read returned.
+    pub fn kernel_receive_stamps(&self) -> bool {
+        self.0.kernel.load(Ordering::Relaxed)
+    }
+
     /// When the data of a body frame just received arrived: the latest read
     /// stamp, capped at `now` (the stamp cannot be later, but a clock that
     /// was never stamped falls back to `now`).
@@ -87,43 +108,98 @@ impl ConnectionClock {
     }
 }
 
-/// A connection whose I/O stamps a [`ConnectionClock`].
+/// A TCP connection whose I/O stamps a [`ConnectionClock`]. TLS, when used,
+/// runs on top of it, so the stamps are those of the encrypted bytes.
 #[derive(Debug)]
-pub struct TimedStream<T> {
-    inner: T,
+pub struct TimedStream {
+    inner: TcpStream,
     clock: ConnectionClock,
     /// Whether the next successful write starts a new request.
     read_since_write: bool,
+    /// Whether the next read returning data starts a new request (server)
+    /// or response (client).
+    wrote_since_read: bool,
+    /// Whether the kernel stamps this socket's received packets.
+    kernel_stamps: bool,
 }
 
-impl<T: Read + Unpin> Read for TimedStream<T> {
+impl TimedStream {
+    /// Wraps a TCP connection (a client's, or one a server accepted).
+    pub fn new(inner: TcpStream) -> TimedStream {
+        let kernel_stamps = kernel_rx::enable(&inner);
+        let clock = ConnectionClock::default();
+        clock.0.kernel.store(kernel_stamps, Ordering::Relaxed);
+        TimedStream {
+            inner,
+            clock,
+            read_since_write: true,
+            wrote_since_read: true,
+            kernel_stamps,
+        }
+    }
+
+    /// The connection's clock.
+    pub fn clock(&self) -> &ConnectionClock {
+        &self.clock
+    }
+
+    /// Reads into `buf`, returning the byte count and, where the kernel
+    /// stamped the packets, when the last of them arrived.
+    fn read_stamped(
+        &self,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> io::Result<(usize, Option<Instant>)> {
+        if self.kernel_stamps {
+            kernel_rx::recv(&self.inner, buf)
+        } else {
+            // SAFETY: `try_read` only writes initialised bytes into the
+            // slice and reports how many; the rest stays untouched.
+            let init = unsafe { &mut *(buf as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) };
+            self.inner.try_read(init).map(|n| (n, None))
+        }
+    }
+}
+
+impl Read for TimedStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        // Read through a buffer over the cursor's unfilled part, to learn how
-        // many bytes arrived (a zero-byte read is end of stream, not data).
-        // SAFETY: the inner reader only initialises bytes it reports as
-        // filled, and exactly that many are then marked filled in `buf`.
-        let filled = unsafe {
-            let mut inner_buf = ReadBuf::uninit(buf.as_mut());
-            match Pin::new(&mut self.inner).poll_read(cx, inner_buf.unfilled()) {
-                Poll::Ready(Ok(())) => inner_buf.filled().len(),
-                other => return other,
+        loop {
+            ready!(self.inner.poll_read_ready(cx))?;
+            // SAFETY: the reader initialises only the bytes it reports, and
+            // exactly that many are then marked filled in `buf`.
+            let unfilled = unsafe { buf.as_mut() };
+            match self
+                .inner
+                .try_io(Interest::READABLE, || self.read_stamped(unfilled))
+            {
+                Ok((n, kernel_at)) => {
+                    if n > 0 {
+                        // The kernel's stamp is when the packet arrived; the
+                        // fallback is now, before any parsing.
+                        let now = Instant::now();
+                        let at = kernel_at.map_or(now, |k| k.min(now));
+                        self.clock.0.last_read.set(at);
+                        if self.wrote_since_read {
+                            self.clock.0.first_read.set(at);
+                            self.wrote_since_read = false;
+                        }
+                        self.read_since_write = true;
+                    }
+                    // SAFETY: `n` bytes were initialised by the read.
+                    unsafe { buf.advance(n) };
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
             }
-        };
-        if filled > 0 {
-            self.clock.0.last_read.set(Instant::now());
-            self.read_since_write = true;
         }
-        // SAFETY: `filled` bytes were initialised by the inner read.
-        unsafe { buf.advance(filled) };
-        Poll::Ready(Ok(()))
     }
 }
 
-impl<T: Write + Unpin> Write for TimedStream<T> {
+impl Write for TimedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -146,7 +222,7 @@ impl<T: Write + Unpin> Write for TimedStream<T> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        true
     }
 
     fn poll_write_vectored(
@@ -161,8 +237,13 @@ impl<T: Write + Unpin> Write for TimedStream<T> {
     }
 }
 
-impl<T> TimedStream<T> {
+impl TimedStream {
     fn stamp_write(&mut self, started: Option<Instant>, poll: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = poll
+            && *n > 0
+        {
+            self.wrote_since_read = true;
+        }
         if let (Some(at), Poll::Ready(Ok(n))) = (started, poll)
             && *n > 0
         {
@@ -172,28 +253,23 @@ impl<T> TimedStream<T> {
     }
 }
 
-impl<T: Connection> Connection for TimedStream<T> {
+impl Connection for TimedStream {
     fn connected(&self) -> Connected {
-        self.inner.connected().extra(self.clock.clone())
+        Connected::new().extra(self.clock.clone())
     }
 }
 
-/// Wraps a connector so that every connection it makes is a
-/// [`TimedStream`].
+/// Wraps hyper-util's TCP connector so that every connection it makes is a
+/// [`TimedStream`] (TLS is layered above it).
 #[derive(Debug, Clone)]
-pub struct TimedConnector<C>(pub C);
+pub struct TimedConnector(pub HttpConnector);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-impl<C> tower_service::Service<Uri> for TimedConnector<C>
-where
-    C: tower_service::Service<Uri>,
-    C::Future: Send + 'static,
-    C::Error: Into<BoxError>,
-{
-    type Response = TimedStream<C::Response>;
+impl tower_service::Service<Uri> for TimedConnector {
+    type Response = TimedStream;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<TimedStream, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.0.poll_ready(cx).map_err(Into::into)
@@ -204,13 +280,110 @@ where
         let _ = origin();
         let connecting = self.0.call(uri);
         Box::pin(async move {
-            let inner = connecting.await.map_err(Into::into)?;
-            Ok(TimedStream {
-                inner,
-                clock: ConnectionClock::default(),
-                read_since_write: true,
-            })
+            let io = connecting.await?;
+            Ok(TimedStream::new(io.into_inner()))
         })
+    }
+}
+
+/// Kernel receive timestamps (`SO_TIMESTAMPNS`): the moment each packet
+/// reached the socket, before this process was even scheduled to read it.
+#[cfg(target_os = "linux")]
+mod kernel_rx {
+    use std::io;
+    use std::mem::{MaybeUninit, size_of};
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use tokio::net::TcpStream;
+
+    /// Asks the kernel to stamp received packets; false if it refuses.
+    pub(super) fn enable(sock: &TcpStream) -> bool {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket, option and a c_int-sized value.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        rc == 0
+    }
+
+    /// One `recvmsg`: the byte count and the arrival of the last packet
+    /// read, converted from the kernel's wall clock to an [`Instant`].
+    pub(super) fn recv(
+        sock: &TcpStream,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> io::Result<(usize, Option<Instant>)> {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // Room for one timespec control message, aligned for cmsghdr.
+        let mut control = [0u64; 8];
+        // SAFETY: zero is a valid msghdr; the pointers set below outlive the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: a valid socket and a msghdr whose buffers are live.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (wall_now, now) = (SystemTime::now(), Instant::now());
+        let mut stamp = None;
+        // SAFETY: the cmsg macros walk the control buffer the kernel filled,
+        // bounded by `msg_controllen`.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    stamp = Some(
+                        UNIX_EPOCH
+                            + Duration::new(
+                                ts.tv_sec.max(0) as u64,
+                                ts.tv_nsec.clamp(0, 999_999_999) as u32,
+                            ),
+                    );
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        // The stamp is wall-clock time; how long ago it was is the same on
+        // the monotonic clock (unless the wall clock stepped in between, in
+        // which case a stamp "in the future" is dropped).
+        let at = stamp
+            .and_then(|s| wall_now.duration_since(s).ok())
+            .map(|ago| now - ago);
+        Ok((n as usize, at))
+    }
+}
+
+/// Elsewhere the kernel does not stamp; reads are stamped when they return.
+#[cfg(not(target_os = "linux"))]
+mod kernel_rx {
+    use std::io;
+    use std::mem::MaybeUninit;
+    use std::time::Instant;
+
+    use tokio::net::TcpStream;
+
+    pub(super) fn enable(_: &TcpStream) -> bool {
+        false
+    }
+
+    pub(super) fn recv(
+        _: &TcpStream,
+        _: &mut [MaybeUninit<u8>],
+    ) -> io::Result<(usize, Option<Instant>)> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
     }
 }
 

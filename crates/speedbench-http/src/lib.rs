@@ -42,7 +42,7 @@ pub use clock::{ConnectionClock, TimedConnector, TimedStream};
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response
 /// carries in its extensions.
-pub type Connector = TimedConnector<HttpsConnector<HttpConnector>>;
+pub type Connector = HttpsConnector<TimedConnector>;
 
 /// A pooled client whose request bodies are buffered [`Bytes`].
 pub type HttpClient = Client<Connector, Full<Bytes>>;
@@ -171,13 +171,11 @@ pub fn new_connector(options: &ClientOptions) -> Result<Connector, HttpError> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
-    Ok(TimedConnector(
-        HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(options)?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http),
-    ))
+    Ok(HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(options)?)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(TimedConnector(http)))
 }
 
 /// Builds a pooled keep-alive client.

@@ -110,3 +110,59 @@ async fn stamps_bound_the_true_moments_on_every_request_of_a_connection() {
         assert!(second.1 <= second.2);
     }
 }
+
+/// On Linux the kernel stamps packets as they arrive: a reader that gets to
+/// them late (here its only thread is blocked) still times them right.
+#[cfg(target_os = "linux")]
+#[test]
+fn kernel_stamps_do_not_wait_for_the_reader() {
+    // The server gets its own thread and runtime, so it writes on time while
+    // the client's single thread is blocked.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (url, mut moments) = server().await;
+            tx.send(url).unwrap();
+            while moments.recv().await.is_some() {}
+        });
+    });
+    let url = rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = new_client(&ClientOptions::default()).unwrap();
+        let req = Request::get(url.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = client.request(req).await.unwrap();
+        let clock = resp.extensions().get::<ConnectionClock>().cloned().unwrap();
+        assert!(clock.kernel_receive_stamps());
+        let headers_at = Instant::now();
+        // The second chunk leaves the server ~20 ms after the headers; this
+        // thread (the connection's reader too) only reads it after 80 ms.
+        std::thread::sleep(Duration::from_millis(80));
+        let mut body = resp.into_body();
+        let mut second = None;
+        while let Some(frame) = body.frame().await {
+            let now = Instant::now();
+            if frame
+                .unwrap()
+                .into_data()
+                .is_ok_and(|d| d.as_ref() == b"second")
+            {
+                second = Some(clock.arrival(now));
+            }
+        }
+        let waited = second.expect("second chunk") - headers_at;
+        assert!(
+            waited < Duration::from_millis(60),
+            "stamped {waited:?} after the headers: the read time, not the arrival"
+        );
+    });
+}

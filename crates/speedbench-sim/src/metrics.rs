@@ -69,10 +69,11 @@ pub struct RequestTruth {
     pub ttft_ms: f64,
     /// Whether `max_tokens` cut the output (`finish_reason: "length"`).
     pub truncated: bool,
-    /// Streaming only: nanoseconds from the request's arrival (before its
-    /// body was read) to the moment the first content frame was handed to
-    /// the connection. A client's TTFT minus this is its measurement error
-    /// plus loopback transit, whatever the timer rounding of `ttft_ms`.
+    /// Streaming only: nanoseconds from the arrival of the request's first
+    /// packet (the kernel's receive timestamp on Linux; otherwise when the
+    /// connection read it) to the moment the first content frame was handed
+    /// to the connection. A client's TTFT minus this is its measurement
+    /// error plus loopback transit, whatever the timer rounding of `ttft_ms`.
     pub first_content_sent_ns: Option<u64>,
 }
 

@@ -17,8 +17,8 @@ use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use speedbench_http::{ConnectionClock, TimedStream};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -411,7 +411,13 @@ async fn generate(
     endpoint: Endpoint,
     req: Request<Incoming>,
 ) -> Response<SimBody> {
-    let received = Instant::now();
+    let now = std::time::Instant::now();
+    let received = Instant::from_std(
+        req.extensions()
+            .get::<ConnectionClock>()
+            .and_then(ConnectionClock::first_read)
+            .map_or(now, |t| t.min(now)),
+    );
     let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -732,12 +738,18 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
                     let _ = stream.set_nodelay(true);
                     let shared = Arc::clone(&shared);
                     conns.spawn(async move {
-                        let service = service_fn(move |req| {
+                        // Stamps when each request's first packet arrived
+                        // (the kernel's receive time on Linux): delays are
+                        // counted from there, as a real server's would be.
+                        let stream = TimedStream::new(stream);
+                        let clock = stream.clock().clone();
+                        let service = service_fn(move |mut req: Request<Incoming>| {
                             let shared = Arc::clone(&shared);
+                            req.extensions_mut().insert(clock.clone());
                             async move { Ok::<_, Infallible>(handle(shared, req).await) }
                         });
                         if let Err(e) = http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
+                            .serve_connection(stream, service)
                             .await
                         {
                             tracing::debug!(error = %e, "connection ended with an error");
