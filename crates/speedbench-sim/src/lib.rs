@@ -116,6 +116,7 @@ mod config;
 mod faults;
 mod metrics;
 mod model;
+mod precise_timer;
 mod server;
 mod wire;
 

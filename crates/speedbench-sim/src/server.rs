@@ -19,6 +19,8 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 use speedbench_http::{ConnectionClock, TimedStream};
+
+use crate::precise_timer::PreciseTimer;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -128,6 +130,9 @@ struct Scheduled {
     received: Instant,
     frames_before_content: Option<usize>,
     frames: VecDeque<(Duration, Bytes)>,
+    /// Releases frames at their offsets to within microseconds.
+    timer: PreciseTimer,
+    /// The pause before an injected reset.
     sleep: Pin<Box<Sleep>>,
     on_complete: Option<Completion>,
     running: Option<RunningGuard>,
@@ -171,12 +176,7 @@ impl Body for SimBody {
             };
         };
         let deadline = s.start + at;
-        if Instant::now() < deadline {
-            if s.sleep.deadline() != deadline {
-                s.sleep.as_mut().reset(deadline);
-            }
-            ready!(s.sleep.as_mut().poll(cx));
-        }
+        ready!(s.timer.poll_until(deadline.into_std(), cx));
         let Some((_, bytes)) = s.frames.pop_front() else {
             return Poll::Ready(None);
         };
@@ -571,6 +571,7 @@ async fn generate(
                     received,
                     frames_before_content: None,
                     frames,
+                    timer: PreciseTimer::new(),
                     sleep: Box::pin(tokio::time::sleep_until(start)),
                     on_complete: None,
                     running: None,
@@ -626,12 +627,14 @@ async fn generate(
         }
         _ => {}
     }
-    let start = Instant::now();
+    // Delays count from the request's arrival, as a real server's TTFT does.
+    let start = received;
     let body = SimBody::Scheduled(Box::new(Scheduled {
         start,
         received,
         frames_before_content: Some(role_frames),
         frames,
+        timer: PreciseTimer::new(),
         sleep: Box::pin(tokio::time::sleep_until(start)),
         on_complete: completion,
         running: Some(running),
