@@ -3,14 +3,21 @@
 //! how close its TTFT is to the injected delay, and how it compares with
 //! AIPerf on the same server.
 //!
-//! Everything runs in this process on a 2-worker tokio runtime: the
-//! simulated server and the client share the machine's cores, so the figures
-//! are a floor for the client alone. Memory is the growth of this process's
-//! resident set (sampled every 5 ms) over the idle baseline, divided by the
-//! concurrency; it includes the simulator's side of each connection, so it is
-//! an upper bound for the client. TTFT error is the measured TTFT minus the
-//! injected delay; it includes the simulator's timer rounding (tokio's timer
-//! wheel has 1 ms resolution), so it bounds the client's own error from above.
+//! The rate and memory figures run in this process on a 2-worker tokio
+//! runtime: the simulated server and the client share the machine's cores,
+//! so the figures are a floor for the client alone. Memory is the growth of
+//! this process's resident set (sampled every 5 ms) over the idle baseline,
+//! divided by the concurrency; it includes the simulator's side of each
+//! connection, so it is an upper bound for the client.
+//!
+//! TTFT error is measured twice, with the simulator on the same runtime and
+//! in a child process (this binary, `bench client --serve-sim MS`), each
+//! pairing every record with the simulator's own log from `/debug/requests`:
+//! against the injected delay (which adds the simulator's own lateness on a
+//! busy machine) and against the moment the simulator actually handed the
+//! first content frame to its connection, counted from the arrival of the
+//! request's first packet. The second is the client's error plus loopback
+//! transit both ways, and is the figure held to the 100 us target.
 //!
 //! AIPerf (PyPI `aiperf`) is installed into `target/bench-venv` on first use
 //! and run against the same simulated server with the same shape; if it
@@ -282,9 +289,10 @@ const TTFT_INJECTED_MS: f64 = 5.0;
 async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> {
     let injected = (TTFT_INJECTED_MS * 1e6) as u64;
     println!(
-        "\nTTFT error, {TTFT_INJECTED_MS} ms injected, {label}. Against the injected delay it includes the \
-         simulator's timer rounding (tokio's 1 ms wheel); against the moment the simulator actually handed \
-         the first content frame to its connection it is the client's error plus loopback transit both ways:"
+        "\nTTFT error, {TTFT_INJECTED_MS} ms injected, {label}. Against the injected delay it adds the \
+         simulator's own lateness (its scheduling on a busy machine); against the moment the simulator \
+         actually sent the first content (from its request's first packet) it is the client's error plus \
+         loopback transit both ways:"
     );
     let http = speedbench_http::new_client(&speedbench_http::ClientOptions::default())
         .map_err(|e| e.to_string())?;
