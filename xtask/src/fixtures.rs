@@ -275,6 +275,7 @@ fn hub_files() -> Vec<(&'static str, Vec<u8>)> {
                 placeholder("qa", None, "cais/hle", "hle-0001"),
                 inline("writing", &["[writing 0] Draft a short story opening.", "[writing 0] Now rewrite it in the second person."]),
                 inline("math", &["[math 0] What is the sum of the first hundred odd numbers?"]),
+                placeholder("coding", Some("### Question:\n{question}\n\n### Format:\n{starter_code}"), "livecodebench/code_generation_lite", "abc301_a"),
             ]),
         ),
         (
@@ -338,7 +339,43 @@ fn hub_files() -> Vec<(&'static str, Vec<u8>)> {
                 Col::Int("difficulty", vec![7, 8]),
             ]),
         ),
+        // LiveCodeBench's JSONL files, searched in order: the row sits in the
+        // third, behind a decoy in the first; the rest are empty.
+        (
+            "fixtures/hub/livecodebench/code_generation_lite/test.jsonl",
+            lcb_rows(&[("abc300_a", "Unused problem.", "")]),
+        ),
+        ("fixtures/hub/livecodebench/code_generation_lite/test2.jsonl", Vec::new()),
+        (
+            "fixtures/hub/livecodebench/code_generation_lite/test3.jsonl",
+            lcb_rows(&[(
+                "abc301_a",
+                "Given a string S of T and A, print who won more games.",
+                "class Solution:\n    def winner(self, s: str) -> str:\n        counts = {}",
+            )]),
+        ),
+        ("fixtures/hub/livecodebench/code_generation_lite/test4.jsonl", Vec::new()),
+        ("fixtures/hub/livecodebench/code_generation_lite/test5.jsonl", Vec::new()),
+        ("fixtures/hub/livecodebench/code_generation_lite/test6.jsonl", Vec::new()),
     ]
+}
+
+/// LiveCodeBench rows (question_id, question_content, starter_code) as JSONL.
+fn lcb_rows(rows: &[(&str, &str, &str)]) -> Vec<u8> {
+    rows.iter()
+        .map(|(id, question, starter)| {
+            let row = serde_json::json!({
+                "question_title": "fixture",
+                "question_content": question,
+                "platform": "atcoder",
+                "question_id": id,
+                "starter_code": starter,
+                "difficulty": "easy",
+            });
+            format!("{row}\n")
+        })
+        .collect::<String>()
+        .into_bytes()
 }
 
 /// Spec-Bench's `question.jsonl` format: integer ids, `turns`, optional `reference`.

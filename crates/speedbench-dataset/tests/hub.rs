@@ -11,6 +11,7 @@ use std::time::Instant;
 use common::{BAD_TOKEN, FakeHub, GOOD_TOKEN, NOACCESS_TOKEN, SPEED_BENCH_MAIN};
 use speedbench_dataset::hub::{HubClient, repo_folder};
 use speedbench_dataset::registry::SPEED_BENCH_REVISION;
+use speedbench_dataset::resolve::LIVECODEBENCH_REVISION;
 use speedbench_dataset::{
     DatasetError, GateReason, LoadOptions, Origin, PLACEHOLDER, PrepareScript, Resolver, ScriptPin,
     UpstreamOptions, import_bundle, load_public_dataset, prestage,
@@ -172,7 +173,7 @@ async fn speed_bench_resolves_exact_sources_at_the_pinned_revision() {
     let q = load_public_dataset("speed_bench_qualitative", &o)
         .await
         .unwrap();
-    assert_eq!(q.dataset.conversations.len(), 6);
+    assert_eq!(q.dataset.conversations.len(), 7);
     let text = |i: usize| q.dataset.conversations[i].turns[0].clone();
     assert_eq!(
         text(0),
@@ -191,6 +192,14 @@ async fn speed_bench_resolves_exact_sources_at_the_pinned_revision() {
         "Which of the first ten primes has a digit sum of 11? Answer with the prime."
     );
     assert_eq!(q.dataset.conversations[4].turns.len(), 2);
+    // LiveCodeBench: found in the third of its files, both fields filled in,
+    // braces in the starter code kept literally.
+    assert_eq!(
+        text(6),
+        "### Question:\nGiven a string S of T and A, print who won more games.\n\n### Format:\n\
+         class Solution:\n    def winner(self, s: str) -> str:\n        counts = {}"
+    );
+    assert!(hub.count(LIVECODEBENCH_REVISION) > 0);
     // The pinned commit was read, not `main` (whose file has other categories).
     assert!(q.dataset.categories().contains("summarization"));
     assert!(hub.count(SPEED_BENCH_REVISION) > 0);
@@ -216,7 +225,7 @@ async fn speed_bench_resolves_exact_sources_at_the_pinned_revision() {
     // Written atomically to the dataset cache, with messages and no turns.
     let cached = dir.path().join("datasets/speed-bench/qualitative.jsonl");
     let body = std::fs::read_to_string(&cached).unwrap();
-    assert_eq!(body.lines().count(), 6);
+    assert_eq!(body.lines().count(), 7);
     let row: serde_json::Value = serde_json::from_str(body.lines().nth(2).unwrap()).unwrap();
     assert_eq!(row["messages"][0]["role"], "user");
     assert!(row.get("turns").is_none());
@@ -509,7 +518,7 @@ async fn prestage_then_import_on_an_air_gapped_host() {
         .unwrap();
     assert_eq!(
         (e1.rows, e1.file.as_str()),
-        (6, "speed-bench/qualitative.jsonl")
+        (7, "speed-bench/qualitative.jsonl")
     );
     assert_eq!(e1.revision.as_deref(), Some(SPEED_BENCH_REVISION));
     let e2 = prestage("spec_al_mtbench", &bundle, &o).await.unwrap();
@@ -555,7 +564,7 @@ async fn prestage_then_import_on_an_air_gapped_host() {
     let q = load_public_dataset("speed_bench_qualitative", &off(&cache))
         .await
         .unwrap();
-    assert_eq!(q.dataset.conversations.len(), 6);
+    assert_eq!(q.dataset.conversations.len(), 7);
 
     // A damaged copy is refused, by import and by load.
     let f = bundle.join("public/spec_al_mtbench.jsonl");

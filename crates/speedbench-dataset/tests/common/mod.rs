@@ -20,7 +20,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use speedbench_dataset::hub::{HubConfig, HubToken, hex};
 use speedbench_dataset::registry::SPEED_BENCH_REVISION;
-use speedbench_dataset::resolve::{CODE_CONTESTS_REVISION, HLE_REVISION};
+use speedbench_dataset::resolve::{CODE_CONTESTS_REVISION, HLE_REVISION, LIVECODEBENCH_REVISION};
 
 /// The token that may read gated repositories.
 pub const GOOD_TOKEN: &str = "hf_good_tokenSECRET123";
@@ -128,6 +128,12 @@ impl FakeHub {
         add("nvidia/SPEED-Bench", None, SPEED_BENCH_REVISION, false);
         add("abisee/cnn_dailymail", Some("main"), &sha_of("cnn"), false);
         add("cais/hle", None, HLE_REVISION, true);
+        add(
+            "livecodebench/code_generation_lite",
+            None,
+            LIVECODEBENCH_REVISION,
+            false,
+        );
         add(
             "deepmind/code_contests",
             None,
