@@ -19,8 +19,6 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 use speedbench_http::{ConnectionClock, TimedStream};
-
-use crate::precise_timer::PreciseTimer;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -31,6 +29,7 @@ use crate::config::{Chunking, SimConfig};
 use crate::faults::{self, FaultKind, FaultTruth};
 use crate::metrics::{Exposition, GroundTruth, RequestTruth};
 use crate::model::{self, Generation};
+use crate::precise_timer::PreciseTimer;
 use crate::wire::{self, ChatRequest, CompletionRequest, Endpoint, Meta, Stats};
 
 /// Largest accepted request body.
@@ -349,7 +348,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
         }
         (&Method::GET, "/debug/requests") => {
-            // Serialised under the lock, but only the log is cloned: a bench
+            // Serialised under the ground-truth lock, which is fine: a bench
             // reads it once after its run, not while measuring.
             let log = serde_json::to_value(&shared.truth().requests_log).unwrap_or_default();
             json_response(StatusCode::OK, &serde_json::json!({ "requests": log }))
