@@ -96,6 +96,16 @@ fn list_value(values: &dyn Array) -> Value {
     Value::Array((0..values.len()).map(|j| value_at(values, j)).collect())
 }
 
+/// The strings of a JSON list, or the index of the first item that is not a
+/// string (for an error that names `field[index]`).
+pub(crate) fn string_items(items: &[Value]) -> Result<Vec<String>, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(j, v)| v.as_str().map(str::to_string).ok_or(j))
+        .collect()
+}
+
 pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -104,5 +114,23 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn string_items_names_the_first_item_that_is_not_a_string() {
+        let ok = json!(["a", "b"]);
+        assert_eq!(
+            string_items(ok.as_array().unwrap()),
+            Ok(vec!["a".into(), "b".into()])
+        );
+        let bad = json!(["a", 2, null]);
+        assert_eq!(string_items(bad.as_array().unwrap()), Err(1));
+        assert_eq!(string_items(&[]), Ok(vec![]));
     }
 }

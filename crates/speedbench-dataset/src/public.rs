@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::bundle::{BundleEntry, read_manifest, verify_entry};
 use crate::hub::{HubClient, HubConfig, write_atomic};
-use crate::parquet_rows::{json_kind, read_parquet_rows};
+use crate::parquet_rows::{json_kind, read_parquet_rows, string_items};
 use crate::registry::{DatasetSource, DatasetSpec, LiteratureSpec, lookup};
 use crate::resolve::{Resolver, resolve_config};
 use crate::upstream::UpstreamOptions;
@@ -277,15 +277,8 @@ fn literature_row(
     let field = lit.prompt_field;
     let turns: Vec<String> = match row.get(field) {
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(j, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| bad(format!("field `{field}[{j}]` must be a string")))
-            })
-            .collect::<Result<_, _>>()?,
+        Some(Value::Array(items)) => string_items(items)
+            .map_err(|j| bad(format!("field `{field}[{j}]` must be a string")))?,
         other => {
             return Err(bad(format!(
                 "field `{field}` must be a string or a list of strings, found {}",

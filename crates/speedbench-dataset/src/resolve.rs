@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use crate::hub::{HLE_REPO, HubClient};
-use crate::parquet_rows::{JsonRow, read_parquet_rows};
+use crate::parquet_rows::{JsonRow, read_parquet_rows, string_items};
 use crate::registry::{SPEED_BENCH_REPO, SPEED_BENCH_REVISION};
 use crate::{DatasetError, PLACEHOLDER};
 
@@ -654,15 +654,9 @@ fn turns_of(row: &JsonRow, source: &str, index: usize) -> Result<Vec<String>, Da
         message,
     };
     match row.get("turns") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(j, v)| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| bad(format!("field `turns[{j}]` must be a string")))
-            })
-            .collect(),
+        Some(Value::Array(items)) => {
+            string_items(items).map_err(|j| bad(format!("field `turns[{j}]` must be a string")))
+        }
         _ => Err(bad("field `turns` must be a list of strings".into())),
     }
 }
