@@ -3,15 +3,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use speedbench_client::{
-    Arrival, LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, run_profile,
-};
+use speedbench_client::{Arrival, LoadConfig, RunOutcome};
 use speedbench_dataset::{Conversation, Dataset};
-use speedbench_record::{ErrorKind, RequestRecord, read_records_file};
+use speedbench_record::{ErrorKind, RequestRecord};
 use speedbench_sim::{SimConfig, SimServer};
 
 async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
@@ -22,9 +19,7 @@ async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
         output_tokens_max: 16,
         ..SimConfig::default()
     };
-    SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap()
+    start_sim(config).await
 }
 
 async fn run(
@@ -33,20 +28,7 @@ async fn run(
     load: LoadConfig,
 ) -> (RunOutcome, Vec<RequestRecord>) {
     let dir = tempfile::tempdir().unwrap();
-    let run = ProfileRun {
-        dataset,
-        target: target(&server.url()),
-        load,
-        output_dir: dir.path().to_path_buf(),
-        run_id: "t".into(),
-        config: serde_json::json!({}),
-        server_metrics: None,
-    };
-    let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
-        .await
-        .unwrap();
-    let records = read_records_file(&outcome.records_path).unwrap().records;
-    (outcome, records)
+    profile_outcome(dir.path(), dataset, target(&server.url()), load).await
 }
 
 fn sorted_starts(records: &[RequestRecord]) -> Vec<i64> {

@@ -12,7 +12,7 @@ use speedbench_client::scrape::{
 };
 use speedbench_client::{LoadConfig, ProfileRun, Progress, StopHandle, run_profile};
 use speedbench_record::read_records_file;
-use speedbench_sim::{SimConfig, SimServer, SpecFlavor};
+use speedbench_sim::{SimConfig, SpecFlavor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
@@ -21,9 +21,7 @@ async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
         flavor: SpecFlavor::Both,
         ..SimConfig::speed_bench_demo()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let mut t = target(&server.url());
     t.max_tokens = Some(64);

@@ -23,7 +23,7 @@ mod common;
 
 use common::*;
 use speedbench_client::LoadConfig;
-use speedbench_sim::{Chunking, SimConfig, SimServer};
+use speedbench_sim::{Chunking, SimConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
@@ -36,9 +36,7 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
         output_tokens_max: 40,
         ..SimConfig::default()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let load = LoadConfig {
         concurrency: 4,
@@ -110,9 +108,7 @@ async fn ttft_matches_the_servers_actual_send_to_within_loopback_transit() {
         output_tokens_max: 8,
         ..SimConfig::default()
     };
-    let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let load = LoadConfig {
         concurrency: 4,

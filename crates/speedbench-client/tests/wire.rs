@@ -5,13 +5,11 @@ mod common;
 use common::*;
 use speedbench_client::{LoadConfig, discover_model_with_roots};
 use speedbench_record::ErrorKind;
-use speedbench_sim::{SimConfig, SimServer};
+use speedbench_sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_with_a_private_ca_reaches_the_server() {
-    let sim = SimServer::start(SimConfig::default(), ([127, 0, 0, 1], 0).into())
-        .await
-        .unwrap();
+    let sim = start_sim(SimConfig::default()).await;
     let front = tls_front(sim.local_addr()).await;
     let url = format!("https://127.0.0.1:{}", front.addr.port());
     let roots = vec![front.ca_pem.clone().into_bytes()];

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use speedbench_client::{
-    BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
+    BaseUrl, LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, Target, run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{RequestRecord, read_records_file};
+use speedbench_sim::{SimConfig, SimServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -180,6 +181,13 @@ pub fn single_turns(n: usize) -> Dataset {
     }
 }
 
+/// Starts the simulated server with `config` on an ephemeral loopback port.
+pub async fn start_sim(config: SimConfig) -> SimServer {
+    SimServer::start(config, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap()
+}
+
 /// Runs `dataset` against `target` and reads the records back.
 pub async fn profile(
     dir: &Path,
@@ -187,6 +195,16 @@ pub async fn profile(
     target: Target,
     load: LoadConfig,
 ) -> Vec<RequestRecord> {
+    profile_outcome(dir, dataset, target, load).await.1
+}
+
+/// [`profile`], with the run's outcome beside the records.
+pub async fn profile_outcome(
+    dir: &Path,
+    dataset: Dataset,
+    target: Target,
+    load: LoadConfig,
+) -> (RunOutcome, Vec<RequestRecord>) {
     let run = ProfileRun {
         dataset,
         target,
@@ -199,7 +217,8 @@ pub async fn profile(
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await
         .unwrap();
-    read_records_file(outcome.records_path).unwrap().records
+    let records = read_records_file(&outcome.records_path).unwrap().records;
+    (outcome, records)
 }
 
 /// A streaming target at `url` for model `m`.
