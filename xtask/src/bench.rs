@@ -186,13 +186,6 @@ async fn drive(
     })
 }
 
-fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 /// Runs `cargo xtask bench client`.
 ///
 /// `cargo xtask` builds without optimisations; timing an unoptimised client
@@ -327,7 +320,16 @@ async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> 
             .collect();
         vs_injected.sort_unstable();
         vs_sent.sort_unstable();
-        let us = |v: &[u64], q: f64| percentile(v, q) as f64 / 1e3;
+        // The report's percentile (numpy's linear), in microseconds; NaN
+        // where there is nothing to rank.
+        let us = |v: &[u64], q: f64| {
+            let v: Vec<f64> = v.iter().map(|&ns| ns as f64 / 1e3).collect();
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                speedbench_metrics::percentile_sorted(&v, q * 100.0)
+            }
+        };
         println!(
             "  concurrency {c:>4}: vs injected p50 {:>7.1} us p99 {:>7.1} us (below it: {below}); \
              vs actual send p50 {:>6.1} us p99 {:>6.1} us over {} requests; p99 target 100 us: ratio {:.2}",

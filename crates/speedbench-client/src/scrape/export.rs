@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use speedbench_metrics::percentile_sorted;
 
 use super::parse::{MetricType, Role};
 
@@ -340,14 +341,6 @@ pub(crate) fn counter_stats(points: &[(i64, f64)], window: Window) -> Option<Cou
     })
 }
 
-/// Linear-interpolation percentile of sorted values (numpy's default).
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let pos = (sorted.len() - 1) as f64 * q / 100.0;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-}
-
 pub(crate) fn gauge_stats(points: &[(i64, f64)], window: Window) -> Option<GaugeStats> {
     let mut v: Vec<f64> = points
         .iter()
@@ -365,7 +358,7 @@ pub(crate) fn gauge_stats(points: &[(i64, f64)], window: Window) -> Option<Gauge
     } else {
         0.0
     };
-    let p = |q| percentile(&v, q);
+    let p = |q| percentile_sorted(&v, q);
     Some(GaugeStats {
         count: v.len(),
         avg,
