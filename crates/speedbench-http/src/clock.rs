@@ -18,13 +18,17 @@
 //! - the first write after a read (or the first write at all) stamps
 //!   [`ConnectionClock::request_written`]: HTTP/1.1 without pipelining
 //!   writes a request only after the previous response was read, so this is
-//!   when the current request's first bytes reached the socket.
+//!   when the current request's first bytes reached the socket;
+//! - a write that a [`ConnectionClock::stamp_next_write`] asked for stamps
+//!   the [`WriteStamp`] it returned: a server learns when the bytes of a
+//!   frame it handed to hyper actually left, rather than when hyper took
+//!   them (hyper may buffer several frames, or be descheduled, in between).
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -64,7 +68,24 @@ struct Stamps {
     last_read: Stamp,
     first_read: Stamp,
     request_written: Stamp,
-    kernel: std::sync::atomic::AtomicBool,
+    kernel: AtomicBool,
+    /// Whether `next_write` holds a stamp to fill (checked on every write
+    /// without taking the lock).
+    next_write_pending: AtomicBool,
+    next_write: Mutex<Option<WriteStamp>>,
+}
+
+/// When one write asked for by [`ConnectionClock::stamp_next_write`]
+/// started: empty until that write has happened.
+#[derive(Debug, Clone, Default)]
+pub struct WriteStamp(Arc<Stamp>);
+
+impl WriteStamp {
+    /// When the write started (just before its bytes were handed to the
+    /// kernel), once it has happened.
+    pub fn get(&self) -> Option<Instant> {
+        self.0.get()
+    }
 }
 
 /// When a connection last read data and when its current request's first
@@ -98,6 +119,18 @@ impl ConnectionClock {
     /// than the moment the read returned.
     pub fn kernel_receive_stamps(&self) -> bool {
         self.0.kernel.load(Ordering::Relaxed)
+    }
+
+    /// Asks the connection to stamp the start of its next successful write:
+    /// a server calls this as it hands hyper a frame, and reads the stamp
+    /// once the frame has gone. A later call replaces an unfilled request;
+    /// a write already under way on another thread may fill it, so call it
+    /// from the task that drives the connection (as a body's `poll_frame`).
+    pub fn stamp_next_write(&self) -> WriteStamp {
+        let stamp = WriteStamp::default();
+        *self.0.next_write.lock().unwrap_or_else(|e| e.into_inner()) = Some(stamp.clone());
+        self.0.next_write_pending.store(true, Ordering::Release);
+        stamp
     }
 
     /// When the data of a body frame just received arrived: the latest read
@@ -207,9 +240,9 @@ impl Write for TimedStream {
     ) -> Poll<io::Result<usize>> {
         // Stamped before the call, so a request is never timed as sent later
         // than its bytes could have left.
-        let stamp = self.read_since_write.then(Instant::now);
+        let (stamp, marked) = self.write_start();
         let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.stamp_write(stamp, &poll);
+        self.stamp_write(stamp, marked, &poll);
         poll
     }
 
@@ -230,25 +263,45 @@ impl Write for TimedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let stamp = self.read_since_write.then(Instant::now);
+        let (stamp, marked) = self.write_start();
         let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        self.stamp_write(stamp, &poll);
+        self.stamp_write(stamp, marked, &poll);
         poll
     }
 }
 
 impl TimedStream {
-    fn stamp_write(&mut self, started: Option<Instant>, poll: &Poll<io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = poll
-            && *n > 0
-        {
-            self.wrote_since_read = true;
+    /// The moment a write starts, where a stamp wants it, and whether a
+    /// [`WriteStamp`] waits for this write (one asked for later waits for
+    /// the next).
+    fn write_start(&self) -> (Option<Instant>, bool) {
+        let marked = self.clock.0.next_write_pending.load(Ordering::Acquire);
+        ((self.read_since_write || marked).then(Instant::now), marked)
+    }
+
+    fn stamp_write(
+        &mut self,
+        started: Option<Instant>,
+        marked: bool,
+        poll: &Poll<io::Result<usize>>,
+    ) {
+        let Poll::Ready(Ok(n)) = poll else { return };
+        if *n == 0 {
+            return;
         }
-        if let (Some(at), Poll::Ready(Ok(n))) = (started, poll)
-            && *n > 0
-        {
+        self.wrote_since_read = true;
+        let Some(at) = started else { return };
+        if self.read_since_write {
             self.clock.0.request_written.set(at);
             self.read_since_write = false;
+        }
+        if marked {
+            let clock = &self.clock.0;
+            let mut next = clock.next_write.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(stamp) = next.take() {
+                stamp.0.set(at);
+            }
+            clock.next_write_pending.store(false, Ordering::Release);
         }
     }
 }

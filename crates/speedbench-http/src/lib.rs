@@ -37,7 +37,7 @@ use rustls_pki_types::pem::PemObject;
 
 mod clock;
 
-pub use clock::{ConnectionClock, TimedConnector, TimedStream};
+pub use clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response

@@ -166,3 +166,53 @@ fn kernel_stamps_do_not_wait_for_the_reader() {
         );
     });
 }
+
+/// A server that asks for a write stamp learns when the next write started:
+/// not before it asked, not after the write returned, and not changed by the
+/// writes that follow.
+#[tokio::test]
+async fn a_write_stamp_is_the_start_of_the_next_write_only() {
+    use hyper::rt::Write;
+    use speedbench_http::TimedStream;
+    use std::pin::Pin;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut peer = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (sock, _) = listener.accept().await.unwrap();
+    let mut stream = TimedStream::new(sock);
+    async fn write(stream: &mut TimedStream, bytes: &[u8]) {
+        let n = std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_write(cx, bytes))
+            .await
+            .unwrap();
+        assert_eq!(n, bytes.len());
+    }
+
+    write(&mut stream, b"head").await;
+    let asked = Instant::now();
+    let stamp = stream.clock().stamp_next_write();
+    assert_eq!(
+        stamp.get(),
+        None,
+        "no write has happened since it was asked"
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let before = Instant::now();
+    write(&mut stream, b"frame").await;
+    let after = Instant::now();
+    let at = stamp.get().expect("the next write fills the stamp");
+    assert!(at >= before && at >= asked && at <= after);
+    write(&mut stream, b"tail").await;
+    assert_eq!(stamp.get(), Some(at), "a later write changed the stamp");
+
+    // A second request is filled by its own next write; the first stays.
+    let second = stream.clock().stamp_next_write();
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    write(&mut stream, b"more").await;
+    assert!(second.get().unwrap() > at);
+    assert_eq!(stamp.get(), Some(at));
+
+    let mut got = vec![0u8; 17];
+    peer.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, b"headframetailmore");
+}

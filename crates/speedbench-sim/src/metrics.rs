@@ -71,9 +71,11 @@ pub struct RequestTruth {
     pub truncated: bool,
     /// Streaming only: nanoseconds from the arrival of the request's first
     /// packet (the kernel's receive timestamp on Linux; otherwise when the
-    /// connection read it) to the moment the first content frame was handed
-    /// to the connection. A client's TTFT minus this is its measurement
-    /// error plus loopback transit, whatever the timer rounding of `ttft_ms`.
+    /// connection read it) to the start of the socket write that carried
+    /// the first content frame (until that write happens, the moment the
+    /// frame was handed to hyper). A client's TTFT minus this is its
+    /// measurement error plus loopback transit, whatever the timer rounding
+    /// of `ttft_ms` and however late hyper wrote the frame.
     pub first_content_sent_ns: Option<u64>,
 }
 

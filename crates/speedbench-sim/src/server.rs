@@ -18,7 +18,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
-use speedbench_http::{ConnectionClock, TimedStream};
+use speedbench_http::{ConnectionClock, TimedStream, WriteStamp};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -48,6 +48,18 @@ struct Shared {
     started_unix: f64,
     /// `/metrics` counter-reset state.
     metrics_baseline: Mutex<MetricsBaseline>,
+    /// Streamed requests whose first content's write is stamped by their
+    /// connection, possibly after the request was recorded (hyper may
+    /// still hold the frame when the body ends).
+    content_sends: Mutex<Vec<ContentSend>>,
+}
+
+/// Where to find when a recorded request's first content actually left.
+struct ContentSend {
+    /// The request's index in `requests_log`.
+    index: usize,
+    received: std::time::Instant,
+    write: WriteStamp,
 }
 
 impl Shared {
@@ -55,6 +67,26 @@ impl Shared {
         // The lock is never held across a panic point that leaves the data
         // inconsistent, so a poisoned lock is still usable.
         self.truth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn content_sends(&self) -> MutexGuard<'_, Vec<ContentSend>> {
+        self.content_sends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ground truth, each streamed request's `first_content_sent_ns`
+    /// taken from the start of the write that carried the content, where
+    /// its connection has stamped it.
+    fn truth_snapshot(&self) -> GroundTruth {
+        let mut truth = self.truth().clone();
+        for send in self.content_sends().iter() {
+            if let (Some(entry), Some(at)) =
+                (truth.requests_log.get_mut(send.index), send.write.get())
+            {
+                let ns = at.saturating_duration_since(send.received).as_nanos();
+                entry.first_content_sent_ns = Some(u64::try_from(ns).unwrap_or(u64::MAX));
+            }
+        }
+        truth
     }
 }
 
@@ -88,11 +120,23 @@ struct Completion {
     shared: Arc<Shared>,
     truth: RequestTruth,
     histogram: Vec<u64>,
+    /// When the request arrived, and the stamp its connection fills when
+    /// the first content's bytes leave.
+    content_write: Option<(std::time::Instant, WriteStamp)>,
 }
 
 impl Completion {
     fn commit(self) {
-        self.shared.truth().record(self.truth, &self.histogram);
+        let mut truth = self.shared.truth();
+        if let Some((received, write)) = self.content_write {
+            let index = truth.requests_log.len();
+            self.shared.content_sends().push(ContentSend {
+                index,
+                received,
+                write,
+            });
+        }
+        truth.record(self.truth, &self.histogram);
     }
 }
 
@@ -128,6 +172,8 @@ struct Scheduled {
     /// content frame, to record when that frame actually left.
     received: Instant,
     frames_before_content: Option<usize>,
+    /// The connection's clock, which stamps the write of the first content.
+    clock: Option<ConnectionClock>,
     frames: VecDeque<(Duration, Bytes)>,
     /// Releases frames at their offsets to within microseconds.
     timer: PreciseTimer,
@@ -183,9 +229,15 @@ impl Body for SimBody {
             Some(0) => {
                 s.frames_before_content = None;
                 if let Some(done) = s.on_complete.as_mut() {
+                    // Handed over now; replaced by the write's start once
+                    // the connection has stamped it.
                     let sent = s.received.elapsed().as_nanos();
                     done.truth.first_content_sent_ns =
                         Some(u64::try_from(sent).unwrap_or(u64::MAX));
+                    done.content_write = s
+                        .clock
+                        .as_ref()
+                        .map(|c| (s.received.into_std(), c.stamp_next_write()));
                 }
             }
             Some(n) => s.frames_before_content = Some(n - 1),
@@ -348,9 +400,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
         }
         (&Method::GET, "/debug/requests") => {
-            // Serialised under the ground-truth lock, which is fine: a bench
-            // reads it once after its run, not while measuring.
-            let log = serde_json::to_value(&shared.truth().requests_log).unwrap_or_default();
+            // A copy of the whole log: a bench reads it once after its run,
+            // not while measuring.
+            let log =
+                serde_json::to_value(&shared.truth_snapshot().requests_log).unwrap_or_default();
             json_response(StatusCode::OK, &serde_json::json!({ "requests": log }))
         }
         (&Method::GET, "/metrics") => {
@@ -411,9 +464,10 @@ async fn generate(
     req: Request<Incoming>,
 ) -> Response<SimBody> {
     let now = std::time::Instant::now();
+    let clock = req.extensions().get::<ConnectionClock>().cloned();
     let received = Instant::from_std(
-        req.extensions()
-            .get::<ConnectionClock>()
+        clock
+            .as_ref()
             .and_then(ConnectionClock::first_read)
             .map_or(now, |t| t.min(now)),
     );
@@ -492,6 +546,7 @@ async fn generate(
     let completion = Completion {
         shared: Arc::clone(&shared),
         histogram: generation.spec.histogram.clone(),
+        content_write: None,
         truth: RequestTruth {
             first_content_sent_ns: None,
             conversation: info.first_user,
@@ -569,6 +624,7 @@ async fn generate(
                     start,
                     received,
                     frames_before_content: None,
+                    clock: None,
                     frames,
                     timer: PreciseTimer::new(),
                     sleep: Box::pin(tokio::time::sleep_until(start)),
@@ -632,6 +688,7 @@ async fn generate(
         start,
         received,
         frames_before_content: Some(role_frames),
+        clock,
         frames,
         timer: PreciseTimer::new(),
         sleep: Box::pin(tokio::time::sleep_until(start)),
@@ -809,6 +866,7 @@ impl SimServer {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
             metrics_baseline: Mutex::new(MetricsBaseline::default()),
+            content_sends: Mutex::new(Vec::new()),
         });
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));
@@ -843,7 +901,7 @@ impl SimServer {
 
     /// A snapshot of the completed-request accounting.
     pub fn ground_truth(&self) -> GroundTruth {
-        self.shared.truth().clone()
+        self.shared.truth_snapshot()
     }
 
     /// Stops accepting, aborts open connections (including in-flight
