@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
-use speedbench_http::{ClientOptions, HttpClient, get, new_client};
+use speedbench_http::{ClientOptions, HttpClient, HttpError, get, new_client};
 
 use crate::error::ClientError;
-use crate::target::{ApiKey, BaseUrl};
+use crate::secrets::Secrets;
+use crate::target::{ApiKey, BaseUrl, request_headers};
 
 pub(crate) fn control_client(extra_roots_pem: &[Vec<u8>]) -> Result<HttpClient, ClientError> {
     new_client(&ClientOptions {
@@ -18,14 +18,14 @@ pub(crate) fn control_client(extra_roots_pem: &[Vec<u8>]) -> Result<HttpClient, 
     .map_err(|e| ClientError::Tls(e.to_string()))
 }
 
-pub(crate) fn auth_headers(api_key: Option<&ApiKey>) -> Vec<(HeaderName, HeaderValue)> {
-    api_key
-        .and_then(|key| HeaderValue::from_str(&format!("Bearer {}", key.expose())).ok())
-        .map(|mut v| {
-            v.set_sensitive(true);
-            vec![(AUTHORIZATION, v)]
-        })
-        .unwrap_or_default()
+/// The message of a failed fetch of `url`, without `url` when the error
+/// already starts with it (the caller names the URL once).
+pub(crate) fn fetch_failure(url: &str, e: &HttpError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(url).and_then(|t| t.strip_prefix(": ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }
 
 /// The first model id the server lists at `GET /v1/models`.
@@ -33,7 +33,7 @@ pub async fn discover_model(
     base_url: &BaseUrl,
     api_key: Option<&ApiKey>,
 ) -> Result<String, ClientError> {
-    discover_model_with_roots(base_url, api_key, &[]).await
+    discover_model_with_headers(base_url, api_key, &[], &[]).await
 }
 
 /// Like [`discover_model`], also trusting `extra_roots_pem` (PEM bundles, as
@@ -43,20 +43,30 @@ pub async fn discover_model_with_roots(
     api_key: Option<&ApiKey>,
     extra_roots_pem: &[Vec<u8>],
 ) -> Result<String, ClientError> {
+    discover_model_with_headers(base_url, api_key, &[], extra_roots_pem).await
+}
+
+/// Like [`discover_model_with_roots`], also sending the extra `headers`
+/// (as [`crate::Target::headers`]: the `-H` headers go wherever the API key
+/// goes). An `Authorization` header together with an API key is refused.
+/// The model id and any error are scrubbed of those credentials.
+pub async fn discover_model_with_headers(
+    base_url: &BaseUrl,
+    api_key: Option<&ApiKey>,
+    headers: &[(String, String)],
+    extra_roots_pem: &[Vec<u8>],
+) -> Result<String, ClientError> {
     let url = base_url.join("/v1/models");
+    let send = request_headers(api_key, headers)?;
+    let secrets = Secrets::for_credentials(api_key, headers);
     let failed = |message: String| ClientError::Discovery {
         url: url.clone(),
-        message,
+        message: secrets.scrub(&message).into_owned(),
     };
     let client = control_client(extra_roots_pem)?;
-    let resp = get(
-        &client,
-        &url,
-        &auth_headers(api_key),
-        Duration::from_secs(10),
-    )
-    .await
-    .map_err(|e| failed(e.to_string()))?;
+    let resp = get(&client, &url, &send, Duration::from_secs(10))
+        .await
+        .map_err(|e| failed(fetch_failure(&url, &e)))?;
     if resp.status != 200 {
         return Err(failed(format!(
             "HTTP {}; pass --model explicitly",
@@ -65,10 +75,17 @@ pub async fn discover_model_with_roots(
     }
     let v: Value =
         serde_json::from_slice(&resp.body).map_err(|e| failed(format!("not JSON: {e}")))?;
-    v.pointer("/data/0/id")
+    let id = v
+        .pointer("/data/0/id")
         .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| failed("the list holds no model id; pass --model explicitly".into()))
+        .ok_or_else(|| failed("the list holds no model id; pass --model explicitly".into()))?;
+    if secrets.scrub(id) != id {
+        return Err(failed(
+            "the listed model id holds a credential sent with the request; pass --model explicitly"
+                .into(),
+        ));
+    }
+    Ok(id.to_string())
 }
 
 /// Polls `GET /health` until it answers 200 or `timeout` passes.
@@ -81,7 +98,7 @@ pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<()
         match get(&client, &url, &[], Duration::from_secs(2)).await {
             Ok(resp) if resp.status == 200 => return Ok(()),
             Ok(resp) => last = format!("HTTP {}", resp.status),
-            Err(e) => last = e.to_string(),
+            Err(e) => last = fetch_failure(&url, &e),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

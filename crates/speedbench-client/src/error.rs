@@ -32,6 +32,10 @@ pub enum ClientError {
         /// Why it is invalid.
         message: String,
     },
+    /// Two options contradict each other (e.g. `-H Authorization` with an
+    /// API key, or a URL naming another endpoint than the API in use).
+    #[error("conflicting options: {0}")]
+    Conflict(String),
     /// The load configuration is inconsistent.
     #[error("invalid load configuration: {0}")]
     InvalidLoad(String),

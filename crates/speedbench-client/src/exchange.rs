@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
@@ -13,8 +13,9 @@ use speedbench_record::ErrorKind;
 
 use crate::error::ClientError;
 use crate::response::ResponseState;
+use crate::secrets::Secrets;
 use crate::sse::{SseEvent, SseParser};
-use crate::target::Target;
+use crate::target::{Target, request_headers};
 
 /// A pooled keep-alive HTTP client bound to one target.
 #[derive(Clone)]
@@ -22,6 +23,8 @@ pub(crate) struct HttpClient {
     client: speedbench_http::HttpClient,
     url: hyper::Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// Scrubs what the server sends back before anyone stores or logs it.
+    secrets: Secrets,
 }
 
 /// True when a request failed because its connection closed before any
@@ -59,27 +62,9 @@ impl HttpClient {
                 url: url_text.clone(),
                 message: e.to_string(),
             })?;
+        target.validate()?;
         let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
-        if let Some(key) = &target.api_key {
-            let mut v =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    ClientError::InvalidHeader {
-                        name: "authorization".into(),
-                        message: "the API key holds characters not allowed in a header".into(),
-                    }
-                })?;
-            v.set_sensitive(true);
-            headers.push((AUTHORIZATION, v));
-        }
-        for (name, value) in &target.headers {
-            let invalid = |message: String| ClientError::InvalidHeader {
-                name: name.clone(),
-                message,
-            };
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.to_string()))?;
-            let v = HeaderValue::from_str(value).map_err(|e| invalid(e.to_string()))?;
-            headers.push((n, v));
-        }
+        headers.extend(request_headers(target.api_key.as_ref(), &target.headers)?);
         let client = new_client(&ClientOptions {
             max_idle_per_host: max_connections,
             extra_roots_pem: target.extra_roots_pem.clone(),
@@ -90,11 +75,13 @@ impl HttpClient {
             client,
             url,
             headers,
+            secrets: target.secrets(),
         })
     }
 
     /// Sends one request and reads the whole response, never failing: every
-    /// problem ends up in [`Exchange::error`].
+    /// problem ends up in [`Exchange::error`]. Every string the server sent
+    /// back is scrubbed of the target's credentials (see [`Secrets`]).
     pub async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
         let body = serde_json::to_vec(&target.body(history)).unwrap_or_default();
         let sent_at = Instant::now();
@@ -129,6 +116,10 @@ impl HttpClient {
         {
             ex.error = Some((ErrorKind::ServerError, msg));
         }
+        if let Some((_, msg)) = &mut ex.error {
+            self.secrets.scrub_in_place(msg);
+        }
+        ex.state.scrub(&self.secrets);
         ex
     }
 
@@ -157,7 +148,10 @@ impl HttpClient {
                 // closed (llama.cpp's server closes streams' connections
                 // without saying so): nothing was answered, so send once more
                 // on a fresh connection and time the request that was served.
-                tracing::debug!("retrying on a fresh connection: {}", describe(&e));
+                tracing::debug!(
+                    "retrying on a fresh connection: {}",
+                    self.secrets.scrub(&describe(&e))
+                );
                 ex.sent_at = Instant::now();
                 self.send(body)
                     .await

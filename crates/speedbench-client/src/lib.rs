@@ -37,14 +37,18 @@ mod response;
 mod runner;
 mod schedule;
 pub mod scrape;
+mod secrets;
 pub mod spec;
 pub mod sse;
 mod target;
 
-pub use discovery::{discover_model, discover_model_with_roots, wait_for_health};
+pub use discovery::{
+    discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
+};
 pub use error::ClientError;
 pub use runner::{
     LoadConfig, ProfileRun, Progress, RunOutcome, ScheduleStats, StopHandle, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule};
+pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

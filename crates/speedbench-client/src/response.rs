@@ -5,6 +5,7 @@ use std::time::Instant;
 use serde_json::Value;
 use speedbench_record::{ServerTimings, SpecDecodeStats};
 
+use crate::secrets::Secrets;
 use crate::spec::{self, MalformedSpec};
 
 /// Everything learned from one response so far.
@@ -118,6 +119,34 @@ impl ResponseState {
         }
         if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
             self.timings = Some(t.clone());
+        }
+    }
+
+    /// Removes the credentials in `secrets` from everything the server sent:
+    /// known values from the generated text (so it stays comparable byte for
+    /// byte), known values and credential shapes from the finish reason, the
+    /// error message and the spec-decode payloads (whose malformed-payload
+    /// messages may quote them).
+    pub fn scrub(&mut self, secrets: &Secrets) {
+        if let std::borrow::Cow::Owned(clean) = secrets.scrub_output(&self.text) {
+            self.text = clean;
+        }
+        for s in [&mut self.finish_reason, &mut self.server_error]
+            .into_iter()
+            .flatten()
+        {
+            secrets.scrub_in_place(s);
+        }
+        for v in [
+            &mut self.vllm,
+            &mut self.trtllm,
+            &mut self.sglang,
+            &mut self.timings,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            secrets.scrub_json(v);
         }
     }
 

@@ -3,10 +3,12 @@
 use std::fmt;
 use std::time::Duration;
 
+use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use speedbench_dataset::Message;
 
 use crate::error::ClientError;
+use crate::secrets::Secrets;
 
 /// Which OpenAI-compatible API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -19,12 +21,63 @@ pub enum ApiKind {
 }
 
 impl ApiKind {
-    fn path(self) -> &'static str {
+    /// The endpoint's path, e.g. `/v1/chat/completions`.
+    pub fn path(self) -> &'static str {
         match self {
             ApiKind::Chat => "/v1/chat/completions",
             ApiKind::Completions => "/v1/completions",
         }
     }
+
+    fn flag_value(self) -> &'static str {
+        match self {
+            ApiKind::Chat => "chat",
+            ApiKind::Completions => "completions",
+        }
+    }
+}
+
+/// The headers every request to the target's server carries: the API key as
+/// `Authorization: Bearer …` and the `-H` headers, all marked sensitive.
+///
+/// Refuses an `Authorization` header given together with an API key (one
+/// would silently replace the other) and invalid header names or values,
+/// without quoting any value.
+pub(crate) fn request_headers(
+    api_key: Option<&ApiKey>,
+    headers: &[(String, String)],
+) -> Result<Vec<(HeaderName, HeaderValue)>, ClientError> {
+    let mut out = Vec::new();
+    if let Some(key) = api_key {
+        if let Some((name, _)) = headers
+            .iter()
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case("authorization"))
+        {
+            return Err(ClientError::Conflict(format!(
+                "-H {name} and --api-key (or OPENAI_API_KEY) both set the Authorization header; \
+                 give only one (the key is sent as `Authorization: Bearer KEY`)"
+            )));
+        }
+        let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+            ClientError::InvalidHeader {
+                name: "authorization".into(),
+                message: "the API key holds characters not allowed in a header".into(),
+            }
+        })?;
+        v.set_sensitive(true);
+        out.push((AUTHORIZATION, v));
+    }
+    for (name, value) in headers {
+        let invalid = |message: String| ClientError::InvalidHeader {
+            name: name.clone(),
+            message,
+        };
+        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+        let mut v = HeaderValue::from_str(value).map_err(|e| invalid(e.to_string()))?;
+        v.set_sensitive(true);
+        out.push((n, v));
+    }
+    Ok(out)
 }
 
 /// An API key; its `Debug` and `Display` never show the value.
@@ -60,17 +113,66 @@ pub struct BaseUrl {
     scheme: String,
     authority: String,
     prefix: String,
+    /// The endpoint a full endpoint URL named (stripped from `prefix`).
+    endpoint: Option<ApiKind>,
+}
+
+/// Checks `host[:port]` (or `[v6]:port`): a host, and a port in 1..=65535.
+fn check_authority(authority: &str) -> Result<(), String> {
+    let bracketed = authority.starts_with('[');
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let Some((host, after)) = rest.split_once(']') else {
+            return Err("an IPv6 address needs its closing `]`".into());
+        };
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (host, Some(p)),
+                None => return Err(format!("unexpected {after:?} after the IPv6 address")),
+            },
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    if !bracketed && host.contains(':') {
+        return Err("an IPv6 address must be written in brackets, e.g. [::1]:8000".into());
+    }
+    if let Some(port) = port {
+        if port.is_empty() {
+            return Err("empty port after `:`".into());
+        }
+        if !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("the port {port:?} is not a number"));
+        }
+        match port.parse::<u32>() {
+            Ok(p) if (1..=65535).contains(&p) => {}
+            _ => return Err(format!("the port {port} is outside 1-65535")),
+        }
+    }
+    Ok(())
 }
 
 impl BaseUrl {
     /// Parses `host:port`, `http://host:port`, or either with `/v1` or a
-    /// path prefix (as llama.cpp's client accepts).
+    /// path prefix (as llama.cpp's client accepts). A full endpoint URL
+    /// (`…/v1/chat/completions`, `…/v1/completions`, `…/v1/models`) is
+    /// understood as its server: the endpoint is stripped, remembered (see
+    /// [`BaseUrl::endpoint`]) and a warning says so.
     ///
     /// ```
-    /// use speedbench_client::BaseUrl;
+    /// use speedbench_client::{ApiKind, BaseUrl};
     /// assert_eq!(BaseUrl::parse("localhost:8000")?.to_string(), "http://localhost:8000");
     /// assert_eq!(BaseUrl::parse("http://h:1/v1/")?.to_string(), "http://h:1");
     /// assert_eq!(BaseUrl::parse("http://h:1/proxy/v1")?.to_string(), "http://h:1/proxy");
+    /// let full = BaseUrl::parse("http://h:1/v1/chat/completions")?;
+    /// assert_eq!((full.to_string(), full.endpoint()), ("http://h:1".into(), Some(ApiKind::Chat)));
+    /// assert!(BaseUrl::parse("h:99999").is_err());
     /// # Ok::<(), speedbench_client::ClientError>(())
     /// ```
     pub fn parse(url: &str) -> Result<BaseUrl, ClientError> {
@@ -95,16 +197,42 @@ impl BaseUrl {
                 "credentials in the URL are not supported; use --api-key",
             ));
         }
-        if authority.is_empty() {
-            return Err(bad("no host"));
-        }
+        check_authority(authority).map_err(|why| bad(&why))?;
         let mut prefix = path.trim_end_matches('/');
+        let mut endpoint = None;
+        let mut stripped = None;
+        for (suffix, kind) in [
+            ("/v1/chat/completions", Some(ApiKind::Chat)),
+            ("/v1/completions", Some(ApiKind::Completions)),
+            ("/v1/models", None),
+        ] {
+            if let Some(p) = prefix.strip_suffix(suffix) {
+                prefix = p;
+                endpoint = kind;
+                stripped = Some(suffix);
+                break;
+            }
+        }
         prefix = prefix.strip_suffix("/v1").unwrap_or(prefix);
-        Ok(BaseUrl {
+        let base = BaseUrl {
             scheme,
             authority: authority.to_string(),
             prefix: prefix.to_string(),
-        })
+            endpoint,
+        };
+        if let Some(suffix) = stripped {
+            tracing::warn!(
+                "the URL {} names the endpoint {suffix}: using the server {base} \
+                 (speedbench adds the endpoint path itself)",
+                speedbench_record::redact_url(url)
+            );
+        }
+        Ok(base)
+    }
+
+    /// The API the parsed URL named, when it was a full endpoint URL.
+    pub fn endpoint(&self) -> Option<ApiKind> {
+        self.endpoint
     }
 
     /// The full URL of `path` (which starts with `/`) on this server.
@@ -164,6 +292,30 @@ impl Target {
         }
     }
 
+    /// Checks what can be checked before any request: header names and
+    /// values, `-H Authorization` against an API key, and a full endpoint
+    /// URL against the API in use.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        request_headers(self.api_key.as_ref(), &self.headers)?;
+        if let Some(named) = self.base_url.endpoint()
+            && named != self.api
+        {
+            return Err(ClientError::Conflict(format!(
+                "the URL names the endpoint {} but requests use {}; pass --endpoint-type {}, \
+                 or give the server URL without the endpoint path",
+                named.path(),
+                self.api.path(),
+                named.flag_value()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The credential scrubber for everything this target's requests bring back.
+    pub fn secrets(&self) -> Secrets {
+        Secrets::for_target(self)
+    }
+
     /// The URL requests are sent to.
     pub fn request_url(&self) -> String {
         self.base_url.join(self.api.path())
@@ -201,8 +353,25 @@ impl Target {
     }
 }
 
+/// Body fields speedbench sets itself, and where each comes from instead.
+const OWNED_FIELDS: [(&str, &str); 5] = [
+    ("model", "--model"),
+    ("messages", "the dataset (--input-file or --public-dataset)"),
+    ("prompt", "the dataset (--input-file or --public-dataset)"),
+    ("stream", "--streaming"),
+    (
+        "stream_options",
+        "--streaming (which asks for usage with stream_options.include_usage)",
+    ),
+];
+
 /// Parses `--extra-inputs` values: a JSON object, or `key:value` pairs whose
 /// values are parsed as JSON when they can be (`temperature:0` is a number).
+///
+/// Refuses empty keys, a key given twice, and the fields speedbench sets
+/// itself (`model`, `messages`, `prompt`, `stream`, `stream_options`), naming
+/// the option that sets each: overriding them would send requests other than
+/// the ones recorded.
 ///
 /// ```
 /// use speedbench_client::parse_extra_inputs;
@@ -211,32 +380,46 @@ impl Target {
 /// assert_eq!(m["stop"], "END");
 /// let m = parse_extra_inputs(&[r#"{"top_p": 0.9}"#.into()])?;
 /// assert_eq!(m["top_p"], 0.9);
+/// let err = parse_extra_inputs(&["stream:true".into()]).unwrap_err();
+/// assert!(err.to_string().contains("--streaming"));
 /// # Ok::<(), speedbench_client::ClientError>(())
 /// ```
 pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ClientError> {
     let mut out = Map::new();
     for item in items {
-        let trimmed = item.trim();
-        if trimmed.starts_with('{') {
-            match serde_json::from_str::<Value>(trimmed) {
-                Ok(Value::Object(m)) => out.extend(m),
-                _ => {
-                    return Err(ClientError::InvalidExtraInput {
-                        input: item.clone(),
-                        message: "not a JSON object".into(),
-                    });
-                }
-            }
-            continue;
-        }
-        let Some((k, v)) = trimmed.split_once(':') else {
-            return Err(ClientError::InvalidExtraInput {
-                input: item.clone(),
-                message: "expected key:value or a JSON object".into(),
-            });
+        let invalid = |message: String| ClientError::InvalidExtraInput {
+            input: item.clone(),
+            message,
         };
-        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
-        out.insert(k.trim().to_string(), value);
+        let trimmed = item.trim();
+        let pairs: Vec<(String, Value)> = if trimmed.starts_with('{') {
+            match serde_json::from_str::<Value>(trimmed) {
+                Ok(Value::Object(m)) => m.into_iter().collect(),
+                _ => return Err(invalid("not a JSON object".into())),
+            }
+        } else {
+            let Some((k, v)) = trimmed.split_once(':') else {
+                return Err(invalid("expected key:value or a JSON object".into()));
+            };
+            let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+            vec![(k.trim().to_string(), value)]
+        };
+        for (key, value) in pairs {
+            if key.trim().is_empty() {
+                return Err(invalid("the key is empty".into()));
+            }
+            if let Some((_, instead)) = OWNED_FIELDS.iter().find(|(f, _)| *f == key) {
+                return Err(invalid(format!(
+                    "`{key}` is set by speedbench itself and cannot be overridden; use {instead}"
+                )));
+            }
+            if out.contains_key(&key) {
+                return Err(invalid(format!(
+                    "`{key}` was already given by an earlier --extra-inputs item"
+                )));
+            }
+            out.insert(key, value);
+        }
     }
     Ok(out)
 }
@@ -284,6 +467,112 @@ mod tests {
         assert_eq!(b["prompt"], "hi");
         assert!(b.get("stream").is_none());
         assert_eq!(t.request_url(), "http://h:1/v1/completions");
+    }
+
+    #[test]
+    fn ports_must_be_real_ports() {
+        let err = |u: &str| BaseUrl::parse(u).unwrap_err().to_string();
+        assert!(err("h:99999").contains("the port 99999 is outside 1-65535"));
+        assert!(err("http://h:0/v1").contains("outside 1-65535"));
+        assert!(err("h:123456789012345678901").contains("outside 1-65535"));
+        assert!(err("h:80a").contains("not a number"));
+        assert!(err("h:").contains("empty port"));
+        assert!(err(":8000").contains("no host"));
+        assert!(err("::1:8000").contains("brackets"));
+        assert!(err("[::1").contains("closing"));
+        for ok in ["h:1", "h:65535", "h", "[::1]:8000", "[::1]", "https://x.y"] {
+            assert!(BaseUrl::parse(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn full_endpoint_urls_are_understood() {
+        for (url, base, kind) in [
+            (
+                "http://h:1/v1/chat/completions",
+                "http://h:1",
+                Some(ApiKind::Chat),
+            ),
+            (
+                "h:1/v1/completions/",
+                "http://h:1",
+                Some(ApiKind::Completions),
+            ),
+            (
+                "http://h:1/proxy/v1/chat/completions?x=1",
+                "http://h:1/proxy",
+                Some(ApiKind::Chat),
+            ),
+            ("http://h:1/v1/models", "http://h:1", None),
+            ("http://h:1/v1", "http://h:1", None),
+        ] {
+            let b = BaseUrl::parse(url).unwrap();
+            assert_eq!(
+                (b.to_string(), b.endpoint()),
+                (base.to_string(), kind),
+                "{url}"
+            );
+        }
+        let mut t = Target::new(BaseUrl::parse("h:1/v1/chat/completions").unwrap(), "m");
+        assert_eq!(t.request_url(), "http://h:1/v1/chat/completions");
+        assert!(t.validate().is_ok());
+        t.api = ApiKind::Completions;
+        let err = t.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("/v1/chat/completions") && err.contains("--endpoint-type chat"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_authorization_header_and_a_key_conflict() {
+        let mut t = Target::new(BaseUrl::parse("h:1").unwrap(), "m");
+        t.headers = vec![("Authorization".into(), "Bearer from-header".into())];
+        assert!(t.validate().is_ok(), "a header alone is fine");
+        t.api_key = Some(ApiKey::new("from-key"));
+        let err = t.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("-H Authorization") && err.contains("--api-key"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("from-header") && !err.contains("from-key"),
+            "{err}"
+        );
+        t.headers = vec![("X-Other".into(), "v".into())];
+        let sent = request_headers(t.api_key.as_ref(), &t.headers).unwrap();
+        assert_eq!(sent.len(), 2);
+        assert!(sent.iter().all(|(_, v)| v.is_sensitive()));
+    }
+
+    #[test]
+    fn extra_inputs_cannot_take_over_the_protocol() {
+        let err = |items: &[&str]| {
+            let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+            parse_extra_inputs(&items).unwrap_err().to_string()
+        };
+        for (item, instead) in [
+            ("stream:true", "--streaming"),
+            ("model:other", "--model"),
+            ("messages:[]", "--input-file"),
+            ("prompt:hi", "--public-dataset"),
+            (r#"{"stream_options": {}}"#, "--streaming"),
+            (" stream :false", "--streaming"),
+        ] {
+            let e = err(&[item]);
+            assert!(
+                e.contains("set by speedbench") && e.contains(instead),
+                "{item}: {e}"
+            );
+        }
+        assert!(err(&[":5"]).contains("the key is empty"));
+        assert!(err(&[r#"{"": 1}"#]).contains("the key is empty"));
+        assert!(err(&["temperature:0", r#"{"temperature": 1}"#]).contains("already given"));
+        let ok = parse_extra_inputs(&["max_tokens:9".into(), "stream_x:1".into()]).unwrap();
+        assert_eq!(
+            (ok["max_tokens"].clone(), ok["stream_x"].clone()),
+            (json!(9), json!(1))
+        );
     }
 
     #[test]

@@ -49,10 +49,11 @@ pub use export::{
 };
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};
 
-use crate::discovery::{auth_headers, control_client};
+use crate::discovery::{control_client, fetch_failure};
 use crate::error::ClientError;
 use crate::runner::StopHandle;
-use crate::target::{ApiKey, Target};
+use crate::secrets::Secrets;
+use crate::target::{ApiKey, Target, request_headers};
 use export::{Points, StoredSeries, Window, build_metrics};
 use parse::Role;
 
@@ -71,8 +72,10 @@ pub struct ScrapeConfig {
     pub fetch_timeout: Duration,
     /// Extra CA roots (PEM) for HTTPS endpoints.
     pub extra_roots_pem: Vec<Vec<u8>>,
-    /// API key, sent only to endpoints whose URL starts with `key_origin`.
+    /// API key and `-H` headers, sent only to endpoints whose URL starts
+    /// with `key_origin` (the target's own server).
     api_key: Option<ApiKey>,
+    headers: Vec<(String, String)>,
     key_origin: String,
 }
 
@@ -88,12 +91,14 @@ impl ScrapeConfig {
             fetch_timeout: Duration::from_secs(5),
             extra_roots_pem: Vec::new(),
             api_key: None,
+            headers: Vec::new(),
             key_origin: String::new(),
         }
     }
 
     /// Scrapes the target's own `/metrics` plus `extra` endpoints, with the
-    /// target's CA roots; the target's API key goes to its own server only.
+    /// target's CA roots; the target's API key and `-H` headers go to its
+    /// own server only, as they do for inference requests.
     pub fn for_target(target: &Target, extra: &[String]) -> ScrapeConfig {
         let own = target.base_url.join("/metrics");
         let mut endpoints = vec![own];
@@ -102,6 +107,7 @@ impl ScrapeConfig {
         c.endpoints.dedup();
         c.extra_roots_pem = target.extra_roots_pem.clone();
         c.api_key = target.api_key.clone();
+        c.headers = target.headers.clone();
         c.key_origin = format!("{}/", target.base_url);
         c
     }
@@ -164,6 +170,8 @@ struct Inner {
     config: ScrapeConfig,
     client: HttpClient,
     headers: Vec<Vec<(HeaderName, HeaderValue)>>,
+    /// Scrubs what endpoints send back (an echoing server may quote the key).
+    secrets: Secrets,
     stores: Vec<Mutex<Store>>,
     base: (Instant, i64),
     window: Mutex<Window>,
@@ -193,10 +201,12 @@ impl Inner {
         let parsed = match result {
             Ok(resp) if resp.status == 200 => std::str::from_utf8(&resp.body)
                 .map_err(|_| "the exposition is not UTF-8".to_string())
-                .and_then(|text| parse_exposition(text).map_err(|e| e.to_string())),
+                .and_then(|text| parse_exposition(text).map_err(|e| e.to_string()))
+                .map(|e| scrub_exposition(e, &self.secrets)),
             Ok(resp) => Err(format!("HTTP {}", resp.status)),
-            Err(e) => Err(e.to_string()),
-        };
+            Err(e) => Err(fetch_failure(url, &e)),
+        }
+        .map_err(|message| self.secrets.scrub(&message).into_owned());
         let ts = self.unix_ns(t1);
         let mut store = lock(&self.stores[i]);
         store.info.total_fetches += 1;
@@ -240,6 +250,7 @@ impl Scraper {
     /// current tokio runtime. Failing fetches are counted, never fatal.
     pub fn start(config: ScrapeConfig) -> Result<Scraper, ClientError> {
         let client = control_client(&config.extra_roots_pem)?;
+        let own = request_headers(config.api_key.as_ref(), &config.headers)?;
         let headers = config
             .endpoints
             .iter()
@@ -247,13 +258,10 @@ impl Scraper {
                 let same_origin = !config.key_origin.is_empty()
                     && (url.starts_with(&config.key_origin)
                         || format!("{url}/").starts_with(&config.key_origin));
-                if same_origin {
-                    auth_headers(config.api_key.as_ref())
-                } else {
-                    Vec::new()
-                }
+                if same_origin { own.clone() } else { Vec::new() }
             })
             .collect();
+        let secrets = Secrets::for_credentials(config.api_key.as_ref(), &config.headers);
         let unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
@@ -262,6 +270,7 @@ impl Scraper {
             config,
             client,
             headers,
+            secrets,
             base: (Instant::now(), unix_ns),
             window: Mutex::new(Window {
                 start: None,
@@ -376,9 +385,89 @@ impl Scraper {
     }
 }
 
+/// Every name, label and help text of `e` scrubbed of `secrets`: what the
+/// export stores comes from the server and may quote a credential.
+fn scrub_exposition(mut e: Exposition, secrets: &Secrets) -> Exposition {
+    let scrub = |s: &mut String| secrets.scrub_in_place(s);
+    for sample in &mut e.samples {
+        scrub(&mut sample.name);
+        for (k, v) in &mut sample.labels {
+            scrub(k);
+            scrub(v);
+        }
+    }
+    e.help = std::mem::take(&mut e.help)
+        .into_iter()
+        .map(|(mut k, mut v)| {
+            scrub(&mut k);
+            scrub(&mut v);
+            (k, v)
+        })
+        .collect();
+    e.types = std::mem::take(&mut e.types)
+        .into_iter()
+        .map(|(mut k, v)| {
+            scrub(&mut k);
+            (k, v)
+        })
+        .collect();
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scraped_names_labels_and_help_lose_credentials() {
+        let text = "# HELP m_total echo Bearer tok-abcdefgh\n# TYPE m_total counter\n\
+                    m_total{auth=\"Bearer tok-abcdefgh\",k=\"hdr-secret-1\"} 1\n";
+        let e = parse_exposition(text).unwrap();
+        let secrets = Secrets::new(["hdr-secret-1".to_string()]);
+        let e = scrub_exposition(e, &secrets);
+        let all = format!("{:?}", e);
+        assert!(
+            !all.contains("tok-abcdefgh") && !all.contains("hdr-secret-1"),
+            "{all}"
+        );
+        assert_eq!(e.samples[0].value, 1.0);
+        assert_eq!(e.help["m_total"], "echo Bearer <redacted>");
+    }
+
+    #[test]
+    fn the_targets_headers_go_to_its_own_metrics_only() {
+        // Loopback ports nothing listens on: the first scrapes fail quietly.
+        let mut t = Target::new(crate::BaseUrl::parse("127.0.0.1:9").unwrap(), "m");
+        t.headers = vec![("X-Gw".into(), "v".into())];
+        let c = ScrapeConfig::for_target(&t, &["127.0.0.1:10".into()]);
+        assert_eq!(c.headers, t.headers);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let s = Scraper::start(c).unwrap();
+            let names = |i: usize| -> Vec<String> {
+                s.inner.headers[i]
+                    .iter()
+                    .map(|(n, _)| n.to_string())
+                    .collect()
+            };
+            assert_eq!((names(0), names(1)), (vec!["x-gw".to_string()], vec![]));
+            s.stop.stop();
+        });
+        // An Authorization header next to a key is refused here too.
+        t.api_key = Some(ApiKey::new("k-123456"));
+        t.headers = vec![("authorization".into(), "Bearer x".into())];
+        let err = Scraper::start(ScrapeConfig::for_target(&t, &[]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("--api-key") && err.contains("authorization"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn endpoints_get_a_scheme_and_a_path() {

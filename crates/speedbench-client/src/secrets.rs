@@ -1,0 +1,311 @@
+//! Keeping credentials out of everything the client stores or prints.
+//!
+//! A server or proxy may echo a request's headers back: in a 401 body, in a
+//! stream's error object, even in the generated text. [`Secrets`] knows the
+//! values the client sends (the API key, every `-H` header value, and the
+//! `OPENAI_API_KEY` / `HF_TOKEN` environment values) and replaces them with
+//! [`REDACTED`] before a string reaches a record, a log line or an error.
+//!
+//! Two strengths:
+//! - [`Secrets::scrub`], for error messages, log lines and server-supplied
+//!   metadata: every known value of at least [`MIN_SECRET_LEN`] characters,
+//!   plus anything shaped like a credential (`Bearer <token>`, `sk-…` and
+//!   `hf_…` keys), whoever it belongs to.
+//! - [`Secrets::scrub_output`], for generated text: only known values of at
+//!   least [`MIN_OUTPUT_SECRET_LEN`] characters, so ordinary text (and the
+//!   byte-for-byte lossless comparison of two runs) is left alone.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::target::{ApiKey, Target};
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "<redacted>";
+
+/// Shorter known values are not scrubbed from error messages and logs: they
+/// would match ordinary words.
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// Shorter known values are not scrubbed from generated text, which is
+/// compared byte for byte between runs: `-H X-Priority: high` must not turn
+/// every "high" a model writes into [`REDACTED`].
+pub const MIN_OUTPUT_SECRET_LEN: usize = 8;
+
+/// Shortest body of an `sk-…` or `hf_…` key recognised by its shape alone.
+const MIN_SHAPED_KEY_BODY: usize = 16;
+
+/// The credential values one run sends, and the scrubbing of them.
+///
+/// ```
+/// use speedbench_client::Secrets;
+/// let s = Secrets::new(["token-abc123".to_string()]);
+/// assert_eq!(s.scrub("HTTP 401: bad key token-abc123"), "HTTP 401: bad key <redacted>");
+/// assert_eq!(s.scrub("got Bearer eyJhbGciOi.x"), "got Bearer <redacted>");
+/// assert_eq!(s.scrub_output("an echo: token-abc123"), "an echo: <redacted>");
+/// assert_eq!(s.scrub_output("Bearer is a word here"), "Bearer is a word here");
+/// ```
+#[derive(Clone, Default)]
+pub struct Secrets {
+    /// Longest first, so a secret containing another is removed whole.
+    values: Vec<String>,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} values)", self.values.len())
+    }
+}
+
+impl Secrets {
+    /// Secrets from explicit values; each value's token after an auth scheme
+    /// (`Bearer X`, `Basic X`, `Token X`) counts too, since servers often
+    /// quote only the token. Values shorter than [`MIN_SECRET_LEN`] are ignored.
+    pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
+        let mut out: Vec<String> = Vec::new();
+        for v in values {
+            let v = v.trim().to_string();
+            if let Some((scheme, token)) = v.split_once(' ')
+                && !scheme.is_empty()
+                && scheme.chars().all(|c| c.is_ascii_alphabetic())
+            {
+                out.push(token.trim().to_string());
+            }
+            out.push(v);
+        }
+        out.retain(|v| v.chars().count() >= MIN_SECRET_LEN);
+        out.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        out.dedup();
+        Secrets { values: out }
+    }
+
+    /// The target's API key and every `-H` header value, plus the
+    /// `OPENAI_API_KEY` and `HF_TOKEN` environment values when set (they may
+    /// be credentials for this server even when not the one sent).
+    pub fn for_target(target: &Target) -> Secrets {
+        Secrets::for_credentials(target.api_key.as_ref(), &target.headers)
+    }
+
+    /// As [`Secrets::for_target`], from the key and headers themselves.
+    pub(crate) fn for_credentials(
+        api_key: Option<&ApiKey>,
+        headers: &[(String, String)],
+    ) -> Secrets {
+        let key = api_key.map(|k| k.expose().to_string());
+        let headers = headers.iter().map(|(_, v)| v.clone());
+        let env = ["OPENAI_API_KEY", "HF_TOKEN"]
+            .into_iter()
+            .filter_map(|name| std::env::var(name).ok());
+        Secrets::new(key.into_iter().chain(headers).chain(env))
+    }
+
+    /// True when no value is known (token shapes are still scrubbed).
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// `text` with every known value and every credential-shaped string
+    /// replaced by [`REDACTED`]: for error messages, logs and metadata.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let known = self.replace_known(text, MIN_SECRET_LEN);
+        match redact_token_shapes(&known) {
+            Cow::Borrowed(_) => known,
+            Cow::Owned(s) => Cow::Owned(s),
+        }
+    }
+
+    /// `text` with only the known values of at least
+    /// [`MIN_OUTPUT_SECRET_LEN`] characters replaced: for generated text.
+    pub fn scrub_output<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.replace_known(text, MIN_OUTPUT_SECRET_LEN)
+    }
+
+    /// Scrubs (as [`Secrets::scrub`]) every string in a JSON value, keys included.
+    pub fn scrub_json(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(clean) = self.scrub(s) {
+                    *s = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_json(v)),
+            Value::Object(map) => {
+                let dirty: Vec<String> = map
+                    .keys()
+                    .filter(|k| matches!(self.scrub(k), Cow::Owned(_)))
+                    .cloned()
+                    .collect();
+                for k in dirty {
+                    if let Some(v) = map.remove(&k) {
+                        map.insert(self.scrub(&k).into_owned(), v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.scrub_json(v));
+            }
+            _ => {}
+        }
+    }
+
+    /// Scrubs a string in place (as [`Secrets::scrub`]).
+    pub fn scrub_in_place(&self, text: &mut String) {
+        if let Cow::Owned(clean) = self.scrub(text) {
+            *text = clean;
+        }
+    }
+
+    fn replace_known<'a>(&self, text: &'a str, min_len: usize) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for v in self.values.iter().filter(|v| v.chars().count() >= min_len) {
+            if out.contains(v.as_str()) {
+                out = Cow::Owned(out.replace(v.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+}
+
+/// Characters of a bearer token (RFC 6750 `b64token`).
+fn is_token_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
+}
+
+/// Replaces `Bearer <token>` (any case), and `sk-…` / `hf_…` keys of at
+/// least [`MIN_SHAPED_KEY_BODY`] characters after the prefix.
+fn redact_token_shapes(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let lower = text.to_ascii_lowercase();
+    let lb = lower.as_bytes();
+    let mut out = String::new();
+    let mut last = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        if boundary && lb[i..].starts_with(b"bearer ") {
+            let start = i + "bearer ".len();
+            let start = start + bytes[start..].iter().take_while(|&&b| b == b' ').count();
+            let len = bytes[start..]
+                .iter()
+                .take_while(|&&b| is_token_char(b))
+                .count();
+            // `<redacted>` itself is not a token: scrubbing twice is a no-op.
+            if len > 0 {
+                out.push_str(&text[last..start]);
+                out.push_str(REDACTED);
+                last = start + len;
+                i = last;
+                continue;
+            }
+        }
+        if boundary && (lb[i..].starts_with(b"sk-") || lb[i..].starts_with(b"hf_")) {
+            let body = i + 3;
+            let len = bytes[body..]
+                .iter()
+                .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                .count();
+            if len >= MIN_SHAPED_KEY_BODY {
+                out.push_str(&text[last..i]);
+                out.push_str(REDACTED);
+                last = body + len;
+                i = last;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    if last == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::BaseUrl;
+    use serde_json::json;
+
+    #[test]
+    fn known_values_and_their_tokens_are_replaced() {
+        let s = Secrets::new([
+            "sk-local-1".to_string(),
+            "Bearer zzSECRET789".to_string(),
+            "abc".to_string(),
+        ]);
+        assert_eq!(
+            s.scrub("key sk-local-1, header Bearer zzSECRET789, token zzSECRET789"),
+            "key <redacted>, header <redacted>, token <redacted>"
+        );
+        // Too short to be told from words.
+        assert_eq!(s.scrub("abc"), "abc");
+        assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_secret_holding_another_is_removed_whole() {
+        let s = Secrets::new(["abcd".to_string(), "abcdefgh-long".to_string()]);
+        assert_eq!(
+            s.scrub("x abcdefgh-long y abcd"),
+            "x <redacted> y <redacted>"
+        );
+    }
+
+    #[test]
+    fn credential_shapes_go_even_when_unknown() {
+        let s = Secrets::default();
+        assert_eq!(
+            s.scrub(r#"{"auth":"Bearer eyJ0eXAi.OiJKV1Q-_~+/="} BEARER x"#),
+            r#"{"auth":"Bearer <redacted>"} BEARER <redacted>"#
+        );
+        assert_eq!(
+            s.scrub("key sk-proj-0123456789abcdef and hf_0123456789abcdefXYZ"),
+            "key <redacted> and <redacted>"
+        );
+        // Short look-alikes and words that merely contain the prefixes stay.
+        assert_eq!(
+            s.scrub("sk-learn, task-0123456789abcdefgh, hf_hub"),
+            "sk-learn, task-0123456789abcdefgh, hf_hub"
+        );
+        assert_eq!(s.scrub("Bearer "), "Bearer ");
+        // Scrubbing is idempotent.
+        let once = s.scrub("Bearer abc").into_owned();
+        assert_eq!(s.scrub(&once), once);
+    }
+
+    #[test]
+    fn generated_text_loses_only_long_known_values() {
+        let s = Secrets::new(["high".to_string(), "token-abc123".to_string()]);
+        assert_eq!(
+            s.scrub_output("high hopes, Bearer words, sk-0123456789abcdefgh, token-abc123"),
+            "high hopes, Bearer words, sk-0123456789abcdefgh, <redacted>"
+        );
+        assert_eq!(s.scrub("high"), "<redacted>");
+    }
+
+    #[test]
+    fn json_strings_and_keys_are_scrubbed() {
+        let s = Secrets::new(["token-abc123".to_string()]);
+        let mut v = json!({"a": ["x token-abc123", 1], "token-abc123": {"b": "Bearer q"}});
+        s.scrub_json(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": ["x <redacted>", 1], "<redacted>": {"b": "Bearer <redacted>"}})
+        );
+    }
+
+    #[test]
+    fn a_target_knows_its_key_and_header_values() {
+        let mut t = Target::new(BaseUrl::parse("h:1").unwrap(), "m");
+        t.api_key = Some(ApiKey::new("key-from-flag"));
+        t.headers = vec![("X-Token".into(), "hdr-value-1".into())];
+        let s = Secrets::for_target(&t);
+        assert_eq!(
+            s.scrub("key-from-flag hdr-value-1"),
+            "<redacted> <redacted>"
+        );
+        assert!(format!("{s:?}").starts_with("Secrets("));
+        assert!(!format!("{s:?}").contains("key-from-flag"));
+    }
+}
