@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use speedbench_client::{
     ApiKey, ApiKind, Arrival, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target,
-    discover_model_with_roots, parse_extra_inputs, run_profile,
+    discover_model_with_headers, parse_extra_inputs, run_profile,
     scrape::{ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
@@ -305,9 +305,14 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         .filter(|k| !k.is_empty())
         .map(ApiKey::new);
     let extra_roots = args.client.extra_roots()?;
+    let headers: Vec<(String, String)> = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<_, _>>()?;
     let model = match &args.model {
         Some(m) => m.clone(),
-        None => discover_model_with_roots(&base_url, api_key.as_ref(), &extra_roots)
+        None => discover_model_with_headers(&base_url, api_key.as_ref(), &headers, &extra_roots)
             .await
             .context("finding the served model")?,
     };
@@ -323,13 +328,10 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     target.max_tokens = args.osl;
     target.extra_body = parse_extra_inputs(&args.extra_inputs).context("--extra-inputs")?;
     target.api_key = api_key;
-    target.headers = args
-        .headers
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<_, _>>()?;
+    target.headers = headers;
     target.timeout = Duration::from_secs_f64(args.timeout);
     target.extra_roots_pem = extra_roots;
+    target.validate().context("checking the request options")?;
 
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let output_dir = args
