@@ -86,17 +86,21 @@ pub enum ErrorKind {
     Protocol,
     /// The run was interrupted while the request was in flight.
     Cancelled,
+    /// Never sent: an earlier turn of the same conversation failed, so
+    /// there was no honest reply to carry as history.
+    Skipped,
 }
 
 impl ErrorKind {
     /// Every kind, in a stable order.
-    pub const ALL: [ErrorKind; 6] = [
+    pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Connection,
         ErrorKind::Timeout,
         ErrorKind::HttpStatus,
         ErrorKind::ServerError,
         ErrorKind::Protocol,
         ErrorKind::Cancelled,
+        ErrorKind::Skipped,
     ];
 
     /// The stable name stored in Parquet.
@@ -108,6 +112,7 @@ impl ErrorKind {
             ErrorKind::ServerError => "server_error",
             ErrorKind::Protocol => "protocol",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Skipped => "skipped",
         }
     }
 
