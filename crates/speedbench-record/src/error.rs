@@ -62,4 +62,20 @@ pub enum RecordError {
         /// What is wrong with it.
         message: String,
     },
+    /// Another process holds the run directory's lock: a run is writing there.
+    #[error("{dir}: another speedbench run is writing to this directory (its lock {lock} is held)")]
+    RunDirBusy {
+        /// The run directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The directory already holds a run, and overwriting was not allowed.
+    #[error("{dir}: already holds a run ({found} exists); its results are kept")]
+    RunDirOccupied {
+        /// The run directory.
+        dir: PathBuf,
+        /// The first run file found there.
+        found: String,
+    },
 }

@@ -42,6 +42,7 @@ mod error;
 mod io;
 mod manifest;
 mod record;
+mod rundir;
 mod schema;
 
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
@@ -52,4 +53,8 @@ pub use io::{
 };
 pub use manifest::{RunManifest, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
+pub use rundir::{
+    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
+    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, outcome, run_is_live,
+};
 pub use schema::{SCHEMA_VERSION, record_schema};

@@ -9,7 +9,7 @@ use speedbench_metrics::percentile_sorted;
 use super::parse::{MetricType, Role};
 
 /// The file name of the export in a run directory.
-pub const SERVER_METRICS_FILE_NAME: &str = "server_metrics_export.json";
+pub use speedbench_record::SERVER_METRICS_FILE_NAME;
 
 /// Everything scraped from the servers' Prometheus endpoints during a run.
 ///

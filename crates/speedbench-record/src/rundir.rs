@@ -1,0 +1,178 @@
+//! The run directory: the names of the files a run leaves, and the lock a
+//! running profile holds on its directory.
+//!
+//! A run writes its records to [`PARTIAL_RECORDS_FILE_NAME`] and renames the
+//! closed file to [`crate::RECORDS_FILE_NAME`] when it ends (normally, after
+//! Ctrl-C, or after a write error), so a `records.parquet` is always a closed,
+//! readable file. While the run lives, its process holds an exclusive OS lock
+//! on [`LOCK_FILE_NAME`]: a second run into the same directory is refused,
+//! and a reader can tell a run still in progress from one whose process died
+//! (its `run.json` says `running`, yet nobody holds the lock).
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+use crate::{RECORDS_FILE_NAME, RecordError, RunManifest};
+
+/// The records file while the run is writing it (no Parquet footer yet).
+pub const PARTIAL_RECORDS_FILE_NAME: &str = "records.parquet.partial";
+/// The run statistics written when a run ends (`speedbench_metrics::RunMetrics`).
+pub const SUMMARY_FILE_NAME: &str = "summary.json";
+/// The server-metrics scrape export.
+pub const SERVER_METRICS_FILE_NAME: &str = "server_metrics_export.json";
+/// The lock file a running profile holds exclusively.
+pub const LOCK_FILE_NAME: &str = ".speedbench.lock";
+
+/// Every file a finished or dead run leaves behind, in the order a reader
+/// looks for them.
+pub const RUN_FILE_NAMES: [&str; 5] = [
+    RECORDS_FILE_NAME,
+    PARTIAL_RECORDS_FILE_NAME,
+    RunManifest::FILE_NAME,
+    SUMMARY_FILE_NAME,
+    SERVER_METRICS_FILE_NAME,
+];
+
+/// How a run ended, as `run.json`'s `outcome` and `summary.json` store it.
+pub mod outcome {
+    /// The run is in progress (or its process died: see [`super::run_is_live`]).
+    pub const RUNNING: &str = "running";
+    /// Every planned request was sent and the error rate was acceptable.
+    pub const COMPLETED: &str = "completed";
+    /// Stopped by a signal before the planned work was done.
+    pub const INTERRUPTED: &str = "interrupted";
+    /// No request succeeded, the error rate passed its limit, or a file
+    /// could not be written.
+    pub const FAILED: &str = "failed";
+}
+
+/// The exclusive lock on a run directory, held for the run's life.
+///
+/// Dropping it releases the lock; the lock file itself stays (removing it
+/// would let a second process lock a different inode of the same name).
+#[derive(Debug)]
+pub struct RunDirLock {
+    dir: PathBuf,
+    _file: File,
+}
+
+impl RunDirLock {
+    /// Creates `dir` if needed, locks it, and checks that it holds no run.
+    ///
+    /// With `overwrite`, the files of a previous run are removed once the
+    /// lock is held; without it, a directory holding any of
+    /// [`RUN_FILE_NAMES`] is refused with [`RecordError::RunDirOccupied`].
+    /// A directory another live run holds is refused with
+    /// [`RecordError::RunDirBusy`], whatever `overwrite` says.
+    ///
+    /// ```
+    /// use speedbench_record::{RecordError, RunDirLock};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = RunDirLock::acquire(dir.path(), false)?;
+    /// assert!(speedbench_record::run_is_live(dir.path()));
+    /// // A second run into the same directory is refused while the first lives.
+    /// assert!(matches!(RunDirLock::acquire(dir.path(), true), Err(RecordError::RunDirBusy { .. })));
+    /// drop(lock);
+    /// assert!(!speedbench_record::run_is_live(dir.path()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire(dir: &Path, overwrite: bool) -> Result<RunDirLock, RecordError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RecordError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock_path = dir.join(LOCK_FILE_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(RecordError::RunDirBusy {
+                    dir: dir.to_path_buf(),
+                    lock: lock_path,
+                });
+            }
+            Err(TryLockError::Error(source)) => {
+                return Err(RecordError::Io {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
+        for name in RUN_FILE_NAMES {
+            let path = dir.join(name);
+            if !path.exists() {
+                continue;
+            }
+            if !overwrite {
+                return Err(RecordError::RunDirOccupied {
+                    dir: dir.to_path_buf(),
+                    found: name.to_string(),
+                });
+            }
+            std::fs::remove_file(&path).map_err(io(&path))?;
+        }
+        Ok(RunDirLock {
+            dir: dir.to_path_buf(),
+            _file: file,
+        })
+    }
+
+    /// The locked directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// True while a process holds `dir`'s run lock (a run is writing there).
+///
+/// A `run.json` that says `running` in a directory where this is false
+/// belongs to a run whose process died without closing it.
+pub fn run_is_live(dir: &Path) -> bool {
+    let Ok(file) = File::open(dir.join(LOCK_FILE_NAME)) else {
+        return false;
+    };
+    match file.try_lock_shared() {
+        Ok(()) => false,
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(_)) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_with_a_run_is_refused_unless_overwriting() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(RunManifest::FILE_NAME), "{}").unwrap();
+        std::fs::write(dir.path().join(SUMMARY_FILE_NAME), "{}").unwrap();
+        let err = RunDirLock::acquire(dir.path(), false).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("already holds a run (run.json exists)")
+        );
+        assert!(
+            dir.path().join(SUMMARY_FILE_NAME).exists(),
+            "nothing removed"
+        );
+        let lock = RunDirLock::acquire(dir.path(), true).unwrap();
+        assert!(!dir.path().join(RunManifest::FILE_NAME).exists());
+        assert!(!dir.path().join(SUMMARY_FILE_NAME).exists());
+        assert_eq!(lock.dir(), dir.path());
+    }
+
+    #[test]
+    fn other_files_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+        let _lock = RunDirLock::acquire(dir.path(), false).unwrap();
+        assert!(dir.path().join("notes.txt").exists());
+    }
+}
