@@ -9,6 +9,8 @@ use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
+mod salvage;
+
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
 use crate::record::RequestRecord;
@@ -98,9 +100,12 @@ impl RecordWriter {
             path: self.path.clone(),
             source,
         })?;
+        // `sync` empties the writer's buffer into the file: a flushed row
+        // group is with the operating system, not in this process.
         self.writer
             .write(&batch)
             .and_then(|_| self.writer.flush())
+            .and_then(|_| Ok(self.writer.sync()?))
             .map_err(|source| RecordError::Parquet {
                 path: self.path.clone(),
                 source,
