@@ -22,7 +22,7 @@ pub struct RunMetrics {
     pub counts: RequestCounts,
     /// From the earliest `start_unix_ns` to the latest `end_unix_ns` over
     /// every non-warmup record (failed ones included: they occupied the
-    /// window), in seconds; `None` without such records or when not positive.
+    /// window; skipped turns, never sent, left out), in seconds; `None` without such records or when not positive.
     pub benchmark_duration_s: Option<f64>,
     /// Successful requests / benchmark duration (requests/s).
     pub request_throughput: Option<f64>,
@@ -84,7 +84,10 @@ impl RunMetrics {
 }
 
 fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
-    let window = records.iter().filter(|r| !r.warmup);
+    // A skipped turn was never sent: it occupied no part of the window.
+    let window = records
+        .iter()
+        .filter(|r| !r.warmup && r.error_kind != Some(ErrorKind::Skipped));
     let start = window.clone().map(|r| r.start_unix_ns).min()?;
     let end = window.map(|r| r.end_unix_ns).max()?;
     (end > start).then(|| (end - start) as f64 / NS_PER_S)
@@ -99,10 +102,15 @@ pub struct RequestCounts {
     pub warmup: u64,
     /// Non-warmup records without an error.
     pub succeeded: u64,
-    /// Non-warmup records with an error.
+    /// Non-warmup records of requests sent that failed (an error other
+    /// than [`ErrorKind::Skipped`]).
     pub failed: u64,
+    /// Non-warmup turns never sent because an earlier turn of their
+    /// conversation failed ([`ErrorKind::Skipped`]); not in `failed`.
+    #[serde(default)]
+    pub skipped: u64,
     /// `failed` split by kind, in [`ErrorKind::ALL`] order, kinds with a
-    /// zero count left out.
+    /// zero count left out (never [`ErrorKind::Skipped`]).
     pub failed_by_kind: Vec<ErrorCount>,
 }
 
@@ -118,6 +126,7 @@ impl RequestCounts {
             match (r.warmup, r.error_kind) {
                 (true, _) => counts.warmup += 1,
                 (false, None) => counts.succeeded += 1,
+                (false, Some(ErrorKind::Skipped)) => counts.skipped += 1,
                 (false, Some(kind)) => {
                     counts.failed += 1;
                     let i = ErrorKind::ALL.iter().position(|&k| k == kind);
@@ -280,6 +289,7 @@ mod tests {
         assert_eq!(c.failed_of(ErrorKind::Timeout), 1);
         assert_eq!(c.failed_of(ErrorKind::HttpStatus), 1);
         assert_eq!(c.failed_of(ErrorKind::Connection), 0);
+        assert_eq!(c.skipped, 0);
         assert_eq!(
             c.failed_by_kind,
             vec![
@@ -335,5 +345,22 @@ mod tests {
         assert!(close(s.mean_prompt_tps().unwrap(), 200.0));
         assert!(close(s.mean_decode_tps().unwrap(), 15.0));
         assert!(close(s.decode_tps.unwrap().std, 5.0));
+    }
+
+    #[test]
+    fn skipped_turns_are_counted_apart_and_occupy_no_time() {
+        // A turn failed at 10..12 s; the next turn of its conversation was
+        // skipped (its stamps at 0 must not stretch the window); a success
+        // at 12..14 s. Window 10..14 s = 4 s; 1 success / 4 s.
+        let mut failed = req(10, 12, 1, 1, 0);
+        failed.error_kind = Some(ErrorKind::Connection);
+        let mut skipped = req(0, 0, 0, 0, 0);
+        skipped.error_kind = Some(ErrorKind::Skipped);
+        let m = RunMetrics::from_records(&[failed, skipped, req(12, 14, 100, 2000, 20)]);
+        let c = &m.counts;
+        assert_eq!((c.total, c.succeeded, c.failed, c.skipped), (3, 1, 1, 1));
+        assert_eq!(c.failed_of(ErrorKind::Skipped), 0);
+        assert_eq!(m.benchmark_duration_s, Some(4.0));
+        assert_eq!(m.request_throughput, Some(0.25));
     }
 }

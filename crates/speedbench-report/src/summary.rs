@@ -216,8 +216,14 @@ fn server_timings(t: &ServerTimingMetrics) -> Option<String> {
 /// `Errors: 3 of 120 requests failed (timeout: 2, connection: 1); statistics
 /// exclude them`, kinds by descending count.
 fn errors(c: &RequestCounts) -> Option<String> {
+    let skipped = (c.skipped > 0).then(|| {
+        format!(
+            "Skipped: {} never sent because an earlier turn of their conversation failed\n",
+            count_of(c.skipped, "turn")
+        )
+    });
     if c.failed == 0 {
-        return None;
+        return skipped;
     }
     let mut kinds = c.failed_by_kind.clone();
     kinds.sort_by_key(|e| std::cmp::Reverse(e.count)); // stable: ties keep ErrorKind::ALL order
@@ -227,10 +233,11 @@ fn errors(c: &RequestCounts) -> Option<String> {
         .collect();
     let measured = c.succeeded + c.failed;
     Some(format!(
-        "Errors: {} of {} failed ({}); statistics exclude them\n",
+        "Errors: {} of {} failed ({}); statistics exclude them\n{}",
         c.failed,
         count_of(measured, "request"),
-        kinds.join(", ")
+        kinds.join(", "),
+        skipped.unwrap_or_default()
     ))
 }
 
@@ -597,6 +604,24 @@ mod tests {
         assert!(!out.contains("Time to First Token"));
         assert!(
             out.ends_with("Errors: 1 of 1 request failed (protocol: 1); statistics exclude them\n")
+        );
+    }
+
+    #[test]
+    fn skipped_turns_get_their_own_line() {
+        let mut records = run();
+        records.push(failed(ErrorKind::Skipped));
+        records.push(failed(ErrorKind::Skipped));
+        let out = render_run_summary(&RunMetrics::from_records(&records));
+        assert!(
+            out.contains("Errors: 3 of 5 requests failed (timeout: 2, connection: 1)"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "Skipped: 2 turns never sent because an earlier turn of their conversation failed\n"
+            ),
+            "{out}"
         );
     }
 }
