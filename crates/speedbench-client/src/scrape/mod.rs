@@ -142,6 +142,9 @@ struct Store {
     ok_fetches: u64,
     families: BTreeMap<String, (MetricType, Option<String>)>,
     series: HashMap<SeriesKey, Points>,
+    /// When each successful scrape was taken, to tell a series that
+    /// appeared mid-run from one that was there from the start.
+    ok_times: Vec<i64>,
 }
 
 impl Store {
@@ -213,6 +216,7 @@ impl Inner {
         match parsed {
             Ok(exposition) => {
                 store.ingest(&exposition, ts);
+                store.ok_times.push(ts);
                 store.ok_fetches += 1;
                 store.latency_ms_sum += (t1 - t0).as_secs_f64() * 1e3;
                 store.info.first_fetch_ns.get_or_insert(ts);
@@ -337,8 +341,12 @@ impl Scraper {
             for (k, v) in &store.families {
                 families.entry(k.clone()).or_insert_with(|| v.clone());
             }
-            for points in store.series.values_mut() {
+            store.ok_times.sort_unstable();
+            for ((_, role, _), points) in store.series.iter_mut() {
                 points.sort_by_key(|p| p.0);
+                if !matches!(role, Role::Gauge(_)) {
+                    start_from_zero(points, &store.ok_times);
+                }
             }
             if store.ok_fetches > 0 {
                 successful.push(url.clone());
@@ -382,6 +390,22 @@ impl Scraper {
             },
             metrics,
         }
+    }
+}
+
+/// A counter-like series (counter, histogram bucket, sum or count) absent
+/// from an earlier successful scrape of its endpoint appeared during the
+/// run: it counts from 0, not from its first value (llama.cpp publishes its
+/// per-position acceptance counters only once it has drafted). A 0 sample is
+/// put at the last successful scrape that did not have it, so the increase
+/// up to its first value is counted wherever the window opens.
+fn start_from_zero(points: &mut Points, ok_times: &[i64]) {
+    let Some(&(first_ts, _)) = points.first() else {
+        return;
+    };
+    let before = ok_times.partition_point(|&t| t < first_ts);
+    if before > 0 {
+        points.insert(0, (ok_times[before - 1], 0.0));
     }
 }
 
@@ -467,6 +491,19 @@ mod tests {
             err.contains("--api-key") && err.contains("authorization"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_series_absent_from_an_earlier_scrape_starts_at_zero() {
+        // Scrapes at 1, 2, 3 s; the series first shows at 2 s with 21.
+        let ok = [1, 2, 3];
+        let mut late = vec![(2, 21.0), (3, 30.0)];
+        start_from_zero(&mut late, &ok);
+        assert_eq!(late, vec![(1, 0.0), (2, 21.0), (3, 30.0)]);
+        // Present from the first scrape: measured from its first value.
+        let mut early = vec![(1, 5.0), (3, 9.0)];
+        start_from_zero(&mut early, &ok);
+        assert_eq!(early, vec![(1, 5.0), (3, 9.0)]);
     }
 
     #[test]
