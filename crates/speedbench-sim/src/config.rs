@@ -87,7 +87,11 @@ impl SimConfig {
         let profiles = std::iter::once(("default_spec", &self.default_spec))
             .chain(self.categories.iter().map(|(k, v)| (k.as_str(), v)));
         for (name, p) in profiles {
-            for (field, v) in [("p_full", p.p_full), ("p_token", p.p_token)] {
+            for (field, v) in [
+                ("p_full", p.p_full),
+                ("p_token", p.p_token),
+                ("p_draft", p.p_draft),
+            ] {
                 if !(0.0..=1.0).contains(&v) {
                     return bad(format!("{name}.{field} must be in [0, 1], got {v}"));
                 }
@@ -116,6 +120,7 @@ impl SimConfig {
             num_spec_tokens: 5,
             p_full,
             p_token: 0.6,
+            p_draft: 1.0,
         };
         let categories = [
             ("coding", 0.732),
@@ -138,6 +143,7 @@ impl SimConfig {
                 num_spec_tokens: 5,
                 p_full: 0.61,
                 p_token: 0.67,
+                p_draft: 1.0,
             },
             categories,
             ..Self::default()
@@ -179,6 +185,12 @@ pub struct AcceptanceProfile {
     pub p_full: f64,
     /// Otherwise, probability of accepting each successive draft. Default 0.4.
     pub p_token: f64,
+    /// Probability that a decode step drafts at all. Default 1.0 (every
+    /// step drafts, as vLLM). Below 1, some steps emit one target token with
+    /// no draft, as llama.cpp's n-gram drafters do when the context has no
+    /// match: they are not verify steps (`…num_drafts` does not count them)
+    /// but they are target forward passes. 0 means a request never drafts.
+    pub p_draft: f64,
 }
 
 impl Default for AcceptanceProfile {
@@ -187,6 +199,7 @@ impl Default for AcceptanceProfile {
             num_spec_tokens: 4,
             p_full: 0.5,
             p_token: 0.4,
+            p_draft: 1.0,
         }
     }
 }
@@ -198,6 +211,7 @@ impl AcceptanceProfile {
             num_spec_tokens: 0,
             p_full: 0.0,
             p_token: 0.0,
+            p_draft: 1.0,
         }
     }
 

@@ -270,6 +270,20 @@ impl Exposition<'_> {
                 let _ = writeln!(out, "# TYPE {name} counter");
                 let _ = writeln!(out, "{name} {v}");
             }
+            let name = "llamacpp:tokens_predicted_total";
+            let _ = writeln!(out, "# HELP {name} Number of generation tokens processed.");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", t.completion_tokens);
+            // As llama-server: the per-position series exist only once
+            // something was drafted, so they appear in the middle of a run.
+            if t.steps > 0 {
+                let name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total";
+                let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position");
+                let _ = writeln!(out, "# TYPE {name} counter");
+                for (i, v) in t.accepted_per_pos.iter().enumerate() {
+                    let _ = writeln!(out, "{name}{{position=\"{i}\"}} {v}");
+                }
+            }
         }
         out
     }
@@ -337,6 +351,22 @@ mod tests {
         assert!(text.contains("position=\"1\"} 2.0\n"));
         assert!(text.contains("# TYPE vllm:num_requests_running gauge\n"));
         assert!(text.contains("llamacpp:spec_decode_num_drafts_total 3\n"));
+        assert!(text.contains("llamacpp:tokens_predicted_total 7\n"));
+        assert!(text.contains(
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 2\n"
+        ));
+        // Nothing drafted yet: no per-position series, as llama-server.
+        let empty = GroundTruth::new(2);
+        let text = Exposition {
+            truth: &empty,
+            model: "m",
+            running: 0,
+            llamacpp: true,
+            created_unix: 1.7e9,
+        }
+        .render();
+        assert!(!text.contains("llamacpp:spec_decode_num_accepted_tokens_per_pos"));
+        assert!(text.contains("llamacpp:tokens_predicted_total 0\n"));
         assert!(text.ends_with('\n'));
     }
 }

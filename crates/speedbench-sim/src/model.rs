@@ -265,6 +265,13 @@ fn simulate_acceptance(
     let mut iterations = Vec::new();
     let mut remaining = completion_tokens;
     while remaining > 0 {
+        // Drawn only when some steps skip drafting, so configurations that
+        // draft every step keep their exact acceptance streams.
+        if profile.p_draft < 1.0 && rng.next_f64() >= profile.p_draft {
+            iterations.push(1);
+            remaining -= 1;
+            continue;
+        }
         let drawn = if rng.next_f64() < profile.p_full {
             k
         } else {
@@ -369,6 +376,7 @@ mod tests {
             num_spec_tokens: k,
             p_full,
             p_token,
+            p_draft: 1.0,
         }
     }
 
@@ -476,6 +484,41 @@ mod tests {
         assert_eq!(forced.spec.steps + forced.spec.accepted, 500);
         // ignore_eos without max_tokens keeps the natural length.
         assert_eq!(generate(3, "k", &p, (10, 20), None, true), natural);
+    }
+
+    #[test]
+    fn steps_without_drafts_emit_one_token_and_are_not_verify_steps() {
+        let every = profile(4, 0.5, 0.4);
+        let some = AcceptanceProfile {
+            p_draft: 0.5,
+            ..every.clone()
+        };
+        let never = AcceptanceProfile {
+            p_draft: 0.0,
+            ..every.clone()
+        };
+        let g = generate(3, "k", &some, (100, 100), None, false);
+        // Every token is an accepted draft or one token per target pass.
+        let passes = g.iterations.len() as u64;
+        assert_eq!(passes + g.spec.accepted, 100);
+        // Some passes drafted nothing: fewer verify steps than passes.
+        let undrafted = g.iterations.len() - g.spec.per_step_accepted.len();
+        assert!(undrafted > 0 && g.spec.steps < passes, "{g:?}");
+        assert_eq!(g.spec.steps as usize, g.spec.per_step_accepted.len());
+        assert_eq!(g.spec.proposed, 4 * g.spec.steps);
+        // p_draft 1 keeps the stream of a profile that always drafts.
+        let same = AcceptanceProfile {
+            p_draft: 1.0,
+            ..every.clone()
+        };
+        assert_eq!(
+            generate(3, "k", &same, (100, 100), None, false),
+            generate(3, "k", &every, (100, 100), None, false)
+        );
+        let none = generate(3, "k", &never, (100, 100), None, false);
+        assert_eq!((none.spec.steps, none.spec.proposed), (0, 0));
+        assert_eq!(none.iterations.len(), 100);
+        assert_eq!(none.text(), g.text(), "drafting never changes the text");
     }
 
     #[test]

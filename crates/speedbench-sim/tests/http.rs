@@ -340,6 +340,7 @@ async fn categories_and_max_tokens() {
             num_spec_tokens: 2,
             p_full: 1.0,
             p_token: 0.0,
+            p_draft: 1.0,
         },
     );
     let s = start(SimConfig {
