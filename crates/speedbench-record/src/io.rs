@@ -14,9 +14,7 @@ mod salvage;
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
 use crate::record::RequestRecord;
-use crate::schema::{
-    BatchBuilder, SCHEMA_VERSION, batch_to_records, complete_batch, record_schema,
-};
+use crate::schema::{BatchBuilder, SCHEMA_VERSION, batch_to_records, conform_batch, record_schema};
 
 /// Conventional file name of a run's records inside its artifact directory.
 pub const RECORDS_FILE_NAME: &str = "records.parquet";
@@ -201,14 +199,9 @@ pub fn read_records_file_with(
             path: path.to_path_buf(),
             source,
         })?;
-        let batch = match columns {
-            Some(_) => complete_batch(&batch).map_err(|source| RecordError::Arrow {
-                path: path.to_path_buf(),
-                source,
-            })?,
-            None => batch,
-        };
         let first_row = records.len();
+        // Other tools' widths (LargeUtf8, Utf8View, LargeList, ...) become ours.
+        let batch = conform_batch(&batch, &source, first_row, columns.is_some())?;
         batch_to_records(&batch, &source, first_row, &mut records)?;
     }
     Ok(RecordsFile { manifest, records })

@@ -295,21 +295,395 @@ fn append_opt_list(builder: &mut ListBuilder<UInt32Builder>, values: Option<&[u3
     }
 }
 
-/// Fills the columns a projected read skipped with nulls, so the batch has
-/// the full schema's shape (with every field nullable).
-pub(crate) fn complete_batch(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+/// Converts a batch as a file stored it into the record schema's types.
+///
+/// Files rewritten by other tools keep our columns but not always our
+/// Arrow types: polars writes `Utf8View` strings and `LargeList`s, pandas
+/// `LargeUtf8` (or `Utf8View`), dictionary-encoded strings for categoricals,
+/// floats for integer columns that hold nulls, and a `Null` column when
+/// every value of it is null. Every width of a string, binary (checked to be
+/// UTF-8), list (`List`, `LargeList`, `FixedSizeList`, `ListView`,
+/// `LargeListView`, any item name), integer (range-checked) and timestamp
+/// unit is accepted, and so are whole-number floats in integer columns. A
+/// column of another type is an error naming the column; a value that does
+/// not fit, a null in a column that must hold a value, and a null inside a
+/// list are errors naming the row and the column.
+///
+/// Columns of the file that the schema does not know (a pandas index) are
+/// left out. With `fill_missing` (a projected read), schema columns the
+/// batch lacks are filled with nulls; without it they are left for
+/// [`batch_to_records`] to report as missing. Every field of the result is
+/// nullable.
+pub(crate) fn conform_batch(
+    batch: &RecordBatch,
+    source: &str,
+    first_row: usize,
+    fill_missing: bool,
+) -> Result<RecordBatch, RecordError> {
     let rows = batch.num_rows();
     let mut fields = Vec::with_capacity(SCHEMA.fields().len());
     let mut columns = Vec::with_capacity(SCHEMA.fields().len());
     for field in SCHEMA.fields() {
         let column = match batch.column_by_name(field.name()) {
-            Some(c) => c.clone(),
-            None => arrow_array::new_null_array(field.data_type(), rows),
+            Some(c) => {
+                let ctx = Ctx {
+                    source,
+                    column: field.name(),
+                    first_row,
+                };
+                let c = conform_array(&ctx, c, field.data_type())?;
+                if !field.is_nullable()
+                    && let Some(row) = first_null(c.as_ref())
+                {
+                    return Err(ctx.value_err(row, "null in a column that must hold a value"));
+                }
+                c
+            }
+            None if fill_missing => arrow_array::new_null_array(field.data_type(), rows),
+            None => continue,
         };
         fields.push(field.as_ref().clone().with_nullable(true));
         columns.push(column);
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+    let schema = Arc::new(Schema::new(fields));
+    let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema, columns, &options).map_err(|e| RecordError::Arrow {
+        path: source.into(),
+        source: e,
+    })
+}
+
+fn first_null(array: &dyn Array) -> Option<usize> {
+    let nulls = array.logical_nulls()?;
+    (0..array.len()).find(|&i| nulls.is_null(i))
+}
+
+/// Where a value being converted comes from, for error messages.
+struct Ctx<'a> {
+    source: &'a str,
+    column: &'a str,
+    first_row: usize,
+}
+
+impl Ctx<'_> {
+    fn type_err(&self, target: &DataType, found: &DataType) -> RecordError {
+        RecordError::Schema {
+            path: self.source.into(),
+            column: self.column.into(),
+            message: format!("expected type {target} (or another width of it), found {found}"),
+        }
+    }
+
+    fn value_err(&self, row: usize, message: impl Into<String>) -> RecordError {
+        RecordError::InvalidValue {
+            path: self.source.into(),
+            row: self.first_row + row,
+            column: self.column.into(),
+            message: message.into(),
+        }
+    }
+}
+
+fn conform_array(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError> {
+    use DataType::*;
+    let found = col.data_type();
+    if found == target && !matches!(target, List(_)) {
+        return Ok(col.clone());
+    }
+    match found {
+        Null => return Ok(arrow_array::new_null_array(target, col.len())),
+        Dictionary(_, _) => {
+            // Look every key up, then convert the plain values.
+            let dict = col.as_any_dictionary();
+            let keys = dict.normalized_keys();
+            let indices: arrow_array::UInt64Array = (0..col.len())
+                .map(|i| col.is_valid(i).then(|| keys[i] as u64))
+                .collect();
+            let plain = arrow_select::take::take(dict.values().as_ref(), &indices, None)
+                .map_err(|e| ctx.value_err(0, format!("dictionary lookup failed: {e}")))?;
+            return conform_array(ctx, &plain, target);
+        }
+        _ => {}
+    }
+    match target {
+        Utf8 => to_strings(ctx, col, target),
+        UInt64 => to_unsigned::<UInt64Type>(ctx, col, target),
+        UInt32 => to_unsigned::<UInt32Type>(ctx, col, target),
+        UInt16 => to_unsigned::<UInt16Type>(ctx, col, target),
+        Float64 => to_floats(ctx, col, target),
+        Timestamp(TimeUnit::Nanosecond, _) => to_timestamps(ctx, col, target),
+        List(item) => to_list(ctx, col, target, item.data_type()),
+        _ => Err(ctx.type_err(target, found)),
+    }
+}
+
+fn to_strings(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError> {
+    use DataType::*;
+    let out: arrow_array::StringArray = match col.data_type() {
+        LargeUtf8 => col.as_string::<i64>().iter().collect(),
+        Utf8View => col.as_string_view().iter().collect(),
+        Binary => utf8_of(ctx, col.as_binary::<i32>().iter())?,
+        LargeBinary => utf8_of(ctx, col.as_binary::<i64>().iter())?,
+        BinaryView => utf8_of(ctx, col.as_binary_view().iter())?,
+        FixedSizeBinary(_) => utf8_of(ctx, col.as_fixed_size_binary().iter())?,
+        other => return Err(ctx.type_err(target, other)),
+    };
+    Ok(Arc::new(out))
+}
+
+fn utf8_of<'b>(
+    ctx: &Ctx,
+    values: impl Iterator<Item = Option<&'b [u8]>>,
+) -> Result<arrow_array::StringArray, RecordError> {
+    let strings = values
+        .enumerate()
+        .map(|(i, v)| {
+            v.map(|bytes| {
+                std::str::from_utf8(bytes)
+                    .map_err(|e| ctx.value_err(i, format!("binary value is not UTF-8 text: {e}")))
+            })
+            .transpose()
+        })
+        .collect::<Result<Vec<Option<&str>>, _>>()?;
+    Ok(strings.into_iter().collect())
+}
+
+/// Every value of an integer column (or a float column holding whole
+/// numbers) as `i128`, nulls kept.
+fn integers(
+    ctx: &Ctx,
+    col: &ArrayRef,
+    target: &DataType,
+) -> Result<Vec<Option<i128>>, RecordError> {
+    use arrow_array::types::*;
+    macro_rules! ints {
+        ($t:ty) => {
+            col.as_primitive::<$t>()
+                .iter()
+                .map(|v| v.map(i128::from))
+                .collect()
+        };
+    }
+    let whole = |values: Vec<Option<f64>>| -> Result<Vec<Option<i128>>, RecordError> {
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                None => Ok(None),
+                Some(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 2f64.powi(64) => {
+                    Ok(Some(x as i128))
+                }
+                Some(x) => Err(ctx.value_err(i, format!("{x} is not a whole number"))),
+            })
+            .collect()
+    };
+    Ok(match col.data_type() {
+        DataType::Int8 => ints!(Int8Type),
+        DataType::Int16 => ints!(Int16Type),
+        DataType::Int32 => ints!(Int32Type),
+        DataType::Int64 => ints!(Int64Type),
+        DataType::UInt8 => ints!(UInt8Type),
+        DataType::UInt16 => ints!(UInt16Type),
+        DataType::UInt32 => ints!(UInt32Type),
+        DataType::UInt64 => ints!(UInt64Type),
+        DataType::Float32 => whole(
+            col.as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+        )?,
+        DataType::Float64 => whole(col.as_primitive::<Float64Type>().iter().collect())?,
+        other => return Err(ctx.type_err(target, other)),
+    })
+}
+
+fn to_unsigned<T>(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError>
+where
+    T: arrow_array::ArrowPrimitiveType,
+    T::Native: TryFrom<i128>,
+{
+    let values = integers(ctx, col, target)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.map(|x| {
+                T::Native::try_from(x)
+                    .map_err(|_| ctx.value_err(i, format!("{x} does not fit in {target}")))
+            })
+            .transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Arc::new(
+        values
+            .into_iter()
+            .collect::<arrow_array::PrimitiveArray<T>>(),
+    ))
+}
+
+fn to_floats(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError> {
+    let out: arrow_array::Float64Array = match col.data_type() {
+        DataType::Float32 => col
+            .as_primitive::<arrow_array::types::Float32Type>()
+            .iter()
+            .map(|v| v.map(f64::from))
+            .collect(),
+        DataType::Float16 => col
+            .as_primitive::<arrow_array::types::Float16Type>()
+            .iter()
+            .map(|v| v.map(f64::from))
+            .collect(),
+        _ => integers(ctx, col, target)?
+            .into_iter()
+            .map(|v| v.map(|x| x as f64))
+            .collect(),
+    };
+    Ok(Arc::new(out))
+}
+
+fn to_timestamps(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError> {
+    use arrow_array::types::*;
+    let (values, per): (Vec<Option<i64>>, i64) = match col.data_type() {
+        DataType::Timestamp(TimeUnit::Second, _) => (
+            col.as_primitive::<TimestampSecondType>().iter().collect(),
+            1_000_000_000,
+        ),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => (
+            col.as_primitive::<TimestampMillisecondType>()
+                .iter()
+                .collect(),
+            1_000_000,
+        ),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => (
+            col.as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .collect(),
+            1_000,
+        ),
+        // Nanoseconds with another (or no) time zone: the instants are the same.
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => (
+            col.as_primitive::<TimestampNanosecondType>()
+                .iter()
+                .collect(),
+            1,
+        ),
+        other => return Err(ctx.type_err(target, other)),
+    };
+    let values = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.map(|x| {
+                x.checked_mul(per)
+                    .ok_or_else(|| ctx.value_err(i, format!("timestamp {x} is out of range")))
+            })
+            .transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Arc::new(
+        arrow_array::TimestampNanosecondArray::from(values).with_timezone("UTC"),
+    ))
+}
+
+fn to_list(
+    ctx: &Ctx,
+    col: &ArrayRef,
+    target: &DataType,
+    item: &DataType,
+) -> Result<ArrayRef, RecordError> {
+    use DataType::*;
+    let len = col.len();
+    let valid = |i: usize| col.is_valid(i);
+    // Each row's (start, end) in the child values, None for a null row.
+    let (values, ranges): (ArrayRef, Vec<Option<(usize, usize)>>) = match col.data_type() {
+        List(_) => {
+            let l = col.as_list::<i32>();
+            let o = l.value_offsets();
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        LargeList(_) => {
+            let l = col.as_list::<i64>();
+            let o = l.value_offsets();
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        FixedSizeList(_, _) => {
+            let l = col.as_fixed_size_list();
+            let n = l.value_length() as usize;
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (l.value_offset_at(i), l.value_offset_at(i) + n)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        ListView(_) => {
+            let l = col.as_list_view::<i32>();
+            let (o, s) = (l.value_offsets(), l.value_sizes());
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        LargeListView(_) => {
+            let l = col.as_list_view::<i64>();
+            let (o, s) = (l.value_offsets(), l.value_sizes());
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        other => return Err(ctx.type_err(target, other)),
+    };
+    let item_ctx = Ctx {
+        source: ctx.source,
+        column: ctx.column,
+        first_row: 0,
+    };
+    let values = conform_array(&item_ctx, &values, item).map_err(|e| match e {
+        // A child index is not a row: report the type or value problem by column.
+        RecordError::InvalidValue { message, .. } => RecordError::Schema {
+            path: ctx.source.into(),
+            column: ctx.column.into(),
+            message: format!("list item: {message}"),
+        },
+        other => other,
+    })?;
+    let child_nulls = values.logical_nulls();
+    let mut offsets = Vec::with_capacity(len + 1);
+    let mut indices = Vec::new();
+    offsets.push(0i32);
+    for (row, range) in ranges.iter().enumerate() {
+        if let Some((start, end)) = *range {
+            if let Some(nulls) = &child_nulls
+                && (start..end).any(|j| nulls.is_null(j))
+            {
+                return Err(ctx.value_err(row, "null inside the list"));
+            }
+            indices.extend((start..end).map(|j| j as u64));
+        }
+        let end = i32::try_from(indices.len())
+            .map_err(|_| ctx.value_err(row, "more than 2^31 list items in one batch"))?;
+        offsets.push(end);
+    }
+    let indices = arrow_array::UInt64Array::from(indices);
+    let values = arrow_select::take::take(values.as_ref(), &indices, None)
+        .map_err(|e| ctx.value_err(0, format!("list items: {e}")))?;
+    let nulls = ranges
+        .iter()
+        .any(Option::is_none)
+        .then(|| arrow_buffer::NullBuffer::from_iter(ranges.iter().map(Option::is_some)));
+    let field = Arc::new(Field::new("item", item.clone(), true));
+    let list = arrow_array::ListArray::try_new(
+        field,
+        arrow_buffer::OffsetBuffer::new(offsets.into()),
+        values,
+        nulls,
+    )
+    .map_err(|e| ctx.value_err(0, format!("list rebuild failed: {e}")))?;
+    Ok(Arc::new(list))
 }
 
 /// Typed views of one batch's columns, checked against the schema once.
