@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
-    AcceptanceMatrix, HtmlReport, MatrixMetric, ResolvedSource, RunData, SourceChoice,
-    find_run_dirs, load_run_for, render_html,
+    AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, RunData, SourceChoice,
+    assign_labels, build_matrix, find_run_dirs, load_run_for, render_html,
 };
 
 use crate::{CliError, Context, Outcome, fail};
@@ -49,13 +49,28 @@ pub struct ReportArgs {
     /// HTML destination for `--format html`.
     #[arg(long, default_value = "speed_bench_report.html")]
     pub html_output: PathBuf,
+    /// Row label of one run directory, as DIR=NAME (repeatable). Rows are
+    /// labelled by model, and by model plus directory name where two runs
+    /// share a model.
+    #[arg(long = "label", value_name = "DIR=NAME", value_parser = parse_label)]
+    pub labels: Vec<(PathBuf, String)>,
+}
+
+fn parse_label(s: &str) -> Result<(PathBuf, String), String> {
+    match s.split_once('=') {
+        Some((dir, name)) if !dir.is_empty() && !name.trim().is_empty() => {
+            Ok((PathBuf::from(dir), name.to_string()))
+        }
+        _ => Err(format!(
+            "{s:?} is not DIR=NAME (a run directory, '=', and a non-empty label)"
+        )),
+    }
 }
 
 /// Runs `speedbench report`.
 pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
-    let mut rows = Vec::new();
     let mut runs = Vec::new();
     for dir in &dirs {
         // HTML draws histograms and latencies from every record column.
@@ -63,6 +78,16 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         let run = load_run_for(dir, columns).context(format!("loading {}", dir.display()))?;
         for warning in &run.warnings {
             eprintln!("warning: {warning}");
+        }
+        if !run.status.is_complete() {
+            eprintln!(
+                "warning: {} is an INCOMPLETE run ({}): {}; its cells cover only the requests that finished",
+                dir.display(),
+                run.status,
+                run.status_reason
+                    .as_deref()
+                    .unwrap_or("no outcome recorded")
+            );
         }
         if args.metric == MatrixMetric::Throughput && run.category_count() > 1 {
             eprintln!(
@@ -72,20 +97,38 @@ pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
                 run.category_count()
             );
         }
-        let (cells, source) = run.cells(args.metric, args.source);
-        eprintln!("{}: {} from {source}", dir.display(), args.metric);
-        if source == ResolvedSource::None {
+        runs.push(run);
+    }
+    assign_labels(&mut runs, &args.labels).context("labelling the runs")?;
+    let (matrix, sources) = build_matrix(args.metric, args.source, &runs);
+    for (run, source) in runs.iter().zip(&sources) {
+        if *source == ResolvedSource::None {
+            let why = if args.source == SourceChoice::Server && !args.metric.is_acceptance() {
+                " (the server scrape gives acceptance only)"
+            } else {
+                ""
+            };
             eprintln!(
-                "warning: {} has no {} data from source {:?}",
-                dir.display(),
+                "warning: {} (row {:?}) has no {} value in {}{why}",
+                run.dir.display(),
+                run.label,
                 args.metric,
                 args.source
             );
+        } else {
+            eprintln!(
+                "{} (row {:?}): {} from {source}",
+                run.dir.display(),
+                run.label,
+                args.metric
+            );
         }
-        rows.push((run.label.clone(), cells));
-        runs.push(run);
     }
-    let matrix = AcceptanceMatrix::from_cells(args.metric, rows);
+    for row in &matrix.rows {
+        if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
+            eprintln!("note: row {:?} has no Overall: {why}", row.label);
+        }
+    }
     if matrix
         .rows
         .iter()
@@ -132,27 +175,26 @@ fn html_page(args: &ReportArgs, matrix: AcceptanceMatrix, runs: &[RunData]) -> S
     let mut matrices = vec![matrix];
     for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
         if metric != args.metric {
-            let rows = runs
-                .iter()
-                .map(|r| (r.label.clone(), r.cells(metric, args.source).0))
-                .collect();
-            let m = AcceptanceMatrix::from_cells(metric, rows);
+            let (m, _) = build_matrix(metric, args.source, runs);
             if m.rows.iter().any(|r| r.overall.is_some()) {
                 matrices.push(m);
             }
         }
     }
-    let with_records: Vec<(String, &[speedbench_record::RequestRecord])> = runs
+    let html_runs = runs
         .iter()
-        .filter_map(|r| {
-            r.records
-                .as_deref()
-                .map(|rec| (format!("{} ({})", r.label, r.dir.display()), rec))
+        .map(|r| HtmlRun {
+            label: r.label.clone(),
+            dir: r.dir.display().to_string(),
+            status: r.status,
+            status_reason: r.status_reason.clone(),
+            counts: r.counts(),
+            records: r.records.as_deref(),
         })
         .collect();
     render_html(&HtmlReport {
         title: "speedbench report".into(),
         matrices,
-        runs: with_records,
+        runs: html_runs,
     })
 }

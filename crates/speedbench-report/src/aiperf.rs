@@ -60,6 +60,14 @@ pub fn dataset(profile: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
+/// True when `dataset` is a SPEED-Bench or literature (`spec_al_*`) dataset,
+/// the only runs AIPerf's `speed-bench-report` can place in a column.
+pub fn is_speed_bench_dataset(dataset: &str) -> bool {
+    ["speed_bench_", "spec_al_"]
+        .iter()
+        .any(|p| dataset.starts_with(p) && dataset.len() > p.len())
+}
+
 /// A run-level statistic's `avg` (e.g. `output_token_throughput`).
 pub fn stat_avg(profile: &Value, tag: &str) -> Option<f64> {
     profile

@@ -16,6 +16,14 @@ pub enum ReportError {
     /// A path given as a run directory is not a directory.
     #[error("{0}: not a directory")]
     NotADirectory(PathBuf),
+    /// A directory holds none of the files of a run.
+    #[error(
+        "{0}: not a run directory (it holds neither records.parquet, records.parquet.partial nor profile_export_aiperf.json)"
+    )]
+    NotARunDir(PathBuf),
+    /// `--label` names no run, or two runs would share a label.
+    #[error("{0}")]
+    Label(String),
     /// No run directory was found under the given paths.
     #[error(
         "no run directories under {paths}: a run directory holds records.parquet (speedbench) or profile_export_aiperf.json (AIPerf)"

@@ -1,12 +1,19 @@
 //! A self-contained HTML page with SVG charts: no script, no external
 //! resource, so it opens offline and can be attached to a ticket.
 //!
-//! The page holds every matrix as a table (the same 2-decimal text as the
-//! CSV, with `data-row`/`data-col`/`data-value` attributes so tools and
-//! tests can read the numbers back) and as a grouped bar chart, then per
-//! run the pooled accepted-drafts-per-step histogram and the end-to-end
-//! latency distribution of each category (p10/p50/p90 boxes, min/max
-//! whiskers).
+//! The page opens with one line per run (directory, status, succeeded /
+//! failed / skipped requests; an incomplete run gets a red `INCOMPLETE`
+//! badge here, in its matrix rows and in its own section). Then every
+//! matrix as a table (the same 2-decimal text as the CSV, with
+//! `data-row`/`data-col`/`data-value` attributes so tools and tests can
+//! read the numbers back) and as a grouped bar chart; then per run the
+//! pooled accepted-drafts-per-step histogram and the end-to-end latency
+//! distribution of each category (p10/p50/p90 boxes, min/max whiskers).
+//!
+//! Every chart has titled axes with units and ticks at "nice" numbers
+//! (1, 2 or 5 times a power of ten); the histograms of all runs share one
+//! percentage scale and the latency charts of all runs one millisecond
+//! scale, so runs can be compared by eye.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -14,7 +21,8 @@ use std::fmt::Write;
 use speedbench_metrics::{SpecDecodeMetrics, Summary, percentile_sorted};
 use speedbench_record::RequestRecord;
 
-use crate::matrix::{AcceptanceMatrix, category_key, column_order};
+use crate::matrix::{AcceptanceMatrix, MatrixMetric, category_key, column_order};
+use crate::rundir::{RunCounts, RunStatus};
 
 /// What one page shows.
 #[derive(Debug, Clone)]
@@ -23,8 +31,25 @@ pub struct HtmlReport<'a> {
     pub title: String,
     /// Matrices to show, each as a table and a chart.
     pub matrices: Vec<AcceptanceMatrix>,
-    /// Labelled runs whose records feed the histograms and latency charts.
-    pub runs: Vec<(String, &'a [RequestRecord])>,
+    /// Every run of the report, with or without per-request records.
+    pub runs: Vec<HtmlRun<'a>>,
+}
+
+/// One run on the page.
+#[derive(Debug, Clone)]
+pub struct HtmlRun<'a> {
+    /// Its row label in the matrices.
+    pub label: String,
+    /// Its directory, as shown.
+    pub dir: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it is incomplete, in words.
+    pub status_reason: Option<String>,
+    /// Its measured requests by result, when it has records.
+    pub counts: Option<RunCounts>,
+    /// Its records, which feed the histogram and latency charts.
+    pub records: Option<&'a [RequestRecord]>,
 }
 
 const PALETTE: [&str; 8] = [
@@ -42,43 +67,136 @@ fn fixed(v: f64) -> String {
     format!("{v:.2}")
 }
 
+/// An axis scale from 0 with ticks at a "nice" step: 1, 2 or 5 times a
+/// power of ten, about five ticks, the top tick at or above `max`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Scale {
+    /// Distance between ticks.
+    pub step: f64,
+    /// The last tick (the axis end), a multiple of `step`, `>= max`.
+    pub top: f64,
+    /// Decimals that print every tick exactly.
+    pub decimals: usize,
+}
+
+impl Scale {
+    /// The scale for values in `0..=max`; `None` when `max` is not a
+    /// positive finite number.
+    pub(crate) fn nice(max: f64) -> Option<Scale> {
+        if !(max.is_finite() && max > 0.0) {
+            return None;
+        }
+        let raw = max / 5.0;
+        let exponent = raw.log10().floor();
+        let magnitude = 10f64.powf(exponent);
+        let norm = raw / magnitude;
+        let factor = if norm <= 1.0 {
+            1.0
+        } else if norm <= 2.0 {
+            2.0
+        } else if norm <= 5.0 {
+            5.0
+        } else {
+            10.0
+        };
+        let step = factor * magnitude;
+        // Round away float noise before ceil: 4.000000001 / 1 is 4 ticks.
+        let n = ((max / step) * 1e9).round() / 1e9;
+        let top = n.ceil().max(1.0) * step;
+        let decimals = (-(step.log10().floor())).max(0.0) as usize;
+        Some(Scale {
+            step,
+            top,
+            decimals,
+        })
+    }
+
+    /// The tick values `0, step, ..., top`.
+    pub(crate) fn ticks(&self) -> Vec<f64> {
+        let n = (self.top / self.step).round() as usize;
+        (0..=n).map(|i| i as f64 * self.step).collect()
+    }
+
+    /// A tick's label.
+    pub(crate) fn label(&self, v: f64) -> String {
+        format!("{v:.*}", self.decimals)
+    }
+}
+
+/// The y-axis title of a matrix chart, with its unit.
+fn value_axis_title(metric: MatrixMetric) -> &'static str {
+    match metric {
+        MatrixMetric::AcceptLength => "acceptance length (tokens per verify step)",
+        MatrixMetric::AcceptRate => "draft acceptance rate (fraction of drafted tokens)",
+        MatrixMetric::Throughput => "output token throughput (tokens/s)",
+        MatrixMetric::DecodeTps => "decode speed (tokens/s)",
+        MatrixMetric::Latency => "mean end-to-end latency (ms)",
+    }
+}
+
+/// Horizontal grid lines and tick labels of a vertical value axis, plus
+/// its rotated title.
+fn y_axis(svg: &mut String, scale: &Scale, left: f64, right: f64, h: f64, title: &str) {
+    for t in scale.ticks() {
+        let y = h - h * t / scale.top;
+        let _ = write!(
+            svg,
+            "<line x1=\"{left}\" x2=\"{right}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text class=\"tick y-tick\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            left - 4.0,
+            y + 3.0,
+            scale.label(t)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"0\" y2=\"{h}\" stroke=\"#444\"/><text class=\"axis-title y-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 {:.1} {:.1})\">{}</text>",
+        14.0,
+        h / 2.0,
+        14.0,
+        h / 2.0,
+        esc(title)
+    );
+}
+
 /// A grouped bar chart: one group per column, one bar per row label.
 fn bar_chart(matrix: &AcceptanceMatrix) -> String {
-    let values: Vec<f64> = matrix
+    let max = matrix
         .rows
         .iter()
         .flat_map(|r| r.cells.iter().flatten().copied())
-        .collect();
-    let max = values.iter().copied().fold(0.0_f64, f64::max);
-    if max <= 0.0 || matrix.columns.is_empty() {
+        .filter(|v| v.is_finite())
+        .fold(0.0_f64, f64::max);
+    let Some(scale) = Scale::nice(max) else {
+        return String::new();
+    };
+    if matrix.columns.is_empty() {
         return String::new();
     }
-    let (w, h, left, bottom) = (900.0, 300.0, 50.0, 60.0);
+    let (w, h, left, bottom) = (900.0, 300.0, 70.0, 80.0);
     let group_w = (w - left) / matrix.columns.len() as f64;
     let bar_w = (group_w * 0.8) / matrix.rows.len().max(1) as f64;
-    // The view box starts above 0 so the top axis label is not clipped.
+    // The view box starts above 0 so the top tick label is not clipped.
     let mut svg = format!(
-        "<svg class=\"chart\" role=\"img\" aria-label=\"{}\" viewBox=\"0 -14 {w} {}\" width=\"{w}\" height=\"{}\">",
+        "<svg class=\"chart bars\" role=\"img\" aria-label=\"{}\" viewBox=\"0 -14 {w} {}\" width=\"{w}\" height=\"{}\">",
         esc(matrix.metric.title()),
         h + bottom + 14.0,
         h + bottom + 14.0
     );
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
-        let y = h - h * i as f64 / 4.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{left}\" x2=\"{w}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            left - 4.0,
-            y + 3.0,
-            fixed(v)
-        );
-    }
+    y_axis(
+        &mut svg,
+        &scale,
+        left,
+        w,
+        h,
+        value_axis_title(matrix.metric),
+    );
     for (c, column) in matrix.columns.iter().enumerate() {
         let gx = left + c as f64 * group_w + group_w * 0.1;
         for (r, row) in matrix.rows.iter().enumerate() {
-            let Some(v) = row.cells[c] else { continue };
-            let bh = h * v / max;
+            let Some(v) = row.cells[c].filter(|v| v.is_finite()) else {
+                continue;
+            };
+            let bh = h * v / scale.top;
             let _ = write!(
                 svg,
                 "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{}\"><title>{} {}: {}</title></rect>",
@@ -101,7 +219,12 @@ fn bar_chart(matrix: &AcceptanceMatrix) -> String {
             esc(column)
         );
     }
-    svg.push_str("</svg>");
+    let _ = write!(
+        svg,
+        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">category</text></svg>",
+        left + (w - left) / 2.0,
+        h + bottom - 6.0
+    );
     svg.push_str(&legend(matrix.rows.iter().map(|r| r.label.as_str())));
     svg
 }
@@ -120,7 +243,19 @@ fn legend<'a>(labels: impl Iterator<Item = &'a str>) -> String {
     out
 }
 
+fn badge(status: RunStatus) -> String {
+    if status.is_complete() {
+        String::new()
+    } else {
+        format!(
+            " <span class=\"badge incomplete\">INCOMPLETE: {}</span>",
+            status.as_str()
+        )
+    }
+}
+
 fn matrix_table(matrix: &AcceptanceMatrix) -> String {
+    let status = matrix.has_incomplete();
     let mut out = format!(
         "<table class=\"matrix\" data-metric=\"{}\"><thead><tr><th>Model</th>",
         matrix.metric.as_str()
@@ -128,9 +263,19 @@ fn matrix_table(matrix: &AcceptanceMatrix) -> String {
     for c in &matrix.columns {
         let _ = write!(out, "<th>{}</th>", esc(c));
     }
-    out.push_str("<th>Overall</th></tr></thead><tbody>");
+    out.push_str("<th>Overall</th>");
+    if status {
+        out.push_str("<th>Status</th>");
+    }
+    out.push_str("</tr></thead><tbody>");
     for row in &matrix.rows {
-        let _ = write!(out, "<tr><th scope=\"row\">{}</th>", esc(&row.label));
+        let row_status = row.run.as_ref().map_or(RunStatus::Completed, |r| r.status);
+        let _ = write!(
+            out,
+            "<tr><th scope=\"row\">{}{}</th>",
+            esc(&row.label),
+            badge(row_status)
+        );
         let cells = row
             .cells
             .iter()
@@ -157,43 +302,91 @@ fn matrix_table(matrix: &AcceptanceMatrix) -> String {
                 }
             }
         }
+        if status {
+            let _ = write!(
+                out,
+                "<td data-row=\"{}\" data-col=\"Status\">{}</td>",
+                esc(&row.label),
+                row_status.as_str()
+            );
+        }
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table>");
     out
 }
 
-fn histogram_chart(label: &str, spec: &SpecDecodeMetrics) -> String {
+/// One line per run: directory, status and request counts.
+fn runs_table(runs: &[HtmlRun<'_>]) -> String {
+    let mut out = String::from(
+        "<table class=\"runs\"><thead><tr><th>Run</th><th>Directory</th><th>Status</th>\
+         <th>Succeeded</th><th>Failed</th><th>Skipped</th></tr></thead><tbody>",
+    );
+    for run in runs {
+        let count = |f: fn(&RunCounts) -> u64| {
+            run.counts
+                .as_ref()
+                .map_or("-".to_string(), |c| f(c).to_string())
+        };
+        let _ = write!(
+            out,
+            "<tr><th scope=\"row\">{}</th><td class=\"dir\">{}</td><td data-run=\"{}\" data-col=\"status\">{}{}</td>\
+             <td data-run=\"{}\" data-col=\"succeeded\">{}</td><td data-run=\"{}\" data-col=\"failed\">{}</td>\
+             <td data-run=\"{}\" data-col=\"skipped\">{}</td></tr>",
+            esc(&run.label),
+            esc(&run.dir),
+            esc(&run.label),
+            run.status.as_str(),
+            badge(run.status),
+            esc(&run.label),
+            count(|c| c.succeeded),
+            esc(&run.label),
+            count(|c| c.failed),
+            esc(&run.label),
+            count(|c| c.skipped),
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// `percentages` drawn on a shared `scale` (percent of verify steps).
+fn histogram_chart(label: &str, spec: &SpecDecodeMetrics, scale: &Scale) -> String {
     let percentages = spec.histogram.percentages();
     if percentages.is_empty() {
         return String::new();
     }
-    let (w, h) = (420.0, 180.0);
-    let bar = (w - 40.0) / percentages.len() as f64;
+    let (w, h, left, bottom) = (460.0, 180.0, 60.0, 40.0);
+    let bar = (w - left - 10.0) / percentages.len() as f64;
     let mut svg = format!(
-        "<figure><svg class=\"chart histogram\" role=\"img\" aria-label=\"accepted drafts per step, {}\" viewBox=\"0 0 {w} {}\" width=\"{w}\" height=\"{}\">",
+        "<figure><svg class=\"chart histogram\" role=\"img\" aria-label=\"accepted drafts per step, {}\" viewBox=\"0 -14 {w} {}\" width=\"{w}\" height=\"{}\">",
         esc(label),
-        h + 30.0,
-        h + 30.0
+        h + bottom + 14.0,
+        h + bottom + 14.0
     );
+    y_axis(&mut svg, scale, left, w - 10.0, h, "% of verify steps");
     for (j, pct) in percentages.iter().enumerate() {
-        let bh = h * pct / 100.0;
-        let x = 20.0 + j as f64 * bar;
+        let bh = h * pct / scale.top;
+        let x = left + j as f64 * bar;
         let _ = write!(
             svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4e79a7\"><title>{j}: {pct:.1}%</title></rect><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{j}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{pct:.0}%</text>",
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4e79a7\"><title>{j}: {pct:.1}%</title></rect><text class=\"tick x-tick\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{j}</text>",
             x + bar * 0.1,
             h - bh,
             bar * 0.8,
             x + bar / 2.0,
             h + 14.0,
-            x + bar / 2.0,
-            (h - bh - 3.0).max(10.0)
         );
     }
     let _ = write!(
         svg,
-        "</svg><figcaption>{}: accepted drafts per verify step, % of {} steps ({} requests with histograms)</figcaption></figure>",
+        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">accepted draft tokens in a verify step</text>",
+        left + (w - left) / 2.0,
+        h + bottom - 6.0
+    );
+    let _ = write!(
+        svg,
+        "</svg><figcaption>{}: accepted drafts per verify step, % of {} steps ({} requests with histograms; same scale for every run)</figcaption></figure>",
         esc(label),
         spec.histogram.total_steps(),
         spec.histogram.requests
@@ -201,7 +394,9 @@ fn histogram_chart(label: &str, spec: &SpecDecodeMetrics) -> String {
     svg
 }
 
-fn latency_chart(label: &str, records: &[RequestRecord]) -> String {
+/// Per category, the sorted end-to-end latencies (ms) of successful
+/// measured requests, in column order.
+fn latencies_by_category(records: &[RequestRecord]) -> Vec<(String, Summary, Vec<f64>)> {
     let mut by_cat: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for r in records.iter().filter(|r| !r.warmup && r.is_success()) {
         if let Some(k) = category_key(r) {
@@ -211,12 +406,9 @@ fn latency_chart(label: &str, records: &[RequestRecord]) -> String {
                 .push(r.e2e_latency_ns as f64 / 1e6);
         }
     }
-    if by_cat.is_empty() {
-        return String::new();
-    }
     let keys: std::collections::BTreeSet<&str> = by_cat.keys().map(String::as_str).collect();
     let order = column_order(&keys);
-    let summaries: Vec<(String, Summary, Vec<f64>)> = order
+    order
         .into_iter()
         .filter_map(|k| {
             let mut v = by_cat.remove(&k)?;
@@ -224,22 +416,41 @@ fn latency_chart(label: &str, records: &[RequestRecord]) -> String {
             v.sort_by(f64::total_cmp);
             Some((k, s, v))
         })
-        .collect();
-    let max = summaries
-        .iter()
-        .map(|(_, s, _)| s.max)
-        .fold(0.0_f64, f64::max)
-        .max(1e-9);
-    let (w, row_h, left) = (700.0, 22.0, 120.0);
-    let h = row_h * summaries.len() as f64 + 20.0;
-    let x = |v: f64| left + (w - left - 20.0) * v / max;
+        .collect()
+}
+
+/// Box plots of `summaries` on a shared millisecond `scale`.
+fn latency_chart(label: &str, summaries: &[(String, Summary, Vec<f64>)], scale: &Scale) -> String {
+    if summaries.is_empty() {
+        return String::new();
+    }
+    let (w, row_h, left, right) = (700.0, 22.0, 120.0, 30.0);
+    let plot_h = row_h * summaries.len() as f64 + 10.0;
+    let h = plot_h + 40.0;
+    let x = |v: f64| left + (w - left - right) * v / scale.top;
     let mut svg = format!(
         "<figure><svg class=\"chart latency\" role=\"img\" aria-label=\"latency by category, {}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">",
         esc(label)
     );
+    for t in scale.ticks() {
+        let _ = write!(
+            svg,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"0\" y2=\"{plot_h:.1}\" stroke=\"#ddd\"/><text class=\"tick x-tick\" x=\"{0:.1}\" y=\"{1:.1}\" font-size=\"10\" text-anchor=\"middle\">{2}</text>",
+            x(t),
+            plot_h + 12.0,
+            scale.label(t)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{plot_h:.1}\" y2=\"{plot_h:.1}\" stroke=\"#444\"/><text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">end-to-end latency (ms)</text>",
+        w - right,
+        left + (w - left - right) / 2.0,
+        h - 6.0
+    );
     for (i, (cat, s, sorted)) in summaries.iter().enumerate() {
         let q = |p: f64| percentile_sorted(sorted, p * 100.0);
-        let y = 10.0 + i as f64 * row_h;
+        let y = 4.0 + i as f64 * row_h;
         let (p10, p90) = (q(0.10), q(0.90));
         let _ = write!(
             svg,
@@ -271,9 +482,10 @@ fn latency_chart(label: &str, records: &[RequestRecord]) -> String {
     }
     let _ = write!(
         svg,
-        "</svg><figcaption>{}: end-to-end latency by category, ms (box p10–p90, bar p50, whiskers min–max; scale 0–{})</figcaption></figure>",
+        "</svg><figcaption>{}: end-to-end latency by category, ms (box p10–p90, bar p50, whiskers min–max; \
+         scale 0–{} ms, the same for every run)</figcaption></figure>",
         esc(label),
-        fixed(max)
+        scale.label(scale.top)
     );
     svg
 }
@@ -284,28 +496,86 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\
          body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px}}\
-         td{{text-align:right;font-variant-numeric:tabular-nums}}\
+         td{{text-align:right;font-variant-numeric:tabular-nums}}td.dir{{text-align:left}}\
+         .badge.incomplete{{background:#c62828;color:#fff;border-radius:3px;padding:1px 6px;font-size:0.8em;font-weight:bold}}\
          .legend span{{margin-right:1em}}.legend i{{display:inline-block;width:10px;height:10px;margin-right:4px}}\
-         figure{{margin:1em 0}}</style></head><body><h1>{}</h1>",
+         .note{{color:#555;font-size:0.9em;margin:0.2em 0}}figure{{margin:1em 0}}</style></head><body><h1>{}</h1>",
         esc(&report.title),
         esc(&report.title)
     );
+    if !report.runs.is_empty() {
+        out.push_str("<section><h2>Runs</h2>");
+        out.push_str(&runs_table(&report.runs));
+        out.push_str(
+            "<p class=\"note\">Failed: sent and failed; skipped: turns never sent because an earlier \
+             turn of their conversation failed. Statistics exclude both.</p></section>",
+        );
+    }
     for m in &report.matrices {
         let _ = write!(out, "<section><h2>{}</h2>", esc(m.metric.title()));
         out.push_str(&matrix_table(m));
         out.push_str(&bar_chart(m));
-        if let Some(note) = m.footnote() {
-            let _ = write!(out, "<p>{}</p>", esc(&note));
+        for line in m.footnote().lines() {
+            let _ = write!(out, "<p class=\"note\">{}</p>", esc(line));
         }
         out.push_str("</section>");
     }
-    for (label, records) in &report.runs {
-        let _ = write!(out, "<section><h2>{}</h2>", esc(label));
-        out.push_str(&histogram_chart(
-            label,
-            &SpecDecodeMetrics::from_records(records),
-        ));
-        out.push_str(&latency_chart(label, records));
+    // Shared scales: every run's histogram and latency chart on one axis.
+    let specs: Vec<Option<SpecDecodeMetrics>> = report
+        .runs
+        .iter()
+        .map(|r| r.records.map(SpecDecodeMetrics::from_records))
+        .collect();
+    let latencies: Vec<Vec<(String, Summary, Vec<f64>)>> = report
+        .runs
+        .iter()
+        .map(|r| r.records.map(latencies_by_category).unwrap_or_default())
+        .collect();
+    let pct_scale = Scale::nice(
+        specs
+            .iter()
+            .flatten()
+            .flat_map(|s| s.histogram.percentages())
+            .fold(0.0, f64::max),
+    );
+    let ms_scale = Scale::nice(
+        latencies
+            .iter()
+            .flatten()
+            .map(|(_, s, _)| s.max)
+            .fold(0.0, f64::max),
+    );
+    for ((run, spec), lat) in report.runs.iter().zip(&specs).zip(&latencies) {
+        let _ = write!(
+            out,
+            "<section class=\"run\"><h2>{}{}</h2><p class=\"note\">{}</p>",
+            esc(&run.label),
+            badge(run.status),
+            esc(&run.dir)
+        );
+        if let Some(reason) = &run.status_reason {
+            let _ = write!(
+                out,
+                "<p class=\"status-reason\"><strong>Incomplete run:</strong> {}; its figures cover only the requests that finished.</p>",
+                esc(reason)
+            );
+        }
+        match &run.counts {
+            Some(c) => {
+                let _ = write!(
+                    out,
+                    "<p class=\"counts\">{} succeeded, {} failed, {} skipped</p>",
+                    c.succeeded, c.failed, c.skipped
+                );
+            }
+            None => out.push_str("<p class=\"counts\">no per-request records</p>"),
+        }
+        if let (Some(spec), Some(scale)) = (spec, &pct_scale) {
+            out.push_str(&histogram_chart(&run.label, spec, scale));
+        }
+        if let Some(scale) = &ms_scale {
+            out.push_str(&latency_chart(&run.label, lat, scale));
+        }
         out.push_str("</section>");
     }
     out.push_str(&format!(
@@ -318,7 +588,6 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::MatrixMetric;
     use speedbench_record::SpecDecodeStats;
 
     fn rec(category: &str, acc: u64, steps: u64, e2e_ms: u64, hist: Vec<u64>) -> RequestRecord {
@@ -352,7 +621,14 @@ mod tests {
         let html = render_html(&HtmlReport {
             title: "t & t".into(),
             matrices: vec![matrix],
-            runs,
+            runs: vec![HtmlRun {
+                label: "m<1>".into(),
+                dir: "runs/a".into(),
+                status: RunStatus::Completed,
+                status_reason: None,
+                counts: Some(RunCounts::of(&records)),
+                records: Some(&records),
+            }],
         });
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert!(html.contains("<title>t &amp; t</title>"));
@@ -367,10 +643,97 @@ mod tests {
         // Pooled histogram [1,1,1,4] of 7 steps: bucket 3 holds 4/7 = 57%.
         assert!(html.contains("<title>3: 57.1%</title>"), "{html}");
         assert_eq!(html.matches("<svg").count(), 3);
+        // Bar chart: max 4.00 -> step 1, ticks 0..4; its axes are titled.
+        assert!(html.contains(">acceptance length (tokens per verify step)</text>"));
+        assert!(html.contains(">category</text>"));
+        // Histogram: max 4/7 = 57.1% -> step 20, ticks 0, 20, 40, 60.
+        assert!(html.contains(">% of verify steps</text>"));
+        assert!(html.contains("text-anchor=\"end\">60</text>"), "{html}");
+        // Latency: max 300 ms -> step 100, ticks 0..300 ms.
+        assert!(html.contains(">end-to-end latency (ms)</text>"));
+        assert!(html.contains("scale 0–300 ms"), "{html}");
+        assert!(html.contains("2 succeeded, 0 failed, 0 skipped"), "{html}");
+        assert!(!html.contains("INCOMPLETE"), "a complete run has no badge");
         assert!(!html.contains("<script"), "self-contained and inert");
         assert!(
             !html.contains("http://") && !html.contains("https://"),
             "no external resource"
         );
+    }
+
+    #[test]
+    fn nice_scales_by_hand() {
+        let scale = |max: f64| {
+            let s = Scale::nice(max).unwrap();
+            (
+                s.step,
+                s.top,
+                s.ticks().iter().map(|&t| s.label(t)).collect::<Vec<_>>(),
+            )
+        };
+        // 4.0 / 5 = 0.8 -> normalized 8 -> step 1; top 4.
+        assert_eq!(
+            scale(4.0),
+            (
+                1.0,
+                4.0,
+                vec!["0", "1", "2", "3", "4"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            )
+        );
+        // 2.65 / 5 = 0.53 -> 5.3 -> step 1; top 3.
+        assert_eq!(scale(2.65).1, 3.0);
+        // 1234 / 5 = 246.8 -> 2.468 -> step 500; top 1500.
+        let (step, top, labels) = scale(1234.0);
+        assert_eq!((step, top), (500.0, 1500.0));
+        assert_eq!(labels, ["0", "500", "1000", "1500"]);
+        // 0.75 / 5 = 0.15 -> 1.5 -> step 0.2; top 0.8; one decimal.
+        let (step, top, labels) = scale(0.75);
+        assert!((step - 0.2).abs() < 1e-12 && (top - 0.8).abs() < 1e-12);
+        assert_eq!(labels, ["0.0", "0.2", "0.4", "0.6", "0.8"]);
+        // 57.14 / 5 = 11.4 -> 1.14 -> step 20; top 60.
+        assert_eq!(scale(400.0 / 7.0).1, 60.0);
+        // Exactly on a tick stays there: 100 -> step 20, top 100.
+        assert_eq!(scale(100.0).1, 100.0);
+        assert!(Scale::nice(0.0).is_none() && Scale::nice(f64::NAN).is_none());
+    }
+
+    #[test]
+    fn an_incomplete_run_gets_badges_and_a_status_column() {
+        use crate::matrix::RowRun;
+        let records = vec![rec("coding", 6, 4, 100, vec![1, 1, 1, 1])];
+        let runs = vec![("m".to_string(), records.as_slice())];
+        let mut matrix = AcceptanceMatrix::from_runs(MatrixMetric::AcceptLength, &runs);
+        matrix.rows[0].run = Some(RowRun {
+            dir: "runs/a".into(),
+            status: RunStatus::Died,
+            status_reason: Some("the process died".into()),
+            counts: None,
+            overall_excluded: None,
+        });
+        let html = render_html(&HtmlReport {
+            title: "t".into(),
+            matrices: vec![matrix],
+            runs: vec![HtmlRun {
+                label: "m".into(),
+                dir: "runs/a".into(),
+                status: RunStatus::Died,
+                status_reason: Some("the process died".into()),
+                counts: Some(RunCounts {
+                    succeeded: 1,
+                    failed: 2,
+                    skipped: 3,
+                }),
+                records: Some(&records),
+            }],
+        });
+        assert!(html.contains("<th>Status</th>"));
+        assert!(html.contains("data-col=\"Status\">died</td>"), "{html}");
+        // Runs table, matrix row and run section.
+        assert_eq!(html.matches("INCOMPLETE: died").count(), 3, "{html}");
+        assert!(html.contains("1 succeeded, 2 failed, 3 skipped"));
+        assert!(html.contains("data-col=\"skipped\">3</td>"));
     }
 }

@@ -61,15 +61,19 @@ mod table;
 
 pub use category::render_category_table;
 pub use compare::{
-    CategoryComparison, CompareOptions, Comparison, DecodeSource, Divergence, Interval, OVERALL,
-    compare,
+    BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, DecodeSource,
+    Divergence, Interval, MAX_BOOTSTRAP_SAMPLES, OVERALL, RunCheck, SAMPLING_FIELDS,
+    check_runs_match, compare, load_compare_run,
 };
 pub use error::ReportError;
-pub use html::{HtmlReport, render_html};
-pub use matrix::{AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, RunCells, records_cells};
+pub use html::{HtmlReport, HtmlRun, render_html};
+pub use matrix::{
+    AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, OVERALL_DEFINITION, RowRun, RunCells,
+    records_cells,
+};
 pub use rundir::{
-    ResolvedSource, RunData, RunFormat, RunSummary, SUMMARY_JSON, SourceChoice, find_run_dirs,
-    load_run, load_run_for,
+    ResolvedSource, RunCounts, RunData, RunFormat, RunStatus, RunSummary, SUMMARY_JSON,
+    SourceChoice, assign_labels, build_matrix, find_run_dirs, load_run, load_run_for,
 };
 pub use server::Weighting;
-pub use summary::render_run_summary;
+pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};

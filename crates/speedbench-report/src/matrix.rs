@@ -13,7 +13,13 @@ use speedbench_record::{
 };
 
 use crate::ReportError;
+use crate::rundir::{RunCounts, RunStatus};
 use crate::table::{FirstColumn, titled_table};
+
+/// What `Overall` is, printed under tables and stored in JSON: the
+/// SPEED-Bench paper's and AIPerf's macro-average.
+pub const OVERALL_DEFINITION: &str = "Overall = macro-average: the unweighted mean of the row's category cells \
+     (not the run's token-weighted figure over all its requests)";
 
 /// Dataset-name prefixes stripped to get a category when a record has none.
 const DATASET_PREFIXES: [&str; 2] = ["speed_bench_", "spec_al_"];
@@ -145,6 +151,25 @@ pub struct MatrixRow {
     pub requests: Vec<u64>,
     /// Per cell: true when it is a time-averaged gauge value.
     pub time_averaged: Vec<bool>,
+    /// The run behind the row, when the matrix was built from run
+    /// directories ([`crate::build_matrix`]); `None` otherwise.
+    pub run: Option<RowRun>,
+}
+
+/// The run behind a matrix row: where it came from and how far it got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowRun {
+    /// The run directory.
+    pub dir: std::path::PathBuf,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Why the run is incomplete, in words.
+    pub status_reason: Option<String>,
+    /// Its measured requests by result, when it has per-request records.
+    pub counts: Option<RunCounts>,
+    /// Why the row has no `Overall` although it has cells (e.g. an AIPerf
+    /// run of a dataset that is not SPEED-Bench's).
+    pub overall_excluded: Option<String>,
 }
 
 /// The cells one run's records give for `metric`, per category.
@@ -235,9 +260,11 @@ fn mean_by(records: &[RequestRecord], value: impl Fn(&RequestRecord) -> Option<f
 impl AcceptanceMatrix {
     /// Builds the matrix from labelled runs' records (see [`records_cells`]).
     ///
-    /// Runs with the same label merge into one row; a later run's category
-    /// overwrites an earlier one's (as AIPerf's `results[model].update`).
-    /// Rows come out sorted by label, as AIPerf sorts by model.
+    /// Every run gives its own row, even when two share a label (AIPerf's
+    /// `results[model].update` merged them, silently overwriting one run's
+    /// categories with another's): give runs distinct labels
+    /// ([`crate::assign_labels`]). Rows come out sorted by label (stable),
+    /// as AIPerf sorts by model.
     ///
     /// Columns: if every category is one of the 11 qualitative ones, their
     /// SPEED-Bench order (`coding, humanities, math, multilingual, qa, rag,
@@ -258,15 +285,13 @@ impl AcceptanceMatrix {
     }
 
     /// Builds the matrix from cells already computed per run, whatever their
-    /// source; merging, ordering and `Overall` as [`Self::from_runs`].
+    /// source; one row per run, ordering and `Overall` as [`Self::from_runs`].
     pub fn from_cells(metric: MatrixMetric, runs: Vec<(String, RunCells)>) -> AcceptanceMatrix {
-        let mut merged: BTreeMap<String, RunCells> = BTreeMap::new();
-        for (label, cells) in runs {
-            merged.entry(label).or_default().extend(cells);
-        }
+        let mut merged = runs;
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
         let categories: BTreeSet<&str> = merged
-            .values()
-            .flat_map(|cells| cells.keys().map(String::as_str))
+            .iter()
+            .flat_map(|(_, cells)| cells.keys().map(String::as_str))
             .collect();
         let columns = column_order(&categories);
         let rows = merged
@@ -295,6 +320,7 @@ impl AcceptanceMatrix {
                         .iter()
                         .map(|c| c.value.is_some() && c.time_averaged)
                         .collect(),
+                    run: None,
                 }
             })
             .collect();
@@ -309,19 +335,35 @@ impl AcceptanceMatrix {
     /// values with 2 decimals (the rate as a fraction), empty fields for
     /// missing values, CRLF line endings (Python's `csv` default), fields
     /// quoted only when they contain a comma, quote or line break.
+    ///
+    /// When any row's run is incomplete ([`Self::has_incomplete`]) a last
+    /// `Status` column holds each run's status (`completed`,
+    /// `interrupted`, `died`, ...), so an incomplete run cannot pass for a
+    /// full one; with every run complete the CSV is AIPerf's byte for byte.
     pub fn to_csv(&self) -> String {
         let mut out = String::new();
+        let status = self.has_incomplete();
         let header = std::iter::once("Model")
             .chain(self.columns.iter().map(String::as_str))
-            .chain(std::iter::once("Overall"));
+            .chain(std::iter::once("Overall"))
+            .chain(status.then_some("Status"));
         push_csv_line(&mut out, header.map(str::to_string));
         for row in &self.rows {
             let fields = std::iter::once(row.label.clone())
                 .chain(row.cells.iter().map(|&v| cell_text(v, "")))
-                .chain(std::iter::once(cell_text(row.overall, "")));
+                .chain(std::iter::once(cell_text(row.overall, "")))
+                .chain(status.then(|| row_status(row).to_string()));
             push_csv_line(&mut out, fields);
         }
         out
+    }
+
+    /// True when a row's run did not complete (interrupted, died, failed,
+    /// still running, or records never closed).
+    pub fn has_incomplete(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.run.as_ref().is_some_and(|run| !run.status.is_complete()))
     }
 
     /// A console table titled [`MatrixMetric::title`], columns
@@ -330,7 +372,7 @@ impl AcceptanceMatrix {
         let header = self.header();
         let rows: Vec<Vec<String>> = self.rows.iter().map(|r| self.text_row(r, "-")).collect();
         let mut out = titled_table(self.metric.title(), &header, &rows, FirstColumn::Left);
-        out.extend(self.footnote());
+        out.push_str(&self.footnote());
         out
     }
 
@@ -345,34 +387,49 @@ impl AcceptanceMatrix {
         for row in &self.rows {
             out.push_str(&markdown_line(self.text_row(row, "-")));
         }
-        if let Some(note) = self.footnote() {
-            out.push('\n');
-            out.push_str(&note);
-        }
+        out.push('\n');
+        out.push_str(&self.footnote());
         out
     }
 
     /// The matrix as JSON, at full precision:
-    /// `{"metric", "columns", "rows": [{"label", "cells", "overall",
-    /// "requests"}]}` with `null` for missing values.
+    /// `{"metric", "columns", "overall_definition", "rows": [{"label",
+    /// "cells", "overall", "requests", "time_averaged", "status",
+    /// "complete"}]}` with `null` for missing values. Rows built from run
+    /// directories also carry `dir`, `status_reason`, `succeeded`,
+    /// `failed`, `skipped` and `overall_excluded`; `status` is `null` and
+    /// `complete` `true` for rows built from bare records.
     pub fn to_json(&self) -> Value {
         let number = |v: Option<f64>| v.filter(|v| v.is_finite()).map_or(Value::Null, Value::from);
         let rows: Vec<Value> = self
             .rows
             .iter()
             .map(|r| {
-                json!({
+                let mut row = json!({
                     "label": r.label,
                     "cells": r.cells.iter().map(|&v| number(v)).collect::<Vec<_>>(),
                     "overall": number(r.overall),
                     "requests": r.requests,
                     "time_averaged": r.time_averaged,
-                })
+                    "status": r.run.as_ref().map(|run| run.status.as_str()),
+                    "complete": r.run.as_ref().is_none_or(|run| run.status.is_complete()),
+                });
+                if let (Some(run), Some(obj)) = (&r.run, row.as_object_mut()) {
+                    obj.insert("dir".into(), json!(run.dir.display().to_string()));
+                    obj.insert("status_reason".into(), json!(run.status_reason));
+                    let count = |f: fn(&RunCounts) -> u64| run.counts.as_ref().map(f);
+                    obj.insert("succeeded".into(), json!(count(|c| c.succeeded)));
+                    obj.insert("failed".into(), json!(count(|c| c.failed)));
+                    obj.insert("skipped".into(), json!(count(|c| c.skipped)));
+                    obj.insert("overall_excluded".into(), json!(run.overall_excluded));
+                }
+                row
             })
             .collect();
         json!({
             "metric": self.metric.as_str(),
             "columns": self.columns,
+            "overall_definition": OVERALL_DEFINITION,
             "rows": rows,
         })
     }
@@ -381,6 +438,7 @@ impl AcceptanceMatrix {
         std::iter::once("Model")
             .chain(self.columns.iter().map(String::as_str))
             .chain(std::iter::once("Overall"))
+            .chain(self.has_incomplete().then_some("Status"))
             .collect()
     }
 
@@ -397,19 +455,46 @@ impl AcceptanceMatrix {
         std::iter::once(row.label.clone())
             .chain(cells)
             .chain(std::iter::once(cell_text(row.overall, missing)))
+            .chain(self.has_incomplete().then(|| row_status(row).to_string()))
             .collect()
     }
 
-    /// The note printed under console and Markdown tables when cells are
-    /// time-averaged gauges, or `None`.
-    pub fn footnote(&self) -> Option<String> {
+    /// The notes printed under console and Markdown tables: what `Overall`
+    /// is ([`OVERALL_DEFINITION`]), `*` when cells are time-averaged
+    /// gauges, the incomplete runs, and rows kept out of `Overall`.
+    pub fn footnote(&self) -> String {
+        let mut out = format!("{OVERALL_DEFINITION}\n");
         let any_gauge = self.rows.iter().any(|r| r.time_averaged.contains(&true));
-        any_gauge.then(|| {
-            "* time-averaged gauge samples (SGLang / TensorRT-LLM / vLLM gauges): not token-weighted, \
-             not comparable value-for-value with unmarked cells; Overall is omitted where a row mixes both\n"
-                .to_string()
-        })
+        if any_gauge {
+            out.push_str(
+                "* time-averaged gauge samples (SGLang / TensorRT-LLM / vLLM gauges): not token-weighted, \
+                 not comparable value-for-value with unmarked cells; Overall is omitted where a row mixes both\n",
+            );
+        }
+        for row in &self.rows {
+            let Some(run) = &row.run else { continue };
+            if !run.status.is_complete() {
+                out.push_str(&format!(
+                    "! {} is INCOMPLETE ({}): {}; its cells cover only the requests that finished\n",
+                    row.label,
+                    run.status,
+                    run.status_reason.as_deref().unwrap_or("no outcome recorded")
+                ));
+            }
+            if let Some(why) = &run.overall_excluded {
+                out.push_str(&format!("{} has no Overall: {why}\n", row.label));
+            }
+        }
+        out
     }
+}
+
+/// The `Status` text of a row: its run's status, `completed` for rows
+/// built from bare records.
+fn row_status(row: &MatrixRow) -> &'static str {
+    row.run
+        .as_ref()
+        .map_or(RunStatus::Completed.as_str(), |r| r.status.as_str())
 }
 
 /// The matrix key of a record: its category, else its dataset name without
@@ -594,19 +679,56 @@ mod tests {
     }
 
     #[test]
-    fn rows_with_the_same_label_merge_later_wins() {
+    fn rows_with_the_same_label_stay_separate_rows() {
         let first = vec![rec("coding", 2, 2, 4), rec("math", 1, 1, 2)];
         let second = vec![rec("coding", 6, 3, 9)];
         let m = matrix(MatrixMetric::AcceptLength, &[("m", &first), ("m", &second)]);
-        // coding from the second run: 1 + 6/3 = 3.00 (the first run's
-        // 1 + 2/2 = 2.00 is overwritten); math kept: 1 + 1/1 = 2.00;
-        // Overall = (3 + 2) / 2 = 2.50.
-        assert_eq!(m.rows.len(), 1);
+        // Nothing merged or overwritten: first run coding 1 + 2/2 = 2.00,
+        // math 1 + 1/1 = 2.00, Overall 2.00; second run coding 1 + 6/3 = 3.00,
+        // Overall 3.00. Same labels keep their input order.
+        assert_eq!(m.rows.len(), 2);
         assert_eq!(
             m.to_csv(),
-            "Model,coding,math,Overall\r\nm,3.00,2.00,2.50\r\n"
+            "Model,coding,math,Overall\r\nm,2.00,2.00,2.00\r\nm,3.00,,3.00\r\n"
         );
         assert_eq!(m.rows[0].requests, [1, 1]);
+        assert_eq!(m.rows[1].requests, [1, 0]);
+    }
+
+    #[test]
+    fn an_incomplete_run_adds_a_status_column() {
+        let records = two_categories();
+        let mut m = matrix(
+            MatrixMetric::AcceptLength,
+            &[("a", &records), ("b", &records)],
+        );
+        m.rows[1].run = Some(RowRun {
+            dir: "runs/b".into(),
+            status: RunStatus::Interrupted,
+            status_reason: Some("interrupted".into()),
+            counts: Some(RunCounts {
+                succeeded: 3,
+                failed: 1,
+                skipped: 2,
+            }),
+            overall_excluded: None,
+        });
+        assert_eq!(
+            m.to_csv(),
+            "Model,coding,math,Overall,Status\r\na,1.30,4.00,2.65,completed\r\nb,1.30,4.00,2.65,interrupted\r\n"
+        );
+        let json = m.to_json();
+        assert_eq!(json["rows"][0]["complete"], true);
+        assert_eq!(json["rows"][1]["complete"], false);
+        assert_eq!(json["rows"][1]["status"], "interrupted");
+        assert_eq!(json["rows"][1]["skipped"], 2);
+        let console = m.to_console();
+        assert!(console.contains("│      Status │"), "{console}");
+        assert!(console.contains("│ interrupted │"), "{console}");
+        assert!(
+            console.contains("! b is INCOMPLETE (interrupted)"),
+            "{console}"
+        );
     }
 
     #[test]
@@ -704,7 +826,7 @@ mod tests {
 └───────┴────────┴──────┴─────────┘
 "
         );
-        assert_eq!(m.to_console(), expected);
+        assert_eq!(m.to_console(), format!("{expected}{OVERALL_DEFINITION}\n"));
         let rate = matrix(MatrixMetric::AcceptRate, &[("llama", &records)]);
         assert!(rate.to_console().contains("Acceptance Rate Report\n"));
     }
@@ -717,7 +839,9 @@ mod tests {
             m.to_markdown(),
             "| Model | coding | math | Overall |\n\
              | --- | ---: | ---: | ---: |\n\
-             | a\\|b | 1.30 | 4.00 | 2.65 |\n"
+             | a\\|b | 1.30 | 4.00 | 2.65 |\n\n\
+             Overall = macro-average: the unweighted mean of the row's category cells \
+             (not the run's token-weighted figure over all its requests)\n"
         );
     }
 
@@ -731,12 +855,15 @@ mod tests {
             json!({
                 "metric": "accept_length",
                 "columns": ["coding", "math"],
+                "overall_definition": OVERALL_DEFINITION,
                 "rows": [{
                     "label": "llama",
                     "cells": [coding, 4.0],
                     "overall": (coding + 4.0) / 2.0,
                     "requests": [2, 1],
                     "time_averaged": [false, false],
+                    "status": null,
+                    "complete": true,
                 }],
             })
         );

@@ -13,9 +13,14 @@ use std::str::FromStr;
 
 use serde_json::Value;
 use speedbench_metrics::RunMetrics;
-use speedbench_record::{RECORDS_FILE_NAME, RequestRecord, read_records_file_with};
+use speedbench_record::{
+    ErrorKind, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome,
+    read_records_file_with, run_is_live,
+};
 
-use crate::matrix::{Cell, MatrixMetric, RunCells, records_cells, strip_dataset_prefix};
+use crate::matrix::{
+    AcceptanceMatrix, Cell, MatrixMetric, RowRun, RunCells, records_cells, strip_dataset_prefix,
+};
 use crate::server::{self, SERVER_METRICS_JSON, Weighting};
 use crate::{ReportError, aiperf};
 
@@ -49,6 +54,19 @@ impl FromStr for SourceChoice {
     }
 }
 
+impl fmt::Display for SourceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SourceChoice::Auto => {
+                "any source (per-request records, then the run summary, then the server scrape)"
+            }
+            SourceChoice::Records => "the per-request records",
+            SourceChoice::Summary => "the run summary",
+            SourceChoice::Server => "the server-metrics scrape",
+        })
+    }
+}
+
 /// The source a run's cells actually came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResolvedSource {
@@ -71,7 +89,7 @@ impl fmt::Display for ResolvedSource {
             ResolvedSource::Server(Weighting::TimeAveragedGauge) => {
                 "server (gauges, time-averaged, not token-weighted)"
             }
-            ResolvedSource::None => "none",
+            ResolvedSource::None => "no source",
         })
     }
 }
@@ -96,6 +114,80 @@ pub struct RunSummary {
     pub output_token_throughput: Option<f64>,
 }
 
+/// How a run ended, as far as its directory tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Every planned request was sent (`run.json` says `completed`; also
+    /// assumed for files written before the outcome was recorded).
+    Completed,
+    /// A process still holds the run's lock: the run is in progress.
+    Running,
+    /// Stopped by a signal before the planned work was done (speedbench's
+    /// `interrupted`, AIPerf's `was_cancelled`).
+    Interrupted,
+    /// The run itself failed (no request succeeded, the error rate passed
+    /// its limit, or a file could not be written).
+    Failed,
+    /// `run.json` says `running` but no process holds the run's lock: the
+    /// process died (SIGKILL, out of memory, a full disk).
+    Died,
+    /// The records were never closed and renamed (only
+    /// `records.parquet.partial` exists), or AIPerf says the run is not
+    /// complete.
+    Unfinished,
+}
+
+impl RunStatus {
+    /// The name printed in the `Status` column and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+            RunStatus::Died => "died",
+            RunStatus::Unfinished => "unfinished",
+        }
+    }
+
+    /// True only for [`RunStatus::Completed`].
+    pub fn is_complete(self) -> bool {
+        self == RunStatus::Completed
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Request counts of a run's measured (non-warmup) records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunCounts {
+    /// Requests that succeeded.
+    pub succeeded: u64,
+    /// Requests that were sent and failed.
+    pub failed: u64,
+    /// Turns never sent because an earlier turn of their conversation failed.
+    pub skipped: u64,
+}
+
+impl RunCounts {
+    /// Counts the non-warmup records.
+    pub fn of(records: &[RequestRecord]) -> RunCounts {
+        let mut counts = RunCounts::default();
+        for r in records.iter().filter(|r| !r.warmup) {
+            match r.error_kind {
+                None => counts.succeeded += 1,
+                Some(ErrorKind::Skipped) => counts.skipped += 1,
+                Some(_) => counts.failed += 1,
+            }
+        }
+        counts
+    }
+}
+
 /// Everything a report can use from one run directory.
 #[derive(Debug, Clone)]
 pub struct RunData {
@@ -103,8 +195,19 @@ pub struct RunData {
     pub dir: PathBuf,
     /// Who wrote it.
     pub format: RunFormat,
-    /// Row label: the model.
+    /// Row label: the model when loaded; [`assign_labels`] makes it unique
+    /// across the runs of one report.
     pub label: String,
+    /// The model the run measured (`label` before any disambiguation).
+    pub model: String,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Why the run counts as incomplete, in words (`None` when complete).
+    pub status_reason: Option<String>,
+    /// True when the run is a SPEED-Bench (or `spec_al_*`) run whose
+    /// columns are categories. False for an AIPerf run of another dataset
+    /// (`single_turn`, synthetic): its row is kept, out of `Overall`.
+    pub speed_bench: bool,
     /// Dataset name (e.g. `speed_bench_coding`, or an input file stem).
     pub dataset: String,
     /// Per-request records, when the run has them.
@@ -118,7 +221,9 @@ pub struct RunData {
 }
 
 fn is_run_dir(dir: &Path) -> bool {
-    dir.join(RECORDS_FILE_NAME).is_file() || dir.join(aiperf::PROFILE_JSON).is_file()
+    dir.join(RECORDS_FILE_NAME).is_file()
+        || dir.join(PARTIAL_RECORDS_FILE_NAME).is_file()
+        || dir.join(aiperf::PROFILE_JSON).is_file()
 }
 
 /// Run directories among `paths`: each path that is one, else its immediate
@@ -237,11 +342,40 @@ fn columns_for(metric: MatrixMetric) -> &'static [&'static str] {
 /// needs (all of them for `None`): a million-row matrix then skips the
 /// output text and latency lists it never reads.
 pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData, ReportError> {
+    if !dir.is_dir() {
+        return Err(ReportError::NotADirectory(dir.to_path_buf()));
+    }
+    if !is_run_dir(dir) {
+        return Err(ReportError::NotARunDir(dir.to_path_buf()));
+    }
     let server = optional_json(&dir.join(SERVER_METRICS_JSON))?;
-    if dir.join(RECORDS_FILE_NAME).is_file() {
-        let file = read_records_file_with(dir.join(RECORDS_FILE_NAME), metric.map(columns_for))?;
-        let manifest = file.manifest.unwrap_or_default();
-        let summary = match optional_json(&dir.join(SUMMARY_JSON))? {
+    let closed = dir.join(RECORDS_FILE_NAME);
+    let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
+    if closed.is_file() || partial.is_file() {
+        let only_partial = !closed.is_file();
+        let records_path = if only_partial { &partial } else { &closed };
+        let mut warnings = Vec::new();
+        let file = match read_records_file_with(records_path, metric.map(columns_for)) {
+            Ok(file) => Some(file),
+            // A run killed mid-write leaves a file without its Parquet
+            // footer: the run is still shown, with no readable records.
+            Err(e) if only_partial => {
+                warnings.push(format!(
+                    "{}: no readable records ({e}); the run's process stopped before closing the file",
+                    records_path.display()
+                ));
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
+        let summary_value = optional_json(&dir.join(SUMMARY_JSON))?;
+        let summary_outcome = summary_value
+            .as_ref()
+            .and_then(|v| v.get("outcome"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let summary = match summary_value {
             None => None,
             Some(v) => {
                 let metrics: RunMetrics =
@@ -260,23 +394,41 @@ pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData,
                 })
             }
         };
-        let label = Some(manifest.model)
+        let (footer, records) = match file {
+            Some(f) => (f.manifest, Some(f.records)),
+            None => (None, None),
+        };
+        // run.json is rewritten as the run goes; the footer copy is written
+        // once, at close. The newest word wins.
+        let manifest = run_json.or(footer).unwrap_or_default();
+        let recorded = Some(manifest.outcome.clone())
+            .filter(|o| !o.is_empty())
+            .or(summary_outcome);
+        let (status, status_reason) =
+            speedbench_status(dir, recorded.as_deref(), only_partial, records.is_some());
+        let first = records.as_ref().and_then(|r| r.first());
+        let model = Some(manifest.model)
             .filter(|m| !m.is_empty())
-            .or_else(|| file.records.first().map(|r| r.model.clone()))
-            .unwrap_or_else(|| dir.display().to_string());
+            .or_else(|| first.map(|r| r.model.clone()))
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| dir_name(dir));
         let dataset = Some(manifest.dataset)
             .filter(|d| !d.is_empty())
-            .or_else(|| file.records.first().map(|r| r.dataset.clone()))
+            .or_else(|| first.map(|r| r.dataset.clone()))
             .unwrap_or_default();
         return Ok(RunData {
             dir: dir.to_path_buf(),
             format: RunFormat::Speedbench,
-            label,
+            label: model.clone(),
+            model,
+            status,
+            status_reason,
+            speed_bench: true,
             dataset,
-            records: Some(file.records),
+            records,
             summary,
             server,
-            warnings: Vec::new(),
+            warnings,
         });
     }
     let profile_path = dir.join(aiperf::PROFILE_JSON);
@@ -303,16 +455,191 @@ pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData,
             .map(|p| p / 100.0),
         output_token_throughput: aiperf::stat_avg(&profile, "output_token_throughput"),
     };
+    let (status, status_reason) = aiperf_status(&profile);
+    let speed_bench = aiperf::is_speed_bench_dataset(&dataset);
     Ok(RunData {
         dir: dir.to_path_buf(),
         format: RunFormat::Aiperf,
-        label,
+        label: label.clone(),
+        model: label,
+        status,
+        status_reason,
+        speed_bench,
         dataset,
         records,
         summary: Some(summary),
         server,
         warnings,
     })
+}
+
+/// The last component of `dir` (the whole path when it has none).
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// `run.json`, when present.
+fn read_manifest(path: &Path) -> Result<Option<RunManifest>, ReportError> {
+    let Some(value) = optional_json(path)? else {
+        return Ok(None);
+    };
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| ReportError::Artifact {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("not a speedbench run manifest: {e}"),
+        })
+}
+
+/// A speedbench run's status from its recorded outcome, whether a process
+/// still holds its lock, and whether its records were closed.
+fn speedbench_status(
+    dir: &Path,
+    recorded: Option<&str>,
+    only_partial: bool,
+    readable: bool,
+) -> (RunStatus, Option<String>) {
+    let status = match recorded {
+        Some(outcome::RUNNING) if run_is_live(dir) => RunStatus::Running,
+        Some(outcome::RUNNING) => RunStatus::Died,
+        Some(outcome::INTERRUPTED) => RunStatus::Interrupted,
+        Some(outcome::FAILED) => RunStatus::Failed,
+        _ if only_partial => RunStatus::Unfinished,
+        _ => RunStatus::Completed,
+    };
+    let mut reason = match status {
+        RunStatus::Completed => None,
+        RunStatus::Running => Some("still running (a process holds its lock)".to_string()),
+        RunStatus::Interrupted => Some("interrupted before every planned request was sent".into()),
+        RunStatus::Failed => Some("the run failed (run.json says failed)".into()),
+        RunStatus::Died => Some(
+            "run.json says running but no process holds the run's lock: the process died \
+             (killed, out of memory or out of disk)"
+                .into(),
+        ),
+        RunStatus::Unfinished => Some("its records were never closed".into()),
+    };
+    if only_partial {
+        let what = if readable {
+            format!("only {PARTIAL_RECORDS_FILE_NAME} (records of the requests that finished)")
+        } else {
+            format!("only an unreadable {PARTIAL_RECORDS_FILE_NAME}")
+        };
+        reason = Some(match reason {
+            Some(r) => format!("{r}; {what}"),
+            None => what,
+        });
+    }
+    (status, reason)
+}
+
+/// An AIPerf run's status from `was_cancelled` / `is_complete`.
+fn aiperf_status(profile: &Value) -> (RunStatus, Option<String>) {
+    if profile.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
+        return (
+            RunStatus::Interrupted,
+            Some(format!("{} says was_cancelled: true", aiperf::PROFILE_JSON)),
+        );
+    }
+    if profile.get("is_complete").and_then(Value::as_bool) == Some(false) {
+        return (
+            RunStatus::Unfinished,
+            Some(format!("{} says is_complete: false", aiperf::PROFILE_JSON)),
+        );
+    }
+    (RunStatus::Completed, None)
+}
+
+/// Makes the runs' labels unique: `overrides` (`(dir, name)` pairs, from
+/// `--label DIR=NAME`) first, then the model name, and where two runs'
+/// labels collide, the model followed by the run directory's name
+/// (`model (dir)`), or its whole path if the names collide too.
+///
+/// An override naming a directory that is not one of the runs, or two runs
+/// given the same name, is an error. A directory matches when it is the
+/// same directory (after resolving `..` and links) or when `dir` is just
+/// its last component.
+pub fn assign_labels(
+    runs: &mut [RunData],
+    overrides: &[(PathBuf, String)],
+) -> Result<(), ReportError> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut fixed: Vec<Option<String>> = vec![None; runs.len()];
+    for (dir, name) in overrides {
+        let wanted = canonical(dir);
+        let matches: Vec<usize> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                canonical(&r.dir) == wanted
+                    || (dir.components().count() == 1 && r.dir.file_name() == Some(dir.as_os_str()))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        match matches.as_slice() {
+            [] => {
+                return Err(ReportError::Label(format!(
+                    "--label {}={name}: {} is not one of the run directories ({})",
+                    dir.display(),
+                    dir.display(),
+                    runs.iter()
+                        .map(|r| r.dir.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            [i] => fixed[*i] = Some(name.clone()),
+            _ => {
+                return Err(ReportError::Label(format!(
+                    "--label {}={name}: {} names {} run directories; give its path",
+                    dir.display(),
+                    dir.display(),
+                    matches.len()
+                )));
+            }
+        }
+    }
+    let base: Vec<String> = runs
+        .iter()
+        .zip(&fixed)
+        .map(|(r, f)| f.clone().unwrap_or_else(|| r.model.clone()))
+        .collect();
+    let count = |labels: &[String], l: &str| labels.iter().filter(|x| x.as_str() == l).count();
+    let with_name: Vec<String> = runs
+        .iter()
+        .zip(&fixed)
+        .zip(&base)
+        .map(|((r, f), b)| match f {
+            Some(name) => name.clone(),
+            None if count(&base, b) > 1 => format!("{} ({})", r.model, dir_name(&r.dir)),
+            None => b.clone(),
+        })
+        .collect();
+    let labels: Vec<String> = runs
+        .iter()
+        .zip(&fixed)
+        .zip(&with_name)
+        .map(|((r, f), l)| match f {
+            None if count(&with_name, l) > 1 => format!("{} ({})", r.model, r.dir.display()),
+            _ => l.clone(),
+        })
+        .collect();
+    for (i, l) in labels.iter().enumerate() {
+        if let Some(j) = labels[..i].iter().position(|x| x == l) {
+            return Err(ReportError::Label(format!(
+                "{} and {} would both be labelled {l:?}; give one of them another --label",
+                runs[j].dir.display(),
+                runs[i].dir.display()
+            )));
+        }
+    }
+    for (run, label) in runs.iter_mut().zip(labels) {
+        run.label = label;
+    }
+    Ok(())
 }
 
 impl RunData {
@@ -336,6 +663,11 @@ impl RunData {
             let name = strip_dataset_prefix(&self.dataset);
             (!name.is_empty()).then(|| name.to_string())
         })
+    }
+
+    /// Measured requests by result, when the run has per-request records.
+    pub fn counts(&self) -> Option<RunCounts> {
+        self.records.as_deref().map(RunCounts::of)
     }
 
     /// Number of distinct categories among the run's measured records.
@@ -372,6 +704,14 @@ impl RunData {
     /// no per-run figure for them here.
     pub fn cells(&self, metric: MatrixMetric, choice: SourceChoice) -> (RunCells, ResolvedSource) {
         let order: &[SourceChoice] = match choice {
+            // AIPerf's own figure (output_token_throughput, over its
+            // benchmark duration) first, so the report prints the number
+            // AIPerf printed.
+            SourceChoice::Auto
+                if self.format == RunFormat::Aiperf && metric == MatrixMetric::Throughput =>
+            {
+                &[SourceChoice::Summary, SourceChoice::Records]
+            }
             SourceChoice::Auto => &[
                 SourceChoice::Records,
                 SourceChoice::Summary,
@@ -422,4 +762,55 @@ impl RunData {
         }
         (RunCells::new(), ResolvedSource::None)
     }
+}
+
+/// One report's matrix over loaded runs, and each run's resolved source
+/// (in the order of `runs`).
+///
+/// One row per run, labelled by [`RunData::label`] (make labels unique
+/// with [`assign_labels`] first); each row carries its run's directory,
+/// status and request counts. A run that is not a SPEED-Bench run (an
+/// AIPerf run of another dataset) keeps its row and cells but gets no
+/// `Overall`, with the reason in [`RowRun::overall_excluded`].
+pub fn build_matrix(
+    metric: MatrixMetric,
+    choice: SourceChoice,
+    runs: &[RunData],
+) -> (AcceptanceMatrix, Vec<ResolvedSource>) {
+    let mut sources = Vec::with_capacity(runs.len());
+    let mut rows = Vec::with_capacity(runs.len());
+    for run in runs {
+        let (cells, source) = run.cells(metric, choice);
+        sources.push(source);
+        rows.push((run.label.clone(), cells));
+    }
+    let mut matrix = AcceptanceMatrix::from_cells(metric, rows);
+    for row in &mut matrix.rows {
+        let Some(run) = runs.iter().find(|r| r.label == row.label) else {
+            continue;
+        };
+        let overall_excluded = (!run.speed_bench).then(|| {
+            format!(
+                "{} is an AIPerf run of {}, not a SPEED-Bench dataset, so its column is not a \
+                 SPEED-Bench category and is not averaged (AIPerf's speed-bench-report skips such runs)",
+                run.dir.display(),
+                if run.dataset.is_empty() {
+                    "an unnamed (synthetic) dataset".to_string()
+                } else {
+                    format!("dataset {:?}", run.dataset)
+                }
+            )
+        });
+        if overall_excluded.is_some() {
+            row.overall = None;
+        }
+        row.run = Some(RowRun {
+            dir: run.dir.clone(),
+            status: run.status,
+            status_reason: run.status_reason.clone(),
+            counts: run.counts(),
+            overall_excluded,
+        });
+    }
+    (matrix, sources)
 }

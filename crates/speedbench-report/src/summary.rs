@@ -21,7 +21,8 @@ const HEADER: [&str; 8] = ["Metric", "avg", "min", "max", "p99", "p90", "p50", "
 ///    Throughput and Request Count (successful requests) with `N/A` in the
 ///    distribution columns, as AIPerf prints them;
 /// 2. `speedbench | LLM Metrics: Spec Decode` when any measured request
-///    carried spec-decode stats, followed by the pooled
+///    carried spec-decode stats, followed by
+///    [`ACCEPTANCE_LENGTH_DEFINITIONS`], the pooled
 ///    `Accepted drafts per step (% of steps)` line and a note on zero-step
 ///    requests and requests without spec stats;
 /// 3. `speedbench | LLM Metrics: Server Timings` (llama.cpp `timings`);
@@ -141,6 +142,9 @@ fn spec_decode(spec: &SpecDecodeMetrics) -> Option<String> {
             FirstColumn::Right,
         ));
     }
+    if spec.acceptance_length.is_some() || spec.token_weighted_acceptance_length().is_some() {
+        out.push_str(ACCEPTANCE_LENGTH_DEFINITIONS);
+    }
     if let Some(line) = histogram_line(&spec.histogram, spec.totals.requests) {
         out.push_str(&line);
     }
@@ -149,6 +153,14 @@ fn spec_decode(spec: &SpecDecodeMetrics) -> Option<String> {
     }
     (!out.is_empty()).then_some(out)
 }
+
+/// What each acceptance length printed for a run is (docs/metrics.md): the
+/// per-request distribution, the token-weighted run figure, and the
+/// matrices' `Overall`.
+pub const ACCEPTANCE_LENGTH_DEFINITIONS: &str = "  Acceptance length, three ways: \
+\"Acceptance Length\" avg = mean over requests of each request's 1 + accepted / steps; \
+\"Token-Weighted\" = 1 + Σaccepted / Σsteps over all requests (the run's figure); \
+a report's \"Overall\" = macro-average, the unweighted mean of its category cells\n";
 
 /// AIPerf's `  Accepted drafts per step (% of steps):  0: 22%   1: 26% ...`
 /// (percent rounded to integers, as AIPerf does), followed by how many steps
@@ -444,6 +456,12 @@ mod tests {
              (47 steps, 2 requests with histograms)\n"
         ));
         assert!(!out.contains("Not in the distributions"));
+        // The three acceptance lengths are named: 1.62 is the per-request
+        // mean, 1.30 the token-weighted figure.
+        assert!(out.contains(
+            "  Acceptance length, three ways: \"Acceptance Length\" avg = mean over requests"
+        ));
+        assert!(out.contains(ACCEPTANCE_LENGTH_DEFINITIONS));
     }
 
     #[test]
