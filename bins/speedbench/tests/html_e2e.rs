@@ -80,11 +80,26 @@ async fn the_html_report_renders_in_chromium_with_the_csv_numbers() {
     ])
     .await;
     assert!(out.status.success());
+    // A second run of the same model, marked interrupted: two rows, a Status
+    // column and an INCOMPLETE badge must all reach the page.
+    let cut = dir.path().join("demo-cut");
+    std::fs::create_dir(&cut).unwrap();
+    for entry in std::fs::read_dir(&run_dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), cut.join(entry.file_name())).unwrap();
+        }
+    }
+    let manifest = cut.join("run.json");
+    let mut run_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    run_json["outcome"] = "interrupted".into();
+    std::fs::write(&manifest, serde_json::to_vec(&run_json).unwrap()).unwrap();
     let (html, csv) = (dir.path().join("r.html"), dir.path().join("r.csv"));
     let args = |format: &str| {
         vec![
             "report".to_string(),
-            run_dir.display().to_string(),
+            dir.path().display().to_string(),
             "--format".into(),
             format.into(),
             "--output".into(),
@@ -126,7 +141,23 @@ async fn the_html_report_renders_in_chromium_with_the_csv_numbers() {
         }
     }
     assert_eq!(cells_of(&dom, "accept_length"), expected);
-    assert_eq!(expected.len(), 12, "11 categories and Overall");
+    assert_eq!(
+        expected.len(),
+        2 * 13,
+        "two runs: 11 categories, Overall and Status"
+    );
+    assert!(header.ends_with(&["Overall", "Status"]), "{header:?}");
+    assert_eq!(expected[12].2, "completed");
+    assert_eq!(expected[25].2, "interrupted");
+    assert!(
+        dom.contains("INCOMPLETE: interrupted"),
+        "the badge is rendered"
+    );
+    // The two rows hold the same run's numbers.
+    assert_eq!(
+        expected[..12].iter().map(|c| &c.2).collect::<Vec<_>>(),
+        expected[13..25].iter().map(|c| &c.2).collect::<Vec<_>>()
+    );
 
     let png = dir.path().join("page.png");
     let shot = headless(browser, &profile)
