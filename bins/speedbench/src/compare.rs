@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use speedbench_report::{CompareOptions, compare, load_run};
+use speedbench_report::{
+    CompareOptions, MAX_BOOTSTRAP_SAMPLES, check_runs_match, compare, load_compare_run,
+};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -25,7 +27,7 @@ pub struct CompareArgs {
     /// Run directory of the speculative run (same dataset, categories and sampling).
     #[arg(long)]
     pub speculative: PathBuf,
-    /// Bootstrap resamples per confidence interval (0 turns them off).
+    /// Bootstrap resamples per confidence interval (0 turns them off; at most 1,000,000).
     #[arg(long, default_value_t = 1000)]
     pub bootstrap: usize,
     /// Confidence level of the intervals.
@@ -37,6 +39,10 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "console")]
     pub format: CompareFormat,
+    /// Compare even when the runs differ in dataset, requests, categories,
+    /// prompts, --osl or sampling fields (each difference is printed).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Runs `speedbench compare`.
@@ -44,24 +50,46 @@ pub fn run(args: CompareArgs) -> Result<Outcome, CliError> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         return Err(fail("--confidence", "must lie strictly between 0 and 1"));
     }
-    let load =
-        |dir: &PathBuf, what: &str| -> Result<Vec<speedbench_record::RequestRecord>, CliError> {
-            let run = load_run(dir).context(format!("loading the {what} run {}", dir.display()))?;
-            run.records.ok_or_else(|| {
-                fail(
-                    &format!("loading the {what} run {}", dir.display()),
-                    "it has no per-request records (AIPerf runs need profile_export.jsonl)",
-                )
-            })
-        };
-    let base = load(&args.baseline, "baseline")?;
-    let spec = load(&args.speculative, "speculative")?;
+    if args.bootstrap > MAX_BOOTSTRAP_SAMPLES {
+        return Err(fail(
+            "--bootstrap",
+            format!(
+                "{} resamples asked for; at most 1,000,000 are allowed (10,000 is plenty for \
+                 stable intervals)",
+                args.bootstrap
+            ),
+        ));
+    }
+    let base = load_compare_run(&args.baseline, "baseline").context("--baseline")?;
+    let spec = load_compare_run(&args.speculative, "speculative").context("--speculative")?;
+    let check = check_runs_match(&base, &spec);
+    for w in &check.warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(first) = check.mismatches.first() {
+        if !args.force {
+            let more = match check.mismatches.len() {
+                1 => String::new(),
+                n => format!(" (and {} more difference(s))", n - 1),
+            };
+            return Err(fail(
+                "the runs do not match",
+                format!(
+                    "{first}{more}; compare runs of the same dataset, categories, --osl and \
+                     sampling settings, or pass --force to compare them anyway"
+                ),
+            ));
+        }
+        for m in &check.mismatches {
+            eprintln!("warning: the runs differ (--force): {m}");
+        }
+    }
     let options = CompareOptions {
         bootstrap_samples: args.bootstrap,
         confidence: args.confidence,
         seed: args.seed,
     };
-    let comparison = compare(&base, &spec, &options).context("comparing")?;
+    let comparison = compare(&base.records, &spec.records, &options).context("comparing")?;
     eprintln!(
         "Comparison: baseline={} speculative={}",
         args.baseline.display(),

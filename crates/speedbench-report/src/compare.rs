@@ -9,16 +9,44 @@
 //! lossless check of the speculative path) with where they first diverge,
 //! and percentile-bootstrap confidence intervals on acceptance length and
 //! both speedups.
+//!
+//! Before comparing, [`load_compare_run`] reads each side's directory and
+//! [`check_runs_match`] checks that the two runs measured the same thing:
+//! the same dataset, requests, categories, prompt lengths, `--osl` and
+//! sampling fields. Records store no prompt text or hash, so "same prompts"
+//! is checked by what they do store: the same `(question_id, turn)` requests
+//! in the same categories, and the same `prompt_tokens` on every first turn
+//! both runs answered.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use serde_json::Value;
 use speedbench_metrics::{AcceptanceTotals, RequestMetricsExt, percentile_sorted};
-use speedbench_record::RequestRecord;
+use speedbench_record::{
+    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome, run_is_live,
+};
 
 use crate::ReportError;
 use crate::format::thousands;
 use crate::matrix::category_key;
+
+/// The most bootstrap resamples one interval may take.
+///
+/// Each resample draws every request of a category once, so the cost grows
+/// as resamples × requests: a million resamples of a 1,000-request run is
+/// about 10^10 draws (minutes), and percentile intervals stop moving long
+/// before (10,000 is plenty). Beyond this cap, a typo like
+/// `--bootstrap 10000000000` would only exhaust memory.
+pub const MAX_BOOTSTRAP_SAMPLES: usize = 1_000_000;
+
+/// What the byte-identical share can and cannot say, printed with it.
+pub const BYTE_IDENTICAL_NOTE: &str = "Byte-identical outputs are expected only for greedy \
+decoding (temperature 0) over the same prompts, and even then some engines are not bit-exact \
+under speculation (llama.cpp's batched CPU verification, for one, can pick a different token \
+where two are nearly tied), so a share below 100% alone does not show that speculation changed \
+the output distribution.";
 
 /// Settings of a comparison.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -133,6 +161,8 @@ pub struct Comparison {
     pub diverging: u64,
     /// Confidence level of the intervals.
     pub confidence: f64,
+    /// What the byte-identical share means ([`BYTE_IDENTICAL_NOTE`]).
+    pub byte_identical_note: String,
 }
 
 /// The category key used for grouping, `overall` for the pooled row.
@@ -305,15 +335,48 @@ fn by_category<'a>(records: &[&'a RequestRecord]) -> BTreeMap<String, Vec<&'a Re
     map
 }
 
+/// A request's place in its run: row id, turn, and which occurrence of that
+/// `(id, turn)` it is in dispatch order (a row runs more than once with
+/// `--num-conversations` above the row count).
+type RequestKey<'a> = (&'a str, u32, usize);
+
+/// The run's measured requests by [`RequestKey`], occurrences counted over
+/// every measured request (failed ones too, so one failure does not shift
+/// the pairing of the rest).
+fn keyed(records: &[RequestRecord]) -> BTreeMap<RequestKey<'_>, &RequestRecord> {
+    let mut ordered: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+    ordered.sort_by_key(|r| r.request_index);
+    let mut seen: HashMap<(&str, u32), usize> = HashMap::new();
+    ordered
+        .into_iter()
+        .map(|r| {
+            let n = seen
+                .entry((r.conversation_id.as_str(), r.turn_index))
+                .or_default();
+            *n += 1;
+            ((r.conversation_id.as_str(), r.turn_index, *n - 1), r)
+        })
+        .collect()
+}
+
 /// Compares a baseline run's records with a speculative run's.
 ///
 /// Warmup and failed requests are left out. Categories present in only one
-/// run get no row. Errors when the runs share no category.
+/// run get no row. Outputs are paired by row id, turn and occurrence.
+/// Errors when the runs share no category, or when more than
+/// [`MAX_BOOTSTRAP_SAMPLES`] resamples are asked for.
 pub fn compare(
     baseline: &[RequestRecord],
     speculative: &[RequestRecord],
     options: &CompareOptions,
 ) -> Result<Comparison, ReportError> {
+    if options.bootstrap_samples > MAX_BOOTSTRAP_SAMPLES {
+        return Err(ReportError::Compare(format!(
+            "{} bootstrap resamples asked for; at most {} are allowed",
+            options.bootstrap_samples,
+            thousands(MAX_BOOTSTRAP_SAMPLES as f64)
+        )));
+    }
     let base = measured(baseline);
     let spec = measured(speculative);
     let (base_groups, spec_groups) = (by_category(&base), by_category(&spec));
@@ -346,20 +409,22 @@ pub fn compare(
         OVERALL, &base_all, &spec_all, options, &mut rng,
     ));
 
-    // The lossless check: the same row and turn in both runs, byte for byte.
-    let base_by_key: HashMap<(&str, u32), &RequestRecord> = base_all
-        .iter()
-        .map(|r| ((r.conversation_id.as_str(), r.turn_index), *r))
-        .collect();
+    // The lossless check: the same row, turn and occurrence in both runs,
+    // byte for byte.
+    let shared_key = |r: &RequestRecord| {
+        r.is_success()
+            && category_key(r)
+                .as_deref()
+                .is_some_and(|c| shared.contains(c))
+    };
+    let base_by_key = keyed(baseline);
     let mut divergences = Vec::new();
     let mut diverging = 0;
-    let mut seen = BTreeSet::new();
-    for r in &spec_all {
-        let key = (r.conversation_id.as_str(), r.turn_index);
+    for (key, r) in keyed(speculative) {
         let Some(b) = base_by_key.get(&key) else {
             continue;
         };
-        if !seen.insert(key) {
+        if !shared_key(r) || !shared_key(b) {
             continue;
         }
         let category = category_key(r).unwrap_or_default();
@@ -389,7 +454,349 @@ pub fn compare(
         divergences,
         diverging,
         confidence: options.confidence,
+        byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
     })
+}
+
+/// One side of a comparison, read from its run directory.
+#[derive(Debug, Clone)]
+pub struct CompareRun {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Every record of the run.
+    pub records: Vec<RequestRecord>,
+    /// The run's manifest (`run.json`, else the records file's footer);
+    /// `None` for AIPerf directories.
+    pub manifest: Option<RunManifest>,
+    /// True while a process holds the directory's run lock.
+    pub live: bool,
+}
+
+impl CompareRun {
+    /// Why this run holds fewer requests than it planned, when it does:
+    /// interrupted, failed, killed (`running` with nobody holding its lock),
+    /// or still running.
+    pub fn incomplete(&self) -> Option<String> {
+        let m = self.manifest.as_ref()?;
+        match m.outcome.as_str() {
+            outcome::COMPLETED => None,
+            outcome::INTERRUPTED => Some("was interrupted before it finished".to_string()),
+            outcome::FAILED => Some("failed (run.json outcome `failed`)".to_string()),
+            outcome::RUNNING if self.live => Some("is still running".to_string()),
+            outcome::RUNNING => Some(
+                "was killed before it finished (run.json says `running`, and no process \
+                 holds its lock)"
+                    .to_string(),
+            ),
+            // Manifests written before outcomes were recorded say nothing.
+            "" => None,
+            other => Some(format!("ended with outcome {other:?}")),
+        }
+    }
+}
+
+/// Loads one side of a comparison from `dir`; `role` (`baseline`,
+/// `speculative`) names it in errors.
+///
+/// A missing directory, a path that is not a directory, a directory with
+/// no run, a run whose records file was never closed, and a run without
+/// per-request records are errors naming the directory.
+pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportError> {
+    if !dir.exists() {
+        return Err(ReportError::Compare(format!(
+            "the {role} run directory {} does not exist",
+            dir.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(ReportError::NotADirectory(dir.to_path_buf()));
+    }
+    let records_path = dir.join(RECORDS_FILE_NAME);
+    let aiperf_json = dir.join(crate::aiperf::PROFILE_JSON);
+    if !records_path.is_file() && !aiperf_json.is_file() {
+        let why = if dir.join(PARTIAL_RECORDS_FILE_NAME).is_file() {
+            format!(
+                "it holds only {PARTIAL_RECORDS_FILE_NAME}: the run was killed before it \
+                 closed its records file"
+            )
+        } else {
+            format!(
+                "it holds no run ({RECORDS_FILE_NAME} of speedbench, or {} of AIPerf)",
+                crate::aiperf::PROFILE_JSON
+            )
+        };
+        return Err(ReportError::Compare(format!(
+            "the {role} run directory {}: {why}",
+            dir.display()
+        )));
+    }
+    let run = crate::load_run(dir)?;
+    let records = run.records.ok_or_else(|| {
+        ReportError::Compare(format!(
+            "the {role} run {} has no per-request records (AIPerf runs need {})",
+            dir.display(),
+            crate::aiperf::PROFILE_JSONL
+        ))
+    })?;
+    let manifest_path = dir.join(RunManifest::FILE_NAME);
+    let manifest = if manifest_path.is_file() {
+        let text = std::fs::read_to_string(&manifest_path).map_err(|source| ReportError::Io {
+            path: manifest_path.clone(),
+            source,
+        })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        Some(
+            serde_json::from_str::<RunManifest>(text).map_err(|e| ReportError::Artifact {
+                path: manifest_path.clone(),
+                line: Some(e.line()),
+                message: format!("not a speedbench run manifest: {e}"),
+            })?,
+        )
+    } else if records_path.is_file() {
+        speedbench_record::read_records_file_with(&records_path, Some(&["run_id"]))?.manifest
+    } else {
+        None
+    };
+    Ok(CompareRun {
+        dir: dir.to_path_buf(),
+        records,
+        manifest,
+        live: run_is_live(dir),
+    })
+}
+
+/// What [`check_runs_match`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunCheck {
+    /// Differences that make the comparison meaningless (different
+    /// datasets, requests, categories, prompts, `--osl` or sampling), most
+    /// important first. `speedbench compare` refuses them unless `--force`.
+    pub mismatches: Vec<String>,
+    /// Things to know that do not stop the comparison: an incomplete run,
+    /// settings that differ but do not change the prompts or sampling.
+    pub warnings: Vec<String>,
+}
+
+/// Request fields (`--extra-inputs`) that change what the model samples;
+/// both runs must agree on every one of them.
+pub const SAMPLING_FIELDS: [&str; 20] = [
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "seed",
+    "max_tokens",
+    "max_completion_tokens",
+    "min_tokens",
+    "ignore_eos",
+    "stop",
+    "stop_token_ids",
+    "n",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "repeat_penalty",
+    "logit_bias",
+    "n_predict",
+    "response_format",
+];
+
+fn shown(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "not set".to_string(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn request_counts<'a>(
+    keyed: &BTreeMap<RequestKey<'a>, &RequestRecord>,
+) -> BTreeMap<(&'a str, u32), usize> {
+    let mut counts = BTreeMap::new();
+    for &(id, turn, _) in keyed.keys() {
+        *counts.entry((id, turn)).or_default() += 1;
+    }
+    counts
+}
+
+/// Checks that a baseline and a speculative run measured the same thing.
+///
+/// From the manifests (when both runs have one): the dataset, endpoint
+/// type, `--osl` and every [`SAMPLING_FIELDS`] entry of `--extra-inputs`.
+/// From the records: the same categories, the same `(question_id, turn)`
+/// requests as often, each row in the same category, and the same
+/// `prompt_tokens` on every first turn both runs answered (records hold no
+/// prompt text or hash; a first turn's prompt length is what they store of
+/// it). A run that did not complete only warns about requests it lacks.
+pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
+    let mut check = RunCheck::default();
+    let mut incomplete = false;
+    for (role, run) in [("baseline", base), ("speculative", spec)] {
+        if let Some(why) = run.incomplete() {
+            incomplete = true;
+            check.warnings.push(format!(
+                "the {role} run {} {why}: it holds {} record(s); only requests both runs \
+                 answered are compared",
+                run.dir.display(),
+                run.records.iter().filter(|r| !r.warmup).count()
+            ));
+        }
+    }
+    if let (Some(b), Some(s)) = (&base.manifest, &spec.manifest) {
+        if b.dataset != s.dataset {
+            check.mismatches.push(format!(
+                "dataset: baseline {:?}, speculative {:?}",
+                b.dataset, s.dataset
+            ));
+        }
+        let (bc, sc) = (&b.config, &s.config);
+        let field = |c: &Value, k: &str| c.get(k).cloned().filter(|v| !v.is_null());
+        for (key, what) in [
+            ("endpoint_type", "--endpoint-type"),
+            ("osl", "--osl (max_tokens)"),
+        ] {
+            let (x, y) = (field(bc, key), field(sc, key));
+            if x != y {
+                check.mismatches.push(format!(
+                    "{what}: baseline {}, speculative {}",
+                    shown(x.as_ref()),
+                    shown(y.as_ref())
+                ));
+            }
+        }
+        let extra = |c: &Value| c.get("extra_inputs").and_then(Value::as_object).cloned();
+        let (be, se) = (extra(bc).unwrap_or_default(), extra(sc).unwrap_or_default());
+        let keys: BTreeSet<&String> = be.keys().chain(se.keys()).collect();
+        for key in keys {
+            let (x, y) = (be.get(key), se.get(key));
+            if x == y {
+                continue;
+            }
+            let line = format!(
+                "--extra-inputs {key}: baseline {}, speculative {}",
+                shown(x),
+                shown(y)
+            );
+            if SAMPLING_FIELDS.contains(&key.as_str()) {
+                check.mismatches.push(format!("sampling field {line}"));
+            } else {
+                check
+                    .warnings
+                    .push(format!("{line} (not a sampling field)"));
+            }
+        }
+        if be.get("temperature").and_then(Value::as_f64) != Some(0.0) {
+            check.warnings.push(format!(
+                "the baseline does not pin temperature 0 (--extra-inputs temperature:0; it \
+                 sent {}): outputs are sampled, so byte-identical outputs are not expected",
+                shown(be.get("temperature"))
+            ));
+        }
+        if field(bc, "streaming") != field(sc, "streaming") {
+            check.warnings.push(format!(
+                "--streaming: baseline {}, speculative {} (client decode speeds need streaming)",
+                shown(bc.get("streaming")),
+                shown(sc.get("streaming"))
+            ));
+        }
+        if b.model != s.model {
+            check.warnings.push(format!(
+                "models: baseline {:?}, speculative {:?}",
+                b.model, s.model
+            ));
+        }
+    }
+
+    // The records: the same categories and requests.
+    let categories = |run: &CompareRun| -> BTreeSet<String> {
+        run.records
+            .iter()
+            .filter(|r| !r.warmup)
+            .filter_map(category_key)
+            .collect()
+    };
+    let (bcat, scat) = (categories(base), categories(spec));
+    for (cat, only_in) in bcat
+        .difference(&scat)
+        .map(|c| (c, "baseline"))
+        .chain(scat.difference(&bcat).map(|c| (c, "speculative")))
+    {
+        let line = format!("category {cat:?} is only in the {only_in} run");
+        if incomplete {
+            check.warnings.push(line);
+        } else {
+            check.mismatches.push(line);
+        }
+    }
+    let (bk, sk) = (keyed(&base.records), keyed(&spec.records));
+    let (bn, sn) = (request_counts(&bk), request_counts(&sk));
+    let all: BTreeSet<&(&str, u32)> = bn.keys().chain(sn.keys()).collect();
+    let mut request_lines = Vec::new();
+    for key in all {
+        let (x, y) = (
+            bn.get(key).copied().unwrap_or(0),
+            sn.get(key).copied().unwrap_or(0),
+        );
+        if x != y {
+            request_lines.push(format!(
+                "request {:?} turn {}: {x} in the baseline, {y} in the speculative run",
+                key.0, key.1
+            ));
+        }
+    }
+    if !request_lines.is_empty() && !incomplete {
+        let n = request_lines.len();
+        let mut line = format!(
+            "the runs sent different requests ({n} (question_id, turn) pair(s) differ); first: {}",
+            request_lines[0]
+        );
+        if n > 1 {
+            line.push_str(&format!("; next: {}", request_lines[1]));
+        }
+        check.mismatches.push(line);
+    }
+    let mut category_lines = Vec::new();
+    let mut prompt_lines = Vec::new();
+    for (key, s) in &sk {
+        let Some(b) = bk.get(key) else { continue };
+        if b.category != s.category && category_lines.is_empty() {
+            category_lines.push(format!(
+                "request {:?} is in category {} in the baseline, {} in the speculative run: \
+                 not the same dataset",
+                key.0,
+                shown(
+                    b.category
+                        .as_ref()
+                        .map(|c| Value::String(c.clone()))
+                        .as_ref()
+                ),
+                shown(
+                    s.category
+                        .as_ref()
+                        .map(|c| Value::String(c.clone()))
+                        .as_ref()
+                )
+            ));
+        }
+        if key.1 == 0
+            && let (Some(x), Some(y)) = (b.prompt_tokens, s.prompt_tokens)
+            && x != y
+        {
+            prompt_lines.push(format!(
+                "request {:?} turn 0: a prompt of {x} tokens in the baseline, {y} in the \
+                 speculative run",
+                key.0
+            ));
+        }
+    }
+    check.mismatches.extend(category_lines);
+    if let Some(first) = prompt_lines.first() {
+        check.mismatches.push(format!(
+            "not the same prompts ({} first turn(s) differ in prompt length); first: {first}",
+            prompt_lines.len()
+        ));
+    }
+    check
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -418,7 +825,7 @@ impl Comparison {
             "latency_speedup",
             "accept_rate",
             "accept_length",
-            "identical",
+            "byte_identical",
         ];
         let rows: Vec<Vec<String>> = self
             .rows
@@ -455,10 +862,17 @@ impl Comparison {
         let overall = self.rows.last();
         if let Some(o) = overall.filter(|o| o.paired > 0) {
             out.push_str(&format!(
-                "Lossless check: {} of {} paired outputs are byte-identical; {} diverge \
-                 (meaningful for greedy decoding over the same prompts).\n",
-                o.identical, o.paired, self.diverging
+                "Byte-identical outputs: {} of {} paired requests ({:.1}%); {} differ.\n\
+                 Note: {}\n",
+                o.identical,
+                o.paired,
+                o.identical_share().unwrap_or(0.0) * 100.0,
+                self.diverging,
+                self.byte_identical_note
             ));
+        }
+        if !self.divergences.is_empty() {
+            out.push_str("First differences (baseline vs speculative):\n");
         }
         for d in self.divergences.iter().take(5) {
             out.push_str(&format!(
@@ -560,9 +974,14 @@ mod tests {
         let console = c.to_console();
         assert!(console.contains("2.00x"), "{console}");
         assert!(
-            console.contains("Lossless check: 2 of 3 paired outputs are byte-identical; 1 diverge"),
+            console.contains("Byte-identical outputs: 2 of 3 paired requests (66.7%); 1 differ."),
             "{console}"
         );
+        assert!(
+            console.contains("not bit-exact under speculation"),
+            "{console}"
+        );
+        assert!(!console.contains("meaningful"), "{console}");
     }
 
     #[test]
