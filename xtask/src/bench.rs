@@ -151,6 +151,8 @@ async fn drive(
         run_id: format!("bench-c{concurrency}"),
         config: serde_json::json!({}),
         server_metrics: None,
+        overwrite: false,
+        max_error_rate: None,
     };
     let baseline = rss_kb();
     let peak = Arc::new(AtomicU64::new(baseline));

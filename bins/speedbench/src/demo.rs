@@ -15,7 +15,7 @@ const FIXTURE: &str = include_str!("../../../fixtures/speed_bench_mini.jsonl");
 /// Options of `speedbench demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Directory for the run's artifacts.
+    /// Directory for the run's artifacts (a previous run there is replaced).
     #[arg(long, default_value = "artifacts/demo")]
     pub output_artifact_dir: PathBuf,
     /// Requests in flight at once.
@@ -61,6 +61,9 @@ pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
         api_key: None,
         headers: Vec::new(),
         run_id: None,
+        // The demo's directory is its own scratch space.
+        overwrite: true,
+        max_error_rate: None,
         // The simulator updates its counters synchronously: no need to wait.
         client: Box::new(crate::profile::ClientArgs {
             server_metrics_shutdown_delay: 0.0,

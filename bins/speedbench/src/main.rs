@@ -41,7 +41,9 @@ enum Command {
 }
 
 /// The exit code for a run stopped by Ctrl-C (128 + SIGINT).
-const EXIT_INTERRUPTED: u8 = 130;
+const EXIT_SIGINT: u8 = 130;
+/// The exit code for a run stopped by SIGTERM (128 + SIGTERM).
+const EXIT_SIGTERM: u8 = 143;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -85,7 +87,7 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
-        Ok(Outcome::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Ok(Outcome::Interrupted(code)) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -97,8 +99,9 @@ fn main() -> ExitCode {
 pub enum Outcome {
     /// Finished normally.
     Done,
-    /// Stopped by Ctrl-C after saving what was measured.
-    Interrupted,
+    /// Stopped by a signal after saving what was measured; the exit code
+    /// it calls for (130 for SIGINT, 143 for SIGTERM).
+    Interrupted(u8),
 }
 
 /// An error with the context of what the command was doing.

@@ -2,13 +2,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target,
-    discover_model_with_headers, parse_extra_inputs, run_profile,
+    ApiKey, ApiKind, Arrival, BaseUrl, LoadConfig, ProfileRun, Progress, RunStatus, StopHandle,
+    Target, discover_model_with_headers, parse_extra_inputs, run_profile,
     scrape::{ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
@@ -85,6 +86,13 @@ pub struct ProfileArgs {
     /// Run identifier; generated when omitted.
     #[arg(long)]
     pub run_id: Option<String>,
+    /// Replace a run already in --output-artifact-dir (refused otherwise).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Fail the run (exit 1, outcome `failed`) when more than this share of
+    /// its requests failed, 0.0-1.0; by default only when none succeeded.
+    #[arg(long, value_name = "RATE")]
+    pub max_error_rate: Option<f64>,
     /// Load shape, TLS and server-metrics options.
     #[command(flatten)]
     pub client: Box<ClientArgs>,
@@ -246,35 +254,43 @@ fn parse_header(h: &str) -> Result<(String, String), CliError> {
         })
 }
 
+/// The exit code of the signal that stopped the run (128 + its number),
+/// 0 while none came.
+static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
+
 /// Stops the run on the first Ctrl-C (or SIGTERM); exits at once on the second.
 fn install_stop_signal(stop: StopHandle) {
     tokio::spawn(async move {
-        wait_for_signal().await;
+        let code = wait_for_signal().await;
+        STOPPED_BY.store(code, Ordering::Relaxed);
         eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)");
         stop.stop();
-        wait_for_signal().await;
+        let code = wait_for_signal().await;
         eprintln!("aborted");
-        std::process::exit(i32::from(crate::EXIT_INTERRUPTED));
+        std::process::exit(i32::from(code));
     });
 }
 
-async fn wait_for_signal() {
+/// Waits for SIGINT or SIGTERM and returns the exit code it calls for.
+async fn wait_for_signal() -> u8 {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
+                _ = tokio::signal::ctrl_c() => crate::EXIT_SIGINT,
+                _ = term.recv() => crate::EXIT_SIGTERM,
             },
             Err(_) => {
                 let _ = tokio::signal::ctrl_c().await;
+                crate::EXIT_SIGINT
             }
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        crate::EXIT_SIGINT
     }
 }
 
@@ -375,6 +391,8 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         run_id,
         config,
         server_metrics,
+        overwrite: args.overwrite,
+        max_error_rate: args.max_error_rate,
     };
 
     let stop = StopHandle::new();
@@ -383,7 +401,7 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     let started = Instant::now();
     let display = crate::progress::spawn(progress.clone());
     let result = run_profile(run, stop, progress.clone()).await;
-    crate::progress::finish(display, &progress, started.elapsed());
+    crate::progress::finish(display, &progress, started);
     let outcome = result.context("running the profile")?;
     if let Some(s) = &outcome.schedule {
         eprintln!(
@@ -399,33 +417,59 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         server_metrics_line(path);
     }
 
-    let file = read_records_file(&outcome.records_path).context("reading the records back")?;
-    let metrics = RunMetrics::from_records(&file.records);
-    let summary_path = output_dir.join("summary.json");
-    let summary_json = serde_json::to_vec_pretty(&metrics).unwrap_or_default();
-    std::fs::write(&summary_path, summary_json)
-        .context(format!("writing {}", summary_path.display()))?;
-    print!("{}", render_run_summary(&metrics));
-    let label = file.manifest.as_ref().map_or(model, |m| m.model.clone());
-    for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
-        let matrix =
-            AcceptanceMatrix::from_runs(metric, &[(label.clone(), file.records.as_slice())]);
-        if matrix.rows.iter().any(|r| r.overall.is_some()) {
-            print!("{}", matrix.to_console());
+    for e in &outcome.write_errors {
+        eprintln!("error: {e}");
+    }
+    match read_records_file(&outcome.records_path) {
+        Ok(file) => {
+            let metrics = RunMetrics::from_records(&file.records);
+            for warning in &metrics.timing_warnings {
+                eprintln!("warning: {warning}");
+            }
+            print!("{}", render_run_summary(&metrics));
+            let label = file.manifest.as_ref().map_or(model, |m| m.model.clone());
+            for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
+                let matrix = AcceptanceMatrix::from_runs(
+                    metric,
+                    &[(label.clone(), file.records.as_slice())],
+                );
+                if matrix.rows.iter().any(|r| r.overall.is_some()) {
+                    print!("{}", matrix.to_console());
+                }
+            }
         }
+        // The failure is already reported; the summary cannot be printed.
+        Err(e) if matches!(outcome.status, RunStatus::Failed(_)) => {
+            eprintln!("error: reading the records back: {e}");
+        }
+        Err(e) => return Err(e).context("reading the records back"),
+    }
+    if outcome.unsaved > 0 {
+        eprintln!(
+            "{} finished requests could not be saved (the records file failed)",
+            outcome.unsaved
+        );
     }
     eprintln!(
-        "{} records written to {} (manifest {}, summary {})",
+        "{} records in {} (manifest {}{})",
         outcome.record_count,
         outcome.records_path.display(),
         outcome.manifest_path.display(),
-        summary_path.display()
+        outcome
+            .summary_path
+            .as_ref()
+            .map_or(String::new(), |p| format!(", summary {}", p.display()))
     );
-    Ok(if outcome.interrupted {
-        Outcome::Interrupted
-    } else {
-        Outcome::Done
-    })
+    match outcome.status {
+        RunStatus::Completed => Ok(Outcome::Done),
+        RunStatus::Interrupted => Ok(Outcome::Interrupted(
+            match STOPPED_BY.load(Ordering::Relaxed) {
+                0 => crate::EXIT_SIGINT,
+                code => code,
+            },
+        )),
+        RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
+    }
 }
 
 /// One stderr line per engine whose acceptance the server scrape found.

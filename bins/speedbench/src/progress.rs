@@ -70,19 +70,27 @@ fn rate_and_errors(p: &Progress, elapsed: Duration) -> String {
     } else {
         String::new()
     };
+    let skipped = match p.skipped() {
+        0 => String::new(),
+        n => format!(", {n} skipped"),
+    };
     format!(
-        "{:.1} req/s, {} failed{warm}",
+        "{:.1} req/s, {} failed{skipped}{warm}",
         (p.done() + p.warmup_done()) as f64 / secs,
         p.failed()
     )
 }
 
-/// Ends the progress display and prints the final line.
-pub fn finish(display: Display, progress: &Progress, elapsed: Duration) {
+/// Ends the progress display and prints the final line, its rate over the
+/// time from `started` to the last finished request (the wait for late
+/// server counters after it is not request time).
+pub fn finish(display: Display, progress: &Progress, started: Instant) {
     display.task.abort();
     if let Some(bar) = display.bar {
         bar.finish_and_clear();
     }
+    let end = progress.last_finished().unwrap_or_else(Instant::now);
+    let elapsed = end.saturating_duration_since(started);
     let _ = writeln!(std::io::stderr().lock(), "{}", line(progress, elapsed));
 }
 

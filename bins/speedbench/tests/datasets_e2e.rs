@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use speedbench_record::read_records_file;
 use speedbench_sim::{SimConfig, SimServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,9 +84,7 @@ async fn an_imported_bundle_profiles_offline() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("checksum verified"), "{stderr}");
-    let records = read_records_file(run_dir.join("records.parquet"))
-        .unwrap()
-        .records;
+    let records = read_run(&run_dir).unwrap().records;
     // Three coding rows, the first two turns long.
     assert_eq!(records.len(), 4);
     assert!(

@@ -2,8 +2,7 @@
 
 mod common;
 
-use common::run;
-use speedbench_record::read_records_file;
+use common::{read_run, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_then_report_show_every_category() {
@@ -23,9 +22,7 @@ async fn demo_then_report_show_every_category() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("Spec Decode"), "{stdout}");
     assert!(stdout.contains("Acceptance Length Report"), "{stdout}");
-    let records = read_records_file(out_dir.join("records.parquet"))
-        .unwrap()
-        .records;
+    let records = read_run(&out_dir).unwrap().records;
     assert_eq!(records.len(), 46);
 
     let csv = dir.path().join("report.csv");

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::*;
 use speedbench_dataset::Dataset;
-use speedbench_record::{ErrorKind, RequestRecord, read_records_file};
+use speedbench_record::{ErrorKind, RequestRecord};
 use speedbench_sim::{FaultKind, FaultPlan, GroundTruth, SimConfig, SpecFlavor};
 
 /// What one faulted run left behind.
@@ -63,7 +63,7 @@ async fn run_with_faults(
     assert!(out.status.success(), "exit {:?}", out.status);
     let truth = server.ground_truth();
     server.shutdown().await;
-    let file = read_records_file(out_dir.join("records.parquet")).unwrap();
+    let file = read_run(&out_dir).unwrap();
     assert_eq!(file.manifest.unwrap().outcome, "completed");
     assert!(Path::new(&out_dir.join("summary.json")).is_file());
     FaultRun {
@@ -75,7 +75,7 @@ async fn run_with_faults(
 }
 
 /// The checks every faulted run must pass; returns the failed records.
-fn check_run(run: &FaultRun, dataset: &Dataset) -> Vec<RequestRecord> {
+fn check_run(run: &FaultRun, dataset: &Dataset, conversations: usize) -> Vec<RequestRecord> {
     let key = |r: &RequestRecord| request_key(dataset, r);
     // Nothing measured is lost: one record per request the server saw.
     let failing: Vec<_> = run
@@ -84,17 +84,50 @@ fn check_run(run: &FaultRun, dataset: &Dataset) -> Vec<RequestRecord> {
         .iter()
         .filter(|f| f.kind.fails_request())
         .collect();
+    let skipped = |r: &&RequestRecord| r.error_kind == Some(ErrorKind::Skipped);
+    let sent: Vec<&RequestRecord> = run.records.iter().filter(|r| !skipped(r)).collect();
     assert_eq!(
-        run.records.len() as u64,
+        sent.len() as u64,
         run.truth.requests + failing.len() as u64,
         "records vs requests the server received"
     );
-    // The failed records are exactly the requests the server faulted.
-    let mut failed_keys: Vec<_> = run
+    // Every turn of the input is in the file: a failed turn's later turns
+    // as skipped rows, exactly those.
+    let n = dataset.conversations.len();
+    let turns: usize = (0..conversations)
+        .map(|i| dataset.conversations[i % n].turns.len())
+        .sum();
+    assert_eq!(run.records.len(), turns, "one row per turn of the input");
+    let mut skipped_rows: Vec<(String, u32)> = run
         .records
         .iter()
+        .filter(skipped)
+        .map(|r| (r.conversation_id.clone(), r.turn_index))
+        .collect();
+    let mut after_failures: Vec<(String, u32)> = sent
+        .iter()
         .filter(|r| !r.is_success())
-        .map(key)
+        .flat_map(|r| {
+            let conv = dataset
+                .conversations
+                .iter()
+                .find(|c| c.id == r.conversation_id)
+                .unwrap();
+            (r.turn_index + 1..conv.turns.len() as u32).map(|t| (conv.id.clone(), t))
+        })
+        .collect();
+    skipped_rows.sort();
+    after_failures.sort();
+    assert_eq!(skipped_rows, after_failures, "skipped rows");
+    for r in run.records.iter().filter(skipped) {
+        let msg = r.error_message.as_deref().unwrap();
+        assert!(msg.starts_with("not sent: turn "), "{msg}");
+    }
+    // The failed records are exactly the requests the server faulted.
+    let mut failed_keys: Vec<_> = sent
+        .iter()
+        .filter(|r| !r.is_success())
+        .map(|r| key(r))
         .collect();
     let mut faulted_keys: Vec<_> = failing
         .iter()
@@ -138,9 +171,9 @@ fn check_run(run: &FaultRun, dataset: &Dataset) -> Vec<RequestRecord> {
         }
     }
     // The summary says how many failed, and statistics exclude them.
-    let failed = run.records.iter().filter(|r| !r.is_success()).count();
+    let failed = sent.iter().filter(|r| !r.is_success()).count();
     if failed > 0 {
-        let line = format!("Errors: {failed} of {} ", run.records.len());
+        let line = format!("Errors: {failed} of {} ", sent.len());
         assert!(
             run.stdout.contains(&line),
             "{line:?} not in\n{}",
@@ -150,8 +183,16 @@ fn check_run(run: &FaultRun, dataset: &Dataset) -> Vec<RequestRecord> {
     } else {
         assert!(!run.stdout.contains("Errors:"), "{}", run.stdout);
     }
-    run.records
-        .iter()
+    let skipped_count = run.records.len() - sent.len();
+    if skipped_count > 0 {
+        let line = format!("Skipped: {skipped_count} turn");
+        assert!(
+            run.stdout.contains(&line),
+            "{line:?} not in\n{}",
+            run.stdout
+        );
+    }
+    sent.into_iter()
         .filter(|r| !r.is_success())
         .cloned()
         .collect()
@@ -207,7 +248,7 @@ async fn every_request_fault_streaming() {
         )
         .await;
         assert!(!run.truth.faults.is_empty(), "{kind:?} never injected");
-        let failed = check_run(&run, &dataset);
+        let failed = check_run(&run, &dataset, dataset.conversations.len());
         match expected {
             Some(e) => {
                 assert_eq!(failed.len(), run.truth.faults.len(), "{kind:?}");
@@ -248,7 +289,7 @@ async fn mixed_faults_non_streaming_llamacpp() {
         &["--num-conversations", "60"],
     )
     .await;
-    let failed = check_run(&run, &dataset);
+    let failed = check_run(&run, &dataset, 60);
     assert!(!failed.is_empty());
     let mut seen = kinds(&failed);
     seen.sort_by_key(|k| k.as_str());

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::process::Output;
 
 use common::*;
-use speedbench_record::read_records_file;
 use speedbench_sim::SimConfig;
 
 /// `profile` of four fixture requests against `url`, plus `extra` arguments.
@@ -125,7 +124,7 @@ async fn a_full_endpoint_url_is_understood_as_its_server() {
                 && err.contains(&format!("using the server {}", server.url())),
             "the note says how the URL was understood: {err}"
         );
-        let file = read_records_file(out_dir.join("records.parquet")).unwrap();
+        let file = read_run(&out_dir).unwrap();
         assert_eq!(file.records.len(), 4);
         assert!(
             file.records.iter().all(|r| r.is_success()),

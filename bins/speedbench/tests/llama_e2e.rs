@@ -9,18 +9,16 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::run;
+use common::{read_run, run};
 use serde_json::Value;
-use speedbench_record::{RequestRecord, read_records_file};
+use speedbench_record::RequestRecord;
 
 fn runs() -> Option<PathBuf> {
     std::env::var_os("SPEEDBENCH_LLAMA_E2E").map(PathBuf::from)
 }
 
 fn records(dir: &Path) -> Vec<RequestRecord> {
-    read_records_file(dir.join("records.parquet"))
-        .unwrap()
-        .records
+    read_run(dir).unwrap().records
 }
 
 /// Sum of a counter's deltas over every series of the server-metrics export.

@@ -8,7 +8,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use speedbench_record::read_records_file;
 use speedbench_sim::SimConfig;
 
 const REQUESTS: u64 = 2_000;
@@ -69,9 +68,7 @@ async fn two_thousand_requests_at_concurrency_512() {
     server.shutdown().await;
     eprintln!("{REQUESTS} requests at concurrency {CONCURRENCY}: {elapsed:?}, peak fds {peak_fds}");
 
-    let records = read_records_file(out_dir.join("records.parquet"))
-        .unwrap()
-        .records;
+    let records = read_run(&out_dir).unwrap().records;
     assert_eq!(records.len() as u64, REQUESTS);
     assert!(
         records.iter().all(|r| r.is_success()),

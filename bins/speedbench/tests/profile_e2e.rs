@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use speedbench_dataset::Dataset;
-use speedbench_record::{ErrorKind, read_records_file};
+use speedbench_record::ErrorKind;
 use speedbench_sim::{SimConfig, SimServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +45,7 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
     server.shutdown().await;
 
     let dataset = Dataset::from_jsonl_file(fixture()).unwrap();
-    let file = read_records_file(out_dir.join("records.parquet")).unwrap();
+    let file = read_run(&out_dir).unwrap();
     let manifest = file.manifest.expect("manifest in the footer");
     assert_eq!(manifest.outcome, "completed");
     assert_eq!(manifest.model, "speedbench-sim");
@@ -173,9 +173,7 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
         out.status
     );
 
-    let records = read_records_file(out_dir.join("records.parquet"))
-        .unwrap()
-        .records;
+    let records = read_run(&out_dir).unwrap().records;
     let ok: Vec<_> = records.iter().filter(|r| r.is_success()).collect();
     let failed: Vec<_> = records.iter().filter(|r| !r.is_success()).collect();
     assert!(
@@ -183,10 +181,31 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
         "every request the server finished is recorded"
     );
     assert!(!failed.is_empty());
+    // Every turn of the fixture has its row: the turns after a failed one
+    // of the same conversation as skipped rows.
+    assert_eq!(records.len(), 46, "one row per turn");
+    for r in failed
+        .iter()
+        .filter(|r| r.error_kind == Some(ErrorKind::Skipped))
+    {
+        let earlier_failed = records.iter().any(|e| {
+            e.conversation_id == r.conversation_id
+                && e.turn_index < r.turn_index
+                && !e.is_success()
+                && e.error_kind != Some(ErrorKind::Skipped)
+        });
+        assert!(
+            earlier_failed,
+            "skipped without a failed turn before: {r:?}"
+        );
+    }
     for r in &failed {
         let kind = r.error_kind.unwrap();
         assert!(
-            matches!(kind, ErrorKind::Connection | ErrorKind::Protocol),
+            matches!(
+                kind,
+                ErrorKind::Connection | ErrorKind::Protocol | ErrorKind::Skipped
+            ),
             "{kind:?}: {:?}",
             r.error_message
         );
@@ -256,7 +275,7 @@ async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
     let truth = server.ground_truth();
     server.shutdown().await;
 
-    let file = read_records_file(out_dir.join("records.parquet")).expect("readable after Ctrl-C");
+    let file = read_run(&out_dir).expect("readable after Ctrl-C");
     assert_eq!(file.manifest.unwrap().outcome, "interrupted");
     let dataset = Dataset::from_jsonl_file(fixture()).unwrap();
     let ok: Vec<_> = file

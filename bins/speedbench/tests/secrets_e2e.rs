@@ -9,7 +9,6 @@ use std::path::Path;
 use std::process::Output;
 
 use common::*;
-use speedbench_record::read_records_file;
 use speedbench_sim::{FaultKind, FaultPlan, SimConfig};
 
 const SECRETS: [&str; 4] = [
@@ -114,7 +113,7 @@ async fn no_secret_in_any_artifact_log_or_error() {
     assert!(files >= 3, "records, run.json and summary.json checked");
 
     // Decoded, too: compression could hide a secret from a byte grep.
-    let file = read_records_file(out_dir.join("records.parquet")).unwrap();
+    let file = read_run(&out_dir).unwrap();
     assert!(file.records.iter().any(|r| !r.is_success()));
     let decoded = format!("{:?}{:?}", file.records, file.manifest);
     assert_clean("decoded records and manifest", decoded.as_bytes());

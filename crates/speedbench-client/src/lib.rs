@@ -21,6 +21,8 @@
 //!     run_id: "run1".into(),
 //!     config: serde_json::json!({}),
 //!     server_metrics: None,
+//!     overwrite: false,
+//!     max_error_rate: None,
 //! };
 //! let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
 //! println!("{} records in {}", outcome.record_count, outcome.records_path.display());
@@ -47,7 +49,8 @@ pub use discovery::{
 };
 pub use error::ClientError;
 pub use runner::{
-    LoadConfig, ProfileRun, Progress, RunOutcome, ScheduleStats, StopHandle, run_profile,
+    LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary,
+    ScheduleStats, StopHandle, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

@@ -3,14 +3,18 @@
 //! Request tasks never touch the disk: they send finished records here over
 //! a channel, and this thread appends them and cuts a row group at least once
 //! a second, so a crash loses at most the last second of records and the
-//! timing path never waits on I/O.
+//! timing path never waits on I/O. When a write fails (a full disk), the
+//! thread closes the file with every row group that reached it and stops;
+//! the run sees the channel close and stops too.
 
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use speedbench_record::{RecordError, RecordWriter, RequestRecord, RunManifest};
+use speedbench_record::{
+    ClosedRecords, RecordError, RecordWriter, RequestRecord, RunManifest, outcome,
+};
 
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_ROWS: usize = 1024;
@@ -22,16 +26,18 @@ pub(crate) enum RecorderMsg {
 
 pub(crate) struct Recorder {
     pub tx: Sender<RecorderMsg>,
-    handle: JoinHandle<Result<u64, RecordError>>,
+    handle: JoinHandle<ClosedRecords>,
 }
 
 impl Recorder {
-    pub fn start(path: &Path) -> Result<Recorder, RecordError> {
+    /// Creates the records file; `manifest` goes into its footer should a
+    /// write fail before the run ends.
+    pub fn start(path: &Path, manifest: RunManifest) -> Result<Recorder, RecordError> {
         let writer = RecordWriter::create(path)?;
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
-            .spawn(move || record_loop(writer, rx))
+            .spawn(move || record_loop(writer, rx, manifest))
             .map_err(|source| RecordError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -39,23 +45,28 @@ impl Recorder {
         Ok(Recorder { tx, handle })
     }
 
-    /// Closes the file with `manifest` and returns the number of records.
-    pub fn finish(self, manifest: RunManifest) -> Result<u64, RecordError> {
-        // If the thread already died its error comes out of join below.
+    /// Closes the file with `manifest`.
+    pub fn finish(self, manifest: RunManifest) -> ClosedRecords {
+        // If the thread already stopped, its result comes out of join below.
         let _ = self.tx.send(RecorderMsg::Finish(Box::new(manifest)));
         drop(self.tx);
-        self.handle.join().unwrap_or_else(|_| {
-            Err(RecordError::Metadata {
+        self.handle.join().unwrap_or_else(|_| ClosedRecords {
+            rows: 0,
+            error: Some(RecordError::Metadata {
                 path: Default::default(),
                 message: "the recorder thread panicked".into(),
-            })
+            }),
+            readable: false,
         })
     }
 }
 
-fn record_loop(mut writer: RecordWriter, rx: Receiver<RecorderMsg>) -> Result<u64, RecordError> {
+fn record_loop(
+    mut writer: RecordWriter,
+    rx: Receiver<RecorderMsg>,
+    mut manifest: RunManifest,
+) -> ClosedRecords {
     let mut last_flush = Instant::now();
-    let mut manifest = RunManifest::default();
     loop {
         let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
         match rx.recv_timeout(wait) {
@@ -66,12 +77,14 @@ fn record_loop(mut writer: RecordWriter, rx: Receiver<RecorderMsg>) -> Result<u6
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                manifest.outcome = "failed".into();
+                manifest.outcome = outcome::FAILED.into();
                 break;
             }
         }
         if writer.buffered() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_INTERVAL {
-            writer.flush()?;
+            if let Err(e) = writer.flush() {
+                return writer.close_after_error(&manifest, e);
+            }
             last_flush = Instant::now();
         }
     }
@@ -79,5 +92,5 @@ fn record_loop(mut writer: RecordWriter, rx: Receiver<RecorderMsg>) -> Result<u6
     while let Ok(RecorderMsg::Record(r)) = rx.try_recv() {
         writer.append(&r);
     }
-    writer.close(&manifest)
+    writer.close_or_salvage(&manifest)
 }

@@ -7,7 +7,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use speedbench_dataset::{Conversation, Dataset, Message};
-use speedbench_record::{ErrorKind, RECORDS_FILE_NAME, RequestRecord, RunManifest, redact_url};
+use speedbench_metrics::RunMetrics;
+use speedbench_record::{
+    ErrorKind, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunDirLock,
+    RunManifest, SUMMARY_FILE_NAME, outcome, read_records_file, redact_url,
+};
 use tokio::sync::watch;
 
 use crate::error::ClientError;
@@ -142,7 +146,11 @@ pub struct Progress {
     planned: AtomicU64,
     done: AtomicU64,
     failed: AtomicU64,
+    skipped: AtomicU64,
     warmup_done: AtomicU64,
+    /// Records handed to the recorder, warmup and skipped turns included.
+    produced: AtomicU64,
+    last_finished: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Progress {
@@ -158,9 +166,39 @@ impl Progress {
     pub fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
     }
+    /// Profiled turns not sent because an earlier turn of their
+    /// conversation failed.
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
     /// Warmup requests finished.
     pub fn warmup_done(&self) -> u64 {
         self.warmup_done.load(Ordering::Relaxed)
+    }
+    /// When the latest request (warmup or profiled) finished: a rate over
+    /// the run ends here, not after the server-metrics shutdown delay.
+    pub fn last_finished(&self) -> Option<Instant> {
+        *self
+            .last_finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn finished_one(&self, warmup: bool, failed: bool) {
+        let counter = if warmup {
+            &self.warmup_done
+        } else {
+            &self.done
+        };
+        if failed && !warmup {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut last = self
+            .last_finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *last = Some(Instant::now());
     }
 }
 
@@ -215,6 +253,64 @@ pub struct ProfileRun {
     /// Scrape these Prometheus endpoints during the run and write
     /// `server_metrics_export.json`; `None` disables it.
     pub server_metrics: Option<ScrapeConfig>,
+    /// Replace the files of a run already in `output_dir`; without it such
+    /// a directory is refused ([`speedbench_record::RecordError::RunDirOccupied`]).
+    pub overwrite: bool,
+    /// The run fails when a larger share of its profiled requests failed
+    /// (0.0 to 1.0); `None` fails it only when no request succeeded.
+    pub max_error_rate: Option<f64>,
+}
+
+/// How a run ended, as `run.json` and `summary.json` record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Every planned request was sent and enough of them succeeded.
+    Completed,
+    /// Stopped by [`StopHandle::stop`] before the planned work was done.
+    Interrupted,
+    /// No request succeeded, too many failed, or a file could not be
+    /// written; the reason says which (and names the file).
+    Failed(String),
+}
+
+impl RunStatus {
+    /// The `outcome` string stored in `run.json` ([`speedbench_record::outcome`]).
+    pub fn as_outcome(&self) -> &'static str {
+        match self {
+            RunStatus::Completed => outcome::COMPLETED,
+            RunStatus::Interrupted => outcome::INTERRUPTED,
+            RunStatus::Failed(_) => outcome::FAILED,
+        }
+    }
+}
+
+/// The profiled requests of a run, warmup excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestTally {
+    /// Requests sent and finished (successful or not).
+    pub sent: u64,
+    /// Of those, requests that failed.
+    pub failed: u64,
+    /// Turns never sent because an earlier turn of their conversation
+    /// failed (recorded with [`ErrorKind::Skipped`]).
+    pub skipped: u64,
+}
+
+impl RequestTally {
+    /// Requests that succeeded.
+    pub fn succeeded(&self) -> u64 {
+        self.sent - self.failed
+    }
+}
+
+/// The `summary.json` a run leaves: its statistics and how it ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunSummary {
+    /// `run.json`'s outcome: `completed`, `interrupted` or `failed`.
+    pub outcome: String,
+    /// Every run-level statistic, computed from the records file.
+    #[serde(flatten)]
+    pub metrics: RunMetrics,
 }
 
 /// What a finished (or interrupted) run left behind.
@@ -224,10 +320,19 @@ pub struct RunOutcome {
     pub records_path: PathBuf,
     /// The manifest file beside it.
     pub manifest_path: PathBuf,
-    /// Records written, warmup included.
+    /// `summary.json`, when the records could be read back and it written.
+    pub summary_path: Option<PathBuf>,
+    /// Records written, warmup and skipped turns included.
     pub record_count: u64,
-    /// True if the run was stopped before it finished.
-    pub interrupted: bool,
+    /// Finished requests whose records could not be saved (a write failed).
+    pub unsaved: u64,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// The profiled requests.
+    pub requests: RequestTally,
+    /// Every file that could not be written, first failure first; each
+    /// message names its file.
+    pub write_errors: Vec<String>,
     /// Request-rate mode: how late the profiling phase's arrivals started.
     pub schedule: Option<ScheduleStats>,
     /// The server-metrics export, when scraping was enabled.
@@ -343,10 +448,19 @@ fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) 
 /// Runs a whole profile: warmup, then the measured phase, recording every
 /// request to `output_dir/records.parquet`.
 ///
+/// The run holds an exclusive lock on `output_dir` for its whole life and
+/// refuses a directory that already holds a run unless
+/// [`ProfileRun::overwrite`] is set. Records go to
+/// `records.parquet.partial` while the run lasts (a row group at least once
+/// a second) and are renamed to `records.parquet` once the file is closed.
+///
 /// Returns when every planned request finished, the benchmark duration (plus
-/// grace period) ran out, or `stop` was triggered; in every case the records
-/// file is closed and readable. Requests that fail are recorded with their
-/// error kind; they never abort the run.
+/// grace period) ran out, `stop` was triggered, or a file could not be
+/// written; in every case the records file is closed and readable with every
+/// record that reached the disk, and `run.json` and `summary.json` say how
+/// the run ended ([`RunOutcome::status`]). Requests that fail are recorded
+/// with their error kind; they never abort the run. An `Err` means the run
+/// could not start (nothing was sent).
 pub async fn run_profile(
     run: ProfileRun,
     stop: StopHandle,
@@ -356,11 +470,15 @@ pub async fn run_profile(
         return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
     }
     run.load.validate()?;
-    std::fs::create_dir_all(&run.output_dir).map_err(|source| ClientError::Io {
-        path: run.output_dir.clone(),
-        source,
-    })?;
-    let records_path = run.output_dir.join(RECORDS_FILE_NAME);
+    if let Some(rate) = run.max_error_rate
+        && !(0.0..=1.0).contains(&rate)
+    {
+        return Err(ClientError::InvalidLoad(format!(
+            "the maximum error rate must be between 0 and 1, got {rate}"
+        )));
+    }
+    let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
+    let partial_path = run.output_dir.join(PARTIAL_RECORDS_FILE_NAME);
     let manifest_path = run.output_dir.join(RunManifest::FILE_NAME);
     let clock = Clock::now();
     let mut manifest = RunManifest {
@@ -372,15 +490,22 @@ pub async fn run_profile(
         dataset: run.dataset.name.clone(),
         started_unix_ns: clock.unix_ns,
         ended_unix_ns: 0,
-        outcome: "running".into(),
+        outcome: outcome::RUNNING.into(),
         record_count: 0,
         config: run.config.clone(),
     };
-    write_manifest(&manifest_path, &manifest)?;
-    let recorder = Recorder::start(&records_path)?;
+    write_json(&manifest_path, &manifest)?;
+    let recorder = Recorder::start(&partial_path, manifest.clone())?;
+    let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),
-        None => run.load.concurrency,
+        None => {
+            worker_count(run.load.concurrency, sessions, run.load.request_count).max(worker_count(
+                run.load.concurrency,
+                None,
+                Some(run.load.warmup_request_count),
+            ))
+        }
     };
     let client = HttpClient::new(&run.target, pool)?;
     let scraper = run
@@ -389,7 +514,6 @@ pub async fn run_profile(
         .filter(|c| !c.endpoints.is_empty())
         .map(Scraper::start)
         .transpose()?;
-    let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     progress.planned.store(planned, Ordering::Relaxed);
     let shared = Arc::new(Shared {
         client,
@@ -431,51 +555,157 @@ pub async fn run_profile(
         }
     }
 
-    let interrupted = stop.is_stopped();
+    // A broken records file stops the run through `stop` too; it is a
+    // failure, not an interruption.
+    let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
+    let mut write_errors = Vec::new();
     let mut server_metrics_path = None;
     if let Some(s) = scraper {
         // An interrupted run skips the shutdown delay: the user wants out.
         let export = s.finish(!interrupted).await;
         let path = shared.run.output_dir.join(SERVER_METRICS_FILE_NAME);
-        write_json(&path, &export)?;
-        server_metrics_path = Some(path);
+        match write_json(&path, &export) {
+            Ok(()) => server_metrics_path = Some(path),
+            Err(e) => write_errors.push(e.to_string()),
+        }
     }
+    let p = &shared.progress;
+    let requests = RequestTally {
+        sent: p.done(),
+        failed: p.failed(),
+        skipped: p.skipped(),
+    };
+    let produced = p.produced.load(Ordering::Relaxed);
+    let max_error_rate = shared.run.max_error_rate;
+    let output_dir = shared.run.output_dir.clone();
     manifest.ended_unix_ns = clock.unix_ns(Instant::now());
-    manifest.outcome = if interrupted {
-        "interrupted"
-    } else {
-        "completed"
-    }
-    .into();
+    let status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    manifest.outcome = status.as_outcome().into();
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
-    let record_count = recorder.finish(manifest.clone())?;
-    manifest.record_count = record_count;
-    write_manifest(&manifest_path, &manifest)?;
+    let closed = recorder.finish(manifest.clone());
+    if let Some(e) = &closed.error {
+        let kept = if closed.readable {
+            format!("the {} records written before it are kept", closed.rows)
+        } else {
+            "the records file could not be closed and cannot be read".to_string()
+        };
+        // The records file failed first: it is what the run is for.
+        write_errors.insert(0, format!("{e} ({kept})"));
+    }
+    let records_path = output_dir.join(RECORDS_FILE_NAME);
+    let records_path = if closed.readable {
+        match std::fs::rename(&partial_path, &records_path) {
+            Ok(()) => records_path,
+            Err(e) => {
+                write_errors.push(format!(
+                    "{}: cannot rename to {RECORDS_FILE_NAME}: {e}",
+                    partial_path.display()
+                ));
+                partial_path
+            }
+        }
+    } else {
+        partial_path
+    };
+    let mut status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    let summary_path = output_dir.join(SUMMARY_FILE_NAME);
+    let summary = closed
+        .readable
+        .then(|| read_records_file(&records_path).ok())
+        .flatten()
+        .map(|file| RunSummary {
+            outcome: status.as_outcome().into(),
+            metrics: RunMetrics::from_records(&file.records),
+        });
+    let summary_path = match summary.map(|s| write_json(&summary_path, &s)) {
+        Some(Ok(())) => Some(summary_path),
+        Some(Err(e)) => {
+            write_errors.push(e.to_string());
+            status = judge(interrupted, &requests, max_error_rate, &write_errors);
+            None
+        }
+        None => None,
+    };
+    manifest.outcome = status.as_outcome().into();
+    manifest.record_count = closed.rows;
+    if let Err(e) = write_json(&manifest_path, &manifest) {
+        write_errors.push(e.to_string());
+        status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    }
+    drop(lock);
     Ok(RunOutcome {
         records_path,
         manifest_path,
-        record_count,
-        interrupted,
+        summary_path,
+        record_count: closed.rows,
+        unsaved: produced.saturating_sub(closed.rows),
+        status,
+        requests,
+        write_errors,
         schedule,
         server_metrics_path,
     })
 }
 
-fn write_manifest(path: &Path, manifest: &RunManifest) -> Result<(), ClientError> {
-    write_json(path, manifest)
+/// How the run ended, from what it measured and what it could write.
+fn judge(
+    interrupted: bool,
+    requests: &RequestTally,
+    max_error_rate: Option<f64>,
+    write_errors: &[String],
+) -> RunStatus {
+    if let Some(first) = write_errors.first() {
+        return RunStatus::Failed(first.clone());
+    }
+    if interrupted {
+        return RunStatus::Interrupted;
+    }
+    let (sent, failed) = (requests.sent, requests.failed);
+    if sent == 0 {
+        return RunStatus::Failed("no request was sent".into());
+    }
+    if failed == sent {
+        return RunStatus::Failed(format!("no request succeeded ({failed} of {sent} failed)"));
+    }
+    let rate = failed as f64 / sent as f64;
+    match max_error_rate {
+        Some(max) if rate > max => RunStatus::Failed(format!(
+            "{failed} of {sent} requests failed ({:.1}%), more than the {:.1}% allowed",
+            rate * 100.0,
+            max * 100.0
+        )),
+        _ => RunStatus::Completed,
+    }
 }
 
+/// Closed-loop workers: never more than the work can keep busy, so a huge
+/// concurrency with a small request count costs no more than the count.
+fn worker_count(concurrency: usize, sessions: Option<u64>, requests: Option<u64>) -> usize {
+    let work = match (sessions, requests) {
+        (Some(s), Some(r)) => Some(s.min(r)),
+        (Some(n), None) | (None, Some(n)) => Some(n),
+        (None, None) => None,
+    };
+    work.map_or(concurrency, |n| {
+        concurrency.min(usize::try_from(n).unwrap_or(usize::MAX))
+    })
+}
+
+/// Writes `value` as pretty JSON through a temporary file and a rename, so
+/// readers never see a half-written file; the temporary file never stays.
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
     let io = |source| ClientError::Io {
         path: path.to_path_buf(),
         source,
     };
     let json = serde_json::to_vec_pretty(value).map_err(|e| io(e.into()))?;
-    // Write then rename, so readers never see a half-written manifest.
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, json).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    let written = std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
 }
 
 /// Runs one phase to its end and returns the arrivals' lateness (request-rate
@@ -496,7 +726,8 @@ async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u64> {
         .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
     match load.request_rate {
         None => {
-            for _ in 0..load.concurrency {
+            let d = &phase.dispatcher;
+            for _ in 0..worker_count(load.concurrency, d.sessions, d.requests) {
                 let shared = shared.clone();
                 let phase = phase.clone();
                 tasks.spawn(async move { worker(&shared, &phase).await });
@@ -620,26 +851,39 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         };
         let failed = !record.is_success();
         let reply = record.output_text.clone();
-        let counter = if warmup {
-            &shared.progress.warmup_done
-        } else {
-            &shared.progress.done
-        };
-        if failed && !warmup {
-            shared.progress.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        counter.fetch_add(1, Ordering::Relaxed);
-        if shared
-            .sink
-            .send(RecorderMsg::Record(Box::new(record)))
-            .is_err()
-            && !shared.sink_broken.swap(true, Ordering::Relaxed)
-        {
-            tracing::error!("the records file can no longer be written; stopping the run");
-            shared.stop.stop();
+        shared.progress.finished_one(warmup, failed);
+        // A turn cancelled by a stop or the grace period ends the
+        // conversation with the run; any other failure skips the rest.
+        let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
+        let failure = (failed && !cancelled).then(|| {
+            let kind = record.error_kind.map_or("error", ErrorKind::as_str);
+            format!(
+                "not sent: turn {} of this conversation failed ({kind})",
+                turn_index + 1
+            )
+        });
+        send_record(shared, record);
+        if let Some(why) = failure {
+            // Without the reply there is no honest history for the next
+            // turn: the rest of the conversation is recorded as skipped.
+            for later in turn_index + 1..conv.turns.len() {
+                let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+                let now = shared.clock.unix_ns(Instant::now());
+                let skipped = RequestRecord {
+                    start_unix_ns: now,
+                    end_unix_ns: now,
+                    error_kind: Some(ErrorKind::Skipped),
+                    error_message: Some(why.clone()),
+                    ..base_record(shared, conv, later, request_index, warmup)
+                };
+                if !warmup {
+                    shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
+                }
+                send_record(shared, skipped);
+            }
+            return true;
         }
         if failed {
-            // Without the reply there is no honest history for the next turn.
             return true;
         }
         history.push(Message {
@@ -648,6 +892,21 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
     }
     true
+}
+
+/// Hands a record to the recorder; if the records file is gone, stops the
+/// run (once).
+fn send_record(shared: &Shared, record: RequestRecord) {
+    shared.progress.produced.fetch_add(1, Ordering::Relaxed);
+    if shared
+        .sink
+        .send(RecorderMsg::Record(Box::new(record)))
+        .is_err()
+        && !shared.sink_broken.swap(true, Ordering::Relaxed)
+    {
+        tracing::error!("the records file can no longer be written; stopping the run");
+        shared.stop.stop();
+    }
 }
 
 fn base_record(
@@ -711,13 +970,23 @@ fn to_record(
         error = Some((ErrorKind::Protocol, "the response carried no output".into()));
     }
     let state = ex.state;
+    // A response cannot end before its first content arrived; the two are
+    // stamped on different paths, a few hundred ns apart when one read
+    // brought the whole body.
+    let ended_at = state
+        .first_output
+        .map_or(ex.ended_at, |first| ex.ended_at.max(first));
+    // Without streaming the first content comes with the whole body: there
+    // is no time to first token to measure.
+    let ttft_ns = state
+        .first_output
+        .filter(|_| shared.run.target.streaming)
+        .map(|t| t.duration_since(ex.sent_at).as_nanos() as u64);
     RequestRecord {
         start_unix_ns: shared.clock.unix_ns(ex.sent_at),
-        end_unix_ns: shared.clock.unix_ns(ex.ended_at),
-        ttft_ns: state
-            .first_output
-            .map(|t| t.duration_since(ex.sent_at).as_nanos() as u64),
-        e2e_latency_ns: ex.ended_at.duration_since(ex.sent_at).as_nanos() as u64,
+        end_unix_ns: shared.clock.unix_ns(ended_at),
+        ttft_ns,
+        e2e_latency_ns: ended_at.duration_since(ex.sent_at).as_nanos() as u64,
         prompt_tokens: state.prompt_tokens,
         completion_tokens: state.completion_tokens(),
         output_chunks: state.chunks,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use speedbench_client::{Arrival, LoadConfig, RunOutcome};
+use speedbench_client::{Arrival, LoadConfig, RunOutcome, RunStatus};
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{ErrorKind, RequestRecord};
 use speedbench_sim::{SimConfig, SimServer};
@@ -149,7 +149,7 @@ async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
         ..Default::default()
     };
     let (outcome, records) = run(&server, single_turns(3), load).await;
-    assert!(!outcome.interrupted);
+    assert_eq!(outcome.status, RunStatus::Completed);
     // The dataset recycles until time is up: more requests than rows.
     assert!(records.len() > 3, "{}", records.len());
     assert!(records.iter().all(|r| r.is_success()));
@@ -173,7 +173,11 @@ async fn requests_outliving_the_grace_period_are_cancelled_rows() {
     let (outcome, records) = run(&server, single_turns(2), load).await;
     // Without the grace-period cancel the run would last the server's 2 s TTFT.
     assert!(started.elapsed() < Duration::from_millis(1_500));
-    assert!(!outcome.interrupted);
+    // Nothing succeeded: the run failed (it was not interrupted).
+    assert_eq!(
+        outcome.status,
+        RunStatus::Failed("no request succeeded (5 of 5 failed)".into())
+    );
     assert_eq!(records.len(), 5, "arrivals at 0, 10, .., 40 ms");
     for r in &records {
         assert_eq!(r.error_kind, Some(ErrorKind::Cancelled));

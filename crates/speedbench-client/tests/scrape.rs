@@ -41,6 +41,8 @@ async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
         run_id: "t".into(),
         config: serde_json::json!({}),
         server_metrics: Some(scrape),
+        overwrite: false,
+        max_error_rate: None,
     };
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await

@@ -11,6 +11,8 @@ use parquet::file::properties::WriterProperties;
 
 mod salvage;
 
+pub use salvage::ClosedRecords;
+
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
 use crate::record::RequestRecord;

@@ -48,7 +48,7 @@ mod schema;
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
 pub use error::RecordError;
 pub use io::{
-    RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
+    ClosedRecords, RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
     read_records_file, read_records_file_with,
 };
 pub use manifest::{RunManifest, redact_url};

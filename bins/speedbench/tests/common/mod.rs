@@ -79,3 +79,64 @@ pub fn assert_matches_truth(dataset: &Dataset, records: &[RequestRecord], truth:
         );
     }
 }
+
+/// Reads the records file of the run in `dir`, checking on every record the
+/// invariants any run must keep (see [`assert_record_invariants`]).
+pub fn read_run(
+    dir: &std::path::Path,
+) -> Result<speedbench_record::RecordsFile, speedbench_record::RecordError> {
+    let file = speedbench_record::read_records_file(dir.join("records.parquet"))?;
+    let streaming = file
+        .manifest
+        .as_ref()
+        .and_then(|m| m.config.get("streaming"))
+        .and_then(serde_json::Value::as_bool);
+    assert_record_invariants(&file.records, streaming);
+    Ok(file)
+}
+
+/// What holds on every record of every run: TTFT within the end-to-end
+/// latency (so `e2e_latency_ns - ttft_ns` never underflows), no TTFT without
+/// streaming, timestamps in order and equal to the latency, an error message
+/// exactly on failures, skipped turns taking no time, and no more draft
+/// tokens accepted than proposed.
+pub fn assert_record_invariants(records: &[RequestRecord], streaming: Option<bool>) {
+    use speedbench_record::ErrorKind;
+    for r in records {
+        let id = (&r.conversation_id, r.turn_index, r.request_index);
+        if let Some(ttft) = r.ttft_ns {
+            assert!(
+                ttft <= r.e2e_latency_ns,
+                "ttft {ttft} > e2e {} in {id:?}",
+                r.e2e_latency_ns
+            );
+        }
+        if streaming == Some(false) {
+            assert_eq!(r.ttft_ns, None, "a TTFT without streaming in {id:?}");
+        }
+        assert!(
+            r.end_unix_ns >= r.start_unix_ns,
+            "end before start in {id:?}"
+        );
+        assert_eq!(
+            (r.end_unix_ns - r.start_unix_ns) as u64,
+            r.e2e_latency_ns,
+            "timestamps and latency disagree in {id:?}"
+        );
+        assert_eq!(
+            r.error_kind.is_some(),
+            r.error_message.is_some(),
+            "error kind and message in {id:?}"
+        );
+        if r.error_kind == Some(ErrorKind::Skipped) {
+            assert_eq!(r.e2e_latency_ns, 0, "a skipped turn took time in {id:?}");
+            assert_eq!(r.http_status, None, "a skipped turn has a status in {id:?}");
+        }
+        if let Some(s) = &r.spec {
+            assert!(
+                s.accepted_draft_tokens <= s.proposed_draft_tokens,
+                "more accepted than proposed in {id:?}"
+            );
+        }
+    }
+}

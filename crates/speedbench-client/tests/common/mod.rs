@@ -213,6 +213,8 @@ pub async fn profile_outcome(
         run_id: "t".into(),
         config: serde_json::json!({}),
         server_metrics: None,
+        overwrite: false,
+        max_error_rate: None,
     };
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await

@@ -3,82 +3,188 @@
 //! and given a footer, so every record flushed before the failure stays
 //! readable by any Parquet reader.
 
+use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
 use std::sync::Arc;
 
+use parquet::arrow::{ArrowSchemaConverter, encode_arrow_schema};
 use parquet::file::metadata::{
     FileMetaData, KeyValue, ParquetMetaData, ParquetMetaDataWriter, RowGroupMetaData,
 };
+use parquet::file::properties::WriterVersion;
 
-use super::RecordWriter;
+use super::{RecordWriter, SCHEMA_VERSION_KEY};
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
-use crate::schema::SCHEMA_VERSION;
+use crate::rundir::outcome;
+use crate::schema::{SCHEMA_VERSION, record_schema};
 
 /// Parquet files start with these four bytes.
 const MAGIC_LEN: u64 = 4;
 
+/// How closing a records file went, when a write may fail.
+#[derive(Debug)]
+pub struct ClosedRecords {
+    /// Records the file holds now.
+    pub rows: u64,
+    /// The write that failed, if one did; the file was then cut back to its
+    /// last complete row group (when `readable`).
+    pub error: Option<RecordError>,
+    /// False only when not even a footer could be written: no Parquet
+    /// reader can open the file.
+    pub readable: bool,
+}
+
+/// What a footer written after a failure needs: a handle of the file, and
+/// the row groups the writer had completed.
+struct Snapshot {
+    file: File,
+    row_groups: Vec<RowGroupMetaData>,
+}
+
 impl RecordWriter {
-    /// Closes the file after a failed write, keeping what reached the disk.
+    /// Closes the file with `manifest` as [`Self::close`] does, but when a
+    /// write fails (the last row group or the footer), closes it as
+    /// [`Self::close_after_error`] does, so the records that reached the
+    /// disk stay readable.
+    pub fn close_or_salvage(mut self, manifest: &RunManifest) -> ClosedRecords {
+        if let Err(e) = self.flush() {
+            return self.close_after_error(manifest, e);
+        }
+        let snapshot = match self.snapshot() {
+            Ok(s) => s,
+            Err(e) => return self.close_after_error(manifest, e),
+        };
+        let path = self.path.clone();
+        match self.close(manifest) {
+            Ok(rows) => ClosedRecords {
+                rows,
+                error: None,
+                readable: true,
+            },
+            Err(error) => match snapshot.write_footer(&path, manifest) {
+                Ok(rows) => ClosedRecords {
+                    rows,
+                    error: Some(error),
+                    readable: true,
+                },
+                Err(_) => ClosedRecords {
+                    rows: 0,
+                    error: Some(error),
+                    readable: false,
+                },
+            },
+        }
+    }
+
+    /// Closes the file after `error`, a failed write, keeping what reached
+    /// the disk.
     ///
     /// Row groups whose bytes all lie within the file are kept, in order, up
     /// to the first that does not; the file is truncated after the last kept
     /// one (which also gives back the space a half-written row group took)
-    /// and a footer listing them, with `manifest` in it, is written there.
-    /// Records still buffered are lost; the caller knows how many it sent.
-    ///
-    /// Returns the number of records the file now holds.
-    pub fn close_after_error(self, manifest: &RunManifest) -> Result<u64, RecordError> {
-        let path = self.path.clone();
-        let io = |source| RecordError::Io {
-            path: path.clone(),
-            source,
-        };
-        // A separate handle: the writer's buffered tail must not land after
-        // the footer when the writer is dropped.
-        let file = self.writer.inner().try_clone().map_err(io)?;
-        let parquet_err = |source| RecordError::Parquet {
-            path: path.clone(),
-            source,
-        };
-        let (serialized, _) = self.writer.into_serialized_writer().map_err(parquet_err)?;
-        let row_groups = serialized.flushed_row_groups().to_vec();
-        let schema = Arc::new(serialized.schema_descr().clone());
-        let props = serialized.properties().clone();
-        drop(serialized);
+    /// and a footer listing them, with `manifest` in it (its outcome set to
+    /// [`outcome::FAILED`]), is written there. Records still buffered are
+    /// lost; the caller knows how many it sent.
+    pub fn close_after_error(self, manifest: &RunManifest, error: RecordError) -> ClosedRecords {
+        let cut = self.snapshot().and_then(|snapshot| {
+            let path = self.path.clone();
+            // The writer's buffer, if its flush succeeds now, lands before
+            // the cut; the file's length is read only after it is gone.
+            drop(self);
+            snapshot.write_footer(&path, manifest)
+        });
+        match cut {
+            Ok(rows) => ClosedRecords {
+                rows,
+                error: Some(error),
+                readable: true,
+            },
+            // Not even a footer fits: the original error is the one to report.
+            Err(_) => ClosedRecords {
+                rows: 0,
+                error: Some(error),
+                readable: false,
+            },
+        }
+    }
 
-        let on_disk = file.metadata().map_err(io)?.len();
-        let (kept, end) = complete_prefix(&row_groups, on_disk);
-        let row_groups: Vec<RowGroupMetaData> = row_groups.into_iter().take(kept).collect();
+    fn snapshot(&self) -> Result<Snapshot, RecordError> {
+        let file = self
+            .writer
+            .inner()
+            .try_clone()
+            .map_err(|source| RecordError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(Snapshot {
+            file,
+            row_groups: self.writer.flushed_row_groups().to_vec(),
+        })
+    }
+}
+
+impl Snapshot {
+    /// Cuts the file after its last complete row group and writes a footer
+    /// there; returns the rows kept.
+    fn write_footer(self, path: &Path, manifest: &RunManifest) -> Result<u64, RecordError> {
+        let io = |source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let parquet_err = |source| RecordError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        };
+        let on_disk = self.file.metadata().map_err(io)?.len();
+        let (kept, end) = complete_prefix(&self.row_groups, on_disk);
+        let row_groups: Vec<RowGroupMetaData> = self.row_groups.into_iter().take(kept).collect();
         let num_rows: i64 = row_groups.iter().map(|rg| rg.num_rows()).sum();
 
         let mut manifest = manifest.clone();
+        manifest.outcome = outcome::FAILED.into();
         manifest.record_count = num_rows as u64;
         manifest.schema_version = SCHEMA_VERSION.to_string();
         let json = serde_json::to_string(&manifest).map_err(|e| RecordError::Metadata {
-            path: path.clone(),
+            path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let mut kv: Vec<KeyValue> = props.key_value_metadata().cloned().unwrap_or_default();
-        kv.push(KeyValue::new(RunManifest::PARQUET_KEY.to_string(), json));
+        let arrow_schema = record_schema();
+        // The writer's own conversion (ArrowWriter with default options).
+        let schema = ArrowSchemaConverter::new()
+            .convert(&arrow_schema)
+            .map_err(parquet_err)?;
+        let kv = vec![
+            KeyValue::new(SCHEMA_VERSION_KEY.to_string(), SCHEMA_VERSION.to_string()),
+            KeyValue::new(
+                parquet::arrow::ARROW_SCHEMA_META_KEY.to_string(),
+                encode_arrow_schema(&arrow_schema),
+            ),
+            KeyValue::new(RunManifest::PARQUET_KEY.to_string(), json),
+        ];
         let file_metadata = FileMetaData::new(
-            props.writer_version().as_num(),
+            WriterVersion::PARQUET_1_0.as_num(),
             num_rows,
-            Some(props.created_by().to_string()),
+            Some(format!(
+                "speedbench-record {} (closed after a write error)",
+                env!("CARGO_PKG_VERSION")
+            )),
             Some(kv),
-            schema,
+            Arc::new(schema),
             None,
         );
         let metadata = ParquetMetaData::new(file_metadata, row_groups);
 
-        file.set_len(end).map_err(io)?;
-        let mut out = &file;
+        self.file.set_len(end).map_err(io)?;
+        let mut out = &self.file;
         out.seek(SeekFrom::Start(end)).map_err(io)?;
         ParquetMetaDataWriter::new(&mut out, &metadata)
             .finish()
             .map_err(parquet_err)?;
         out.flush().map_err(io)?;
-        file.sync_all().map_err(io)?;
+        self.file.sync_all().map_err(io)?;
         Ok(num_rows as u64)
     }
 }
@@ -151,7 +257,13 @@ mod tests {
             outcome: "failed".into(),
             ..Default::default()
         };
-        assert_eq!(w.close_after_error(&manifest).unwrap(), 5);
+        let err = RecordError::Metadata {
+            path: path.clone(),
+            message: "disk full".into(),
+        };
+        let closed = w.close_after_error(&manifest, err);
+        assert_eq!((closed.rows, closed.readable), (5, true));
+        assert!(closed.error.unwrap().to_string().contains("disk full"));
         let back = read_records_file(&path).unwrap();
         let ids: Vec<u64> = back.records.iter().map(|r| r.request_index).collect();
         assert_eq!(ids, [0, 1, 2, 3, 4]);
@@ -161,12 +273,37 @@ mod tests {
     }
 
     #[test]
+    fn a_normal_close_keeps_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.parquet");
+        let mut w = RecordWriter::create(&path).unwrap();
+        w.append(&record(0));
+        w.flush().unwrap();
+        w.append(&record(1));
+        let manifest = RunManifest {
+            outcome: "completed".into(),
+            ..Default::default()
+        };
+        let closed = w.close_or_salvage(&manifest);
+        assert_eq!((closed.rows, closed.readable), (2, true));
+        assert!(closed.error.is_none());
+        let back = read_records_file(&path).unwrap();
+        assert_eq!(back.records.len(), 2);
+        assert_eq!(back.manifest.unwrap().outcome, "completed");
+    }
+
+    #[test]
     fn nothing_flushed_leaves_an_empty_readable_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records.parquet.partial");
         let mut w = RecordWriter::create(&path).unwrap();
         w.append(&record(0));
-        assert_eq!(w.close_after_error(&RunManifest::default()).unwrap(), 0);
+        let err = RecordError::Metadata {
+            path: path.clone(),
+            message: "disk full".into(),
+        };
+        let closed = w.close_after_error(&RunManifest::default(), err);
+        assert_eq!((closed.rows, closed.readable), (0, true));
         assert!(read_records_file(&path).unwrap().records.is_empty());
     }
 }
