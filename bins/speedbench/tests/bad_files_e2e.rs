@@ -170,6 +170,8 @@ async fn profile_on(name: &str, content: &[u8]) -> (Output, std::path::PathBuf) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_rejects_bad_jsonl_naming_file_and_line() {
     let good = r#"{"question_id":"a","category":"coding","turns":["hi"]}"#;
+    // Another good row (ids must be unique).
+    let good2 = r#"{"question_id":"a2","category":"coding","turns":["hello"]}"#;
     let placeholder = format!(
         r#"{{"question_id":"p","category":"qa","turns":["{}"]}}"#,
         speedbench_dataset::PLACEHOLDER
@@ -178,7 +180,7 @@ async fn profile_rejects_bad_jsonl_naming_file_and_line() {
         (
             "wrong_type.jsonl",
             format!(
-                "{good}\n{good}\n{}\n",
+                "{good}\n{good2}\n{}\n",
                 r#"{"question_id":"b","turns":"hi"}"#
             ),
             vec!["wrong_type.jsonl", ":3:"],
@@ -195,10 +197,19 @@ async fn profile_rejects_bad_jsonl_naming_file_and_line() {
         ),
         (
             "placeholder.jsonl",
-            format!("{good}\n{good}\n{placeholder}\n"),
+            format!("{good}\n{good2}\n{placeholder}\n"),
             vec!["placeholder.jsonl", "line 3", "placeholder"],
         ),
         ("empty.jsonl", String::new(), vec!["empty.jsonl"]),
+        (
+            "repeated_id.jsonl",
+            format!(
+                "{good}\n{}\n{}\n",
+                r#"{"question_id":"b","category":"qa","turns":["x"]}"#,
+                r#"{"question_id":"a","category":"qa","turns":["another prompt"]}"#
+            ),
+            vec!["repeated_id.jsonl:3:", "`question_id` \"a\" repeats line 1"],
+        ),
     ];
     for (name, content, needles) in cases {
         let (out, _) = profile_on(name, content.as_bytes()).await;
@@ -208,7 +219,12 @@ async fn profile_rejects_bad_jsonl_naming_file_and_line() {
     let mut bytes = format!("{good}\n").into_bytes();
     bytes.extend_from_slice(b"{\"question_id\":\"\xff\xfe\",\"turns\":[\"x\"]}\n");
     let (out, _) = profile_on("binary.jsonl", &bytes).await;
-    assert_fails_naming(&out, &["binary.jsonl"]);
+    assert_fails_naming(&out, &["binary.jsonl:2:", "not UTF-8"]);
+    // UTF-16 (Windows' "Unicode") is named as such.
+    let mut utf16 = vec![0xFF, 0xFE];
+    utf16.extend(good.encode_utf16().flat_map(u16::to_le_bytes));
+    let (out, _) = profile_on("utf16.jsonl", &utf16).await;
+    assert_fails_naming(&out, &["utf16.jsonl:1:", "UTF-16"]);
     let out = run(&[
         "profile",
         "--url",

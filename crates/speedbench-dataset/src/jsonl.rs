@@ -1,5 +1,7 @@
 //! Parsing SPEED-Bench-shaped JSONL rows.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
 
 use crate::{Conversation, DatasetError, Message};
@@ -16,9 +18,30 @@ struct RawRow {
     turns: Option<Vec<String>>,
 }
 
+/// The UTF-8 byte-order mark some editors (Windows Notepad, Excel's CSV/JSON
+/// export) put at the start of a file.
+pub const UTF8_BOM: char = '\u{feff}';
+
+/// `text` without a leading UTF-8 byte-order mark.
+///
+/// A BOM is not part of the content, and a JSON parser rejects it
+/// ("expected value at line 1 column 1"), so every file speedbench reads as
+/// text goes through this first.
+///
+/// ```
+/// assert_eq!(speedbench_dataset::strip_bom("\u{feff}{\"a\":1}"), "{\"a\":1}");
+/// assert_eq!(speedbench_dataset::strip_bom("{}"), "{}");
+/// ```
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix(UTF8_BOM).unwrap_or(text)
+}
+
 pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, DatasetError> {
+    let text = strip_bom(text);
     let mut rows = Vec::new();
     let mut placeholders = Vec::new();
+    // Each id's first line: ids must be unique, since runs are paired by id.
+    let mut first_line: HashMap<String, usize> = HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
         if line.trim().is_empty() {
@@ -40,6 +63,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             }
             None => format!("row-{line_no}"),
         };
+        if let Some(first) = first_line.insert(id.clone(), line_no) {
+            return Err(invalid(format!(
+                "`question_id` {id:?} repeats line {first}; every row needs its own id \
+                 (records and `speedbench compare` tell requests apart by it)"
+            )));
+        }
         let (preamble, turns) = match (raw.messages, raw.turns) {
             (Some(messages), _) => split_messages(messages).map_err(&invalid)?,
             (None, Some(turns)) => (Vec::new(), turns),
@@ -140,6 +169,31 @@ mod tests {
         assert!(err.starts_with("f.jsonl:1:"), "{err}");
         let err = parse_rows("f.jsonl", "\n\n").unwrap_err().to_string();
         assert_eq!(err, "f.jsonl: no rows");
+    }
+
+    #[test]
+    fn a_repeated_id_names_both_lines() {
+        let text = "{\"question_id\":\"a\",\"turns\":[\"x\"]}\n{\"question_id\":\"b\",\"turns\":[\"y\"]}\n\n{\"question_id\":\"a\",\"turns\":[\"z\"]}";
+        let err = parse_rows("f.jsonl", text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("f.jsonl:4: `question_id` \"a\" repeats line 1"),
+            "{err}"
+        );
+        // A number and a string spelling the same id are the same id.
+        let text =
+            "{\"question_id\":7,\"turns\":[\"x\"]}\n{\"question_id\":\"7\",\"turns\":[\"y\"]}";
+        let err = parse_rows("f.jsonl", text).unwrap_err().to_string();
+        assert!(
+            err.contains("f.jsonl:2: `question_id` \"7\" repeats line 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_not_content() {
+        let text = "\u{feff}{\"question_id\":\"a\",\"category\":\"qa\",\"turns\":[\"x\"]}\r\n";
+        let rows = parse_rows("f.jsonl", text).unwrap();
+        assert_eq!((rows[0].id.as_str(), rows[0].turns[0].as_str()), ("a", "x"));
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub mod upstream;
 pub use bundle::{BundleEntry, BundleManifest, import_bundle, prestage, verify_bundle};
 pub use error::{DatasetError, GateReason};
 pub use hub::{HubClient, HubConfig, HubToken};
-pub use jsonl::PLACEHOLDER;
+pub use jsonl::{PLACEHOLDER, UTF8_BOM, strip_bom};
 pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
 pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
 pub use resolve::Resolver;
@@ -99,10 +99,11 @@ impl Dataset {
     /// line and the field.
     pub fn from_jsonl_file(path: impl AsRef<Path>) -> Result<Dataset, DatasetError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
+        let bytes = std::fs::read(path).map_err(|source| DatasetError::Io {
             path: path.to_path_buf(),
             source,
         })?;
+        let text = utf8_text(&path.display().to_string(), bytes)?;
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -137,10 +138,26 @@ impl Dataset {
     /// Keeps only the rows of the given categories.
     ///
     /// An empty filter keeps everything. A filter that matches no row is an
-    /// error listing the categories that do exist.
+    /// error listing the categories that do exist; categories that match no
+    /// row while others do are logged as a warning naming them and the
+    /// categories that exist (see [`Dataset::unknown_categories`]).
     pub fn filter_categories(&self, wanted: &[String]) -> Result<Dataset, DatasetError> {
         if wanted.is_empty() {
             return Ok(self.clone());
+        }
+        let unknown = self.unknown_categories(wanted);
+        if !unknown.is_empty() && unknown.len() < wanted.len() {
+            tracing::warn!(
+                "dataset {}: no rows in categor{} {} (ignored); available categories: {}",
+                self.name,
+                if unknown.len() == 1 { "y" } else { "ies" },
+                unknown
+                    .iter()
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.categories().into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
         let conversations: Vec<_> = self
             .conversations
@@ -159,5 +176,60 @@ impl Dataset {
             name: self.name.clone(),
             conversations,
         })
+    }
+
+    /// The entries of `wanted` that no row of this dataset has, in the
+    /// order given.
+    ///
+    /// ```
+    /// use speedbench_dataset::Dataset;
+    /// let d = Dataset::from_jsonl_str("d", r#"{"question_id":"q","category":"math","turns":["1+1?"]}"#)?;
+    /// assert_eq!(d.unknown_categories(&["math".into(), "maths".into()]), ["maths"]);
+    /// # Ok::<(), speedbench_dataset::DatasetError>(())
+    /// ```
+    pub fn unknown_categories<'a>(&self, wanted: &'a [String]) -> Vec<&'a str> {
+        let present = self.categories();
+        wanted
+            .iter()
+            .filter(|w| !present.contains(w.as_str()))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// Decodes a file's bytes as UTF-8 text, without a leading byte-order mark.
+///
+/// A UTF-16 file (a byte-order mark `FF FE` or `FE FF`, as Windows'
+/// "Unicode" encoding writes) and bytes that are not UTF-8 are errors naming
+/// the encoding or the line.
+fn utf8_text(source: &str, bytes: Vec<u8>) -> Result<String, DatasetError> {
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(DatasetError::InvalidRow {
+            source_name: source.to_string(),
+            line: 1,
+            message: "the file is UTF-16 text (it starts with a UTF-16 byte-order mark); \
+                      save it as UTF-8"
+                .to_string(),
+        });
+    }
+    match String::from_utf8(bytes) {
+        Ok(mut text) => {
+            if text.starts_with(UTF8_BOM) {
+                text.drain(..UTF8_BOM.len_utf8());
+            }
+            Ok(text)
+        }
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let line = 1 + bytes[..valid].iter().filter(|&&b| b == b'\n').count();
+            Err(DatasetError::InvalidRow {
+                source_name: source.to_string(),
+                line,
+                message: format!(
+                    "not UTF-8 text (byte {valid} of the file); save the file as UTF-8"
+                ),
+            })
+        }
     }
 }

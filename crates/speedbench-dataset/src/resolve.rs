@@ -202,7 +202,7 @@ impl UpstreamSource {
                             path: path.clone(),
                             source,
                         })?;
-                    for (n, line) in text.lines().enumerate() {
+                    for (n, line) in crate::strip_bom(&text).lines().enumerate() {
                         if line.trim().is_empty() {
                             continue;
                         }
