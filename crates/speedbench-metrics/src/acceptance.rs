@@ -21,6 +21,15 @@ pub(crate) fn is_measured(r: &RequestRecord) -> bool {
 /// (so to [`Self::accept_rate`]) but not to `accepted_with_steps` or `steps`,
 /// so they cannot inflate [`Self::accept_length`] with accepted tokens whose
 /// steps are unknown.
+///
+/// Acceptance length is tokens per target verify step, counting the steps
+/// that drafted nothing: llama.cpp drafts only when its drafter has a
+/// candidate, and sends no draft fields for a request that never drafted.
+/// In a run where some request reported drafts, such a request (llama.cpp
+/// `timings` with `predicted_n` and no `draft_n`) adds its `predicted_n`
+/// target passes as steps with nothing drafted or accepted
+/// ([`Self::add_undrafted`]), so a category's cell covers all of its
+/// requests, not only those that drafted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AcceptanceTotals {
     /// Σ accepted draft tokens over every request with spec stats.
@@ -35,6 +44,16 @@ pub struct AcceptanceTotals {
     pub requests: u64,
     /// Of `requests`, those that reported verify steps (0 included).
     pub requests_with_steps: u64,
+    /// Of `requests`, those that drafted nothing (no draft fields on a
+    /// llama.cpp response in a speculating run), counted as
+    /// `predicted_n` steps with 0 drafted and 0 accepted.
+    #[serde(default)]
+    pub undrafted_requests: u64,
+    /// Measured requests of the group with no acceptance data at all (no
+    /// spec stats and nothing that shows they drafted nothing): not in
+    /// any ratio.
+    #[serde(default)]
+    pub requests_without_stats: u64,
 }
 
 impl AcceptanceTotals {
@@ -47,6 +66,27 @@ impl AcceptanceTotals {
             self.steps += steps;
             self.accepted_with_steps += spec.accepted_draft_tokens;
             self.requests_with_steps += 1;
+        }
+    }
+
+    /// Adds a request that drafted nothing over `steps` target passes
+    /// (llama.cpp: its `predicted_n`, one token per pass).
+    pub fn add_undrafted(&mut self, steps: u64) {
+        self.steps += steps;
+        self.requests += 1;
+        self.requests_with_steps += 1;
+        self.undrafted_requests += 1;
+    }
+
+    /// Adds one measured record: its spec stats, or its target passes when
+    /// it drafted nothing in a run that `speculates` (see
+    /// [`run_speculates`]), else it only counts in
+    /// [`Self::requests_without_stats`].
+    pub fn add_record(&mut self, r: &RequestRecord, speculates: bool) {
+        match (&r.spec, undrafted_steps(r)) {
+            (Some(spec), _) => self.add(spec),
+            (None, Some(steps)) if speculates => self.add_undrafted(steps),
+            _ => self.requests_without_stats += 1,
         }
     }
 
@@ -63,21 +103,44 @@ impl AcceptanceTotals {
     }
 }
 
+/// The target passes of a request that drafted nothing: llama.cpp's
+/// `predicted_n` when its response had `timings` but no spec stats.
+pub(crate) fn undrafted_steps(r: &RequestRecord) -> Option<u64> {
+    if r.spec.is_some() {
+        return None;
+    }
+    r.server_timings
+        .as_ref()
+        .and_then(|t| t.predicted_n)
+        .filter(|&n| n > 0)
+}
+
+/// True when some measured record of the run has spec stats: the server
+/// speculates, so a llama.cpp response without draft fields is a request
+/// that drafted nothing, not a server without speculation.
+pub fn run_speculates(records: &[RequestRecord]) -> bool {
+    records.iter().any(|r| is_measured(r) && r.spec.is_some())
+}
+
 /// Sums [`AcceptanceTotals`] per group, e.g. per category for one column of
 /// the acceptance matrix: `acceptance_by(&records, |r| r.category.clone())`.
 ///
-/// Skips warmup records, failed records (`error_kind` set), records without
-/// spec stats, and records whose `key` is `None`. Groups come out sorted by
-/// key.
+/// `records` is one run: whether it speculates ([`run_speculates`]) decides
+/// whether requests that drafted nothing count (see [`AcceptanceTotals`]).
+/// Every measured record with a key makes its group exist, so a category
+/// whose requests all drafted nothing keeps its group (its acceptance
+/// length is 1 in a speculating run, `None` otherwise). Skips warmup
+/// records, failed records (`error_kind` set) and records whose `key` is
+/// `None`. Groups come out sorted by key.
 pub fn acceptance_by(
     records: &[RequestRecord],
     key: impl Fn(&RequestRecord) -> Option<String>,
 ) -> BTreeMap<String, AcceptanceTotals> {
+    let speculates = run_speculates(records);
     let mut groups: BTreeMap<String, AcceptanceTotals> = BTreeMap::new();
     for r in records.iter().filter(|r| is_measured(r)) {
-        let Some(spec) = &r.spec else { continue };
         let Some(k) = key(r) else { continue };
-        groups.entry(k).or_default().add(spec);
+        groups.entry(k).or_default().add_record(r, speculates);
     }
     groups
 }
@@ -191,12 +254,65 @@ mod tests {
         assert!(close(coding.accept_length().unwrap(), 1.0 + 14.0 / 47.0));
         // math: only the 6/8/2 record: AL = 1 + 6/2 = 4; rate 6/8 = 0.75.
         let math = by["math"];
-        assert_eq!(math.requests, 1);
+        assert_eq!((math.requests, math.requests_without_stats), (1, 1));
         assert!(close(math.accept_length().unwrap(), 4.0));
         assert!(close(math.accept_rate().unwrap(), 0.75));
         // Overall = macro-average of the two cells: (1.297872... + 4) / 2.
         let overall = macro_average(&[coding.accept_length(), math.accept_length()]).unwrap();
         assert!(close(overall, (1.0 + 14.0 / 47.0 + 4.0) / 2.0));
+    }
+
+    fn llama(category: &str, predicted: u64, drafts: Option<(u64, u64)>) -> RequestRecord {
+        RequestRecord {
+            category: Some(category.to_string()),
+            server_timings: Some(speedbench_record::ServerTimings {
+                predicted_n: Some(predicted),
+                ..Default::default()
+            }),
+            spec: drafts.map(|(accepted, proposed)| SpecDecodeStats {
+                accepted_draft_tokens: accepted,
+                proposed_draft_tokens: proposed,
+                verify_steps: Some(predicted - accepted),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn requests_that_drafted_nothing_count_their_target_passes() {
+        // translation: 64 tokens, 30 of them accepted drafts (34 steps), and
+        // a 64-token request that drafted nothing (64 steps):
+        //   AL = 1 + 30 / (34 + 64) = 1.3061224489795917 (1 + 30/34 = 1.88
+        //   over the drafting request alone); rate 30 / 40 = 0.75.
+        // qa: one 20-token request, nothing drafted: AL 1 + 0/20 = 1.
+        let records = vec![
+            llama("translation", 64, Some((30, 40))),
+            llama("translation", 64, None),
+            llama("qa", 20, None),
+        ];
+        assert!(run_speculates(&records));
+        let by = acceptance_by(&records, |r| r.category.clone());
+        assert_eq!(by.keys().collect::<Vec<_>>(), ["qa", "translation"]);
+        let t = by["translation"];
+        assert_eq!(
+            (t.requests, t.undrafted_requests, t.steps, t.accepted),
+            (2, 1, 98, 30)
+        );
+        assert!(close(t.accept_length().unwrap(), 1.0 + 30.0 / 98.0));
+        assert!(close(t.accept_rate().unwrap(), 0.75));
+        let qa = by["qa"];
+        assert_eq!((qa.requests, qa.undrafted_requests, qa.steps), (1, 1, 20));
+        assert_eq!(qa.accept_length(), Some(1.0));
+        assert_eq!(qa.accept_rate(), None);
+
+        // A baseline run (no request drafted): the groups exist, no ratios.
+        let base = vec![llama("qa", 20, None), llama("math", 9, None)];
+        assert!(!run_speculates(&base));
+        let by = acceptance_by(&base, |r| r.category.clone());
+        assert_eq!(by.keys().collect::<Vec<_>>(), ["math", "qa"]);
+        assert_eq!(by["qa"].accept_length(), None);
+        assert_eq!((by["qa"].requests, by["qa"].requests_without_stats), (0, 1));
     }
 
     #[test]

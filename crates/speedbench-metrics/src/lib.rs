@@ -55,9 +55,11 @@ mod run;
 mod spec;
 mod summary;
 
-pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average};
+pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average, run_speculates};
 pub use category::{CategorySummary, OVERALL, summarize_by};
 pub use request::RequestMetricsExt;
-pub use run::{ErrorCount, RequestCounts, RunMetrics, ServerTimingMetrics};
+pub use run::{
+    ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
+};
 pub use spec::{PooledHistogram, SpecDecodeMetrics};
 pub use summary::{Summary, percentile_sorted};

@@ -47,7 +47,24 @@ pub struct RunMetrics {
     pub spec_decode: SpecDecodeMetrics,
     /// llama.cpp server-side timings.
     pub server_timings: ServerTimingMetrics,
+    /// Rates computed over intervals too short to time (see
+    /// [`MIN_RESOLVED_INTERVAL_NS`]), one sentence each; empty when every
+    /// rate rests on a measurable interval. The rates are still reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timing_warnings: Vec<String>,
 }
+
+/// Shortest interval, in nanoseconds, a rate is trusted over: 1 ms.
+///
+/// The client times a response at the socket, to within tens of
+/// microseconds on loopback (TTFT error p99 14-30 µs against the
+/// simulator); a server that writes a whole answer at once, or a simulator
+/// with no delays, leaves a decode window (`e2e - TTFT`) of a few
+/// microseconds or less, and dividing tokens by it gives rates like 1e11
+/// tokens/s that measure the clock, not the server. Under 1 ms, that
+/// timing error is above a few percent of the interval; no real model
+/// decodes a request's tokens that fast per user.
+pub const MIN_RESOLVED_INTERVAL_NS: u64 = 1_000_000;
 
 impl RunMetrics {
     /// Computes every run-level statistic from the records of one run.
@@ -65,7 +82,9 @@ impl RunMetrics {
             .flat_map(|r| r.inter_chunk_latencies_ns.iter())
             .map(|&g| g as f64 / NS_PER_MS)
             .collect();
+        let timing_warnings = timing_warnings(&ok, benchmark_duration_s);
         RunMetrics {
+            timing_warnings,
             request_throughput: per_second(counts.succeeded),
             output_token_throughput: per_second(output_tokens),
             counts,
@@ -81,6 +100,44 @@ impl RunMetrics {
             server_timings: ServerTimingMetrics::from_records(records),
         }
     }
+}
+
+/// The sentences of [`RunMetrics::timing_warnings`] for the successful,
+/// non-warmup records `ok`.
+fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> Vec<String> {
+    let limit_ms = MIN_RESOLVED_INTERVAL_NS as f64 / NS_PER_MS;
+    let mut out = Vec::new();
+    let decoding: Vec<&&RequestRecord> = ok
+        .iter()
+        .filter(|r| r.inter_token_latency_ms().is_some())
+        .collect();
+    let short: Vec<&&RequestRecord> = decoding
+        .iter()
+        .copied()
+        .filter(|r| {
+            r.ttft_ns
+                .is_some_and(|t| r.e2e_latency_ns.saturating_sub(t) < MIN_RESOLVED_INTERVAL_NS)
+        })
+        .collect();
+    if !short.is_empty() {
+        let fastest = short
+            .iter()
+            .filter_map(|r| r.output_token_throughput_per_user())
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let fastest = fastest.map_or("unbounded".to_string(), |v| format!("{v:.3e} tokens/s"));
+        out.push(format!(
+            "{} of {} streamed requests received all their tokens after the first within              {limit_ms} ms (e2e - TTFT): their inter-token latency and per-user throughput              (up to {fastest}) are below what the client can time, not the server's speed              (a server that sends the whole answer at once, or one with no delays)",
+            short.len(),
+            decoding.len()
+        ));
+    }
+    if let Some(d) = benchmark_duration_s.filter(|d| *d * 1e9 < MIN_RESOLVED_INTERVAL_NS as f64) {
+        out.push(format!(
+            "the whole benchmark took {:.3} ms, under {limit_ms} ms: request and output-token              throughput are below what the client can time",
+            d * 1e3
+        ));
+    }
+    out
 }
 
 fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
@@ -252,6 +309,44 @@ mod tests {
         assert!(close(icl.avg, 3.0));
         assert!(close(m.output_sequence_length.unwrap().avg, 24.0));
         assert!(close(m.input_sequence_length.unwrap().avg, 100.0));
+    }
+
+    #[test]
+    fn rates_over_unresolvable_intervals_are_flagged() {
+        // A: ttft 2 ms, e2e 2.000_5 ms, 11 tokens -> decode window 500 ns,
+        //    per-user throughput 10 / 500e-9 s = 2e7 tokens/s: flagged.
+        // B: ttft 100 ms, e2e 2000 ms, 20 tokens: a measurable window.
+        let mut a = req(10, 12, 0, 0, 11);
+        a.ttft_ns = Some(2_000_000);
+        a.e2e_latency_ns = 2_000_500;
+        let m = RunMetrics::from_records(&[a.clone(), req(10, 12, 100, 2000, 20)]);
+        assert_eq!(m.timing_warnings.len(), 1, "{:?}", m.timing_warnings);
+        let w = &m.timing_warnings[0];
+        assert!(w.starts_with("1 of 2 streamed requests"), "{w}");
+        assert!(
+            w.contains("up to 2.000e7 tokens/s") && w.contains("1 ms"),
+            "{w}"
+        );
+        // The rate is still reported, not dropped.
+        assert!(close(m.output_token_throughput_per_user.unwrap().max, 2e7));
+        // Exactly 1 ms is measurable; so is every request of a normal run.
+        a.e2e_latency_ns = 3_000_000;
+        assert!(
+            RunMetrics::from_records(&[a.clone()])
+                .timing_warnings
+                .is_empty()
+        );
+        // A whole run inside 1 ms: its throughputs are flagged too.
+        let mut tiny = req(0, 0, 0, 0, 5);
+        tiny.end_unix_ns = 400_000;
+        tiny.ttft_ns = None;
+        let m = RunMetrics::from_records(&[tiny]);
+        assert_eq!(m.timing_warnings.len(), 1);
+        assert!(
+            m.timing_warnings[0].contains("took 0.400 ms"),
+            "{:?}",
+            m.timing_warnings
+        );
     }
 
     #[test]

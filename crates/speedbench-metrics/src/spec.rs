@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use speedbench_record::RequestRecord;
 
-use crate::acceptance::{AcceptanceTotals, is_measured};
+use crate::acceptance::{AcceptanceTotals, is_measured, run_speculates, undrafted_steps};
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
 
@@ -15,6 +15,12 @@ use crate::summary::Summary;
 /// ratios ([`Self::token_weighted_acceptance_length`],
 /// [`Self::overall_draft_acceptance_rate_pct`]) weigh every verify step /
 /// draft token equally. The two agree only when step counts are similar.
+///
+/// In a run where some request drafted, a llama.cpp request that drafted
+/// nothing (its `timings` carry no draft fields) counts as `predicted_n`
+/// steps with nothing accepted: acceptance length 1 in the per-request
+/// distributions, and its steps in the token-weighted totals (see
+/// [`AcceptanceTotals`]), so every source measures the same quantity.
 ///
 /// A zero-step request (spec stats present, `verify_steps == Some(0)`) is
 /// counted in [`Self::zero_step_requests`] and in `totals`, but contributes
@@ -38,7 +44,8 @@ pub struct SpecDecodeMetrics {
     pub totals: AcceptanceTotals,
     /// Measured requests whose spec stats report zero verify steps.
     pub zero_step_requests: u64,
-    /// Measured requests without spec stats.
+    /// Measured requests without spec stats, those counted as having
+    /// drafted nothing (`totals.undrafted_requests`) excepted.
     pub requests_without_spec: u64,
     /// The pooled accepted-drafts-per-step histogram.
     pub histogram: PooledHistogram,
@@ -51,9 +58,20 @@ impl SpecDecodeMetrics {
         let mut histogram = PooledHistogram::default();
         let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
         let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
+        let speculates = run_speculates(records);
         for r in records.iter().filter(|r| is_measured(r)) {
             let Some(spec) = &r.spec else {
-                requests_without_spec += 1;
+                match undrafted_steps(r) {
+                    // Drafted nothing in a speculating run: one token per
+                    // target pass, acceptance length 1 (see AcceptanceTotals).
+                    Some(n) if speculates => {
+                        totals.add_undrafted(n);
+                        al.push(1.0);
+                        apv.push(1.0);
+                        steps.push(n as f64);
+                    }
+                    _ => requests_without_spec += 1,
+                }
                 continue;
             };
             totals.add(spec);
@@ -267,6 +285,47 @@ mod tests {
         assert_eq!(m.histogram.requests, 1);
         assert_eq!(m.histogram.counts, vec![2, 1, 0, 1]);
         assert_eq!(m.histogram.total_steps(), 4);
+    }
+
+    #[test]
+    fn llamacpp_requests_that_drafted_nothing_are_steps_with_nothing_accepted() {
+        // A drafted: predicted 40, accepted 12 -> 28 steps; B drafted nothing
+        // over 30 tokens (no draft fields) -> 30 steps.
+        // token-weighted AL = 1 + 12 / 58 = 1.206896551724138
+        // per-request AL: 1 + 12/28 = 1.4285714286 and 1 -> mean 1.2142857143
+        // rate only over drafted tokens: 12 / 20 = 60 %; steps mean (28+30)/2 = 29.
+        let undrafted = RequestRecord {
+            server_timings: Some(speedbench_record::ServerTimings {
+                predicted_n: Some(30),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let m = SpecDecodeMetrics::from_records(&[llamacpp(12, 20, 40), undrafted.clone()]);
+        assert_eq!(
+            (
+                m.totals.steps,
+                m.totals.requests,
+                m.totals.undrafted_requests
+            ),
+            (58, 2, 1)
+        );
+        assert_eq!(m.requests_without_spec, 0);
+        assert!(close(
+            m.token_weighted_acceptance_length().unwrap(),
+            1.0 + 12.0 / 58.0
+        ));
+        let al = m.acceptance_length.unwrap();
+        assert_eq!(al.count, 2);
+        assert!(close(al.avg, (1.0 + 12.0 / 28.0 + 1.0) / 2.0));
+        assert!(close(m.overall_draft_acceptance_rate_pct().unwrap(), 60.0));
+        assert_eq!(m.draft_acceptance_rate_pct.unwrap().count, 1);
+        assert!(close(m.spec_decode_steps.unwrap().avg, 29.0));
+        // Alone (a baseline llama-server run): no spec figures at all.
+        let base = SpecDecodeMetrics::from_records(&[undrafted]);
+        assert_eq!(base.totals.requests, 0);
+        assert_eq!(base.requests_without_spec, 1);
+        assert_eq!(base.token_weighted_acceptance_length(), None);
     }
 
     #[test]

@@ -34,17 +34,35 @@ const RATE_GAUGES: [&str; 3] = [
     "vllm:spec_decode_draft_acceptance_rate",
     "trtllm:spec_accept_rate",
 ];
+/// How an engine's verify steps are counted on `/metrics`.
+#[derive(Clone, Copy)]
+enum Steps {
+    /// A counter of verify steps: vLLM drafts on every step, so its
+    /// `num_drafts` counts them all.
+    Counter(&'static str),
+    /// Predicted tokens minus accepted drafts: llama.cpp drafts only on some
+    /// steps (its `num_drafts` counts those), and every target pass emits
+    /// one token plus the drafts it accepted, as per request
+    /// (`predicted_n - draft_n_accepted`).
+    PredictedMinusAccepted(&'static str),
+}
+
 /// Counter families: (accepted tokens, draft tokens, verify steps).
-const COUNTER_FAMILIES: [(&str, &str, Option<&str>); 3] = [
-    (
-        "vllm:spec_decode_num_accepted_tokens",
-        "vllm:spec_decode_num_draft_tokens",
-        Some("vllm:spec_decode_num_drafts"),
-    ),
+///
+/// A real server exposes one family. llama.cpp's comes first because it
+/// counts every target pass: where both are present (the simulator's
+/// llama.cpp flavour also serves vLLM's names), vLLM's `num_drafts` counts
+/// only the steps that drafted.
+const COUNTER_FAMILIES: [(&str, &str, Option<Steps>); 3] = [
     (
         "llamacpp:spec_decode_num_accepted_tokens",
         "llamacpp:spec_decode_num_draft_tokens",
-        Some("llamacpp:spec_decode_num_drafts"),
+        Some(Steps::PredictedMinusAccepted("llamacpp:tokens_predicted")),
+    ),
+    (
+        "vllm:spec_decode_num_accepted_tokens",
+        "vllm:spec_decode_num_draft_tokens",
+        Some(Steps::Counter("vllm:spec_decode_num_drafts")),
     ),
     (
         "trtllm_spec_decode_num_accepted_tokens",
@@ -91,17 +109,27 @@ fn gauge_avg(export: &Value, name: &str) -> Option<f64> {
 }
 
 /// Acceptance length from the export: gauges first (as AIPerf), then
-/// counters (`1 + Δaccepted / Δsteps`), then any gauge whose name mentions
-/// spec, accept and length.
+/// counters (`1 + Δaccepted / Δsteps`, where steps count the target verify
+/// passes that drafted nothing too: for llama.cpp `Δtokens_predicted -
+/// Δaccepted`, not its `num_drafts`, so the figure is the one its
+/// per-request records give), then any gauge whose name mentions spec,
+/// accept and length.
 pub fn accept_length(export: &Value) -> Option<(f64, Weighting)> {
     if let Some(v) = LENGTH_GAUGES.iter().find_map(|g| gauge_avg(export, g)) {
         return Some((v, Weighting::TimeAveragedGauge));
     }
     for (accepted, _, steps) in COUNTER_FAMILIES {
-        let (Some(a), Some(s)) = (
-            counter_total(export, accepted),
-            steps.and_then(|s| counter_total(export, s)),
-        ) else {
+        let Some(a) = counter_total(export, accepted) else {
+            continue;
+        };
+        let s = match steps {
+            Some(Steps::Counter(name)) => counter_total(export, name),
+            Some(Steps::PredictedMinusAccepted(name)) => counter_total(export, name)
+                .filter(|p| *p >= a)
+                .map(|p| p - a),
+            None => None,
+        };
+        let Some(s) = s else {
             continue;
         };
         if s > 0.0 {
@@ -166,11 +194,35 @@ mod tests {
         let e = json!({"metrics": {
             "llamacpp:spec_decode_num_accepted_tokens_total": {"series": [
                 {"stats": {"total": 100.0}}, {"stats": {"total": 50.0}}]},
+            "llamacpp:tokens_predicted_total": {"series": [
+                {"stats": {"total": 160.0}}, {"stats": {"total": 90.0}}]},
             "llamacpp:spec_decode_num_drafts_total": {"series": [
-                {"stats": {"total": 60.0}}, {"stats": {"total": 40.0}}]}}});
-        // 1 + (100 + 50) / (60 + 40) = 2.5
+                {"stats": {"total": 6.0}}, {"stats": {"total": 4.0}}]}}});
+        // steps = (160 + 90) - (100 + 50) = 100: 1 + 150 / 100 = 2.5
         assert_eq!(accept_length(&e), Some((2.5, Weighting::TokenWeighted)));
         assert_eq!(accept_rate(&e), None);
+    }
+
+    #[test]
+    fn llamacpp_length_counts_the_steps_that_drafted_nothing() {
+        // ngram-mod on llama-server: 294 accepted over 11 drafts, but 357
+        // tokens predicted, so 63 target passes: 1 + 294 / 63 =
+        // 5.666666666666667, not 1 + 294 / 11 = 27.73 per drafting step.
+        let e = json!({"metrics": {
+            "llamacpp:spec_decode_num_accepted_tokens": counter(294.0),
+            "llamacpp:spec_decode_num_draft_tokens": counter(300.0),
+            "llamacpp:spec_decode_num_drafts": counter(11.0),
+            "llamacpp:tokens_predicted": counter(357.0)}});
+        assert_eq!(
+            accept_length(&e),
+            Some((1.0 + 294.0 / 63.0, Weighting::TokenWeighted))
+        );
+        // No predicted-tokens counter: the steps are unknown, so no length
+        // (the per-draft figure is a different quantity).
+        let e = json!({"metrics": {
+            "llamacpp:spec_decode_num_accepted_tokens": counter(294.0),
+            "llamacpp:spec_decode_num_drafts": counter(11.0)}});
+        assert_eq!(accept_length(&e), None);
     }
 
     #[test]

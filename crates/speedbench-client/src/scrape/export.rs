@@ -184,8 +184,16 @@ pub struct SpecDecodeSummary {
     /// True when computed from counter deltas (token-weighted, comparable
     /// with per-request records); false for time-averaged gauges.
     pub from_counters: bool,
-    /// Verify steps (`…num_drafts`), when the engine counts them.
+    /// Steps that drafted (`…num_drafts`), when the engine counts them.
     pub drafts: Option<f64>,
+    /// Target verify steps, counting those that drafted nothing: the
+    /// denominator of `acceptance_length`. vLLM and TensorRT-LLM draft on
+    /// every step, so it is `drafts`; llama.cpp drafts only when its
+    /// drafter has a candidate, so it is `Δtokens_predicted - Δaccepted`
+    /// (every pass emits one token plus the drafts it accepted), as its
+    /// per-request `predicted_n - draft_n_accepted`.
+    #[serde(default)]
+    pub steps: Option<f64>,
     /// Proposed draft tokens.
     pub draft_tokens: Option<f64>,
     /// Accepted draft tokens.
@@ -217,9 +225,11 @@ impl ServerMetricsExport {
     }
 
     /// Acceptance per engine found in the export, computed as `vllm bench
-    /// serve` does for counters (AL = 1 + Δaccepted/Δdrafts, AR =
-    /// Δaccepted/Δdraft_tokens, only when Δdraft_tokens > 0) and as AIPerf
-    /// does for gauges (the mean of the scraped samples).
+    /// serve` does for counters (AL = 1 + Δaccepted/Δsteps, AR =
+    /// Δaccepted/Δdraft_tokens, only when Δdraft_tokens > 0; see
+    /// [`SpecDecodeSummary::steps`] for llama.cpp, whose steps are not its
+    /// drafts) and as AIPerf does for gauges (the mean of the scraped
+    /// samples).
     ///
     /// ```
     /// use speedbench_client::scrape::ServerMetricsExport;
@@ -266,14 +276,23 @@ impl ServerMetricsExport {
                 by.sort_by_key(|(k, _)| *k);
                 per_position = by.into_iter().map(|(_, v)| v).collect();
             }
-            let length = match (drafts, accepted) {
-                (Some(d), Some(a)) if d > 0.0 && counted => Some(1.0 + a / d),
+            let steps = if engine == "llamacpp" {
+                match (self.counter_total("llamacpp:tokens_predicted"), accepted) {
+                    (Some(p), Some(a)) if p >= a => Some(p - a),
+                    _ => None,
+                }
+            } else {
+                drafts
+            };
+            let length = match (steps, accepted) {
+                (Some(s), Some(a)) if s > 0.0 && counted => Some(1.0 + a / s),
                 _ => self.gauge_avg(&format!("{prefix}acceptance_length")),
             };
             out.push(SpecDecodeSummary {
                 engine: engine.into(),
                 from_counters: counted,
                 drafts,
+                steps,
                 draft_tokens,
                 accepted_tokens: accepted,
                 acceptance_length: length,
@@ -291,6 +310,7 @@ impl ServerMetricsExport {
                 engine: "sglang".into(),
                 from_counters: false,
                 drafts: None,
+                steps: None,
                 draft_tokens: None,
                 accepted_tokens: None,
                 acceptance_length: length,
@@ -544,6 +564,73 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    fn counter(total: f64) -> MetricExport {
+        MetricExport {
+            kind: MetricType::Counter,
+            description: None,
+            series: Vec::new(),
+            aggregate: Some(CounterAggregate {
+                total,
+                rate: None,
+                by_position: BTreeMap::new(),
+            }),
+        }
+    }
+
+    fn export(metrics: &[(&str, f64)]) -> ServerMetricsExport {
+        ServerMetricsExport {
+            schema_version: "1.0".into(),
+            tool: "t".into(),
+            summary: ExportSummary {
+                endpoints_configured: Vec::new(),
+                endpoints_successful: Vec::new(),
+                start_ns: 0,
+                end_ns: 0,
+                profiling_start_ns: None,
+                profiling_end_ns: None,
+                interval_ms: 333.0,
+                endpoint_info: BTreeMap::new(),
+            },
+            metrics: metrics
+                .iter()
+                .map(|(n, v)| (n.to_string(), counter(*v)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn llamacpp_acceptance_length_counts_steps_that_drafted_nothing() {
+        // 357 tokens predicted, 294 of them accepted drafts, over 12 drafts:
+        // 63 target passes, so AL = 1 + 294/63 = 5.666666666666667
+        // (1 + 294/12 = 25.5 per drafting step); rate 294/300 = 0.98.
+        let e = export(&[
+            ("llamacpp:spec_decode_num_drafts", 12.0),
+            ("llamacpp:spec_decode_num_draft_tokens", 300.0),
+            ("llamacpp:spec_decode_num_accepted_tokens", 294.0),
+            ("llamacpp:tokens_predicted", 357.0),
+        ]);
+        let s = &e.spec_decode()[0];
+        assert_eq!((s.drafts, s.steps), (Some(12.0), Some(63.0)));
+        assert_eq!(s.acceptance_length, Some(1.0 + 294.0 / 63.0));
+        assert_eq!(s.acceptance_rate, Some(0.98));
+        // Without the predicted-tokens counter the steps are unknown: no
+        // length rather than the per-draft figure.
+        let e = export(&[
+            ("llamacpp:spec_decode_num_drafts", 12.0),
+            ("llamacpp:spec_decode_num_draft_tokens", 300.0),
+            ("llamacpp:spec_decode_num_accepted_tokens", 294.0),
+        ]);
+        let s = &e.spec_decode()[0];
+        assert_eq!((s.steps, s.acceptance_length), (None, None));
+        // vLLM drafts every step: steps are its drafts.
+        let e = export(&[
+            ("vllm:spec_decode_num_drafts", 10.0),
+            ("vllm:spec_decode_num_draft_tokens", 40.0),
+            ("vllm:spec_decode_num_accepted_tokens", 25.0),
+        ]);
+        assert_eq!(e.spec_decode()[0].steps, Some(10.0));
     }
 
     #[test]
