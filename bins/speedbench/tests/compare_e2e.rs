@@ -398,6 +398,40 @@ async fn missing_directories_and_huge_bootstraps_are_named() {
         "{err}"
     );
 
+    // A run killed mid-write: only records.parquet.partial, without a footer.
+    let killed = tmp.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    let bytes = std::fs::read(base.join("records.parquet")).unwrap();
+    std::fs::write(
+        killed.join("records.parquet.partial"),
+        &bytes[..bytes.len() / 2],
+    )
+    .unwrap();
+    let out = compare_dirs(&base, &killed, &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("records.parquet.partial without a Parquet footer"),
+        "{err}"
+    );
+    assert!(!err.contains("profile_export_aiperf.json"), "{err}");
+    // One whose rename never happened: its closed .partial file is compared,
+    // with a warning that the run died.
+    let unrenamed = tmp.path().join("unrenamed");
+    std::fs::create_dir_all(&unrenamed).unwrap();
+    std::fs::write(unrenamed.join("records.parquet.partial"), &bytes).unwrap();
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(base.join("run.json")).unwrap()).unwrap();
+    m["outcome"] = "running".into();
+    std::fs::write(unrenamed.join("run.json"), m.to_string()).unwrap();
+    let out = compare_dirs(&base, &unrenamed, &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was killed before it finished"),
+        "{}",
+        stderr(&out)
+    );
+
     let out = run(&[
         "compare",
         "--baseline",

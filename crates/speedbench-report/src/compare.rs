@@ -511,32 +511,34 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
     if !dir.is_dir() {
         return Err(ReportError::NotADirectory(dir.to_path_buf()));
     }
-    let records_path = dir.join(RECORDS_FILE_NAME);
+    let closed = dir.join(RECORDS_FILE_NAME);
+    let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
+    let records_path = if closed.is_file() { closed } else { partial };
     let aiperf_json = dir.join(crate::aiperf::PROFILE_JSON);
     if !records_path.is_file() && !aiperf_json.is_file() {
-        let why = if dir.join(PARTIAL_RECORDS_FILE_NAME).is_file() {
-            format!(
-                "it holds only {PARTIAL_RECORDS_FILE_NAME}: the run was killed before it \
-                 closed its records file"
-            )
-        } else {
-            format!(
-                "it holds no run ({RECORDS_FILE_NAME} of speedbench, or {} of AIPerf)",
-                crate::aiperf::PROFILE_JSON
-            )
-        };
         return Err(ReportError::Compare(format!(
-            "the {role} run directory {}: {why}",
-            dir.display()
+            "the {role} run directory {}: it holds no run ({RECORDS_FILE_NAME} of speedbench, \
+             or {} of AIPerf)",
+            dir.display(),
+            crate::aiperf::PROFILE_JSON
         )));
     }
     let run = crate::load_run(dir)?;
     let records = run.records.ok_or_else(|| {
-        ReportError::Compare(format!(
-            "the {role} run {} has no per-request records (AIPerf runs need {})",
-            dir.display(),
-            crate::aiperf::PROFILE_JSONL
-        ))
+        ReportError::Compare(if records_path.is_file() {
+            format!(
+                "the {role} run {} holds only {} without a Parquet footer: its process was \
+                 killed before closing the file, so no record can be read",
+                dir.display(),
+                records_path.display()
+            )
+        } else {
+            format!(
+                "the {role} run {} has no per-request records (AIPerf runs need {})",
+                dir.display(),
+                crate::aiperf::PROFILE_JSONL
+            )
+        })
     })?;
     let manifest_path = dir.join(RunManifest::FILE_NAME);
     let manifest = if manifest_path.is_file() {
