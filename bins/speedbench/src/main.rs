@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a dataset against a server and record every request.
-    Profile(profile::ProfileArgs),
+    Profile(Box<profile::ProfileArgs>),
     /// Start the simulated server in-process and profile the bundled fixture.
     Demo(demo::DemoArgs),
     /// Serve the simulated OpenAI-compatible server until Ctrl-C.
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Profile(args) => profile::run(args).await,
+            Command::Profile(args) => profile::run(*args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
             Command::Report(args) => report::run(args),

@@ -3,18 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, LoadConfig, ProfileRun, Progress, RunStatus, StopHandle,
-    Target, discover_model_with_headers, parse_extra_inputs, run_profile,
+    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, ProfileRun, Progress, RunStatus,
+    StopHandle, Target, discover_model_with_headers, parse_extra_inputs, run_profile,
     scrape::{ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
-use speedbench_record::read_records_file;
+use speedbench_record::{RecordError, read_records_file};
 use speedbench_report::{AcceptanceMatrix, MatrixMetric, render_run_summary};
 
 use crate::{CliError, Context, Outcome, fail};
@@ -398,11 +398,17 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     let stop = StopHandle::new();
     install_stop_signal(stop.clone());
     let progress = Arc::new(Progress::default());
-    let started = Instant::now();
     let display = crate::progress::spawn(progress.clone());
     let result = run_profile(run, stop, progress.clone()).await;
-    crate::progress::finish(display, &progress, started);
-    let outcome = result.context("running the profile")?;
+    crate::progress::finish(display);
+    let outcome = match result {
+        // The library names the directory and what it found; the way out is
+        // a flag of this command.
+        Err(ClientError::Record(e @ RecordError::RunDirOccupied { .. })) => {
+            return Err(e).context("not overwriting a run (give --overwrite to replace it)");
+        }
+        other => other.context("running the profile")?,
+    };
     if let Some(s) = &outcome.schedule {
         eprintln!(
             "schedule: {} arrivals, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
@@ -420,9 +426,11 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     for e in &outcome.write_errors {
         eprintln!("error: {e}");
     }
+    let mut request_throughput = None;
     match read_records_file(&outcome.records_path) {
         Ok(file) => {
             let metrics = RunMetrics::from_records(&file.records);
+            request_throughput = metrics.request_throughput;
             for warning in &metrics.timing_warnings {
                 eprintln!("warning: {warning}");
             }
@@ -444,6 +452,10 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         }
         Err(e) => return Err(e).context("reading the records back"),
     }
+    eprintln!(
+        "{}",
+        crate::progress::final_line(&progress, request_throughput)
+    );
     if outcome.unsaved > 0 {
         eprintln!(
             "{} finished requests could not be saved (the records file failed)",

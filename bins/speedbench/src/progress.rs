@@ -81,17 +81,36 @@ fn rate_and_errors(p: &Progress, elapsed: Duration) -> String {
     )
 }
 
-/// Ends the progress display and prints the final line, its rate over the
-/// time from `started` to the last finished request (the wait for late
-/// server counters after it is not request time).
-pub fn finish(display: Display, progress: &Progress, started: Instant) {
+/// Ends the progress display (the final line comes from [`final_line`]).
+pub fn finish(display: Display) {
     display.task.abort();
     if let Some(bar) = display.bar {
         bar.finish_and_clear();
     }
-    let end = progress.last_finished().unwrap_or_else(Instant::now);
-    let elapsed = end.saturating_duration_since(started);
-    let _ = writeln!(std::io::stderr().lock(), "{}", line(progress, elapsed));
+}
+
+/// The line that closes a run's progress: its counts, and the request
+/// throughput the summary table prints (successful requests over the
+/// benchmark window), so the two never disagree.
+pub fn final_line(p: &Progress, request_throughput: Option<f64>) -> String {
+    let total = match p.planned() {
+        0 => "?".to_string(),
+        n => n.to_string(),
+    };
+    let rate = request_throughput.map_or("? req/s".to_string(), |r| format!("{r:.2} req/s"));
+    let skipped = match p.skipped() {
+        0 => String::new(),
+        n => format!(", {n} skipped"),
+    };
+    let warm = match p.warmup_done() {
+        0 => String::new(),
+        n => format!(" (+{n} warmup)"),
+    };
+    format!(
+        "profiled: {}/{total} requests, {rate} (request throughput), {} failed{skipped}{warm}",
+        p.done(),
+        p.failed()
+    )
 }
 
 fn line(p: &Progress, elapsed: Duration) -> String {
@@ -110,6 +129,19 @@ fn line(p: &Progress, elapsed: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_final_line_shows_the_tables_throughput() {
+        let p = Progress::default();
+        assert_eq!(
+            final_line(&p, Some(65.8)),
+            "profiled: 0/? requests, 65.80 req/s (request throughput), 0 failed"
+        );
+        assert_eq!(
+            final_line(&p, None),
+            "profiled: 0/? requests, ? req/s (request throughput), 0 failed"
+        );
+    }
 
     #[test]
     fn the_plain_line_shows_done_total_rate_and_failures() {

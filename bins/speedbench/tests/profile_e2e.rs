@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::*;
 use speedbench_dataset::Dataset;
 use speedbench_record::ErrorKind;
-use speedbench_sim::{SimConfig, SimServer};
+use speedbench_sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
@@ -216,39 +216,6 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
         stdout.contains("failed"),
         "the summary says requests failed:\n{stdout}"
     );
-}
-
-/// Starts the binary profiling the fixture at concurrency 2, output piped.
-fn spawn_profile(server: &SimServer, out_dir: &std::path::Path) -> tokio::process::Child {
-    bin()
-        .args([
-            "profile",
-            "--url",
-            &server.url(),
-            "--model",
-            "m",
-            "--input-file",
-            fixture().to_str().unwrap(),
-            "--streaming",
-            "--concurrency",
-            "2",
-            "--output-artifact-dir",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-async fn wait_for_requests(server: &SimServer, n: u64) {
-    for _ in 0..2000 {
-        if server.ground_truth().requests >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the server never completed {n} requests");
 }
 
 #[cfg(unix)]

@@ -57,6 +57,7 @@ impl Recorder {
                 message: "the recorder thread panicked".into(),
             }),
             readable: false,
+            close_error: None,
         })
     }
 }

@@ -588,7 +588,11 @@ pub async fn run_profile(
         let kept = if closed.readable {
             format!("the {} records written before it are kept", closed.rows)
         } else {
-            "the records file could not be closed and cannot be read".to_string()
+            let why = closed
+                .close_error
+                .as_ref()
+                .map_or(String::new(), |e| format!(": {e}"));
+            format!("the records file could not be closed and cannot be read{why}")
         };
         // The records file failed first: it is what the run is for.
         write_errors.insert(0, format!("{e} ({kept})"));

@@ -23,6 +23,16 @@ pub enum RecordError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    /// Writing the records file failed (a full disk, a file-size limit, an
+    /// I/O error).
+    #[error("{path}: cannot write: {source}")]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
     /// Arrow could not assemble or decode a batch.
     #[error("{path}: {source}")]
     Arrow {

@@ -106,7 +106,7 @@ impl RecordWriter {
             .write(&batch)
             .and_then(|_| self.writer.flush())
             .and_then(|_| Ok(self.writer.sync()?))
-            .map_err(|source| RecordError::Parquet {
+            .map_err(|source| RecordError::Write {
                 path: self.path.clone(),
                 source,
             })?;
@@ -129,7 +129,7 @@ impl RecordWriter {
         })?;
         self.writer
             .append_key_value_metadata(KeyValue::new(RunManifest::PARQUET_KEY.to_string(), json));
-        self.writer.close().map_err(|source| RecordError::Parquet {
+        self.writer.close().map_err(|source| RecordError::Write {
             path: self.path.clone(),
             source,
         })?;

@@ -140,3 +140,39 @@ pub fn assert_record_invariants(records: &[RequestRecord], streaming: Option<boo
         }
     }
 }
+
+/// Starts the binary profiling the fixture at concurrency 2, output piped.
+pub fn spawn_profile(
+    server: &speedbench_sim::SimServer,
+    out_dir: &std::path::Path,
+) -> tokio::process::Child {
+    bin()
+        .args([
+            "profile",
+            "--url",
+            &server.url(),
+            "--model",
+            "m",
+            "--input-file",
+            fixture().to_str().unwrap(),
+            "--streaming",
+            "--concurrency",
+            "2",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+pub async fn wait_for_requests(server: &speedbench_sim::SimServer, n: u64) {
+    for _ in 0..2000 {
+        if server.ground_truth().requests >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the server never completed {n} requests");
+}

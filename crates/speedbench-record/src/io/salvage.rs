@@ -34,6 +34,8 @@ pub struct ClosedRecords {
     /// False only when not even a footer could be written: no Parquet
     /// reader can open the file.
     pub readable: bool,
+    /// Why the footer could not be written after `error`, when it could not.
+    pub close_error: Option<RecordError>,
 }
 
 /// What a footer written after a failure needs: a handle of the file, and
@@ -62,17 +64,20 @@ impl RecordWriter {
                 rows,
                 error: None,
                 readable: true,
+                close_error: None,
             },
             Err(error) => match snapshot.write_footer(&path, manifest) {
                 Ok(rows) => ClosedRecords {
                     rows,
                     error: Some(error),
                     readable: true,
+                    close_error: None,
                 },
-                Err(_) => ClosedRecords {
+                Err(close) => ClosedRecords {
                     rows: 0,
                     error: Some(error),
                     readable: false,
+                    close_error: Some(close),
                 },
             },
         }
@@ -100,12 +105,13 @@ impl RecordWriter {
                 rows,
                 error: Some(error),
                 readable: true,
+                close_error: None,
             },
-            // Not even a footer fits: the original error is the one to report.
-            Err(_) => ClosedRecords {
+            Err(close) => ClosedRecords {
                 rows: 0,
                 error: Some(error),
                 readable: false,
+                close_error: Some(close),
             },
         }
     }
@@ -128,21 +134,46 @@ impl RecordWriter {
 
 impl Snapshot {
     /// Cuts the file after its last complete row group and writes a footer
-    /// there; returns the rows kept.
+    /// there; returns the rows kept. When the footer does not fit (the disk
+    /// is still full, or a file-size limit is near), the last row group is
+    /// given up and the cut made before it, until one fits: fewer records,
+    /// but a file every reader opens.
     fn write_footer(self, path: &Path, manifest: &RunManifest) -> Result<u64, RecordError> {
         let io = |source| RecordError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let parquet_err = |source| RecordError::Parquet {
+        let on_disk = self.file.metadata().map_err(io)?.len();
+        let mut kept = complete_prefix(&self.row_groups, on_disk);
+        loop {
+            let end = kept.last().map_or(MAGIC_LEN, |&(_, end)| end);
+            let row_groups = self.row_groups[..kept.len()].to_vec();
+            match self.footer_at(path, end, row_groups, manifest) {
+                Ok(rows) => return Ok(rows),
+                Err(e) if kept.is_empty() => return Err(e),
+                Err(_) => {
+                    kept.pop();
+                }
+            }
+        }
+    }
+
+    fn footer_at(
+        &self,
+        path: &Path,
+        end: u64,
+        row_groups: Vec<RowGroupMetaData>,
+        manifest: &RunManifest,
+    ) -> Result<u64, RecordError> {
+        let io = |source| RecordError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let on_disk = self.file.metadata().map_err(io)?.len();
-        let (kept, end) = complete_prefix(&self.row_groups, on_disk);
-        let row_groups: Vec<RowGroupMetaData> = self.row_groups.into_iter().take(kept).collect();
+        let parquet_err = |source| RecordError::Write {
+            path: path.to_path_buf(),
+            source,
+        };
         let num_rows: i64 = row_groups.iter().map(|rg| rg.num_rows()).sum();
-
         let mut manifest = manifest.clone();
         manifest.outcome = outcome::FAILED.into();
         manifest.record_count = num_rows as u64;
@@ -177,6 +208,7 @@ impl Snapshot {
         );
         let metadata = ParquetMetaData::new(file_metadata, row_groups);
 
+        // Cutting first gives back the space the failed tail took.
         self.file.set_len(end).map_err(io)?;
         let mut out = &self.file;
         out.seek(SeekFrom::Start(end)).map_err(io)?;
@@ -189,9 +221,10 @@ impl Snapshot {
     }
 }
 
-/// How many leading row groups lie wholly within `file_len` bytes, and the
-/// offset just past the last of them.
-fn complete_prefix(row_groups: &[RowGroupMetaData], file_len: u64) -> (usize, u64) {
+/// The leading row groups that lie wholly within `file_len` bytes, each
+/// with the offset just past it.
+fn complete_prefix(row_groups: &[RowGroupMetaData], file_len: u64) -> Vec<(usize, u64)> {
+    let mut kept = Vec::new();
     let mut end = MAGIC_LEN;
     for (i, rg) in row_groups.iter().enumerate() {
         let rg_end = rg
@@ -204,11 +237,12 @@ fn complete_prefix(row_groups: &[RowGroupMetaData], file_len: u64) -> (usize, u6
             .max()
             .unwrap_or(end);
         if rg_end > file_len {
-            return (i, end);
+            break;
         }
         end = end.max(rg_end);
+        kept.push((i, end));
     }
-    (row_groups.len(), end)
+    kept
 }
 
 #[cfg(test)]
