@@ -85,6 +85,13 @@ echo "== speculative run (draft-simple, the model as its own draft)"
 start_server "$OUT/server-spec.log" -md "$MODEL" --spec-type draft-simple --spec-draft-n-max 4
 profile "$OUT/spec"
 stop_server
+# n-gram drafting proposes only when the context repeats itself, so some
+# steps (and whole requests) draft nothing: acceptance length must still be
+# the same from records, summary and server (tokens per target pass).
+echo "== n-gram run (ngram-mod, drafts on some steps only)"
+start_server "$OUT/server-ngram.log" --spec-type ngram-mod --spec-ngram-mod-n-match 4 --spec-ngram-mod-n-min 2 --spec-ngram-mod-n-max 16
+profile "$OUT/ngram"
+stop_server
 echo "== baseline run (--spec-type none)"
 start_server "$OUT/server-base.log" --spec-type none
 profile "$OUT/base"
@@ -92,6 +99,9 @@ stop_server
 
 "$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source records --format console
 "$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source server --format console
+for source in records summary server; do
+    "$SPEEDBENCH" report "$OUT/ngram" --metric accept_length --source "$source" --format console
+done
 "$SPEEDBENCH" compare --baseline "$OUT/base" --speculative "$OUT/spec"
 
 echo "== checks"

@@ -1,8 +1,9 @@
 //! Checks on runs against a real llama-server, made by `.ci/llama-server-e2e.sh`.
 //!
 //! The script sets `SPEEDBENCH_LLAMA_E2E` to a directory holding `spec/`
-//! (n-gram speculation) and `base/` (`--spec-type none`) run directories of
-//! the same prompts at temperature 0. Without it (a plain `cargo test`) the
+//! (the model as its own draft), `ngram/` (`--spec-type ngram-mod`, which
+//! drafts only on some steps) and `base/` (`--spec-type none`) run
+//! directories of the same prompts at temperature 0. Without it (a plain `cargo test`) the
 //! test has nothing to check and says so.
 
 mod common;
@@ -172,5 +173,95 @@ async fn llama_server_runs_check_out() {
     eprintln!(
         "lossless check: {} of {} greedy outputs identical with and without speculation; overall decode speedup {:.2}x",
         overall["identical"], overall["paired"], overall["decode_speedup"]
+    );
+
+    sources_agree(&spec_dir, &spec).await;
+    let ngram_dir = root.join("ngram");
+    if ngram_dir.is_dir() {
+        sources_agree(&ngram_dir, &records(&ngram_dir)).await;
+    }
+}
+
+/// Records, summary and server give one acceptance length for the run:
+/// tokens per target pass, passes that drafted nothing included (llama.cpp
+/// drafts only on some steps, and sends no draft fields for a request that
+/// never drafted); and the per-position counters, which llama-server
+/// publishes only once it has drafted, add up to the accepted tokens.
+async fn sources_agree(dir: &Path, records: &[RequestRecord]) {
+    assert_eq!(records.len(), 9);
+    let predicted: u64 = records
+        .iter()
+        .map(|r| r.server_timings.as_ref().unwrap().predicted_n.unwrap())
+        .sum();
+    let (accepted, drafted) = records
+        .iter()
+        .filter_map(|r| r.spec.as_ref())
+        .fold((0u64, 0u64), |(a, d), s| {
+            (a + s.accepted_draft_tokens, d + s.proposed_draft_tokens)
+        });
+    let undrafted = records.iter().filter(|r| r.spec.is_none()).count();
+    let arg = dir.to_str().unwrap();
+    let value = |m: &Value| m["rows"][0]["cells"][0].as_f64();
+    let report = |source: &'static str| {
+        let arg = arg.to_string();
+        async move {
+            json_of(&[
+                "report",
+                &arg,
+                "--metric",
+                "accept_length",
+                "--source",
+                source,
+                "--format",
+                "json",
+            ])
+            .await
+        }
+    };
+    let summary = report("summary").await;
+    let server = report("server").await;
+    let by_category = report("records").await;
+    if drafted == 0 {
+        eprintln!("{}: nothing drafted, no acceptance length", dir.display());
+        assert_eq!(value(&summary), None);
+        return;
+    }
+    // 1 + Σaccepted / Σ(predicted_n - accepted), from the records by hand.
+    let expected = 1.0 + accepted as f64 / (predicted - accepted) as f64;
+    let (s, v) = (value(&summary).unwrap(), value(&server).unwrap());
+    eprintln!(
+        "{}: acceptance length {expected:.4} ({accepted} accepted, {predicted} predicted, \
+         {undrafted} of 9 requests drafted nothing); summary {s:.4}, server {v:.4}",
+        dir.display()
+    );
+    assert!((s - expected).abs() < 1e-9, "summary {s} vs {expected}");
+    assert!((v - expected).abs() < 1e-9, "server {v} vs {expected}");
+    // Every category is a column, each cell over all its requests.
+    let columns = by_category["columns"].as_array().unwrap();
+    let categories: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter_map(|r| r.category.as_deref())
+        .collect();
+    assert_eq!(columns.len(), categories.len(), "{by_category}");
+    let covered: u64 = by_category["rows"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(covered, 9, "{by_category}");
+
+    let export: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("server_metrics_export.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        counter_total(&export, "llamacpp:tokens_predicted") as u64,
+        predicted
+    );
+    assert_eq!(
+        counter_total(&export, "llamacpp:spec_decode_num_accepted_tokens_per_pos") as u64,
+        accepted,
+        "per-position counters, which appear only once the server drafts"
     );
 }
