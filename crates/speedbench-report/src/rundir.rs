@@ -290,7 +290,7 @@ pub fn load_run(dir: &Path) -> Result<RunData, ReportError> {
 /// Record columns a matrix of `metric` reads (besides the grouping keys).
 fn columns_for(metric: MatrixMetric) -> &'static [&'static str] {
     const KEYS: [&str; 5] = ["category", "dataset", "warmup", "error_kind", "model"];
-    const ACCEPTANCE: [&str; 9] = [
+    const ACCEPTANCE: [&str; 10] = [
         KEYS[0],
         KEYS[1],
         KEYS[2],
@@ -300,6 +300,8 @@ fn columns_for(metric: MatrixMetric) -> &'static [&'static str] {
         "spec_accepted_draft_tokens",
         "spec_proposed_draft_tokens",
         "spec_verify_steps",
+        // llama.cpp requests that drafted nothing count their target passes.
+        "timings_predicted_n",
     ];
     const LATENCY: [&str; 6] = [
         KEYS[0],
