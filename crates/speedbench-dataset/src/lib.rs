@@ -37,6 +37,7 @@
 //! ```
 pub mod bundle;
 mod error;
+mod files;
 pub mod hub;
 mod jsonl;
 pub mod parquet_rows;
