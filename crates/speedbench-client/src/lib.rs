@@ -49,9 +49,9 @@ pub use discovery::{
 };
 pub use error::ClientError;
 pub use runner::{
-    LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary,
-    ScheduleStats, StopHandle, run_profile,
+    LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
+    run_profile,
 };
-pub use schedule::{Arrival, ArrivalSchedule};
+pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

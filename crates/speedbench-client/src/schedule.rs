@@ -6,6 +6,7 @@
 //! Poisson gaps come from a seeded SplitMix64 generator, so the same seed
 //! gives the same schedule on every machine.
 
+use speedbench_metrics::percentile_sorted;
 use std::time::Duration;
 
 /// How arrivals are spaced at a given mean rate.
@@ -97,9 +98,60 @@ impl Iterator for ArrivalSchedule {
     }
 }
 
+/// How far behind its schedule the request-rate dispatcher ran.
+///
+/// Lateness is the time from an arrival's scheduled start to the moment its
+/// first request was handed to the HTTP client, including any wait for a
+/// free slot under [`LoadConfig::max_concurrency`] (vLLM's client queue time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleStats {
+    /// Conversations started on the schedule.
+    pub arrivals: u64,
+    /// Median lateness, nanoseconds.
+    pub lateness_p50_ns: u64,
+    /// 99th-percentile lateness, nanoseconds.
+    pub lateness_p99_ns: u64,
+    /// Largest lateness, nanoseconds.
+    pub lateness_max_ns: u64,
+}
+
+impl ScheduleStats {
+    /// Percentiles of the lateness of each arrival, nanoseconds (the one
+    /// percentile formula of `speedbench_metrics`, rounded to whole ns).
+    pub(crate) fn from_lateness(ns: Vec<u64>) -> Option<ScheduleStats> {
+        let mut sorted: Vec<f64> = ns.iter().map(|&n| n as f64).collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let at = |p: f64| percentile_sorted(&sorted, p).round() as u64;
+        Some(ScheduleStats {
+            arrivals: sorted.len() as u64,
+            lateness_p50_ns: at(50.0),
+            lateness_p99_ns: at(99.0),
+            lateness_max_ns: sorted[sorted.len() - 1] as u64,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lateness_percentiles() {
+        assert_eq!(ScheduleStats::from_lateness(vec![]), None);
+        let s = ScheduleStats::from_lateness((1..=100).rev().collect()).unwrap();
+        assert_eq!(
+            (
+                s.arrivals,
+                s.lateness_p50_ns,
+                s.lateness_p99_ns,
+                s.lateness_max_ns
+            ),
+            (100, 51, 99, 100)
+        );
+    }
 
     #[test]
     fn constant_offsets_are_exact_multiples() {

@@ -1,0 +1,102 @@
+//! What a caller holds while a run goes: live counters and the stop button.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+/// Live counters of a run, for progress displays.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub(crate) planned: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    pub(crate) skipped: AtomicU64,
+    warmup_done: AtomicU64,
+    /// Records handed to the recorder, warmup and skipped turns included.
+    pub(crate) produced: AtomicU64,
+    last_finished: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Progress {
+    /// Profiled requests the run plans to send (0 until known).
+    pub fn planned(&self) -> u64 {
+        self.planned.load(Ordering::Relaxed)
+    }
+    /// Profiled requests finished, successful or not.
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+    /// Profiled requests that failed.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+    /// Profiled turns not sent because an earlier turn of their
+    /// conversation failed.
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+    /// Warmup requests finished.
+    pub fn warmup_done(&self) -> u64 {
+        self.warmup_done.load(Ordering::Relaxed)
+    }
+    /// When the latest request (warmup or profiled) finished: a rate over
+    /// the run ends here, not after the server-metrics shutdown delay.
+    pub fn last_finished(&self) -> Option<Instant> {
+        *self
+            .last_finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn finished_one(&self, warmup: bool, failed: bool) {
+        let counter = if warmup {
+            &self.warmup_done
+        } else {
+            &self.done
+        };
+        if failed && !warmup {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut last = self
+            .last_finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *last = Some(Instant::now());
+    }
+}
+
+/// Asks a run to stop; in-flight requests are recorded as cancelled.
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<watch::Sender<bool>>);
+
+impl StopHandle {
+    /// A new handle, not yet triggered.
+    pub fn new() -> StopHandle {
+        StopHandle(Arc::new(watch::channel(false).0))
+    }
+
+    /// Requests the stop. Idempotent.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// True once [`Self::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    pub(crate) async fn stopped(&self) {
+        let mut rx = self.0.subscribe();
+        // An Err means the sender is gone, which cannot happen while self lives.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+impl Default for StopHandle {
+    fn default() -> Self {
+        StopHandle::new()
+    }
+}

@@ -1,0 +1,138 @@
+//! The load shape of a run.
+
+use std::time::Duration;
+
+use crate::error::ClientError;
+use crate::schedule::Arrival;
+
+/// How much load to apply and for how long.
+///
+/// Two shapes: *fixed concurrency* (closed loop; the default), where
+/// `concurrency` workers each run one conversation at a time, and *request
+/// rate* (open loop, when [`LoadConfig::request_rate`] is set), where
+/// conversations start on an [`ArrivalSchedule`] whatever the server's
+/// speed, optionally capped by [`LoadConfig::max_concurrency`]. In both, a
+/// conversation's turns run in order, each after the previous reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// Fixed-concurrency mode: requests in flight at once (each worker runs
+    /// one conversation at a time). Unused in request-rate mode.
+    pub concurrency: usize,
+    /// Request-rate mode: conversation starts per second (for single-turn
+    /// data, requests per second), as AIPerf's `--request-rate`.
+    pub request_rate: Option<f64>,
+    /// How arrivals are spaced in request-rate mode.
+    pub arrival: Arrival,
+    /// Seed of the arrival schedule (Poisson gaps).
+    pub random_seed: u64,
+    /// Request-rate mode: at most this many conversations in flight; an
+    /// arrival that finds them all busy waits (and counts as late).
+    pub max_concurrency: Option<usize>,
+    /// Stop dispatching new requests this long after the profiling phase
+    /// starts; in-flight requests may finish within `grace_period`. Without
+    /// a request or conversation count, conversations recycle until then.
+    pub benchmark_duration: Option<Duration>,
+    /// After `benchmark_duration`, how long in-flight requests may still run
+    /// before they are cancelled (recorded as cancelled).
+    pub grace_period: Duration,
+    /// Stop after this many profiled requests (turns), recycling
+    /// conversations if the dataset is shorter.
+    pub request_count: Option<u64>,
+    /// Run exactly this many conversations, every turn of each, recycling
+    /// the dataset if needed.
+    pub num_conversations: Option<u64>,
+    /// Requests sent first and recorded with `warmup = true` (in the same
+    /// load shape, without the duration limit).
+    pub warmup_request_count: u64,
+}
+
+impl Default for LoadConfig {
+    /// One pass over the dataset at concurrency 1, no warmup, no duration
+    /// limit, a 30 s grace period (AIPerf's default) and seed 0.
+    fn default() -> Self {
+        LoadConfig {
+            concurrency: 1,
+            request_rate: None,
+            arrival: Arrival::default(),
+            random_seed: 0,
+            max_concurrency: None,
+            benchmark_duration: None,
+            grace_period: Duration::from_secs(30),
+            request_count: None,
+            num_conversations: None,
+            warmup_request_count: 0,
+        }
+    }
+}
+
+impl LoadConfig {
+    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+        let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
+        match self.request_rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => {
+                return bad("the request rate must be a positive number");
+            }
+            None if self.concurrency == 0 => return bad("concurrency must be at least 1"),
+            None if self.max_concurrency.is_some() => {
+                return bad("a maximum concurrency needs a request rate");
+            }
+            _ => {}
+        }
+        if self.max_concurrency == Some(0) {
+            return bad("the maximum concurrency must be at least 1");
+        }
+        if self.request_count == Some(0) || self.num_conversations == Some(0) {
+            return bad("request and conversation counts must be at least 1");
+        }
+        if self.benchmark_duration == Some(Duration::ZERO) {
+            return bad("the benchmark duration must be positive");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inconsistent_load_shapes_are_refused() {
+        let bad = |l: LoadConfig| l.validate().unwrap_err().to_string();
+        let rate = |r| LoadConfig {
+            request_rate: Some(r),
+            ..Default::default()
+        };
+        assert!(bad(rate(0.0)).contains("rate"));
+        assert!(bad(rate(f64::NAN)).contains("rate"));
+        assert!(
+            bad(LoadConfig {
+                max_concurrency: Some(4),
+                ..Default::default()
+            })
+            .contains("needs a request rate")
+        );
+        assert!(
+            bad(LoadConfig {
+                max_concurrency: Some(0),
+                ..rate(1.0)
+            })
+            .contains("at least 1")
+        );
+        assert!(
+            bad(LoadConfig {
+                concurrency: 0,
+                ..Default::default()
+            })
+            .contains("concurrency")
+        );
+        // Concurrency is unused in request-rate mode.
+        assert!(
+            LoadConfig {
+                concurrency: 0,
+                ..rate(1.0)
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+}

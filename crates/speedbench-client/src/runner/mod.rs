@@ -1,0 +1,357 @@
+//! The load generator: conversations in, records out.
+
+mod control;
+mod load;
+mod outcome;
+mod phase;
+mod record;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::Value;
+use speedbench_dataset::Dataset;
+use speedbench_metrics::RunMetrics;
+use speedbench_record::{
+    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RunDirLock, RunManifest, SUMMARY_FILE_NAME,
+    outcome as run_outcome, read_records_file, redact_url,
+};
+
+pub use control::{Progress, StopHandle};
+pub use load::LoadConfig;
+pub use outcome::{RequestTally, RunOutcome, RunStatus, RunSummary};
+
+use crate::error::ClientError;
+use crate::exchange::HttpClient;
+use crate::recorder::{Recorder, RecorderMsg};
+use crate::schedule::ScheduleStats;
+use crate::scrape::{SERVER_METRICS_FILE_NAME, ScrapeConfig, Scraper};
+use crate::target::Target;
+use outcome::judge;
+use phase::{Dispatcher, Phase, run_phase, worker_count};
+use record::Clock;
+
+/// Everything one profile run needs.
+#[derive(Debug, Clone)]
+pub struct ProfileRun {
+    /// Rows to send.
+    pub dataset: Dataset,
+    /// Server and request options.
+    pub target: Target,
+    /// Load shape.
+    pub load: LoadConfig,
+    /// Directory that receives `records.parquet` and `run.json`.
+    pub output_dir: PathBuf,
+    /// Identifier stamped on every record.
+    pub run_id: String,
+    /// Configuration to store in the manifest (must hold no secret).
+    pub config: Value,
+    /// Scrape these Prometheus endpoints during the run and write
+    /// `server_metrics_export.json`; `None` disables it.
+    pub server_metrics: Option<ScrapeConfig>,
+    /// Replace the files of a run already in `output_dir`; without it such
+    /// a directory is refused ([`speedbench_record::RecordError::RunDirOccupied`]).
+    pub overwrite: bool,
+    /// The run fails when a larger share of its profiled requests failed
+    /// (0.0 to 1.0); `None` fails it only when no request succeeded.
+    pub max_error_rate: Option<f64>,
+}
+
+/// What every task of a run shares.
+struct Shared {
+    run: ProfileRun,
+    client: HttpClient,
+    clock: Clock,
+    stop: StopHandle,
+    progress: Arc<Progress>,
+    request_index: AtomicU64,
+    sink: std::sync::mpsc::Sender<RecorderMsg>,
+    sink_broken: AtomicBool,
+}
+
+fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
+    let n = dataset.conversations.len() as u64;
+    let turns_of = |sessions: u64| -> u64 {
+        (0..sessions)
+            .map(|s| dataset.conversations[(s % n) as usize].turns.len() as u64)
+            .sum()
+    };
+    match (load.num_conversations, load.request_count) {
+        (Some(c), Some(r)) => (Some(c), turns_of(c).min(r)),
+        (Some(c), None) => (Some(c), turns_of(c)),
+        (None, Some(r)) => (None, r),
+        // A duration alone recycles the dataset until time is up.
+        (None, None) if load.benchmark_duration.is_some() => (None, 0),
+        (None, None) => (Some(n), turns_of(n)),
+    }
+}
+
+/// Runs a whole profile: warmup, then the measured phase, recording every
+/// request to `output_dir/records.parquet`.
+///
+/// The run holds an exclusive lock on `output_dir` for its whole life and
+/// refuses a directory that already holds a run unless
+/// [`ProfileRun::overwrite`] is set. Records go to
+/// `records.parquet.partial` while the run lasts (a row group at least once
+/// a second) and are renamed to `records.parquet` once the file is closed.
+///
+/// Returns when every planned request finished, the benchmark duration (plus
+/// grace period) ran out, `stop` was triggered, or a file could not be
+/// written; in every case the records file is closed and readable with every
+/// record that reached the disk, and `run.json` and `summary.json` say how
+/// the run ended ([`RunOutcome::status`]). Requests that fail are recorded
+/// with their error kind; they never abort the run. An `Err` means the run
+/// could not start (nothing was sent).
+pub async fn run_profile(
+    run: ProfileRun,
+    stop: StopHandle,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, ClientError> {
+    if run.dataset.conversations.is_empty() {
+        return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
+    }
+    run.load.validate()?;
+    if let Some(rate) = run.max_error_rate
+        && !(0.0..=1.0).contains(&rate)
+    {
+        return Err(ClientError::InvalidLoad(format!(
+            "the maximum error rate must be between 0 and 1, got {rate}"
+        )));
+    }
+    let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
+    let partial_path = run.output_dir.join(PARTIAL_RECORDS_FILE_NAME);
+    let manifest_path = run.output_dir.join(RunManifest::FILE_NAME);
+    let clock = Clock::now();
+    let mut manifest = RunManifest {
+        run_id: run.run_id.clone(),
+        schema_version: speedbench_record::SCHEMA_VERSION.into(),
+        tool: format!("speedbench {}", env!("CARGO_PKG_VERSION")),
+        server_url: redact_url(&run.target.base_url.to_string()),
+        model: run.target.model.clone(),
+        dataset: run.dataset.name.clone(),
+        started_unix_ns: clock.unix_ns,
+        ended_unix_ns: 0,
+        outcome: run_outcome::RUNNING.into(),
+        record_count: 0,
+        config: run.config.clone(),
+    };
+    write_json(&manifest_path, &manifest)?;
+    let recorder = Recorder::start(&partial_path, manifest.clone())?;
+    let (sessions, planned) = planned_requests(&run.dataset, &run.load);
+    let pool = match run.load.request_rate {
+        Some(_) => run.load.max_concurrency.unwrap_or(1024),
+        None => {
+            worker_count(run.load.concurrency, sessions, run.load.request_count).max(worker_count(
+                run.load.concurrency,
+                None,
+                Some(run.load.warmup_request_count),
+            ))
+        }
+    };
+    let client = HttpClient::new(&run.target, pool)?;
+    let scraper = run
+        .server_metrics
+        .clone()
+        .filter(|c| !c.endpoints.is_empty())
+        .map(Scraper::start)
+        .transpose()?;
+    progress.planned.store(planned, Ordering::Relaxed);
+    let shared = Arc::new(Shared {
+        client,
+        clock,
+        stop: stop.clone(),
+        progress,
+        request_index: AtomicU64::new(0),
+        sink: recorder.tx.clone(),
+        sink_broken: AtomicBool::new(false),
+        run,
+    });
+
+    if shared.run.load.warmup_request_count > 0 {
+        let warmup = Phase {
+            dispatcher: Dispatcher::new(None, Some(shared.run.load.warmup_request_count), None),
+            warmup: true,
+            cancel: StopHandle::new(),
+        };
+        run_phase(&shared, Arc::new(warmup)).await;
+    }
+    let mut schedule = None;
+    if !stop.is_stopped() {
+        if let Some(s) = &scraper {
+            s.mark_profiling_start().await;
+        }
+        let deadline = shared
+            .run
+            .load
+            .benchmark_duration
+            .map(|d| Instant::now() + d);
+        let profile = Phase {
+            dispatcher: Dispatcher::new(sessions, shared.run.load.request_count, deadline),
+            warmup: false,
+            cancel: StopHandle::new(),
+        };
+        schedule = ScheduleStats::from_lateness(run_phase(&shared, Arc::new(profile)).await);
+        if let Some(s) = &scraper {
+            s.mark_profiling_end();
+        }
+    }
+
+    // A broken records file stops the run through `stop` too; it is a
+    // failure, not an interruption.
+    let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
+    let mut write_errors = Vec::new();
+    let mut server_metrics_path = None;
+    if let Some(s) = scraper {
+        // An interrupted run skips the shutdown delay: the user wants out.
+        let export = s.finish(!interrupted).await;
+        let path = shared.run.output_dir.join(SERVER_METRICS_FILE_NAME);
+        match write_json(&path, &export) {
+            Ok(()) => server_metrics_path = Some(path),
+            Err(e) => write_errors.push(e.to_string()),
+        }
+    }
+    let p = &shared.progress;
+    let requests = RequestTally {
+        sent: p.done(),
+        failed: p.failed(),
+        skipped: p.skipped(),
+    };
+    let produced = p.produced.load(Ordering::Relaxed);
+    let max_error_rate = shared.run.max_error_rate;
+    let output_dir = shared.run.output_dir.clone();
+    manifest.ended_unix_ns = clock.unix_ns(Instant::now());
+    let status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    manifest.outcome = status.as_outcome().into();
+    let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
+    drop(shared.sink);
+    let closed = recorder.finish(manifest.clone());
+    if let Some(e) = &closed.error {
+        let kept = if closed.readable {
+            format!("the {} records written before it are kept", closed.rows)
+        } else {
+            let why = closed
+                .close_error
+                .as_ref()
+                .map_or(String::new(), |e| format!(": {e}"));
+            format!("the records file could not be closed and cannot be read{why}")
+        };
+        // The records file failed first: it is what the run is for.
+        write_errors.insert(0, format!("{e} ({kept})"));
+    }
+    let records_path = output_dir.join(RECORDS_FILE_NAME);
+    let records_path = if closed.readable {
+        match std::fs::rename(&partial_path, &records_path) {
+            Ok(()) => records_path,
+            Err(e) => {
+                write_errors.push(format!(
+                    "{}: cannot rename to {RECORDS_FILE_NAME}: {e}",
+                    partial_path.display()
+                ));
+                partial_path
+            }
+        }
+    } else {
+        partial_path
+    };
+    let mut status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    let summary_path = output_dir.join(SUMMARY_FILE_NAME);
+    let summary = closed
+        .readable
+        .then(|| read_records_file(&records_path).ok())
+        .flatten()
+        .map(|file| RunSummary {
+            outcome: status.as_outcome().into(),
+            metrics: RunMetrics::from_records(&file.records),
+        });
+    let summary_path = match summary.map(|s| write_json(&summary_path, &s)) {
+        Some(Ok(())) => Some(summary_path),
+        Some(Err(e)) => {
+            write_errors.push(e.to_string());
+            status = judge(interrupted, &requests, max_error_rate, &write_errors);
+            None
+        }
+        None => None,
+    };
+    manifest.outcome = status.as_outcome().into();
+    manifest.record_count = closed.rows;
+    if let Err(e) = write_json(&manifest_path, &manifest) {
+        write_errors.push(e.to_string());
+        status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    }
+    drop(lock);
+    Ok(RunOutcome {
+        records_path,
+        manifest_path,
+        summary_path,
+        record_count: closed.rows,
+        unsaved: produced.saturating_sub(closed.rows),
+        status,
+        requests,
+        write_errors,
+        schedule,
+        server_metrics_path,
+    })
+}
+
+/// Writes `value` as pretty JSON through a temporary file and a rename, so
+/// readers never see a half-written file; the temporary file never stays.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
+    let io = |source| ClientError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let json = serde_json::to_vec_pretty(value).map_err(|e| io(e.into()))?;
+    let tmp = path.with_extension("json.tmp");
+    let written = std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use speedbench_dataset::Conversation;
+
+    use super::*;
+
+    fn dataset(turns: &[usize]) -> Dataset {
+        Dataset {
+            name: "d".into(),
+            conversations: turns
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| Conversation {
+                    id: i.to_string(),
+                    category: None,
+                    preamble: vec![],
+                    turns: vec!["t".into(); n],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn planned_requests_follow_the_sizing_options() {
+        let d = dataset(&[2, 1, 3]);
+        let load = |c, r| LoadConfig {
+            num_conversations: c,
+            request_count: r,
+            ..Default::default()
+        };
+        assert_eq!(planned_requests(&d, &load(None, None)), (Some(3), 6));
+        // Five conversations recycle the three rows: 2+1+3+2+1.
+        assert_eq!(planned_requests(&d, &load(Some(5), None)), (Some(5), 9));
+        assert_eq!(planned_requests(&d, &load(Some(5), Some(4))), (Some(5), 4));
+        assert_eq!(planned_requests(&d, &load(None, Some(100))), (None, 100));
+        let timed = LoadConfig {
+            benchmark_duration: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        assert_eq!(planned_requests(&d, &timed), (None, 0));
+    }
+}

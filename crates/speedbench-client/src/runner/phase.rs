@@ -1,0 +1,290 @@
+//! Running one phase (warmup or profiling): workers, arrivals, turns.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use speedbench_dataset::{Conversation, Message};
+use speedbench_record::{ErrorKind, RequestRecord};
+
+use super::Shared;
+use super::control::StopHandle;
+use super::record::{base_record, cancelled_record, to_record};
+use crate::recorder::RecorderMsg;
+use crate::schedule::ArrivalSchedule;
+
+/// Hands out conversations and request slots to workers.
+pub(super) struct Dispatcher {
+    sessions: Option<u64>,
+    requests: Option<u64>,
+    next_session: AtomicU64,
+    claimed: AtomicU64,
+    /// No request is claimed at or after this instant.
+    deadline: Option<Instant>,
+}
+
+impl Dispatcher {
+    pub(super) fn new(
+        sessions: Option<u64>,
+        requests: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Dispatcher {
+            sessions,
+            requests,
+            next_session: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+            deadline,
+        }
+    }
+
+    fn next_session(&self) -> Option<u64> {
+        if self.closed() {
+            return None;
+        }
+        let s = self.next_session.fetch_add(1, Ordering::Relaxed);
+        self.sessions.is_none_or(|limit| s < limit).then_some(s)
+    }
+
+    fn claim_request(&self) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        let n = self.claimed.fetch_add(1, Ordering::Relaxed);
+        self.requests.is_none_or(|limit| n < limit)
+    }
+
+    /// True once no further request can be claimed.
+    fn closed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self
+                .requests
+                .is_some_and(|limit| self.claimed.load(Ordering::Relaxed) >= limit)
+    }
+}
+
+/// One phase (warmup or profiling) of a run.
+pub(super) struct Phase {
+    pub(super) dispatcher: Dispatcher,
+    pub(super) warmup: bool,
+    /// Triggered when the grace period after the duration runs out.
+    pub(super) cancel: StopHandle,
+}
+
+/// Closed-loop workers: never more than the work can keep busy, so a huge
+/// concurrency with a small request count costs no more than the count.
+pub(super) fn worker_count(
+    concurrency: usize,
+    sessions: Option<u64>,
+    requests: Option<u64>,
+) -> usize {
+    let work = match (sessions, requests) {
+        (Some(s), Some(r)) => Some(s.min(r)),
+        (Some(n), None) | (None, Some(n)) => Some(n),
+        (None, None) => None,
+    };
+    work.map_or(concurrency, |n| {
+        concurrency.min(usize::try_from(n).unwrap_or(usize::MAX))
+    })
+}
+
+/// Runs one phase to its end and returns the arrivals' lateness (request-rate
+/// mode; empty otherwise).
+pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u64> {
+    let load = &shared.run.load;
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut lateness = Vec::new();
+    // The grace period starts when dispatching stops at the deadline.
+    let cancel_at = phase
+        .dispatcher
+        .deadline
+        .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
+    let mut arrivals = None;
+    let slots = load
+        .max_concurrency
+        .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    match load.request_rate {
+        None => {
+            let d = &phase.dispatcher;
+            for _ in 0..worker_count(load.concurrency, d.sessions, d.requests) {
+                let shared = shared.clone();
+                let phase = phase.clone();
+                tasks.spawn(async move { worker(&shared, &phase).await });
+            }
+        }
+        Some(rate) => {
+            // Warmup and profiling draw different (but seeded) schedules.
+            let seed = load.random_seed ^ u64::from(phase.warmup);
+            arrivals = Some(ArrivalSchedule::new(rate, load.arrival, seed));
+        }
+    }
+    // Arrivals at or after the deadline never happen.
+    let deadline = phase.dispatcher.deadline;
+    let mut upcoming = move || {
+        arrivals
+            .as_mut()
+            .and_then(Iterator::next)
+            .map(|o| start + o)
+            .filter(|at| deadline.is_none_or(|d| *at < d))
+    };
+    let mut next_at = upcoming();
+    loop {
+        let arrival = async {
+            let at = next_at?;
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            let permit = match &slots {
+                Some(s) => Some(s.clone().acquire_owned().await.ok()?),
+                None => None,
+            };
+            Some((at, permit))
+        };
+        tokio::select! {
+            biased;
+            _ = sleep_until_opt(cancel_at),
+                if cancel_at.is_some() && !tasks.is_empty() && !phase.cancel.is_stopped() => {
+                phase.cancel.stop();
+            }
+            _ = shared.stop.stopped(), if next_at.is_some() => next_at = None,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some((at, permit)) = arrival, if next_at.is_some() => {
+                let session = if shared.stop.is_stopped() {
+                    None
+                } else {
+                    phase.dispatcher.next_session()
+                };
+                let Some(session) = session else {
+                    next_at = None;
+                    continue;
+                };
+                let late = Instant::now().saturating_duration_since(at);
+                if !phase.warmup {
+                    lateness.push(late.as_nanos() as u64);
+                }
+                let shared = shared.clone();
+                let phase2 = phase.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    let dataset = &shared.run.dataset;
+                    let conv = &dataset.conversations
+                        [(session % dataset.conversations.len() as u64) as usize];
+                    run_conversation(&shared, &phase2, conv).await;
+                });
+                next_at = upcoming();
+            }
+            else => break,
+        }
+    }
+    lateness
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn worker(shared: &Shared, phase: &Phase) {
+    let dataset = &shared.run.dataset;
+    while let Some(session) = phase.dispatcher.next_session() {
+        let conv = &dataset.conversations[(session % dataset.conversations.len() as u64) as usize];
+        if !run_conversation(shared, phase, conv).await {
+            return;
+        }
+    }
+}
+
+/// Runs one conversation's turns in order; false when the worker must stop.
+async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -> bool {
+    let warmup = phase.warmup;
+    let mut history: Vec<Message> = conv.preamble.clone();
+    for (turn_index, turn) in conv.turns.iter().enumerate() {
+        if shared.stop.is_stopped()
+            || phase.cancel.is_stopped()
+            || !phase.dispatcher.claim_request()
+        {
+            return false;
+        }
+        history.push(Message {
+            role: "user".into(),
+            content: turn.clone(),
+        });
+        let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let exchange = tokio::select! {
+            ex = shared.client.exchange(&shared.run.target, &history) => Ok(ex),
+            _ = shared.stop.stopped() => Err("the run was stopped while this request was in flight"),
+            _ = phase.cancel.stopped() => Err("still in flight when the grace period after the benchmark duration ended"),
+        };
+        let record = match exchange {
+            Ok(ex) => to_record(shared, conv, turn_index, request_index, warmup, ex),
+            Err(why) => cancelled_record(
+                shared,
+                conv,
+                turn_index,
+                request_index,
+                warmup,
+                started,
+                why,
+            ),
+        };
+        let failed = !record.is_success();
+        let reply = record.output_text.clone();
+        shared.progress.finished_one(warmup, failed);
+        // A turn cancelled by a stop or the grace period ends the
+        // conversation with the run; any other failure skips the rest.
+        let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
+        let failure = (failed && !cancelled).then(|| {
+            let kind = record.error_kind.map_or("error", ErrorKind::as_str);
+            format!(
+                "not sent: turn {} of this conversation failed ({kind})",
+                turn_index + 1
+            )
+        });
+        send_record(shared, record);
+        if let Some(why) = failure {
+            // Without the reply there is no honest history for the next
+            // turn: the rest of the conversation is recorded as skipped.
+            for later in turn_index + 1..conv.turns.len() {
+                let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+                let now = shared.clock.unix_ns(Instant::now());
+                let skipped = RequestRecord {
+                    start_unix_ns: now,
+                    end_unix_ns: now,
+                    error_kind: Some(ErrorKind::Skipped),
+                    error_message: Some(why.clone()),
+                    ..base_record(shared, conv, later, request_index, warmup)
+                };
+                if !warmup {
+                    shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
+                }
+                send_record(shared, skipped);
+            }
+            return true;
+        }
+        if failed {
+            return true;
+        }
+        history.push(Message {
+            role: "assistant".into(),
+            content: reply,
+        });
+    }
+    true
+}
+
+/// Hands a record to the recorder; if the records file is gone, stops the
+/// run (once).
+fn send_record(shared: &Shared, record: RequestRecord) {
+    shared.progress.produced.fetch_add(1, Ordering::Relaxed);
+    if shared
+        .sink
+        .send(RecorderMsg::Record(Box::new(record)))
+        .is_err()
+        && !shared.sink_broken.swap(true, Ordering::Relaxed)
+    {
+        tracing::error!("the records file can no longer be written; stopping the run");
+        shared.stop.stop();
+    }
+}

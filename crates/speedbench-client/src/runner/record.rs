@@ -1,0 +1,126 @@
+//! Building a record from what an exchange measured.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use speedbench_dataset::Conversation;
+use speedbench_record::{ErrorKind, RequestRecord};
+
+use super::Shared;
+use crate::exchange::Exchange;
+
+/// Maps monotonic instants onto wall-clock nanoseconds consistently.
+#[derive(Clone, Copy)]
+pub(super) struct Clock {
+    instant: Instant,
+    pub(super) unix_ns: i64,
+}
+
+impl Clock {
+    pub(super) fn now() -> Clock {
+        let unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        Clock {
+            instant: Instant::now(),
+            unix_ns,
+        }
+    }
+
+    pub(super) fn unix_ns(&self, at: Instant) -> i64 {
+        self.unix_ns + at.saturating_duration_since(self.instant).as_nanos() as i64
+    }
+}
+
+pub(super) fn base_record(
+    shared: &Shared,
+    conv: &Conversation,
+    turn_index: usize,
+    request_index: u64,
+    warmup: bool,
+) -> RequestRecord {
+    RequestRecord {
+        run_id: shared.run.run_id.clone(),
+        request_index,
+        conversation_id: conv.id.clone(),
+        turn_index: turn_index as u32,
+        dataset: shared.run.dataset.name.clone(),
+        category: conv.category.clone(),
+        model: shared.run.target.model.clone(),
+        warmup,
+        ..Default::default()
+    }
+}
+
+pub(super) fn cancelled_record(
+    shared: &Shared,
+    conv: &Conversation,
+    turn_index: usize,
+    request_index: u64,
+    warmup: bool,
+    started: Instant,
+    why: &str,
+) -> RequestRecord {
+    let now = Instant::now();
+    RequestRecord {
+        start_unix_ns: shared.clock.unix_ns(started),
+        end_unix_ns: shared.clock.unix_ns(now),
+        e2e_latency_ns: now.duration_since(started).as_nanos() as u64,
+        error_kind: Some(ErrorKind::Cancelled),
+        error_message: Some(why.into()),
+        ..base_record(shared, conv, turn_index, request_index, warmup)
+    }
+}
+
+pub(super) fn to_record(
+    shared: &Shared,
+    conv: &Conversation,
+    turn_index: usize,
+    request_index: u64,
+    warmup: bool,
+    ex: Exchange,
+) -> RequestRecord {
+    let mut error = ex.error;
+    let spec = match ex.state.spec() {
+        Ok(s) => s,
+        Err(malformed) => {
+            tracing::warn!(request_index, "{malformed}; recording no spec-decode stats");
+            None
+        }
+    };
+    if error.is_none() && ex.state.first_output.is_none() && ex.state.completion_tokens() != Some(0)
+    {
+        error = Some((ErrorKind::Protocol, "the response carried no output".into()));
+    }
+    let state = ex.state;
+    // A response cannot end before its first content arrived; the two are
+    // stamped on different paths, a few hundred ns apart when one read
+    // brought the whole body.
+    let ended_at = state
+        .first_output
+        .map_or(ex.ended_at, |first| ex.ended_at.max(first));
+    // Without streaming the first content comes with the whole body: there
+    // is no time to first token to measure.
+    let ttft_ns = state
+        .first_output
+        .filter(|_| shared.run.target.streaming)
+        .map(|t| t.duration_since(ex.sent_at).as_nanos() as u64);
+    RequestRecord {
+        start_unix_ns: shared.clock.unix_ns(ex.sent_at),
+        end_unix_ns: shared.clock.unix_ns(ended_at),
+        ttft_ns,
+        e2e_latency_ns: ended_at.duration_since(ex.sent_at).as_nanos() as u64,
+        prompt_tokens: state.prompt_tokens,
+        completion_tokens: state.completion_tokens(),
+        output_chunks: state.chunks,
+        finish_reason: state.finish_reason.clone(),
+        http_status: ex.status,
+        error_kind: error.as_ref().map(|e| e.0),
+        error_message: error.map(|e| e.1),
+        spec,
+        server_timings: state.server_timings(),
+        inter_chunk_latencies_ns: state.gaps_ns,
+        output_text: state.text,
+        ..base_record(shared, conv, turn_index, request_index, warmup)
+    }
+}
