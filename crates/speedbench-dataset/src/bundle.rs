@@ -18,6 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ChecksumOf, IntegrityError};
 use crate::hub::{hex, write_atomic};
 use crate::public::{LoadOptions, materialize};
 use crate::registry::lookup;
@@ -60,10 +61,10 @@ pub struct BundleEntry {
 }
 
 fn bundle_err(path: &Path, message: impl Into<String>) -> DatasetError {
-    DatasetError::Bundle {
+    DatasetError::from(IntegrityError::Bundle {
         path: path.to_path_buf(),
         message: message.into(),
-    }
+    })
 }
 
 /// Reads `dir/manifest.json`, if there is one.
@@ -112,26 +113,25 @@ pub fn verify_entry(dir: &Path, entry: &BundleEntry) -> Result<String, DatasetEr
         path: path.clone(),
         source,
     })?;
-    let hint = format!(
-        "; the file does not match {} (copied incompletely or edited?): copy the bundle again",
-        dir.join(MANIFEST_FILE).display()
-    );
+    let of = ChecksumOf::BundleFile {
+        manifest: dir.join(MANIFEST_FILE),
+    };
     if bytes.len() as u64 != entry.bytes {
-        return Err(DatasetError::Checksum {
+        return Err(DatasetError::from(IntegrityError::Checksum {
             path: path.display().to_string(),
             expected: format!("{} bytes", entry.bytes),
             actual: format!("{} bytes", bytes.len()),
-            hint,
-        });
+            of: of.clone(),
+        }));
     }
     let actual = hex(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
     if actual != entry.sha256 {
-        return Err(DatasetError::Checksum {
+        return Err(DatasetError::from(IntegrityError::Checksum {
             path: path.display().to_string(),
             expected: entry.sha256.clone(),
             actual,
-            hint,
-        });
+            of,
+        }));
     }
     let text =
         String::from_utf8(bytes).map_err(|e| bundle_err(&path, format!("not UTF-8: {e}")))?;
@@ -240,12 +240,12 @@ pub fn import_bundle(bundle: &Path, dataset_cache: &Path) -> Result<BundleManife
         })?;
         let digest = hex(ring::digest::digest(&ring::digest::SHA256, &content).as_ref());
         if digest != e.sha256 {
-            return Err(DatasetError::Checksum {
+            return Err(DatasetError::from(IntegrityError::Checksum {
                 path: from.display().to_string(),
                 expected: e.sha256.clone(),
                 actual: digest,
-                hint: "; the file changed during import".into(),
-            });
+                of: ChecksumOf::Import,
+            }));
         }
         write_atomic(&dataset_cache.join(&e.file), &content)?;
     }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use crate::error::ContentError;
 use crate::{Conversation, DatasetError, Message};
 
 /// The text SPEED-Bench publishes in place of prompts it may not redistribute.
@@ -47,10 +48,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         if line.trim().is_empty() {
             continue;
         }
-        let invalid = |message: String| DatasetError::InvalidRow {
-            source_name: source.to_string(),
-            line: line_no,
-            message,
+        let invalid = |message: String| {
+            DatasetError::from(ContentError::InvalidRow {
+                source_name: source.to_string(),
+                line: line_no,
+                message,
+            })
         };
         let raw: RawRow = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
         let id = match raw.question_id {
@@ -96,7 +99,7 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         });
     }
     if !placeholders.is_empty() {
-        return Err(DatasetError::UnresolvedPlaceholders {
+        return Err(DatasetError::from(ContentError::UnresolvedPlaceholders {
             source_name: source.to_string(),
             count: placeholders.len(),
             first_ids: placeholders
@@ -105,12 +108,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", "),
-        });
+        }));
     }
     if rows.is_empty() {
-        return Err(DatasetError::Empty {
+        return Err(DatasetError::from(ContentError::Empty {
             source_name: source.to_string(),
-        });
+        }));
     }
     Ok(rows)
 }

@@ -11,16 +11,26 @@
 //! still hold the upstream placeholder text are rejected, because benchmarking
 //! the placeholder would produce numbers about nothing.
 //!
-//! Registered datasets (`--public-dataset NAME`, see [`registry()`]) come
-//! from the Hugging Face Hub: [`load_public_dataset`] reads the dataset
-//! cache (`.cache/speedbench/datasets`, or AIPerf's pre-staged
+//! Registered datasets (see [`registry()`]) come from the Hugging Face Hub:
+//! `load_public_dataset` reads the dataset cache
+//! (`.cache/speedbench/datasets`, or AIPerf's pre-staged
 //! `.cache/aiperf/datasets` for SPEED-Bench), else downloads Parquet files
-//! at a pinned revision into the standard Hub cache with [`HubClient`],
+//! at a pinned revision into the standard Hub cache with `HubClient`,
 //! resolving SPEED-Bench placeholder rows from their upstream sources:
-//! natively where that can be done exactly ([`resolve`]), otherwise by
+//! natively where that can be done exactly (`resolve`), otherwise by
 //! running the upstream prepare script, pinned by sha256, through a driver of
-//! our own ([`upstream`]); [`Resolver`] chooses. [`prestage`] and
-//! [`import_bundle`] carry resolved rows to air-gapped hosts.
+//! our own (`upstream`); `Resolver` chooses. `prestage` and `import_bundle`
+//! carry resolved rows to air-gapped hosts.
+//!
+//! # Features
+//!
+//! - `hub` (default): everything above that touches the network or Python —
+//!   the Hub client ([`hub`]), resolution ([`resolve`], [`upstream`]),
+//!   public datasets ([`public`]) and bundles ([`bundle`]). Without it the
+//!   crate loads, validates and filters JSONL with serde and serde_json only:
+//!   no HTTP, TLS or tokio.
+//! - `parquet` (enabled by `hub`): [`parquet_rows`], Parquet files read as
+//!   JSON rows.
 //!
 //! ```
 //! use speedbench_dataset::Dataset;
@@ -35,24 +45,38 @@
 //! assert_eq!(math.conversations[0].turns.len(), 2);
 //! # Ok::<(), speedbench_dataset::DatasetError>(())
 //! ```
+#[cfg(feature = "hub")]
 pub mod bundle;
 mod error;
+#[cfg(feature = "hub")]
 mod files;
+#[cfg(feature = "hub")]
 pub mod hub;
 mod jsonl;
+#[cfg(feature = "parquet")]
 pub mod parquet_rows;
+#[cfg(feature = "hub")]
 pub mod public;
 pub mod registry;
+#[cfg(feature = "hub")]
 pub mod resolve;
+#[cfg(feature = "hub")]
 pub mod upstream;
 
+#[cfg(feature = "hub")]
 pub use bundle::{BundleEntry, BundleManifest, import_bundle, prestage, verify_bundle};
-pub use error::{DatasetError, GateReason};
+pub use error::{BoxedCause, ContentError, DatasetError, GateReason, LookupError};
+#[cfg(feature = "hub")]
+pub use error::{ChecksumOf, FetchError, IntegrityError, ResolveError};
+#[cfg(feature = "hub")]
 pub use hub::{HubClient, HubConfig, HubToken};
 pub use jsonl::{PLACEHOLDER, UTF8_BOM, strip_bom};
+#[cfg(feature = "hub")]
 pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
 pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
+#[cfg(feature = "hub")]
 pub use resolve::Resolver;
+#[cfg(feature = "hub")]
 pub use upstream::{PrepareScript, ScriptPin, UpstreamOptions};
 
 use std::collections::BTreeSet;
@@ -167,11 +191,11 @@ impl Dataset {
             .cloned()
             .collect();
         if conversations.is_empty() {
-            return Err(DatasetError::NoRowsMatch {
+            return Err(DatasetError::from(LookupError::NoRowsMatch {
                 dataset: self.name.clone(),
                 wanted: wanted.to_vec(),
                 available: self.categories().into_iter().map(String::from).collect(),
-            });
+            }));
         }
         Ok(Dataset {
             name: self.name.clone(),
@@ -205,13 +229,13 @@ impl Dataset {
 /// the encoding or the line.
 fn utf8_text(source: &str, bytes: Vec<u8>) -> Result<String, DatasetError> {
     if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
-        return Err(DatasetError::InvalidRow {
+        return Err(DatasetError::from(ContentError::InvalidRow {
             source_name: source.to_string(),
             line: 1,
             message: "the file is UTF-16 text (it starts with a UTF-16 byte-order mark); \
                       save it as UTF-8"
                 .to_string(),
-        });
+        }));
     }
     match String::from_utf8(bytes) {
         Ok(mut text) => {
@@ -224,13 +248,13 @@ fn utf8_text(source: &str, bytes: Vec<u8>) -> Result<String, DatasetError> {
             let valid = e.utf8_error().valid_up_to();
             let bytes = e.into_bytes();
             let line = 1 + bytes[..valid].iter().filter(|&&b| b == b'\n').count();
-            Err(DatasetError::InvalidRow {
+            Err(DatasetError::from(ContentError::InvalidRow {
                 source_name: source.to_string(),
                 line,
                 message: format!(
                     "not UTF-8 text (byte {valid} of the file); save the file as UTF-8"
                 ),
-            })
+            }))
         }
     }
 }

@@ -17,6 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Map, Value};
 
 use crate::DatasetError;
+use crate::error::{BoxedCause, ContentError};
 
 /// One row: column name to value.
 pub type JsonRow = Map<String, Value>;
@@ -27,22 +28,25 @@ pub type JsonRow = Map<String, Value>;
 /// counterparts; other types (binary, images, timestamps) become `null`.
 /// Snappy and uncompressed files are supported.
 pub fn read_parquet_rows(path: &Path) -> Result<Vec<JsonRow>, DatasetError> {
-    let bad = |message: String| DatasetError::Parquet {
-        path: path.to_path_buf(),
-        message,
+    let bad = |what: &str, e: BoxedCause| {
+        DatasetError::from(ContentError::Parquet {
+            path: path.to_path_buf(),
+            message: format!("{what}{e}"),
+            source: Some(e),
+        })
     };
     let file = std::fs::File::open(path).map_err(|source| DatasetError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?
+        .map_err(|e| bad("not a readable Parquet file: ", Box::new(e)))?
         .with_batch_size(4096)
         .build()
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| bad("", Box::new(e)))?;
     let mut rows = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| bad(format!("reading a row group: {e}")))?;
+        let batch = batch.map_err(|e| bad("reading a row group: ", Box::new(e)))?;
         batch_rows(&batch, &mut rows);
     }
     Ok(rows)

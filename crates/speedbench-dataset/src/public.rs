@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::bundle::{BundleEntry, read_manifest, verify_entry};
+use crate::error::{ContentError, LookupError};
 use crate::hub::{HubClient, HubConfig, write_atomic};
 use crate::parquet_rows::{json_kind, read_parquet_rows, string_items};
 use crate::registry::{DatasetSource, DatasetSpec, LiteratureSpec, lookup};
@@ -190,13 +191,11 @@ pub async fn materialize(
         });
     }
     match &spec.source {
-        DatasetSource::SpecBench => Err(DatasetError::NeedsLocalFile {
-            message: format!(
-                "spec_bench lives on GitHub (hemingkx/Spec-Bench, data/spec_bench/question.jsonl), \
-                 not on the Hub: download that file and pass it with --input-file, or place it at {}",
-                options.dataset_cache.join(spec.cache_file()).display()
-            ),
-        }),
+        DatasetSource::SpecBench => Err(DatasetError::from(LookupError::NotOnHub {
+            dataset: spec.name.clone(),
+            location: "GitHub (hemingkx/Spec-Bench, data/spec_bench/question.jsonl)".into(),
+            path: options.dataset_cache.join(spec.cache_file()),
+        })),
         DatasetSource::Literature(lit) => {
             let hub = HubClient::new(options.hub.clone())?;
             let files = hub
@@ -269,10 +268,12 @@ fn literature_row(
     index: usize,
     path: &Path,
 ) -> Result<Value, DatasetError> {
-    let bad = |message: String| DatasetError::InvalidRow {
-        source_name: path.display().to_string(),
-        line: index + 1,
-        message,
+    let bad = |message: String| {
+        DatasetError::from(ContentError::InvalidRow {
+            source_name: path.display().to_string(),
+            line: index + 1,
+            message,
+        })
     };
     let field = lit.prompt_field;
     let turns: Vec<String> = match row.get(field) {
@@ -330,13 +331,13 @@ pub async fn load_public_dataset(
         dataset = dataset
             .filter_categories(&[category.to_string()])
             .map_err(|e| match e {
-                DatasetError::NoRowsMatch {
+                DatasetError::Lookup(LookupError::NoRowsMatch {
                     wanted, available, ..
-                } => DatasetError::NoRowsMatch {
+                }) => DatasetError::from(LookupError::NoRowsMatch {
                     dataset: format!("{} (config {config}, {source_name})", spec.name),
                     wanted,
                     available,
-                },
+                }),
                 other => other,
             })?;
     }

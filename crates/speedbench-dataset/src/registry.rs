@@ -1,6 +1,7 @@
 //! The registry of every dataset `--public-dataset` accepts.
 
 use crate::DatasetError;
+use crate::error::LookupError;
 use crate::{QUALITATIVE_CATEGORIES, THROUGHPUT_TIERS};
 
 /// The Hub repository of SPEED-Bench.
@@ -313,10 +314,10 @@ pub fn lookup(name: &str) -> Result<DatasetSpec, DatasetError> {
     let suggestion = best
         .filter(|(d, _)| *d <= name.len().max(4) / 2)
         .map(|(_, n)| n.clone());
-    Err(DatasetError::UnknownDataset {
+    Err(DatasetError::from(LookupError::UnknownDataset {
         name: name.to_string(),
         suggestion,
-    })
+    }))
 }
 
 /// Levenshtein distance over chars.

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use crate::error::{ContentError, ResolveError};
 use crate::hub::{HLE_REPO, HubClient};
 use crate::parquet_rows::{JsonRow, read_parquet_rows, string_items};
 use crate::registry::{SPEED_BENCH_REPO, SPEED_BENCH_REVISION};
@@ -206,12 +207,13 @@ impl UpstreamSource {
                         if line.trim().is_empty() {
                             continue;
                         }
-                        let row: JsonRow =
-                            serde_json::from_str(line).map_err(|e| DatasetError::InvalidRow {
+                        let row: JsonRow = serde_json::from_str(line).map_err(|e| {
+                            DatasetError::from(ContentError::InvalidRow {
                                 source_name: path.display().to_string(),
                                 line: n + 1,
                                 message: e.to_string(),
-                            })?;
+                            })
+                        })?;
                         keep(row);
                     }
                 }
@@ -342,12 +344,9 @@ fn check_config_name(config: &str) -> Result<(), DatasetError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
-        return Err(DatasetError::NeedsLocalFile {
-            message: format!(
-                "invalid SPEED-Bench config {config:?}: expected a bare name such as \
-                 'qualitative' or 'throughput_1k'"
-            ),
-        });
+        return Err(DatasetError::from(ResolveError::InvalidConfig {
+            config: config.to_string(),
+        }));
     }
     Ok(())
 }
@@ -539,11 +538,11 @@ pub(crate) async fn resolve_native(
 ) -> Result<ResolvedConfig, DatasetError> {
     if !plan.is_native() {
         let (count, sources) = plan.unsupported(config);
-        return Err(DatasetError::Unresolvable {
+        return Err(DatasetError::from(ResolveError::Unresolvable {
             config: config.to_string(),
             count,
             sources,
-        });
+        }));
     }
     let mut indexes = HashMap::new();
     for (source, ids) in &plan.needed {
@@ -560,12 +559,14 @@ pub(crate) async fn resolve_native(
         let mut turns = turns_of(&row, &name, i)?;
         if let Some(source) = source {
             let str_of = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            let fail = |message: String| DatasetError::Resolve {
-                config: config.to_string(),
-                question_id: str_of("question_id"),
-                source_name: str_of("source"),
-                src_id: str_of("src_id"),
-                message,
+            let fail = |message: String| {
+                DatasetError::from(ResolveError::Row {
+                    config: config.to_string(),
+                    question_id: str_of("question_id"),
+                    source_name: str_of("source"),
+                    src_id: str_of("src_id"),
+                    message,
+                })
             };
             let src_id = str_of("src_id");
             let upstream = indexes
@@ -648,10 +649,12 @@ pub(crate) async fn resolve_config(
 }
 
 fn turns_of(row: &JsonRow, source: &str, index: usize) -> Result<Vec<String>, DatasetError> {
-    let bad = |message: String| DatasetError::InvalidRow {
-        source_name: source.to_string(),
-        line: index + 1,
-        message,
+    let bad = |message: String| {
+        DatasetError::from(ContentError::InvalidRow {
+            source_name: source.to_string(),
+            line: index + 1,
+            message,
+        })
     };
     match row.get("turns") {
         Some(Value::Array(items)) => {

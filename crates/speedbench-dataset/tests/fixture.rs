@@ -1,3 +1,4 @@
+use speedbench_dataset::LookupError;
 use speedbench_dataset::{Dataset, DatasetError, QUALITATIVE_CATEGORIES};
 
 fn fixture() -> std::path::PathBuf {
@@ -19,7 +20,10 @@ fn the_mini_fixture_has_every_category_and_multi_turn_rows() {
 fn a_filter_that_matches_nothing_lists_what_exists() {
     let d = Dataset::from_jsonl_file(fixture()).unwrap();
     let err = d.filter_categories(&["cooking".into()]).unwrap_err();
-    assert!(matches!(err, DatasetError::NoRowsMatch { .. }));
+    assert!(matches!(
+        err,
+        DatasetError::Lookup(LookupError::NoRowsMatch { .. })
+    ));
     let msg = err.to_string();
     assert!(
         msg.contains("\"cooking\"") && msg.contains("\"roleplay\""),

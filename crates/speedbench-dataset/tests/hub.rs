@@ -12,6 +12,7 @@ use common::{BAD_TOKEN, FakeHub, GOOD_TOKEN, NOACCESS_TOKEN, SPEED_BENCH_MAIN};
 use speedbench_dataset::hub::{HubClient, repo_folder};
 use speedbench_dataset::registry::SPEED_BENCH_REVISION;
 use speedbench_dataset::resolve::LIVECODEBENCH_REVISION;
+use speedbench_dataset::{ContentError, FetchError, IntegrityError, LookupError, ResolveError};
 use speedbench_dataset::{
     DatasetError, GateReason, LoadOptions, Origin, PLACEHOLDER, PrepareScript, Resolver, ScriptPin,
     UpstreamOptions, import_bundle, load_public_dataset, prestage,
@@ -154,7 +155,10 @@ async fn offline_without_a_cache_fails_without_network() {
     )
     .await
     .unwrap_err();
-    assert!(matches!(err, DatasetError::Offline { .. }), "{err}");
+    assert!(
+        matches!(err, DatasetError::Fetch(FetchError::Offline { .. })),
+        "{err}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("HF_HUB_OFFLINE") && msg.contains("openai/openai_humaneval"),
@@ -274,7 +278,7 @@ async fn the_gate_fails_fast_with_instructions_and_never_shows_the_token() {
             .await
             .unwrap_err();
         assert!(t.elapsed().as_secs_f64() < 1.5, "{:?}", t.elapsed());
-        let DatasetError::Gated { reason: r, .. } = &err else {
+        let DatasetError::Fetch(FetchError::Gated { reason: r, .. }) = &err else {
             panic!("{err}")
         };
         assert_eq!(*r, reason);
@@ -308,10 +312,10 @@ async fn the_gate_fails_fast_with_instructions_and_never_shows_the_token() {
     assert!(
         matches!(
             err,
-            DatasetError::Gated {
+            DatasetError::Fetch(FetchError::Gated {
                 reason: GateReason::NotAuthorized,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -340,7 +344,10 @@ async fn the_native_resolver_refuses_unreproducible_sources_before_any_source_do
         .unwrap_err();
     let msg = err.to_string();
     assert!(
-        matches!(err, DatasetError::Unresolvable { count: 3, .. }),
+        matches!(
+            err,
+            DatasetError::Resolve(ResolveError::Unresolvable { count: 3, .. })
+        ),
         "{msg}"
     );
     for needle in [
@@ -348,8 +355,10 @@ async fn the_native_resolver_refuses_unreproducible_sources_before_any_source_do
         "RUCAIBox/BAMBOO (1 rows",
         "TIGER-Lab/MMLU-Pro (1 rows",
         "prepare.py",
-        "--resolver auto",
-        "speedbench datasets import",
+        // In this library's terms; the binary adds its flags and commands
+        // (bins/speedbench/tests/dataset_hints_e2e.rs).
+        "the `auto` and `upstream` resolvers",
+        "import a bundle pre-staged on a connected machine",
     ] {
         assert!(msg.contains(needle), "{needle}: {msg}");
     }
@@ -380,7 +389,10 @@ async fn a_category_filter_that_matches_nothing_names_what_exists() {
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, DatasetError::NoRowsMatch { .. }), "{msg}");
+    assert!(
+        matches!(err, DatasetError::Lookup(LookupError::NoRowsMatch { .. })),
+        "{msg}"
+    );
     assert!(
         msg.contains("\"high_entropy\"") && msg.contains("\"low_entropy\", \"mixed\""),
         "{msg}"
@@ -396,7 +408,13 @@ async fn a_truncated_download_is_detected_and_not_cached() {
     hub.set_truncate(true);
     let err = load_public_dataset("spec_al_gsm8k", &o).await.unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, DatasetError::Truncated { .. }), "{msg}");
+    assert!(
+        matches!(
+            err,
+            DatasetError::Integrity(IntegrityError::Truncated { .. })
+        ),
+        "{msg}"
+    );
     assert!(
         msg.contains("/resolve/") && msg.contains("nothing was cached"),
         "{msg}"
@@ -447,7 +465,13 @@ async fn a_corrupt_cache_file_is_refetched_online_and_refused_offline() {
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, DatasetError::Checksum { .. }), "{msg}");
+    assert!(
+        matches!(
+            err,
+            DatasetError::Integrity(IntegrityError::Checksum { .. })
+        ),
+        "{msg}"
+    );
     assert!(
         msg.contains("corrupt")
             && msg.contains(&blob.file_name().unwrap().to_string_lossy().into_owned()),
@@ -501,7 +525,10 @@ async fn aiperf_caches_are_used_as_is_and_placeholders_are_rejected() {
         .unwrap_err();
     let msg = err.to_string();
     assert!(
-        matches!(err, DatasetError::UnresolvedPlaceholders { count: 2, .. }),
+        matches!(
+            err,
+            DatasetError::Content(ContentError::UnresolvedPlaceholders { count: 2, .. })
+        ),
         "{msg}"
     );
     assert!(msg.contains("line 34 (ph-1), line 35 (ph-2)"), "{msg}");
@@ -572,7 +599,13 @@ async fn prestage_then_import_on_an_air_gapped_host() {
     text = text.replacen("Hawaii", "Hawai!", 1);
     std::fs::write(&f, text).unwrap();
     let err = import_bundle(&bundle, &gapped.path().join("other")).unwrap_err();
-    assert!(matches!(err, DatasetError::Checksum { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            DatasetError::Integrity(IntegrityError::Checksum { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("spec_al_mtbench.jsonl"), "{err}");
     let err = load_public_dataset("spec_al_mtbench", &off(&bundle))
         .await
@@ -592,7 +625,11 @@ async fn spec_bench_questions_load_from_the_cache_or_say_where_to_put_them() {
     };
     let err = load_public_dataset("spec_bench", &o).await.unwrap_err();
     assert!(
-        err.to_string().contains("question.jsonl") && err.to_string().contains("--input-file"),
+        err.to_string().contains("question.jsonl")
+            && err.to_string().contains(&format!(
+                "place it at {}",
+                dir.path().join("spec-bench/question.jsonl").display()
+            )),
         "{err}"
     );
     let to = dir.path().join("spec-bench/question.jsonl");

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use speedbench_http::describe;
 
 use crate::error::DatasetError;
+use crate::error::FetchError;
 use crate::files::write_atomic;
 
 use super::HubClient;
@@ -60,9 +61,12 @@ impl HubClient {
         tracing::debug!(url, "hub GET");
         let resp = speedbench_http::get(&self.http, url, &self.auth_headers(), timeout)
             .await
-            .map_err(|e| DatasetError::Network {
-                url: url.to_string(),
-                message: describe(&e),
+            .map_err(|e| {
+                DatasetError::from(FetchError::Network {
+                    url: url.to_string(),
+                    message: describe(&e),
+                    source: Some(Box::new(e)),
+                })
             })?;
         if !resp.status.is_success() {
             return Err(self.status_error(url, repo, resp.status, &resp.headers, &resp.body));
@@ -84,9 +88,11 @@ impl HubClient {
         if self.config.offline {
             return std::fs::read_to_string(&ref_file)
                 .map(|s| s.trim().to_string())
-                .map_err(|_| DatasetError::Offline {
-                    what: format!("{repo}@{revision} (no {})", ref_file.display()),
-                    cache: self.config.cache_dir.clone(),
+                .map_err(|_| {
+                    DatasetError::from(FetchError::Offline {
+                        what: format!("{repo}@{revision} (no {})", ref_file.display()),
+                        cache: self.config.cache_dir.clone(),
+                    })
                 });
         }
         let url = format!(
@@ -99,9 +105,11 @@ impl HubClient {
             .ok()
             .and_then(|v| v.get("sha")?.as_str().map(str::to_string))
             .filter(|s| is_commit(s))
-            .ok_or_else(|| DatasetError::BadHubAnswer {
-                url: url.clone(),
-                message: "no 40-hex `sha` field".into(),
+            .ok_or_else(|| {
+                DatasetError::from(FetchError::BadAnswer {
+                    url: url.clone(),
+                    message: "no 40-hex `sha` field".into(),
+                })
             })?;
         write_atomic(&ref_file, sha.as_bytes())?;
         Ok(sha)
@@ -122,11 +130,12 @@ impl HubClient {
         let mut files = Vec::new();
         while let Some(u) = url.take() {
             let resp = self.api_get(&u, repo, self.config.api_timeout).await?;
-            let entries: Vec<TreeEntry> =
-                serde_json::from_slice(&resp.body).map_err(|e| DatasetError::BadHubAnswer {
+            let entries: Vec<TreeEntry> = serde_json::from_slice(&resp.body).map_err(|e| {
+                DatasetError::from(FetchError::BadAnswer {
                     url: u.clone(),
                     message: format!("tree listing: {e}"),
-                })?;
+                })
+            })?;
             for e in entries.into_iter().filter(|e| e.kind == "file") {
                 let (size, lfs_sha256) = match e.lfs {
                     Some(l) => (l.size, Some(l.oid.to_ascii_lowercase())),

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::DatasetError;
+use crate::error::{ChecksumOf, IntegrityError};
 use crate::files::digest_file;
 
 use super::paths::is_hex;
@@ -14,17 +15,15 @@ pub(super) fn verify_blob(path: &Path, etag: &str, size: Option<u64>) -> Result<
         path: path.to_path_buf(),
         source,
     })?;
-    let hint =
-        "; the cached file is corrupt: delete it and run again with network access".to_string();
     if let Some(size) = size
         && meta.len() != size
     {
-        return Err(DatasetError::Checksum {
+        return Err(DatasetError::from(IntegrityError::Checksum {
             path: path.display().to_string(),
             expected: format!("{size} bytes"),
             actual: format!("{} bytes", meta.len()),
-            hint,
-        });
+            of: ChecksumOf::CachedBlob,
+        }));
     }
     let actual = if is_hex(etag, 64) {
         digest_file(path, &ring::digest::SHA256, None)?
@@ -38,12 +37,12 @@ pub(super) fn verify_blob(path: &Path, etag: &str, size: Option<u64>) -> Result<
         return Ok(());
     };
     if actual != etag.to_ascii_lowercase() {
-        return Err(DatasetError::Checksum {
+        return Err(DatasetError::from(IntegrityError::Checksum {
             path: path.display().to_string(),
             expected: etag.to_string(),
             actual,
-            hint,
-        });
+            of: ChecksumOf::CachedBlob,
+        }));
     }
     Ok(())
 }

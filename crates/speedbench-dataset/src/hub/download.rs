@@ -13,6 +13,7 @@ use hyper::header::{CONTENT_LENGTH, LOCATION};
 use speedbench_http::describe;
 
 use crate::error::DatasetError;
+use crate::error::{BoxedCause, ChecksumOf, FetchError, IntegrityError};
 use crate::files::hex;
 
 use super::HubClient;
@@ -78,11 +79,21 @@ impl HubClient {
         file: &RepoFile,
         tmp: &Path,
     ) -> Result<(), DatasetError> {
-        let net = |u: &str, message: String| DatasetError::Network {
-            url: u.to_string(),
-            message,
+        let net = |u: &str, message: String| {
+            DatasetError::from(FetchError::Network {
+                url: u.to_string(),
+                message,
+                source: None,
+            })
         };
-        let first: hyper::Uri = url.parse().map_err(|e| net(url, format!("{e}")))?;
+        let net_cause = |u: &str, cause: BoxedCause| {
+            DatasetError::from(FetchError::Network {
+                url: u.to_string(),
+                message: describe(cause.as_ref()),
+                source: Some(cause),
+            })
+        };
+        let first: hyper::Uri = url.parse().map_err(|e| net_cause(url, Box::new(e)))?;
         let mut current = first.clone();
         let mut linked_size: Option<u64> = None;
         let mut linked_etag: Option<String> = None;
@@ -98,7 +109,7 @@ impl HubClient {
             let req = req
                 .header("accept-encoding", "identity")
                 .body(Full::new(Bytes::new()))
-                .map_err(|e| net(url, e.to_string()))?;
+                .map_err(|e| net_cause(url, Box::new(e)))?;
             let resp = tokio::time::timeout(self.config.api_timeout, self.http.request(req))
                 .await
                 .map_err(|_| {
@@ -107,7 +118,7 @@ impl HubClient {
                         format!("no answer within {:?}", self.config.api_timeout),
                     )
                 })?
-                .map_err(|e| net(&current.to_string(), describe(&e)))?;
+                .map_err(|e| net_cause(&current.to_string(), Box::new(e)))?;
             let h = resp.headers();
             let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
             if linked_size.is_none() {
@@ -137,7 +148,7 @@ impl HubClient {
                         loc
                     )
                 };
-                current = next.parse().map_err(|e| net(&next, format!("{e}")))?;
+                current = next.parse().map_err(|e| net_cause(&next, Box::new(e)))?;
                 continue;
             }
             break resp;
@@ -157,13 +168,12 @@ impl HubClient {
             && is_hex(got, 64)
             && want != got
         {
-            return Err(DatasetError::Checksum {
+            return Err(DatasetError::from(IntegrityError::Checksum {
                 path: url.to_string(),
                 expected: want.clone(),
                 actual: got.clone(),
-                hint: " (X-Linked-Etag disagrees with the tree listing; the revision changed?)"
-                    .into(),
-            });
+                of: ChecksumOf::LinkedEtag,
+            }));
         }
         let content_length = resp
             .headers()
@@ -193,10 +203,12 @@ impl HubClient {
         }
         let mut got: u64 = 0;
         let mut body = resp.into_body();
-        let truncated = |got| DatasetError::Truncated {
-            url: url.to_string(),
-            expected: content_length.unwrap_or(expected).max(expected),
-            got,
+        let truncated = |got| {
+            DatasetError::from(IntegrityError::Truncated {
+                url: url.to_string(),
+                expected: content_length.unwrap_or(expected).max(expected),
+                got,
+            })
         };
         loop {
             let frame = match tokio::time::timeout(self.config.read_timeout, body.frame()).await {
@@ -208,11 +220,11 @@ impl HubClient {
             if let Ok(data) = frame.into_data() {
                 got += data.len() as u64;
                 if got > expected {
-                    return Err(DatasetError::Truncated {
+                    return Err(DatasetError::from(IntegrityError::Truncated {
                         url: url.to_string(),
                         expected,
                         got,
-                    });
+                    }));
                 }
                 ctx.update(&data);
                 out.write_all(&data).map_err(|source| DatasetError::Io {
@@ -222,11 +234,11 @@ impl HubClient {
             }
         }
         if got != expected {
-            return Err(DatasetError::Truncated {
+            return Err(DatasetError::from(IntegrityError::Truncated {
                 url: url.to_string(),
                 expected,
                 got,
-            });
+            }));
         }
         let file_out = out.into_inner().map_err(|e| DatasetError::Io {
             path: tmp.to_path_buf(),
@@ -239,12 +251,12 @@ impl HubClient {
         let actual = hex(ctx.finish().as_ref());
         let want = file.etag().to_ascii_lowercase();
         if (is_hex(&want, 64) || is_hex(&want, 40)) && actual != want {
-            return Err(DatasetError::Checksum {
+            return Err(DatasetError::from(IntegrityError::Checksum {
                 path: url.to_string(),
                 expected: want,
                 actual,
-                hint: "; nothing was cached, retry".into(),
-            });
+                of: ChecksumOf::Download,
+            }));
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::error::DatasetError;
+use crate::error::FetchError;
 
 use super::HubClient;
 use super::cache::{collect_files, verify_cached};
@@ -35,13 +36,13 @@ impl HubClient {
             collect_files(&snapshot, &snapshot, &mut rel);
             let chosen = select_split_files(rel.iter().map(String::as_str), config, split);
             if chosen.is_empty() {
-                return Err(DatasetError::Offline {
+                return Err(DatasetError::from(FetchError::Offline {
                     what: format!(
                         "the {config:?}/{split:?} Parquet files of {repo}@{commit} (looked in {})",
                         snapshot.display()
                     ),
                     cache: self.config.cache_dir.clone(),
-                });
+                }));
             }
             let mut paths = Vec::new();
             for p in chosen {
@@ -55,7 +56,7 @@ impl HubClient {
         let chosen = select_split_files(files.iter().map(|f| f.path.as_str()), config, split);
         if chosen.is_empty() {
             let seen: Vec<&str> = files.iter().take(8).map(|f| f.path.as_str()).collect();
-            return Err(DatasetError::NoParquetFiles {
+            return Err(DatasetError::from(FetchError::NoParquetFiles {
                 repo: repo.to_string(),
                 revision: commit,
                 config: config.to_string(),
@@ -65,7 +66,7 @@ impl HubClient {
                 } else {
                     seen.join(", ")
                 },
-            });
+            }));
         }
         let mut paths = Vec::new();
         for p in chosen {
@@ -94,27 +95,25 @@ impl HubClient {
             .join(path);
         if self.config.offline {
             if !local.exists() {
-                return Err(DatasetError::Offline {
+                return Err(DatasetError::from(FetchError::Offline {
                     what: format!("{repo}@{commit}/{path}"),
                     cache: self.config.cache_dir.clone(),
-                });
+                }));
             }
             verify_cached(&local)?;
             return Ok((commit, local));
         }
         let files = self.list_files(repo, &commit).await?;
-        let file =
-            files
-                .iter()
-                .find(|f| f.path == path)
-                .ok_or_else(|| DatasetError::HubStatus {
-                    url: format!(
-                        "{}/datasets/{repo}/resolve/{commit}/{path}",
-                        self.config.endpoint
-                    ),
-                    status: 404,
-                    message: format!("{path} is not in {repo}@{commit}"),
-                })?;
+        let file = files.iter().find(|f| f.path == path).ok_or_else(|| {
+            DatasetError::from(FetchError::Status {
+                url: format!(
+                    "{}/datasets/{repo}/resolve/{commit}/{path}",
+                    self.config.endpoint
+                ),
+                status: 404,
+                message: format!("{path} is not in {repo}@{commit}"),
+            })
+        })?;
         let local = self.download(repo, &commit, file).await?;
         Ok((commit, local))
     }

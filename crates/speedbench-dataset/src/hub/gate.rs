@@ -1,6 +1,7 @@
 //! Gated repositories (`cais/hle`): the access preflight and the message
 //! that says how to get access.
 
+use crate::error::FetchError;
 use crate::error::{DatasetError, GateReason};
 
 use super::HubClient;
@@ -32,7 +33,7 @@ pub fn gate_message(repo: &str, reason: GateReason, endpoint: &str, token_search
          token of a service account onboarded once by a human).\nAccess is granted to individual \
          users, not organizations. '{repo}' is the only gated source of the 14 and appears in \
          every SPEED-Bench config. On a host without access, import a bundle pre-staged on a \
-         connected machine instead: `speedbench datasets import DIR`."
+         connected machine instead."
     )
 }
 
@@ -46,7 +47,7 @@ impl HubClient {
             return Ok(());
         }
         if self.config.token.is_none() {
-            return Err(DatasetError::Gated {
+            return Err(DatasetError::from(FetchError::Gated {
                 repo: repo.to_string(),
                 reason: GateReason::NoCredentials,
                 message: gate_message(
@@ -55,22 +56,24 @@ impl HubClient {
                     &self.config.endpoint,
                     &self.config.token_search,
                 ),
-            });
+            }));
         }
         let url = format!("{}/api/datasets/{repo}/auth-check", self.config.endpoint);
         match self.api_get(&url, repo, self.config.gate_timeout).await {
             Ok(_) => Ok(()),
-            Err(e @ DatasetError::Gated { .. }) => Err(e),
-            Err(DatasetError::HubStatus { status: 401, .. }) => Err(DatasetError::Gated {
-                repo: repo.to_string(),
-                reason: GateReason::Rejected,
-                message: gate_message(
-                    repo,
-                    GateReason::Rejected,
-                    &self.config.endpoint,
-                    &self.config.token_search,
-                ),
-            }),
+            Err(e @ DatasetError::Fetch(FetchError::Gated { .. })) => Err(e),
+            Err(DatasetError::Fetch(FetchError::Status { status: 401, .. })) => {
+                Err(DatasetError::from(FetchError::Gated {
+                    repo: repo.to_string(),
+                    reason: GateReason::Rejected,
+                    message: gate_message(
+                        repo,
+                        GateReason::Rejected,
+                        &self.config.endpoint,
+                        &self.config.token_search,
+                    ),
+                }))
+            }
             Err(e) => Err(e),
         }
     }

@@ -37,6 +37,7 @@ use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use speedbench_http::{ClientOptions, HttpClient, describe};
 
 use crate::error::DatasetError;
+use crate::error::FetchError;
 
 pub use crate::files::{hex, sha256_file, write_atomic};
 pub use api::RepoFile;
@@ -60,9 +61,12 @@ impl HubClient {
             max_idle_per_host: 4,
             ..Default::default()
         })
-        .map_err(|e| DatasetError::Network {
-            url: config.endpoint.clone(),
-            message: describe(&e),
+        .map_err(|e| {
+            DatasetError::from(FetchError::Network {
+                url: config.endpoint.clone(),
+                message: describe(&e),
+                source: Some(Box::new(e)),
+            })
         })?;
         Ok(HubClient { config, http })
     }
@@ -88,10 +92,10 @@ impl HubClient {
 
     fn offline_guard(&self, what: &str) -> Result<(), DatasetError> {
         if self.config.offline {
-            return Err(DatasetError::Offline {
+            return Err(DatasetError::from(FetchError::Offline {
                 what: what.to_string(),
                 cache: self.config.cache_dir.clone(),
-            });
+            }));
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 
 use hyper::StatusCode;
 
+use crate::error::FetchError;
 use crate::error::{DatasetError, GateReason};
 
 use super::HubClient;
@@ -44,7 +45,7 @@ impl HubClient {
             } else {
                 GateReason::NoCredentials
             };
-            return DatasetError::Gated {
+            return DatasetError::from(FetchError::Gated {
                 repo: repo.to_string(),
                 reason,
                 message: gate_message(
@@ -53,7 +54,7 @@ impl HubClient {
                     &self.config.endpoint,
                     &self.config.token_search,
                 ),
-            };
+            });
         }
         let advice = if rejected {
             format!(
@@ -79,10 +80,10 @@ impl HubClient {
             (false, true) => advice,
             (false, false) => format!("{hub_message} ({advice})"),
         };
-        DatasetError::HubStatus {
+        DatasetError::from(FetchError::Status {
             url: url.to_string(),
             status: status.as_u16(),
             message,
-        }
+        })
     }
 }

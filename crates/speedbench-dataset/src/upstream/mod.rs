@@ -45,6 +45,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::DatasetError;
+use crate::error::ResolveError;
 use crate::files::sha256_file;
 use crate::hub::HubConfig;
 use crate::resolve::ConfigRows;
@@ -99,12 +100,16 @@ pub(crate) async fn run_prepare_step(
 
     let (count, sources) = why.unwrap_or((0, String::new()));
     let python = options.python.display().to_string();
-    let unavailable = |problem: String| DatasetError::PythonUnavailable {
-        config: config.to_string(),
-        problem,
-        count,
-        sources: sources.clone(),
+    let unavailable_because = |problem: String, source: Option<std::io::Error>| {
+        DatasetError::from(ResolveError::PythonUnavailable {
+            config: config.to_string(),
+            problem,
+            count,
+            sources: sources.clone(),
+            source,
+        })
     };
+    let unavailable = |problem: String| unavailable_because(problem, None);
     let work = tempfile::Builder::new()
         .prefix("speedbench-prepare-")
         .tempdir()
@@ -119,13 +124,12 @@ pub(crate) async fn run_prepare_step(
     })?;
     let redactor = Redactor::for_hub(hub);
     let spawn_failed = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            unavailable(format!("the interpreter `{python}` was not found"))
+        let problem = if e.kind() == std::io::ErrorKind::NotFound {
+            format!("the interpreter `{python}` was not found")
         } else {
-            unavailable(format!(
-                "the interpreter `{python}` could not be started: {e}"
-            ))
-        }
+            format!("the interpreter `{python}` could not be started: {e}")
+        };
+        unavailable_because(problem, Some(e))
     };
 
     // Is the interpreter usable at all? (Before any download.)
@@ -203,12 +207,12 @@ pub(crate) async fn run_prepare_step(
         )));
     }
     if !out.status.success() {
-        return Err(DatasetError::PrepareFailed {
+        return Err(DatasetError::from(ResolveError::PrepareFailed {
             config: config.to_string(),
             script,
             status: out.status.to_string(),
             stderr_tail: out.tail.join("\n"),
-        });
+        }));
     }
     let jsonl = std::fs::read_to_string(&output).map_err(|source| DatasetError::Io {
         path: output.clone(),

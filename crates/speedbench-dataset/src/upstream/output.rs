@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::error::ResolveError;
 use crate::{DatasetError, PLACEHOLDER};
 
 use super::sources::id_text;
@@ -31,9 +32,11 @@ pub fn validate_output(
     input: &[(Value, String)],
     jsonl: &str,
 ) -> Result<usize, DatasetError> {
-    let mismatch = |message: String| DatasetError::PrepareOutput {
-        config: config.to_string(),
-        message,
+    let mismatch = |message: String| {
+        DatasetError::from(ResolveError::PrepareOutput {
+            config: config.to_string(),
+            message,
+        })
     };
     let lines: Vec<&str> = jsonl.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.len() != input.len() {
@@ -84,12 +87,12 @@ pub fn validate_output(
         if unresolved.len() > SHOWN {
             rows.push_str(&format!(", and {} more", unresolved.len() - SHOWN));
         }
-        return Err(DatasetError::Unresolved {
+        return Err(DatasetError::from(ResolveError::Unresolved {
             config: config.to_string(),
             unresolved: unresolved.len(),
             total: input.len(),
             rows,
-        });
+        }));
     }
     Ok(lines.len())
 }
@@ -120,7 +123,13 @@ mod tests {
         // A row missing.
         let short = out_row("a", "x") + &out_row("b", "y");
         let err = validate_output("qualitative", &ids, &short).unwrap_err();
-        assert!(matches!(err, DatasetError::PrepareOutput { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                DatasetError::Resolve(ResolveError::PrepareOutput { .. })
+            ),
+            "{err}"
+        );
         assert!(
             err.to_string().contains("2 rows came out for the 3 rows"),
             "{err}"
@@ -144,11 +153,11 @@ mod tests {
         assert!(
             matches!(
                 err,
-                DatasetError::Unresolved {
+                DatasetError::Resolve(ResolveError::Unresolved {
                     unresolved: 2,
                     total: 3,
                     ..
-                }
+                })
             ),
             "{msg}"
         );

@@ -4,15 +4,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::DatasetError;
+use crate::error::{BoxedCause, ChecksumOf, FetchError, IntegrityError};
 use crate::files::{hex, sha256_file, write_atomic};
 
-use super::options::{PREPARE_SCRIPT_COMMIT, PREPARE_SCRIPT_PATH, PREPARE_SCRIPT_REPO, ScriptPin};
+use super::options::ScriptPin;
 
 /// Downloads the pinned prepare script into `dir` (unless a copy with the
 /// pinned sha256 is there) and returns its path.
 ///
 /// The download follows redirects; its sha256 must equal the pin, else it is
-/// refused with [`DatasetError::Checksum`] naming both digests and nothing is
+/// refused with [`IntegrityError::Checksum`] naming both digests and nothing is
 /// cached. A cached copy is re-hashed on every use and downloaded again if it
 /// changed. With `offline`, a missing copy is an error and no request is made.
 pub async fn fetch_prepare_script(
@@ -36,44 +37,42 @@ pub async fn fetch_prepare_script(
         let _ = std::fs::remove_file(&path);
     }
     if offline {
-        return Err(DatasetError::Offline {
+        return Err(DatasetError::from(FetchError::Offline {
             what: format!(
                 "the prepare script {} (expected at {})",
                 pin.url,
                 path.display()
             ),
             cache: dir.to_path_buf(),
-        });
+        }));
     }
-    let download = |message: String| DatasetError::Download {
-        url: pin.url.clone(),
-        message,
+    let download = |message: String, source: Option<BoxedCause>| {
+        DatasetError::from(FetchError::Download {
+            url: pin.url.clone(),
+            message,
+            source,
+        })
     };
     let http = speedbench_http::new_client(&speedbench_http::ClientOptions {
         max_idle_per_host: 1,
         ..Default::default()
     })
-    .map_err(|e| download(speedbench_http::describe(&e)))?;
+    .map_err(|e| download(speedbench_http::describe(&e), Some(Box::new(e))))?;
     tracing::info!(url = %pin.url, "downloading the prepare script");
     let resp = speedbench_http::get(&http, &pin.url, &[], Duration::from_secs(60))
         .await
-        .map_err(|e| download(speedbench_http::describe(&e)))?;
+        .map_err(|e| download(speedbench_http::describe(&e), Some(Box::new(e))))?;
     if !resp.status.is_success() {
-        return Err(download(format!("HTTP {}", resp.status)));
+        return Err(download(format!("HTTP {}", resp.status), None));
     }
     let actual = hex(ring::digest::digest(&ring::digest::SHA256, &resp.body).as_ref());
     if actual != expected {
-        return Err(DatasetError::Checksum {
+        return Err(DatasetError::from(IntegrityError::Checksum {
             path: pin.url.clone(),
             expected,
             actual,
-            hint: format!(
-                "; speedbench runs only the pinned prepare script ({PREPARE_SCRIPT_REPO}@\
-                 {PREPARE_SCRIPT_COMMIT} {PREPARE_SCRIPT_PATH}) and cached nothing. To run \
-                 another script deliberately, pass it with --prepare-script PATH \
-                 (SPEEDBENCH_PREPARE_SCRIPT)"
-            ),
-        });
+            of: ChecksumOf::PrepareScript,
+        }));
     }
     write_atomic(&path, &resp.body)?;
     tracing::info!(script = %path.display(), sha256 = %actual, "prepare script: downloaded and verified");
@@ -116,17 +115,31 @@ mod tests {
             b"print('not the pinned script')\n",
         )
         .as_ref());
-        assert!(matches!(err, DatasetError::Checksum { .. }), "{msg}");
+        assert!(
+            matches!(
+                err,
+                DatasetError::Integrity(IntegrityError::Checksum {
+                    of: ChecksumOf::PrepareScript,
+                    ..
+                })
+            ),
+            "{msg}"
+        );
         assert!(
             msg.contains(PREPARE_SCRIPT_SHA256) && msg.contains(&actual),
             "names both digests: {msg}"
         );
-        assert!(msg.contains("--prepare-script"), "{msg}");
+        // How to run another script, in this library's terms: the binary adds
+        // its flag when it reports the error.
+        assert!(msg.contains("SPEEDBENCH_PREPARE_SCRIPT"), "{msg}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         // Offline, nothing is requested and the error says what is missing.
         let err = fetch_prepare_script(&pin, dir.path(), true)
             .await
             .unwrap_err();
-        assert!(matches!(err, DatasetError::Offline { .. }), "{err}");
+        assert!(
+            matches!(err, DatasetError::Fetch(FetchError::Offline { .. })),
+            "{err}"
+        );
     }
 }

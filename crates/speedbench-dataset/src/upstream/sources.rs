@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::DatasetError;
+use crate::error::ResolveError;
 
 /// The hosts a row's URL `source` may name (AIPerf's list, enumerated from
 /// every config at the pinned SPEED-Bench revision).
@@ -79,13 +80,15 @@ pub fn check_sources<'a>(
     }
     match first {
         None => Ok(()),
-        Some((question_id, source_url, what)) => Err(DatasetError::UntrustedSource {
-            config: config.to_string(),
-            question_id,
-            source_url,
-            what,
-            others,
-        }),
+        Some((question_id, source_url, what)) => {
+            Err(DatasetError::from(ResolveError::UntrustedSource {
+                config: config.to_string(),
+                question_id,
+                source_url,
+                what,
+                others,
+            }))
+        }
     }
 }
 
@@ -150,7 +153,10 @@ mod tests {
             check_sources("throughput_1k", rows.iter().map(|(q, s)| (q, s.as_str()))).unwrap_err();
         let msg = err.to_string();
         assert!(
-            matches!(err, DatasetError::UntrustedSource { others: 1, .. }),
+            matches!(
+                err,
+                DatasetError::Resolve(ResolveError::UntrustedSource { others: 1, .. })
+            ),
             "{msg}"
         );
         assert!(
