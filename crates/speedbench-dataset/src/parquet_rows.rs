@@ -102,6 +102,7 @@ fn list_value(values: &dyn Array) -> Value {
 
 /// The strings of a JSON list, or the index of the first item that is not a
 /// string (for an error that names `field[index]`).
+#[cfg(feature = "hub")]
 pub(crate) fn string_items(items: &[Value]) -> Result<Vec<String>, usize> {
     items
         .iter()
@@ -110,6 +111,7 @@ pub(crate) fn string_items(items: &[Value]) -> Result<Vec<String>, usize> {
         .collect()
 }
 
+#[cfg(feature = "hub")]
 pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -121,7 +123,7 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "hub"))]
 mod tests {
     use super::*;
     use serde_json::json;
