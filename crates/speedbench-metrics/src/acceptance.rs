@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use speedbench_record::{RequestRecord, SpecDecodeStats};
 
-/// True for records every statistic uses: not warmup and not failed.
-pub(crate) fn is_measured(r: &RequestRecord) -> bool {
-    !r.warmup && r.error_kind.is_none()
-}
+use crate::measured::is_measured;
 
 /// Summed speculative-decoding counters of a group of requests.
 ///

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use speedbench_record::RequestRecord;
 
-use crate::acceptance::is_measured;
+use crate::mean::mean;
+use crate::measured::is_measured;
 use crate::request::RequestMetricsExt;
 
 /// Name of the row [`summarize_by`] appends over every record.
@@ -114,11 +115,6 @@ pub fn summarize_by(
         .collect();
     rows.push(CategorySummary::of(OVERALL, keyed.iter().map(|&(_, r)| r)));
     rows
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (sum, n) = values.fold((0.0, 0u64), |(s, n), v| (s + v, n + 1));
-    (n > 0).then(|| sum / n as f64)
 }
 
 #[cfg(test)]

@@ -49,17 +49,29 @@
 #![warn(missing_docs)]
 
 mod acceptance;
+mod bootstrap;
+mod boxplot;
 mod category;
+mod mean;
+mod measured;
 mod request;
+mod rng;
 mod run;
 mod spec;
+mod speedup;
 mod summary;
 
 pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average, run_speculates};
+pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
+pub use boxplot::{BoxStats, box_stats_by};
 pub use category::{CategorySummary, OVERALL, summarize_by};
+pub use mean::{GroupMean, mean, mean_by};
+pub use measured::is_measured;
 pub use request::RequestMetricsExt;
+pub use rng::SplitMix64;
 pub use run::{
     ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
 };
 pub use spec::{PooledHistogram, SpecDecodeMetrics};
+pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};

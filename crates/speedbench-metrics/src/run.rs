@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
-use crate::acceptance::is_measured;
+use crate::measured::is_measured;
 use crate::request::RequestMetricsExt;
 use crate::spec::SpecDecodeMetrics;
 use crate::summary::Summary;

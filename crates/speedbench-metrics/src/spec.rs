@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use speedbench_record::RequestRecord;
 
-use crate::acceptance::{AcceptanceTotals, is_measured, run_speculates, undrafted_steps};
+use crate::acceptance::{AcceptanceTotals, run_speculates, undrafted_steps};
+use crate::measured::is_measured;
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
 

@@ -1,0 +1,48 @@
+//! Which records the statistics use.
+
+use speedbench_record::RequestRecord;
+
+/// True for a record every statistic uses: not warmup, and finished without
+/// error ([`RequestRecord::is_success`]).
+///
+/// This is the one definition of a "measured request": every mean,
+/// percentile, ratio, speedup and interval speedbench prints is computed
+/// over the records it accepts. Failed requests are counted apart
+/// ([`crate::RequestCounts`]), never measured.
+///
+/// ```
+/// use speedbench_metrics::is_measured;
+/// use speedbench_record::{ErrorKind, RequestRecord};
+///
+/// assert!(is_measured(&RequestRecord::default()));
+/// let warmup = RequestRecord { warmup: true, ..Default::default() };
+/// let failed = RequestRecord { error_kind: Some(ErrorKind::Timeout), ..Default::default() };
+/// assert!(!is_measured(&warmup) && !is_measured(&failed));
+/// ```
+pub fn is_measured(r: &RequestRecord) -> bool {
+    !r.warmup && r.is_success()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_record::ErrorKind;
+
+    #[test]
+    fn warmup_and_every_failure_kind_are_not_measured() {
+        let ok = RequestRecord::default();
+        assert!(is_measured(&ok));
+        let warm_ok = RequestRecord {
+            warmup: true,
+            ..Default::default()
+        };
+        assert!(!is_measured(&warm_ok));
+        for kind in ErrorKind::ALL {
+            let failed = RequestRecord {
+                error_kind: Some(kind),
+                ..Default::default()
+            };
+            assert!(!is_measured(&failed), "{kind:?}");
+        }
+    }
+}
