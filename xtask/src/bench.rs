@@ -139,21 +139,9 @@ async fn drive(
         BaseUrl::parse(url).map_err(|e| e.to_string())?,
         "speedbench-sim",
     );
-    let run = ProfileRun {
-        dataset: dataset(256),
-        target,
-        load: LoadConfig {
-            concurrency,
-            request_count: Some(requests),
-            ..Default::default()
-        },
-        output_dir: dir.to_path_buf(),
-        run_id: format!("bench-c{concurrency}"),
-        config: serde_json::json!({}),
-        server_metrics: None,
-        overwrite: false,
-        max_error_rate: None,
-    };
+    let run = ProfileRun::new(dataset(256), target, dir)
+        .with_load(LoadConfig::closed_loop(concurrency).with_request_count(requests))
+        .with_run_id(format!("bench-c{concurrency}"));
     let baseline = rss_kb();
     let peak = Arc::new(AtomicU64::new(baseline));
     let done = Arc::new(AtomicBool::new(false));

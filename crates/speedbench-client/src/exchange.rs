@@ -89,7 +89,7 @@ impl HttpClient {
             sent_at,
             ended_at: sent_at,
             status: None,
-            state: ResponseState::default(),
+            state: ResponseState::new(&target.spec_adapters),
             error: None,
             clock: None,
         };

@@ -7,30 +7,41 @@
 //! [`speedbench_record::RequestRecord`] per request to
 //! `records.parquet` as the run goes.
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
-//! use speedbench_client::{BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile};
-//! use speedbench_dataset::Dataset;
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let run = ProfileRun {
-//!     dataset: Dataset::from_jsonl_file("fixtures/speed_bench_mini.jsonl")?,
-//!     target: Target::new(BaseUrl::parse("127.0.0.1:8000")?, "my-model"),
-//!     load: LoadConfig { concurrency: 4, ..Default::default() },
-//!     output_dir: "artifacts/run1".into(),
-//!     run_id: "run1".into(),
-//!     config: serde_json::json!({}),
-//!     server_metrics: None,
-//!     overwrite: false,
-//!     max_error_rate: None,
+//! use speedbench_client::{
+//!     BaseUrl, LoadConfig, ProfileRun, Progress, RunStatus, StopHandle, Target, VecSink,
+//!     run_profile,
 //! };
+//! use speedbench_dataset::Dataset;
+//! use speedbench_sim::{SimConfig, SimServer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The simulated speculative-decoding server, on a free loopback port.
+//! let server = SimServer::start(SimConfig::default(), ([127, 0, 0, 1], 0).into()).await?;
+//! let dataset = Dataset::from_jsonl_str(
+//!     "mini",
+//!     r#"{"question_id": "q1", "category": "coding", "turns": ["Write a sort.", "Now in C."]}"#,
+//! )?;
+//! let mut target = Target::new(BaseUrl::parse(&server.url())?, "speedbench-sim");
+//! target.streaming = true;
+//! let dir = tempfile::tempdir()?;
+//! // Records go to `records.parquet` in the run directory, and to any sink.
+//! let (sink, records) = VecSink::new();
+//! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
+//!     .with_load(LoadConfig::closed_loop(2).with_num_conversations(3))
+//!     .with_sink(sink);
 //! let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
-//! println!("{} records in {}", outcome.record_count, outcome.records_path.display());
+//! assert_eq!(outcome.status, RunStatus::Completed);
+//! assert_eq!(outcome.record_count, 6); // 3 conversations of 2 turns
+//! assert!(records.take().iter().all(|r| r.is_success() && r.ttft_ns <= Some(r.e2e_latency_ns)));
+//! server.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
-//! The end-to-end example that runs (against the simulated server) is in
-//! this crate's `tests/` directory.
+//! Records reach a [`RecordSink`] as requests finish; [`VecSink`] keeps them
+//! in memory and [`ChannelSink`] streams them to a task.
 mod discovery;
 mod error;
 mod exchange;
@@ -40,6 +51,7 @@ mod runner;
 mod schedule;
 pub mod scrape;
 mod secrets;
+mod sink;
 pub mod spec;
 pub mod sse;
 mod target;
@@ -50,8 +62,9 @@ pub use discovery::{
 pub use error::ClientError;
 pub use runner::{
     LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
-    run_profile,
+    new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
+pub use sink::{ChannelSink, RecordSink, RecordsHandle, VecSink};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};

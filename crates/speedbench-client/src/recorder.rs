@@ -12,6 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::sink::Sinks;
 use speedbench_record::{
     ClosedRecords, RecordError, RecordWriter, RequestRecord, RunManifest, outcome,
 };
@@ -26,18 +27,22 @@ pub(crate) enum RecorderMsg {
 
 pub(crate) struct Recorder {
     pub tx: Sender<RecorderMsg>,
-    handle: JoinHandle<ClosedRecords>,
+    handle: JoinHandle<(ClosedRecords, Vec<String>)>,
 }
 
 impl Recorder {
     /// Creates the records file; `manifest` goes into its footer should a
     /// write fail before the run ends.
-    pub fn start(path: &Path, manifest: RunManifest) -> Result<Recorder, RecordError> {
+    pub fn start(
+        path: &Path,
+        manifest: RunManifest,
+        sinks: Sinks,
+    ) -> Result<Recorder, RecordError> {
         let writer = RecordWriter::create(path)?;
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
-            .spawn(move || record_loop(writer, rx, manifest))
+            .spawn(move || record_loop(writer, rx, manifest, sinks))
             .map_err(|source| RecordError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -45,19 +50,23 @@ impl Recorder {
         Ok(Recorder { tx, handle })
     }
 
-    /// Closes the file with `manifest`.
-    pub fn finish(self, manifest: RunManifest) -> ClosedRecords {
+    /// Closes the file with `manifest`; returns how, and the errors of the
+    /// extra sinks.
+    pub fn finish(self, manifest: RunManifest) -> (ClosedRecords, Vec<String>) {
         // If the thread already stopped, its result comes out of join below.
         let _ = self.tx.send(RecorderMsg::Finish(Box::new(manifest)));
         drop(self.tx);
-        self.handle.join().unwrap_or_else(|_| ClosedRecords {
-            rows: 0,
-            error: Some(RecordError::Metadata {
-                path: Default::default(),
-                message: "the recorder thread panicked".into(),
-            }),
-            readable: false,
-            close_error: None,
+        self.handle.join().unwrap_or_else(|_| {
+            let closed = ClosedRecords {
+                rows: 0,
+                error: Some(RecordError::Metadata {
+                    path: Default::default(),
+                    message: "the recorder thread panicked".into(),
+                }),
+                readable: false,
+                close_error: None,
+            };
+            (closed, Vec::new())
         })
     }
 }
@@ -66,32 +75,40 @@ fn record_loop(
     mut writer: RecordWriter,
     rx: Receiver<RecorderMsg>,
     mut manifest: RunManifest,
-) -> ClosedRecords {
+    mut sinks: Sinks,
+) -> (ClosedRecords, Vec<String>) {
     let mut last_flush = Instant::now();
-    loop {
+    let closed = loop {
         let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
         match rx.recv_timeout(wait) {
-            Ok(RecorderMsg::Record(r)) => writer.append(&r),
+            Ok(RecorderMsg::Record(r)) => {
+                writer.append(&r);
+                sinks.record(&r);
+            }
             Ok(RecorderMsg::Finish(m)) => {
                 manifest = *m;
-                break;
+                // Records sent before Finish are already queued ahead of it.
+                while let Ok(RecorderMsg::Record(r)) = rx.try_recv() {
+                    writer.append(&r);
+                    sinks.record(&r);
+                }
+                break writer.close_or_salvage(&manifest);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 manifest.outcome = outcome::FAILED.into();
-                break;
+                break writer.close_or_salvage(&manifest);
             }
         }
         if writer.buffered() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_INTERVAL {
             if let Err(e) = writer.flush() {
-                return writer.close_after_error(&manifest, e);
+                break writer.close_after_error(&manifest, e);
             }
+            sinks.flush();
             last_flush = Instant::now();
         }
-    }
-    // Records sent before Finish are already queued ahead of it.
-    while let Ok(RecorderMsg::Record(r)) = rx.try_recv() {
-        writer.append(&r);
-    }
-    writer.close_or_salvage(&manifest)
+    };
+    manifest.record_count = closed.rows;
+    let sink_errors = sinks.finish(&manifest);
+    (closed, sink_errors)
 }

@@ -1,12 +1,13 @@
 //! Folding a response (a JSON body or a stream of chunks) into measurements.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 use speedbench_record::{ServerTimings, SpecDecodeStats};
 
 use crate::secrets::Secrets;
-use crate::spec::{self, MalformedSpec};
+use crate::spec::{self, MalformedSpec, SpecAdapter};
 
 /// Everything learned from one response so far.
 #[derive(Debug, Default)]
@@ -24,6 +25,8 @@ pub(crate) struct ResponseState {
     trtllm: Option<Value>,
     sglang: Option<Value>,
     timings: Option<Value>,
+    /// Registered adapters, each with the last payload it found.
+    custom: Vec<(Arc<dyn SpecAdapter>, Option<Value>)>,
     pub done: bool,
 }
 
@@ -43,11 +46,24 @@ fn error_message(v: &Value) -> Option<String> {
 }
 
 impl ResponseState {
+    /// A state that also looks for the payloads of `adapters`.
+    pub fn new(adapters: &[Arc<dyn SpecAdapter>]) -> ResponseState {
+        ResponseState {
+            custom: adapters.iter().map(|a| (a.clone(), None)).collect(),
+            ..ResponseState::default()
+        }
+    }
+
     /// Folds one JSON object (a whole body, or one stream chunk received at `at`).
     pub fn absorb(&mut self, v: &Value, at: Instant) {
         if let Some(msg) = error_message(v) {
             self.server_error.get_or_insert(msg);
             return;
+        }
+        for (adapter, payload) in &mut self.custom {
+            if let Some(p) = adapter.find(v) {
+                *payload = Some(p.clone());
+            }
         }
         let mut produced = false;
         if let Some(choices) = v.get("choices").and_then(Value::as_array) {
@@ -144,6 +160,7 @@ impl ResponseState {
             &mut self.timings,
         ]
         .into_iter()
+        .chain(self.custom.iter_mut().map(|(_, p)| p))
         .flatten()
         {
             secrets.scrub_json(v);
@@ -178,9 +195,15 @@ impl ResponseState {
 
     /// The spec-decode stats, from the richest format the server sent.
     ///
-    /// Per-request formats with verify-step counts come first (vLLM,
+    /// Registered adapters come first, in order; then the per-request
+    /// formats with verify-step counts (vLLM,
     /// TensorRT-LLM, SGLang); llama.cpp's timings last.
     pub fn spec(&self) -> Result<Option<SpecDecodeStats>, MalformedSpec> {
+        for (adapter, payload) in &self.custom {
+            if let Some(p) = payload {
+                return spec::from_adapter(adapter.as_ref(), p).map(Some);
+            }
+        }
         if let Some(p) = &self.vllm {
             return spec::from_vllm(p).map(Some);
         }

@@ -230,6 +230,76 @@ pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, Malform
     .map(Some)
 }
 
+/// Reads one engine's speculative-decoding statistics from its responses:
+/// how a downstream crate adds an engine without forking the client.
+///
+/// Register it on the target ([`crate::Target::with_spec_adapter`]). For every
+/// JSON object of a response (the whole body, or each stream chunk),
+/// [`SpecAdapter::find`] picks out the engine's payload, if present; the
+/// last one found is handed to [`SpecAdapter::parse`] when the response
+/// ends. Registered adapters are asked before the built-in formats, in the
+/// order they were registered.
+///
+/// ```
+/// use serde_json::{Value, json};
+/// use speedbench_client::spec::{MalformedSpec, SpecAdapter};
+/// use speedbench_record::{SpecDecodeStats, SpecSource};
+///
+/// /// A made-up engine that reports `{"my_spec": {"accepted": a, "drafted": d}}`.
+/// #[derive(Debug)]
+/// struct MyEngine;
+///
+/// impl SpecAdapter for MyEngine {
+///     fn source(&self) -> SpecSource {
+///         SpecSource::named("my_engine").unwrap()
+///     }
+///     fn find<'a>(&self, object: &'a Value) -> Option<&'a Value> {
+///         object.get("my_spec")
+///     }
+///     fn parse(&self, payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
+///         let field = |name: &str| {
+///             payload.get(name).and_then(Value::as_u64).ok_or_else(|| MalformedSpec {
+///                 source: self.source(),
+///                 message: format!("`{name}` is missing or not a count"),
+///             })
+///         };
+///         Ok(SpecDecodeStats {
+///             accepted_draft_tokens: field("accepted")?,
+///             proposed_draft_tokens: field("drafted")?,
+///             ..Default::default()
+///         })
+///     }
+/// }
+///
+/// let chunk = json!({"choices": [], "my_spec": {"accepted": 3, "drafted": 4}});
+/// let stats = MyEngine.parse(MyEngine.find(&chunk).unwrap()).unwrap();
+/// assert_eq!(stats.accepted_draft_tokens, 3);
+/// ```
+pub trait SpecAdapter: Send + Sync + std::fmt::Debug {
+    /// The name recorded in `spec_source` (usually [`SpecSource::named`]).
+    fn source(&self) -> SpecSource;
+
+    /// This engine's payload inside one JSON object of a response, if there.
+    fn find<'a>(&self, object: &'a Value) -> Option<&'a Value>;
+
+    /// The statistics in a payload [`SpecAdapter::find`] returned; an `Err`
+    /// when it breaks the engine's own rules (it is then not recorded).
+    /// The record's `source` is set to [`SpecAdapter::source`] and the
+    /// usual invariants (accepted within proposed, histogram sums) checked.
+    fn parse(&self, payload: &Value) -> Result<SpecDecodeStats, MalformedSpec>;
+}
+
+/// Runs a registered adapter on its payload: stamps the source and checks
+/// the invariants every record keeps.
+pub(crate) fn from_adapter(
+    adapter: &dyn SpecAdapter,
+    payload: &Value,
+) -> Result<SpecDecodeStats, MalformedSpec> {
+    let mut stats = adapter.parse(payload)?;
+    stats.source = Some(adapter.source());
+    validate(stats)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! Where requests go and what they carry.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
@@ -9,6 +10,7 @@ use speedbench_dataset::Message;
 
 use crate::error::ClientError;
 use crate::secrets::Secrets;
+use crate::spec::SpecAdapter;
 
 /// Which OpenAI-compatible API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -272,6 +274,9 @@ pub struct Target {
     /// a self-signed test server), added to the Mozilla and system roots.
     /// `SSL_CERT_FILE` is honoured as well.
     pub extra_roots_pem: Vec<Vec<u8>>,
+    /// Readers of spec-decode statistics for engines speedbench does not
+    /// know, asked before the built-in ones ([`Target::with_spec_adapter`]).
+    pub spec_adapters: Vec<Arc<dyn SpecAdapter>>,
 }
 
 impl Target {
@@ -289,7 +294,14 @@ impl Target {
             headers: Vec::new(),
             timeout: Duration::from_secs(600),
             extra_roots_pem: Vec::new(),
+            spec_adapters: Vec::new(),
         }
+    }
+
+    /// Reads spec-decode statistics with `adapter` too (see [`SpecAdapter`]).
+    pub fn with_spec_adapter(mut self, adapter: impl SpecAdapter + 'static) -> Self {
+        self.spec_adapters.push(Arc::new(adapter));
+        self
     }
 
     /// Checks what can be checked before any request: header names and

@@ -40,12 +40,9 @@ fn sorted_starts(records: &[RequestRecord]) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn constant_rate_starts_requests_on_schedule_never_early() {
     let server = sim(0.0, 0.0).await;
-    let load = LoadConfig {
-        request_rate: Some(50.0),
-        arrival: Arrival::Constant,
-        request_count: Some(15),
-        ..Default::default()
-    };
+    let load = LoadConfig::request_rate(50.0)
+        .with_arrival(Arrival::Constant)
+        .with_request_count(15);
     // The phase starts after this instant, so arrival i cannot be sent
     // before it plus i * 20 ms: a hard bound however loaded the machine.
     let before = std::time::SystemTime::now()
@@ -74,14 +71,11 @@ async fn constant_rate_starts_requests_on_schedule_never_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poisson_with_a_concurrency_cap_never_exceeds_the_cap() {
     let server = sim(30.0, 1.0).await;
-    let load = LoadConfig {
-        request_rate: Some(500.0),
-        arrival: Arrival::Poisson,
-        random_seed: 7,
-        max_concurrency: Some(2),
-        request_count: Some(8),
-        ..Default::default()
-    };
+    let load = LoadConfig::request_rate(500.0)
+        .with_arrival(Arrival::Poisson)
+        .with_random_seed(7)
+        .with_max_concurrency(2)
+        .with_request_count(8);
     let (outcome, records) = run(&server, single_turns(8), load).await;
     assert_eq!(records.len(), 8);
     assert!(records.iter().all(|r| r.is_success()));
@@ -113,10 +107,7 @@ async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
             })
             .collect(),
     };
-    let load = LoadConfig {
-        request_rate: Some(200.0),
-        ..Default::default()
-    };
+    let load = LoadConfig::request_rate(200.0);
     let (outcome, records) = run(&server, dataset, load).await;
     assert_eq!(records.len(), 9);
     assert_eq!(
@@ -143,11 +134,7 @@ async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
     let server = sim(0.0, 2.0).await;
-    let load = LoadConfig {
-        concurrency: 2,
-        benchmark_duration: Some(Duration::from_millis(300)),
-        ..Default::default()
-    };
+    let load = LoadConfig::closed_loop(2).with_benchmark_duration(Duration::from_millis(300));
     let (outcome, records) = run(&server, single_turns(3), load).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     // The dataset recycles until time is up: more requests than rows.
@@ -162,13 +149,10 @@ async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_outliving_the_grace_period_are_cancelled_rows() {
     let server = sim(2_000.0, 0.0).await;
-    let load = LoadConfig {
-        request_rate: Some(100.0),
-        arrival: Arrival::Constant,
-        benchmark_duration: Some(Duration::from_millis(50)),
-        grace_period: Duration::from_millis(100),
-        ..Default::default()
-    };
+    let load = LoadConfig::request_rate(100.0)
+        .with_arrival(Arrival::Constant)
+        .with_benchmark_duration(Duration::from_millis(50))
+        .with_grace_period(Duration::from_millis(100));
     let started = std::time::Instant::now();
     let (outcome, records) = run(&server, single_turns(2), load).await;
     // Without the grace-period cancel the run would last the server's 2 s TTFT.

@@ -38,10 +38,7 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
     };
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
-    let load = LoadConfig {
-        concurrency: 4,
-        ..Default::default()
-    };
+    let load = LoadConfig::closed_loop(4);
     let records = profile(dir.path(), single_turns(8), target(&server.url()), load).await;
     server.shutdown().await;
     assert_eq!(records.len(), 8);
@@ -110,10 +107,7 @@ async fn ttft_matches_the_servers_actual_send_to_within_loopback_transit() {
     };
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
-    let load = LoadConfig {
-        concurrency: 4,
-        ..Default::default()
-    };
+    let load = LoadConfig::closed_loop(4);
     let dataset = single_turns(24);
     let records = profile(dir.path(), dataset.clone(), target(&server.url()), load).await;
     let truth = server.ground_truth();

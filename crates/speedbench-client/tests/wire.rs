@@ -24,10 +24,7 @@ async fn https_with_a_private_ca_reaches_the_server() {
     let mut t = target(&url);
     t.extra_roots_pem = roots;
     t.max_tokens = Some(8);
-    let load = LoadConfig {
-        concurrency: 2,
-        ..Default::default()
-    };
+    let load = LoadConfig::closed_loop(2);
     let records = profile(dir.path(), single_turns(4), t, load).await;
     assert_eq!(records.len(), 4);
     assert!(

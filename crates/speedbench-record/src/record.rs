@@ -123,8 +123,12 @@ impl ErrorKind {
 }
 
 /// Which wire format the speculative-decoding numbers were read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// The four engines speedbench reads itself, and [`SpecSource::Other`] for an
+/// engine a downstream crate reads (its adapter names it); new engines need
+/// no change to this crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SpecSource {
     /// vLLM's per-request `metrics.speculative_decoding` object.
     Vllm,
@@ -134,10 +138,13 @@ pub enum SpecSource {
     Sglang,
     /// TensorRT-LLM's per-choice `speculative_decoding` object.
     TensorRtLlm,
+    /// Another engine, by its stable name (lowercase letters, digits and
+    /// `_`; see [`SpecSource::named`]).
+    Other(&'static str),
 }
 
 impl SpecSource {
-    /// Every source, in a stable order.
+    /// Every built-in source, in a stable order.
     pub const ALL: [SpecSource; 4] = [
         SpecSource::Vllm,
         SpecSource::LlamaCpp,
@@ -152,12 +159,75 @@ impl SpecSource {
             SpecSource::LlamaCpp => "llamacpp",
             SpecSource::Sglang => "sglang",
             SpecSource::TensorRtLlm => "tensorrt_llm",
+            SpecSource::Other(name) => name,
         }
     }
 
-    /// Parses a stored name back.
+    /// Parses the name of a built-in source.
     pub fn parse(name: &str) -> Option<SpecSource> {
         SpecSource::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The source of that name: a built-in one, or [`SpecSource::Other`]
+    /// for any other valid name (interned: each distinct name is stored
+    /// once per process). `None` for a name that is empty, longer than 64
+    /// bytes, or holds anything but lowercase ASCII letters, digits and `_`.
+    ///
+    /// ```
+    /// use speedbench_record::SpecSource;
+    /// assert_eq!(SpecSource::named("vllm"), Some(SpecSource::Vllm));
+    /// let mine = SpecSource::named("my_engine").unwrap();
+    /// assert_eq!(mine, SpecSource::Other("my_engine"));
+    /// assert_eq!(mine.as_str(), "my_engine");
+    /// assert_eq!(SpecSource::named("My Engine"), None);
+    /// ```
+    pub fn named(name: &str) -> Option<SpecSource> {
+        if let Some(builtin) = SpecSource::parse(name) {
+            return Some(builtin);
+        }
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        valid.then(|| SpecSource::Other(intern(name)))
+    }
+}
+
+/// One `&'static str` per distinct name, so [`SpecSource`] stays `Copy`.
+fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+impl Serialize for SpecSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SpecSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        // The names older JSON files used (serde's snake_case of the variants).
+        let known = match name.as_str() {
+            "llama_cpp" => "llamacpp",
+            "tensor_rt_llm" => "tensorrt_llm",
+            other => other,
+        };
+        SpecSource::named(known)
+            .ok_or_else(|| serde::de::Error::custom(format!("invalid spec source name {name:?}")))
     }
 }
 
@@ -206,4 +276,26 @@ pub struct ServerTimings {
     pub predicted_ms: Option<f64>,
     /// Generation (decode) speed, tokens per second.
     pub predicted_per_second: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_sources_round_trip_by_name_including_other_engines() {
+        for (json, source) in [
+            ("\"vllm\"", SpecSource::Vllm),
+            ("\"llamacpp\"", SpecSource::LlamaCpp),
+            ("\"llama_cpp\"", SpecSource::LlamaCpp),
+            ("\"tensor_rt_llm\"", SpecSource::TensorRtLlm),
+            ("\"my_engine\"", SpecSource::Other("my_engine")),
+        ] {
+            let back: SpecSource = serde_json::from_str(json).unwrap();
+            assert_eq!(back, source, "{json}");
+            let text = serde_json::to_string(&back).unwrap();
+            assert_eq!(serde_json::from_str::<SpecSource>(&text).unwrap(), source);
+        }
+        assert!(serde_json::from_str::<SpecSource>("\"Bad Name\"").is_err());
+    }
 }

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
-use speedbench_metrics::{AcceptanceTotals, RequestMetricsExt, percentile_sorted};
+use speedbench_metrics::{
+    Bootstrap, DecodeSource, Interval, OVERALL, Speedups, SplitMix64, is_measured,
+};
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome, run_is_live,
 };
@@ -67,26 +69,6 @@ impl Default for CompareOptions {
             seed: 0,
         }
     }
-}
-
-/// Which decode speed a category's speedup uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecodeSource {
-    /// The server's own figure (llama.cpp `predicted_per_second`), present on
-    /// every request of both runs.
-    Server,
-    /// The client's `(completion_tokens - 1) / (e2e - ttft)` (needs streaming).
-    Client,
-}
-
-/// A confidence interval `[low, high]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Interval {
-    /// Lower bound.
-    pub low: f64,
-    /// Upper bound.
-    pub high: f64,
 }
 
 /// Where a speculative output first differs from its baseline.
@@ -165,87 +147,8 @@ pub struct Comparison {
     pub byte_identical_note: String,
 }
 
-/// The category key used for grouping, `overall` for the pooled row.
-pub const OVERALL: &str = "overall";
-
 fn measured(records: &[RequestRecord]) -> Vec<&RequestRecord> {
-    records
-        .iter()
-        .filter(|r| !r.warmup && r.is_success())
-        .collect()
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (sum, n) = values.fold((0.0, 0u64), |(s, n), v| (s + v, n + 1));
-    (n > 0).then(|| sum / n as f64)
-}
-
-fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
-    match (num, den) {
-        (Some(n), Some(d)) if d > 0.0 && n.is_finite() => Some(n / d),
-        _ => None,
-    }
-}
-
-/// SplitMix64: a small seeded generator, reproducible on every platform.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
-/// Percentile-bootstrap interval of `stat` over resamples of `a` and `b`
-/// (each resampled with replacement, independently).
-fn bootstrap<T: Copy>(
-    a: &[T],
-    b: &[T],
-    options: &CompareOptions,
-    rng: &mut SplitMix64,
-    stat: impl Fn(&[T], &[T]) -> Option<f64>,
-) -> Option<Interval> {
-    if options.bootstrap_samples == 0 || a.is_empty() {
-        return None;
-    }
-    let mut ra = Vec::with_capacity(a.len());
-    let mut rb = Vec::with_capacity(b.len());
-    let mut values = Vec::with_capacity(options.bootstrap_samples);
-    for _ in 0..options.bootstrap_samples {
-        ra.clear();
-        rb.clear();
-        ra.extend((0..a.len()).map(|_| a[rng.below(a.len())]));
-        rb.extend((0..b.len()).map(|_| b[rng.below(b.len())]));
-        if let Some(v) = stat(&ra, &rb).filter(|v| v.is_finite()) {
-            values.push(v);
-        }
-    }
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let tail = (1.0 - options.confidence) / 2.0;
-    Some(Interval {
-        low: percentile_sorted(&values, tail * 100.0),
-        high: percentile_sorted(&values, (1.0 - tail) * 100.0),
-    })
-}
-
-fn mean_ratio(num: &[f64], den: &[f64]) -> Option<f64> {
-    ratio(mean(num.iter().copied()), mean(den.iter().copied()))
-}
-
-fn accept_length_of(spec: &[(u64, u64)], _: &[(u64, u64)]) -> Option<f64> {
-    let (acc, steps) = spec.iter().fold((0, 0), |(a, s), &(x, y)| (a + x, s + y));
-    (steps > 0).then(|| 1.0 + acc as f64 / steps as f64)
+    records.iter().filter(|r| is_measured(r)).collect()
 }
 
 fn first_difference(a: &str, b: &str) -> Option<usize> {
@@ -268,6 +171,8 @@ fn excerpt(s: &str, byte: usize) -> String {
     s[start..].chars().take(40).collect()
 }
 
+/// One row's numbers from [`Speedups`]; the lossless check fills
+/// `paired` and `identical` later.
 fn compare_group(
     category: &str,
     base: &[&RequestRecord],
@@ -275,51 +180,27 @@ fn compare_group(
     options: &CompareOptions,
     rng: &mut SplitMix64,
 ) -> CategoryComparison {
-    let server_everywhere =
-        |rs: &[&RequestRecord]| rs.iter().all(|r| r.decode_tokens_per_second().is_some());
-    let decode_source = if !base.is_empty() && server_everywhere(base) && server_everywhere(spec) {
-        Some(DecodeSource::Server)
-    } else {
-        Some(DecodeSource::Client)
+    let bootstrap = Bootstrap {
+        resamples: options.bootstrap_samples,
+        confidence: options.confidence,
     };
-    let decode = |r: &&RequestRecord| match decode_source {
-        Some(DecodeSource::Server) => r.decode_tokens_per_second(),
-        _ => r.output_token_throughput_per_user(),
-    };
-    let base_tps: Vec<f64> = base.iter().filter_map(decode).collect();
-    let spec_tps: Vec<f64> = spec.iter().filter_map(decode).collect();
-    let base_lat: Vec<f64> = base.iter().map(|r| r.e2e_latency_ns as f64 / 1e9).collect();
-    let spec_lat: Vec<f64> = spec.iter().map(|r| r.e2e_latency_ns as f64 / 1e9).collect();
-    let mut totals = AcceptanceTotals::default();
-    let mut acc_steps = Vec::new();
-    for r in spec {
-        if let Some(s) = &r.spec {
-            totals.add(s);
-            if let Some(steps) = s.verify_steps {
-                acc_steps.push((s.accepted_draft_tokens, steps));
-            }
-        }
-    }
-    let decode_speedup = mean_ratio(&spec_tps, &base_tps);
-    let base_latency_s = mean(base_lat.iter().copied());
-    let spec_latency_s = mean(spec_lat.iter().copied());
+    let s = Speedups::of(base, spec, bootstrap, rng);
     CategoryComparison {
         category: category.to_string(),
-        base_requests: base.len() as u64,
-        spec_requests: spec.len() as u64,
-        decode_source: decode_source.filter(|_| decode_speedup.is_some()),
-        base_decode_tps: mean(base_tps.iter().copied()),
-        spec_decode_tps: mean(spec_tps.iter().copied()),
-        decode_speedup,
-        decode_speedup_ci: decode_speedup
-            .and_then(|_| bootstrap(&spec_tps, &base_tps, options, rng, mean_ratio)),
-        base_latency_s,
-        spec_latency_s,
-        latency_speedup: ratio(base_latency_s, spec_latency_s),
-        latency_speedup_ci: bootstrap(&base_lat, &spec_lat, options, rng, mean_ratio),
-        accept_rate: totals.accept_rate(),
-        accept_length: totals.accept_length(),
-        accept_length_ci: bootstrap(&acc_steps, &[], options, rng, accept_length_of),
+        base_requests: s.base_requests,
+        spec_requests: s.spec_requests,
+        decode_source: s.decode_source,
+        base_decode_tps: s.base_decode_tps,
+        spec_decode_tps: s.spec_decode_tps,
+        decode_speedup: s.decode_speedup,
+        decode_speedup_ci: s.decode_speedup_ci,
+        base_latency_s: s.base_latency_s,
+        spec_latency_s: s.spec_latency_s,
+        latency_speedup: s.latency_speedup,
+        latency_speedup_ci: s.latency_speedup_ci,
+        accept_rate: s.accept_rate,
+        accept_length: s.accept_length,
+        accept_length_ci: s.accept_length_ci,
         paired: 0,
         identical: 0,
     }
@@ -392,7 +273,7 @@ pub fn compare(
             spec_groups.keys().collect::<Vec<_>>()
         )));
     }
-    let mut rng = SplitMix64(options.seed);
+    let mut rng = SplitMix64::new(options.seed);
     let mut rows: Vec<CategoryComparison> = crate::matrix::column_order(&shared)
         .iter()
         .map(|c| compare_group(c, &base_groups[c], &spec_groups[c], options, &mut rng))
@@ -412,7 +293,7 @@ pub fn compare(
     // The lossless check: the same row, turn and occurrence in both runs,
     // byte for byte.
     let shared_key = |r: &RequestRecord| {
-        r.is_success()
+        is_measured(r)
             && category_key(r)
                 .as_deref()
                 .is_some_and(|c| shared.contains(c))
@@ -898,6 +779,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use speedbench_metrics::percentile_sorted;
     use speedbench_record::{ServerTimings, SpecDecodeStats};
 
     fn rec(

@@ -15,10 +15,9 @@
 //! percentage scale and the latency charts of all runs one millisecond
 //! scale, so runs can be compared by eye.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use speedbench_metrics::{SpecDecodeMetrics, Summary, percentile_sorted};
+use speedbench_metrics::{BoxStats, RequestMetricsExt, SpecDecodeMetrics, box_stats_by};
 use speedbench_record::RequestRecord;
 
 use crate::matrix::{AcceptanceMatrix, MatrixMetric, category_key, column_order};
@@ -394,33 +393,23 @@ fn histogram_chart(label: &str, spec: &SpecDecodeMetrics, scale: &Scale) -> Stri
     svg
 }
 
-/// Per category, the sorted end-to-end latencies (ms) of successful
-/// measured requests, in column order.
-fn latencies_by_category(records: &[RequestRecord]) -> Vec<(String, Summary, Vec<f64>)> {
-    let mut by_cat: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for r in records.iter().filter(|r| !r.warmup && r.is_success()) {
-        if let Some(k) = category_key(r) {
-            by_cat
-                .entry(k)
-                .or_default()
-                .push(r.e2e_latency_ns as f64 / 1e6);
-        }
-    }
+/// Per category, in column order, the box of the end-to-end latencies (ms)
+/// of the measured requests (computed by `speedbench-metrics`).
+fn latencies_by_category(records: &[RequestRecord]) -> Vec<(String, BoxStats)> {
+    let mut by_cat = box_stats_by(records, category_key, |r| Some(r.request_latency_ms()));
     let keys: std::collections::BTreeSet<&str> = by_cat.keys().map(String::as_str).collect();
     let order = column_order(&keys);
     order
         .into_iter()
         .filter_map(|k| {
-            let mut v = by_cat.remove(&k)?;
-            let s = Summary::of(&v)?;
-            v.sort_by(f64::total_cmp);
-            Some((k, s, v))
+            let s = by_cat.remove(&k)?;
+            Some((k, s))
         })
         .collect()
 }
 
 /// Box plots of `summaries` on a shared millisecond `scale`.
-fn latency_chart(label: &str, summaries: &[(String, Summary, Vec<f64>)], scale: &Scale) -> String {
+fn latency_chart(label: &str, summaries: &[(String, BoxStats)], scale: &Scale) -> String {
     if summaries.is_empty() {
         return String::new();
     }
@@ -448,10 +437,9 @@ fn latency_chart(label: &str, summaries: &[(String, Summary, Vec<f64>)], scale: 
         left + (w - left - right) / 2.0,
         h - 6.0
     );
-    for (i, (cat, s, sorted)) in summaries.iter().enumerate() {
-        let q = |p: f64| percentile_sorted(sorted, p * 100.0);
+    for (i, (cat, s)) in summaries.iter().enumerate() {
         let y = 4.0 + i as f64 * row_h;
-        let (p10, p90) = (q(0.10), q(0.90));
+        let (p10, p90) = (s.p10, s.p90);
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>\
@@ -526,7 +514,7 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         .iter()
         .map(|r| r.records.map(SpecDecodeMetrics::from_records))
         .collect();
-    let latencies: Vec<Vec<(String, Summary, Vec<f64>)>> = report
+    let latencies: Vec<Vec<(String, BoxStats)>> = report
         .runs
         .iter()
         .map(|r| r.records.map(latencies_by_category).unwrap_or_default())
@@ -542,7 +530,7 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         latencies
             .iter()
             .flatten()
-            .map(|(_, s, _)| s.max)
+            .map(|(_, s)| s.max)
             .fold(0.0, f64::max),
     );
     for ((run, spec), lat) in report.runs.iter().zip(&specs).zip(&latencies) {

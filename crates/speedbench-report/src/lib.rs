@@ -61,9 +61,8 @@ mod table;
 
 pub use category::render_category_table;
 pub use compare::{
-    BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, DecodeSource,
-    Divergence, Interval, MAX_BOOTSTRAP_SAMPLES, OVERALL, RunCheck, SAMPLING_FIELDS,
-    check_runs_match, compare, load_compare_run,
+    BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, Divergence,
+    MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, check_runs_match, compare, load_compare_run,
 };
 pub use error::ReportError;
 pub use html::{HtmlReport, HtmlRun, render_html};
@@ -76,4 +75,7 @@ pub use rundir::{
     SourceChoice, assign_labels, build_matrix, find_run_dirs, load_run, load_run_for,
 };
 pub use server::Weighting;
+/// Computed in `speedbench-metrics`; re-exported because [`Comparison`]'s
+/// rows carry them.
+pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};
 pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};

@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 use speedbench_metrics::{
-    AcceptanceTotals, RequestMetricsExt, RunMetrics, acceptance_by, macro_average,
+    AcceptanceTotals, GroupMean, RequestMetricsExt, RunMetrics, acceptance_by, decode_tps_by,
+    macro_average, mean_by,
 };
 use speedbench_record::{
     QUALITATIVE_CATEGORIES, RequestRecord, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS,
@@ -195,19 +196,10 @@ pub fn records_cells(metric: MatrixMetric, records: &[RequestRecord]) -> RunCell
                 })
                 .collect()
         }
-        MatrixMetric::Latency => mean_by(records, |r| Some(r.e2e_latency_ns as f64 / 1e6)),
-        MatrixMetric::DecodeTps => {
-            let server = mean_by(records, |r| r.decode_tokens_per_second());
-            let client = mean_by(records, |r| r.output_token_throughput_per_user());
-            // Per cell: the server's own figure wherever it reported one.
-            let mut cells = client;
-            for (k, cell) in server {
-                if cell.value.is_some() {
-                    cells.insert(k, cell);
-                }
-            }
-            cells
-        }
+        MatrixMetric::Latency => mean_cells(mean_by(records, category_key, |r| {
+            Some(r.request_latency_ms())
+        })),
+        MatrixMetric::DecodeTps => mean_cells(decode_tps_by(records, category_key)),
         MatrixMetric::Throughput => {
             let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
             let categories: BTreeSet<String> =
@@ -234,22 +226,14 @@ pub fn records_cells(metric: MatrixMetric, records: &[RequestRecord]) -> RunCell
     }
 }
 
-/// Groups successful, non-warmup records by category and averages `value`.
-fn mean_by(records: &[RequestRecord], value: impl Fn(&RequestRecord) -> Option<f64>) -> RunCells {
-    let mut sums: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-    for r in records.iter().filter(|r| !r.warmup && r.is_success()) {
-        let Some(key) = category_key(r) else { continue };
-        let entry = sums.entry(key).or_default();
-        if let Some(v) = value(r).filter(|v| v.is_finite()) {
-            entry.0 += v;
-            entry.1 += 1;
-        }
-    }
-    sums.into_iter()
-        .map(|(k, (sum, n))| {
+/// One cell per group mean (computed by `speedbench-metrics`).
+fn mean_cells(groups: BTreeMap<String, GroupMean>) -> RunCells {
+    groups
+        .into_iter()
+        .map(|(k, g)| {
             let cell = Cell {
-                value: (n > 0).then(|| sum / n as f64),
-                requests: n,
+                value: g.mean,
+                requests: g.count,
                 time_averaged: false,
             };
             (k, cell)

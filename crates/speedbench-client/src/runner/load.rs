@@ -14,6 +14,7 @@ use crate::schedule::Arrival;
 /// speed, optionally capped by [`LoadConfig::max_concurrency`]. In both, a
 /// conversation's turns run in order, each after the previous reply.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LoadConfig {
     /// Fixed-concurrency mode: requests in flight at once (each worker runs
     /// one conversation at a time). Unused in request-rate mode.
@@ -66,6 +67,83 @@ impl Default for LoadConfig {
 }
 
 impl LoadConfig {
+    /// Fixed concurrency (closed loop): `concurrency` requests in flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use speedbench_client::LoadConfig;
+    /// let load = LoadConfig::closed_loop(8)
+    ///     .with_request_count(200)
+    ///     .with_warmup_requests(8);
+    /// assert_eq!((load.concurrency, load.request_count), (8, Some(200)));
+    /// let open = LoadConfig::request_rate(5.0)
+    ///     .with_max_concurrency(16)
+    ///     .with_benchmark_duration(Duration::from_secs(60));
+    /// assert_eq!(open.request_rate, Some(5.0));
+    /// ```
+    pub fn closed_loop(concurrency: usize) -> LoadConfig {
+        LoadConfig {
+            concurrency,
+            ..LoadConfig::default()
+        }
+    }
+
+    /// Request rate (open loop): `rate` conversation starts per second.
+    pub fn request_rate(rate: f64) -> LoadConfig {
+        LoadConfig {
+            request_rate: Some(rate),
+            ..LoadConfig::default()
+        }
+    }
+
+    /// Stops after this many profiled requests (turns).
+    pub fn with_request_count(mut self, requests: u64) -> Self {
+        self.request_count = Some(requests);
+        self
+    }
+
+    /// Runs exactly this many conversations, every turn of each.
+    pub fn with_num_conversations(mut self, conversations: u64) -> Self {
+        self.num_conversations = Some(conversations);
+        self
+    }
+
+    /// Sends this many warmup requests first.
+    pub fn with_warmup_requests(mut self, requests: u64) -> Self {
+        self.warmup_request_count = requests;
+        self
+    }
+
+    /// Stops dispatching this long after profiling starts.
+    pub fn with_benchmark_duration(mut self, duration: Duration) -> Self {
+        self.benchmark_duration = Some(duration);
+        self
+    }
+
+    /// How long in-flight requests may run after the benchmark duration.
+    pub fn with_grace_period(mut self, grace: Duration) -> Self {
+        self.grace_period = grace;
+        self
+    }
+
+    /// How request-rate arrivals are spaced.
+    pub fn with_arrival(mut self, arrival: Arrival) -> Self {
+        self.arrival = arrival;
+        self
+    }
+
+    /// Seeds the arrival schedule.
+    pub fn with_random_seed(mut self, seed: u64) -> Self {
+        self.random_seed = seed;
+        self
+    }
+
+    /// Request-rate mode: at most this many conversations in flight.
+    pub fn with_max_concurrency(mut self, max: usize) -> Self {
+        self.max_concurrency = Some(max);
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ClientError> {
         let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
         match self.request_rate {

@@ -28,13 +28,17 @@ use crate::exchange::HttpClient;
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
 use crate::scrape::{SERVER_METRICS_FILE_NAME, ScrapeConfig, Scraper};
+use crate::sink::{RecordSink, Sinks};
 use crate::target::Target;
 use outcome::judge;
 use phase::{Dispatcher, Phase, run_phase, worker_count};
 use record::Clock;
 
 /// Everything one profile run needs.
-#[derive(Debug, Clone)]
+///
+/// Built with [`ProfileRun::new`] and the `with_*` methods; the fields stay
+/// readable.
+#[non_exhaustive]
 pub struct ProfileRun {
     /// Rows to send.
     pub dataset: Dataset,
@@ -57,6 +61,114 @@ pub struct ProfileRun {
     /// The run fails when a larger share of its profiled requests failed
     /// (0.0 to 1.0); `None` fails it only when no request succeeded.
     pub max_error_rate: Option<f64>,
+    /// Where every record goes besides `records.parquet` (see
+    /// [`ProfileRun::with_sink`]); behind a mutex only so the run's shared
+    /// state stays `Sync` while sinks need only be `Send`.
+    sinks: std::sync::Mutex<Vec<Box<dyn RecordSink>>>,
+}
+
+impl ProfileRun {
+    /// A run of `dataset` against `target` into `output_dir`: one pass at
+    /// concurrency 1 ([`LoadConfig::default`]), a fresh [`new_run_id`], no
+    /// server scrape, an occupied directory refused, failing only when no
+    /// request succeeded.
+    pub fn new(dataset: Dataset, target: Target, output_dir: impl Into<PathBuf>) -> ProfileRun {
+        ProfileRun {
+            dataset,
+            target,
+            load: LoadConfig::default(),
+            output_dir: output_dir.into(),
+            run_id: new_run_id(),
+            config: Value::Object(Default::default()),
+            server_metrics: None,
+            overwrite: false,
+            max_error_rate: None,
+            sinks: Default::default(),
+        }
+    }
+
+    /// Sets the load shape.
+    pub fn with_load(mut self, load: LoadConfig) -> Self {
+        self.load = load;
+        self
+    }
+
+    /// Sets the run identifier stamped on every record.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+
+    /// Sets the configuration stored in the manifest (it must hold no secret).
+    pub fn with_config(mut self, config: Value) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Scrapes Prometheus endpoints during the run.
+    pub fn with_server_metrics(mut self, scrape: ScrapeConfig) -> Self {
+        self.server_metrics = Some(scrape);
+        self
+    }
+
+    /// Replaces a run already in the output directory instead of refusing it.
+    pub fn with_overwrite(mut self, overwrite: bool) -> Self {
+        self.overwrite = overwrite;
+        self
+    }
+
+    /// Fails the run when more than `rate` (0.0 to 1.0) of its requests failed.
+    pub fn with_max_error_rate(mut self, rate: f64) -> Self {
+        self.max_error_rate = Some(rate);
+        self
+    }
+
+    /// Sends every record to `sink` too (see [`RecordSink`]).
+    pub fn with_sink(mut self, sink: impl RecordSink + 'static) -> Self {
+        self.sinks_mut().push(Box::new(sink));
+        self
+    }
+
+    fn sinks_mut(&mut self) -> &mut Vec<Box<dyn RecordSink>> {
+        self.sinks
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for ProfileRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sinks: Vec<String> = match self.sinks.lock() {
+            Ok(sinks) => sinks.iter().map(|s| s.name()).collect(),
+            Err(_) => vec!["(poisoned)".into()],
+        };
+        f.debug_struct("ProfileRun")
+            .field("dataset", &self.dataset.name)
+            .field("target", &self.target)
+            .field("load", &self.load)
+            .field("output_dir", &self.output_dir)
+            .field("run_id", &self.run_id)
+            .field("config", &self.config)
+            .field("server_metrics", &self.server_metrics)
+            .field("overwrite", &self.overwrite)
+            .field("max_error_rate", &self.max_error_rate)
+            .field("sinks", &sinks)
+            .finish()
+    }
+}
+
+/// A run identifier unique on this host: `run-<unix seconds>-<nanos ^ pid>`,
+/// both in hex.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "run-{:x}-{:x}",
+        nanos / 1_000_000_000,
+        (nanos % 1_000_000_000) ^ std::process::id() as u128
+    )
 }
 
 /// What every task of a run shares.
@@ -120,6 +232,8 @@ pub async fn run_profile(
             "the maximum error rate must be between 0 and 1, got {rate}"
         )));
     }
+    let mut run = run;
+    let sinks = Sinks::new(std::mem::take(run.sinks_mut()));
     let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
     let partial_path = run.output_dir.join(PARTIAL_RECORDS_FILE_NAME);
     let manifest_path = run.output_dir.join(RunManifest::FILE_NAME);
@@ -138,7 +252,7 @@ pub async fn run_profile(
         config: run.config.clone(),
     };
     write_json(&manifest_path, &manifest)?;
-    let recorder = Recorder::start(&partial_path, manifest.clone())?;
+    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),
@@ -226,7 +340,7 @@ pub async fn run_profile(
     manifest.outcome = status.as_outcome().into();
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
-    let closed = recorder.finish(manifest.clone());
+    let (closed, sink_errors) = recorder.finish(manifest.clone());
     if let Some(e) = &closed.error {
         let kept = if closed.readable {
             format!("the {} records written before it are kept", closed.rows)
@@ -240,6 +354,8 @@ pub async fn run_profile(
         // The records file failed first: it is what the run is for.
         write_errors.insert(0, format!("{e} ({kept})"));
     }
+    // A sink the caller asked for lost records: the run is not complete.
+    write_errors.extend(sink_errors);
     let records_path = output_dir.join(RECORDS_FILE_NAME);
     let records_path = if closed.readable {
         match std::fs::rename(&partial_path, &records_path) {

@@ -205,21 +205,17 @@ pub async fn profile_outcome(
     target: Target,
     load: LoadConfig,
 ) -> (RunOutcome, Vec<RequestRecord>) {
-    let run = ProfileRun {
-        dataset,
-        target,
-        load,
-        output_dir: dir.to_path_buf(),
-        run_id: "t".into(),
-        config: serde_json::json!({}),
-        server_metrics: None,
-        overwrite: false,
-        max_error_rate: None,
-    };
+    // The in-memory sink sees exactly what the file holds.
+    let (sink, in_memory) = speedbench_client::VecSink::new();
+    let run = ProfileRun::new(dataset, target, dir)
+        .with_load(load)
+        .with_run_id("t")
+        .with_sink(sink);
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await
         .unwrap();
     let records = read_records_file(&outcome.records_path).unwrap().records;
+    assert_eq!(in_memory.take(), records, "the sink and the file disagree");
     (outcome, records)
 }
 
