@@ -8,7 +8,8 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
 use speedbench_dataset::{
-    Dataset, LoadOptions, PrepareScript, Resolver, import_bundle, load_public_dataset, registry,
+    ChecksumOf, Dataset, DatasetError, FetchError, IntegrityError, LoadOptions, LookupError,
+    PrepareScript, ResolveError, Resolver, import_bundle, load_public_dataset, registry,
 };
 
 use crate::{CliError, Context, Outcome};
@@ -51,6 +52,70 @@ pub struct PublicDatasetArgs {
     /// `--resolver`, `--python`, `--prepare-script`.
     #[command(flatten)]
     pub resolve: ResolveArgs,
+}
+
+/// A dataset error with what to do about it in this program's flags and
+/// commands (the library's messages name none).
+#[derive(Debug)]
+pub struct HintedError {
+    error: DatasetError,
+    hint: Option<String>,
+}
+
+impl HintedError {
+    /// Adds the hint [`hint`] gives for `error`, if any.
+    pub fn new(error: DatasetError) -> HintedError {
+        let hint = hint(&error);
+        HintedError { error, hint }
+    }
+}
+
+impl std::fmt::Display for HintedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.error)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for HintedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// How to bring resolved rows to a host that cannot resolve them.
+const BUNDLE_HINT: &str = "on a connected machine, `cargo xtask prestage --dataset NAME --out DIR` \
+                           makes a bundle; `speedbench datasets import DIR` imports it here (or \
+                           pass `--dataset-cache DIR` to use it as it is)";
+
+/// What to do about `error`, in terms of `speedbench`'s flags and commands.
+pub fn hint(error: &DatasetError) -> Option<String> {
+    Some(match error {
+        DatasetError::Lookup(LookupError::UnknownDataset { .. }) => {
+            "`speedbench datasets` lists every name".to_string()
+        }
+        DatasetError::Lookup(LookupError::NotOnHub { .. }) => {
+            "or pass the downloaded file with --input-file".to_string()
+        }
+        DatasetError::Fetch(FetchError::Offline { .. } | FetchError::Gated { .. }) => {
+            BUNDLE_HINT.to_string()
+        }
+        DatasetError::Resolve(ResolveError::Unresolvable { .. }) => format!(
+            "`--resolver auto` or `--resolver upstream` runs the prepare step; or {BUNDLE_HINT}"
+        ),
+        DatasetError::Resolve(ResolveError::PythonUnavailable { .. }) => format!(
+            "`--python venv/bin/python` (or SPEEDBENCH_PYTHON) chooses the interpreter; or \
+             {BUNDLE_HINT}"
+        ),
+        DatasetError::Integrity(IntegrityError::Checksum {
+            of: ChecksumOf::PrepareScript,
+            ..
+        }) => "to run another script deliberately, pass it with --prepare-script PATH".to_string(),
+        _ => return None,
+    })
 }
 
 /// Load options from the environment and these arguments.
@@ -135,6 +200,7 @@ pub async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
             let options = load_options(dataset_cache, &resolve);
             let loaded = load_public_dataset(&name, &options)
                 .await
+                .map_err(HintedError::new)
                 .context(format!("resolving {name}"))?;
             println!(
                 "{}: {} conversations, {} turns, from {}",
@@ -146,6 +212,7 @@ pub async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
         }
         DatasetsCommand::Import { dir, dataset_cache } => {
             let m = import_bundle(&dir, &dataset_cache)
+                .map_err(HintedError::new)
                 .context(format!("importing bundle {}", dir.display()))?;
             for e in &m.files {
                 println!(
@@ -168,6 +235,7 @@ pub async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset
     let options = load_options(args.dataset_cache.clone(), &args.resolve);
     let loaded = load_public_dataset(name, &options)
         .await
+        .map_err(HintedError::new)
         .context(format!("loading --public-dataset {name}"))?;
     eprintln!(
         "dataset {}: {} conversations, {} turns, from {}",
@@ -177,4 +245,32 @@ pub async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset
         loaded.origin
     );
     Ok(loaded.dataset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prepare_script_that_is_not_the_pin_names_the_flag_that_runs_another() {
+        let e = DatasetError::from(IntegrityError::Checksum {
+            path: "https://raw.example/prepare.py".into(),
+            expected: "a".repeat(64),
+            actual: "b".repeat(64),
+            of: ChecksumOf::PrepareScript,
+        });
+        let text = HintedError::new(e).to_string();
+        assert!(
+            text.contains("checksum mismatch") && text.contains("--prepare-script PATH"),
+            "{text}"
+        );
+        // Other checksums get no such hint.
+        let e = DatasetError::from(IntegrityError::Checksum {
+            path: "f".into(),
+            expected: "1 bytes".into(),
+            actual: "2 bytes".into(),
+            of: ChecksumOf::Download,
+        });
+        assert!(!HintedError::new(e).to_string().contains("hint:"));
+    }
 }
