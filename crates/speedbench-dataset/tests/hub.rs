@@ -645,3 +645,74 @@ async fn spec_bench_questions_load_from_the_cache_or_say_where_to_put_them() {
         "{err}"
     );
 }
+
+/// The causes of `err`, outermost first.
+fn causes(err: &DatasetError) -> Vec<&(dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        out.push(c);
+        cause = c.source();
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_refused_connection_keeps_its_cause() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().display().to_string();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let hub = HubClient::new(speedbench_dataset::HubConfig::from_vars(|k| match k {
+        "HF_HOME" => Some(home.clone()),
+        "HF_ENDPOINT" => Some(endpoint.clone()),
+        _ => None,
+    }))
+    .unwrap();
+
+    // An API call: the HTTP client's error is the source, and says which
+    // kind of failure it was (a connection, not a deadline or a bad URL).
+    let err = hub.resolve_revision("org/name", "main").await.unwrap_err();
+    assert!(
+        matches!(err, DatasetError::Fetch(FetchError::Network { .. })),
+        "{err}"
+    );
+    let http = causes(&err)
+        .into_iter()
+        .find_map(|c| c.downcast_ref::<speedbench_http::HttpError>());
+    assert!(
+        matches!(http, Some(speedbench_http::HttpError::Connect { .. })),
+        "{err}: {http:?}"
+    );
+
+    // A download: the chain reaches the socket's own error.
+    let file = speedbench_dataset::hub::RepoFile {
+        path: "data/test.parquet".into(),
+        size: 4,
+        oid: "0".repeat(40),
+        lfs_sha256: None,
+    };
+    let err = hub
+        .download("org/name", &"a".repeat(40), &file)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, DatasetError::Fetch(FetchError::Network { .. })),
+        "{err}"
+    );
+    let refused = causes(&err)
+        .into_iter()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+    assert!(refused, "{err}: {:?}", causes(&err));
+    // The message still says what happened without walking the chain.
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+}
