@@ -2,40 +2,9 @@
 
 use crate::config::AcceptanceProfile;
 
-/// SplitMix64 (Steele, Lea & Flood, 2014), written out by hand on purpose.
-///
-/// The simulator's outputs are compared byte for byte across runs, machines
-/// and crate versions (lossless checks, golden files, ground truth). `rand`'s
-/// `SmallRng` is explicitly documented as not reproducible across versions or
-/// platforms, so we own the algorithm: a 64-bit add-and-mix generator with
-/// fixed constants, no platform-dependent state, and good enough statistics
-/// for a test double.
-#[derive(Debug, Clone)]
-pub(crate) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)` with 53 random bits.
-    pub(crate) fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in `[0, n)` (multiply-shift; `n == 0` yields 0).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
+/// The one seeded generator of speedbench (see its docs for why it is
+/// written out by hand): every draw of the simulator comes from it.
+pub(crate) use speedbench_metrics::SplitMix64;
 
 /// FNV-1a over bytes, continuing from `h` (start with [`FNV_OFFSET`]).
 fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
@@ -378,19 +347,6 @@ mod tests {
             p_token,
             p_draft: 1.0,
         }
-    }
-
-    #[test]
-    fn splitmix_reference_values() {
-        // Reference outputs of SplitMix64 seeded with 0 (Vigna's splitmix64.c).
-        let mut r = SplitMix64::new(0);
-        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-        assert_eq!(r.next_u64(), 0x06C4_5D18_8009_454F);
-        let x = r.next_f64();
-        assert!((0.0..1.0).contains(&x));
-        assert!(r.below(7) < 7);
-        assert_eq!(r.below(0), 0);
     }
 
     #[test]
