@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong writing or reading a records file.
+///
+/// The `Parquet`, `Write` and `Arrow` variants exist with the `parquet`
+/// feature (on by default), as does everything that returns them.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// The file could not be opened, created or written.
@@ -16,6 +19,7 @@ pub enum RecordError {
     },
     /// The Parquet layer rejected the file (corrupt, truncated or not Parquet).
     #[error("{path}: not a readable Parquet records file: {source}")]
+    #[cfg(feature = "parquet")]
     Parquet {
         /// The file involved.
         path: PathBuf,
@@ -26,6 +30,7 @@ pub enum RecordError {
     /// Writing the records file failed (a full disk, a file-size limit, an
     /// I/O error).
     #[error("{path}: cannot write: {source}")]
+    #[cfg(feature = "parquet")]
     Write {
         /// The file being written.
         path: PathBuf,
@@ -35,6 +40,7 @@ pub enum RecordError {
     },
     /// Arrow could not assemble or decode a batch.
     #[error("{path}: {source}")]
+    #[cfg(feature = "parquet")]
     Arrow {
         /// The file involved.
         path: PathBuf,

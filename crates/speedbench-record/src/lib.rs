@@ -6,7 +6,16 @@
 //! them back with [`read_records_file`]. The column layout is
 //! [`record_schema`], documented column by column in `docs/record-schema.md`.
 //!
+//! # Features
+//!
+//! - `parquet` (default): the Arrow schema, [`RecordWriter`], the readers
+//!   and the run directory (file names, lock). Without it the crate is the
+//!   record types alone ([`RequestRecord`], [`RunManifest`], the category
+//!   lists), with no Arrow or Parquet dependency: what
+//!   `speedbench-metrics` needs to compute over records it is handed.
+//!
 //! ```
+//! # #[cfg(feature = "parquet")] {
 //! use speedbench_record::{RecordWriter, RequestRecord, RunManifest, SpecDecodeStats, SpecSource,
 //!     read_records_file};
 //!
@@ -35,26 +44,33 @@
 //! assert_eq!(file.records.len(), 1);
 //! assert_eq!(file.records[0].spec.as_ref().unwrap().verify_steps, Some(43));
 //! assert_eq!(file.manifest.unwrap().record_count, 1);
+//! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 mod categories;
 mod error;
+#[cfg(feature = "parquet")]
 mod io;
 mod manifest;
 mod record;
+#[cfg(feature = "parquet")]
 mod rundir;
+#[cfg(feature = "parquet")]
 mod schema;
 
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
 pub use error::RecordError;
+#[cfg(feature = "parquet")]
 pub use io::{
     ClosedRecords, RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
     read_records_file, read_records_file_with,
 };
 pub use manifest::{RunManifest, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
+#[cfg(feature = "parquet")]
 pub use rundir::{
     LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
     SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, outcome, run_is_live,
 };
+#[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};
