@@ -69,7 +69,7 @@ pub async fn discover_model_with_headers(
         .map_err(|e| failed(fetch_failure(&url, &e)))?;
     if resp.status != 200 {
         return Err(failed(format!(
-            "HTTP {}; pass --model explicitly",
+            "HTTP {}; name the model instead of asking the server",
             resp.status
         )));
     }
@@ -78,10 +78,12 @@ pub async fn discover_model_with_headers(
     let id = v
         .pointer("/data/0/id")
         .and_then(Value::as_str)
-        .ok_or_else(|| failed("the list holds no model id; pass --model explicitly".into()))?;
+        .ok_or_else(|| {
+            failed("the list holds no model id; name the model instead of asking the server".into())
+        })?;
     if secrets.scrub(id) != id {
         return Err(failed(
-            "the listed model id holds a credential sent with the request; pass --model explicitly"
+            "the listed model id holds a credential sent with the request; name the model instead"
                 .into(),
         ));
     }

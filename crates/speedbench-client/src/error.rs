@@ -7,6 +7,7 @@ use std::path::PathBuf;
 /// A failing *request* is not an error of this type: it becomes a record
 /// with an [`speedbench_record::ErrorKind`], and the run goes on.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server URL cannot be used.
     #[error("invalid server URL {url:?}: {message}")]
@@ -32,10 +33,41 @@ pub enum ClientError {
         /// Why it is invalid.
         message: String,
     },
-    /// Two options contradict each other (e.g. `-H Authorization` with an
-    /// API key, or a URL naming another endpoint than the API in use).
-    #[error("conflicting options: {0}")]
-    Conflict(String),
+    /// An extra body field would replace one speedbench sets itself (the
+    /// request sent would not be the one recorded).
+    #[error(
+        "invalid extra input {input:?}: `{}` is set by speedbench itself and cannot be overridden; it comes from {}",
+        field.name(),
+        field.set_by()
+    )]
+    OwnedField {
+        /// The offending item.
+        input: String,
+        /// The field it would replace.
+        field: OwnedField,
+    },
+    /// An `Authorization` header given together with an API key: one would
+    /// silently replace the other.
+    #[error(
+        "the header {header} and the API key both set the Authorization header; give only one (the key is sent as `Authorization: Bearer KEY`)"
+    )]
+    AuthorizationTwice {
+        /// The header's name as given.
+        header: String,
+    },
+    /// The server URL names one endpoint while requests use another API.
+    #[error(
+        "the URL names the endpoint {} but requests use {}; use the {} API, or give the server URL without the endpoint path",
+        named.path(),
+        used.path(),
+        named.name()
+    )]
+    EndpointMismatch {
+        /// The API the URL's path names.
+        named: crate::ApiKind,
+        /// The API requests use.
+        used: crate::ApiKind,
+    },
     /// The load configuration is inconsistent.
     #[error("invalid load configuration: {0}")]
     InvalidLoad(String),
@@ -73,4 +105,54 @@ pub enum ClientError {
     /// The records file failed.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),
+}
+
+/// A request body field speedbench sets itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OwnedField {
+    /// `model`: the model name.
+    Model,
+    /// `messages`: the conversation, from the dataset.
+    Messages,
+    /// `prompt`: the prompt, from the dataset.
+    Prompt,
+    /// `stream`: whether the response is streamed.
+    Stream,
+    /// `stream_options`: set with streaming to ask for usage.
+    StreamOptions,
+}
+
+impl OwnedField {
+    /// Every owned field.
+    pub const ALL: [OwnedField; 5] = [
+        OwnedField::Model,
+        OwnedField::Messages,
+        OwnedField::Prompt,
+        OwnedField::Stream,
+        OwnedField::StreamOptions,
+    ];
+
+    /// The body field's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OwnedField::Model => "model",
+            OwnedField::Messages => "messages",
+            OwnedField::Prompt => "prompt",
+            OwnedField::Stream => "stream",
+            OwnedField::StreamOptions => "stream_options",
+        }
+    }
+
+    /// Where its value comes from instead ([`crate::Target`]'s fields).
+    pub fn set_by(self) -> &'static str {
+        match self {
+            OwnedField::Model => "the target's model",
+            OwnedField::Messages | OwnedField::Prompt => "the dataset",
+            OwnedField::Stream => "the target's streaming option",
+            OwnedField::StreamOptions => {
+                "the target's streaming option (which asks for usage with stream_options.include_usage)"
+            }
+        }
+    }
 }

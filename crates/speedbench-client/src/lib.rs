@@ -59,7 +59,7 @@ mod target;
 pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
-pub use error::ClientError;
+pub use error::{ClientError, OwnedField};
 pub use runner::{
     LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
     new_run_id, run_profile,

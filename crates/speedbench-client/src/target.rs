@@ -8,7 +8,7 @@ use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use speedbench_dataset::Message;
 
-use crate::error::ClientError;
+use crate::error::{ClientError, OwnedField};
 use crate::secrets::Secrets;
 use crate::spec::SpecAdapter;
 
@@ -31,11 +31,24 @@ impl ApiKind {
         }
     }
 
-    fn flag_value(self) -> &'static str {
+    /// The API's short name: `chat` or `completions`.
+    pub fn name(self) -> &'static str {
         match self {
             ApiKind::Chat => "chat",
             ApiKind::Completions => "completions",
         }
+    }
+}
+
+impl std::str::FromStr for ApiKind {
+    type Err = String;
+
+    /// `chat` or `completions`.
+    fn from_str(s: &str) -> Result<ApiKind, String> {
+        [ApiKind::Chat, ApiKind::Completions]
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown API {s:?} (expected chat or completions)"))
     }
 }
 
@@ -55,10 +68,9 @@ pub(crate) fn request_headers(
             .iter()
             .find(|(n, _)| n.trim().eq_ignore_ascii_case("authorization"))
         {
-            return Err(ClientError::Conflict(format!(
-                "-H {name} and --api-key (or OPENAI_API_KEY) both set the Authorization header; \
-                 give only one (the key is sent as `Authorization: Bearer KEY`)"
-            )));
+            return Err(ClientError::AuthorizationTwice {
+                header: name.trim().to_string(),
+            });
         }
         let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
             ClientError::InvalidHeader {
@@ -196,7 +208,7 @@ impl BaseUrl {
         };
         if authority.contains('@') {
             return Err(bad(
-                "credentials in the URL are not supported; use --api-key",
+                "credentials in the URL are not supported; give them as an API key or a header",
             ));
         }
         check_authority(authority).map_err(|why| bad(&why))?;
@@ -312,13 +324,10 @@ impl Target {
         if let Some(named) = self.base_url.endpoint()
             && named != self.api
         {
-            return Err(ClientError::Conflict(format!(
-                "the URL names the endpoint {} but requests use {}; pass --endpoint-type {}, \
-                 or give the server URL without the endpoint path",
-                named.path(),
-                self.api.path(),
-                named.flag_value()
-            )));
+            return Err(ClientError::EndpointMismatch {
+                named,
+                used: self.api,
+            });
         }
         Ok(())
     }
@@ -365,25 +374,13 @@ impl Target {
     }
 }
 
-/// Body fields speedbench sets itself, and where each comes from instead.
-const OWNED_FIELDS: [(&str, &str); 5] = [
-    ("model", "--model"),
-    ("messages", "the dataset (--input-file or --public-dataset)"),
-    ("prompt", "the dataset (--input-file or --public-dataset)"),
-    ("stream", "--streaming"),
-    (
-        "stream_options",
-        "--streaming (which asks for usage with stream_options.include_usage)",
-    ),
-];
-
 /// Parses `--extra-inputs` values: a JSON object, or `key:value` pairs whose
 /// values are parsed as JSON when they can be (`temperature:0` is a number).
 ///
 /// Refuses empty keys, a key given twice, and the fields speedbench sets
-/// itself (`model`, `messages`, `prompt`, `stream`, `stream_options`), naming
-/// the option that sets each: overriding them would send requests other than
-/// the ones recorded.
+/// itself ([`OwnedField`]: `model`, `messages`, `prompt`, `stream`,
+/// `stream_options`) with [`ClientError::OwnedField`]: overriding them would
+/// send requests other than the ones recorded.
 ///
 /// ```
 /// use speedbench_client::parse_extra_inputs;
@@ -393,7 +390,10 @@ const OWNED_FIELDS: [(&str, &str); 5] = [
 /// let m = parse_extra_inputs(&[r#"{"top_p": 0.9}"#.into()])?;
 /// assert_eq!(m["top_p"], 0.9);
 /// let err = parse_extra_inputs(&["stream:true".into()]).unwrap_err();
-/// assert!(err.to_string().contains("--streaming"));
+/// assert!(matches!(
+///     err,
+///     speedbench_client::ClientError::OwnedField { field: speedbench_client::OwnedField::Stream, .. }
+/// ));
 /// # Ok::<(), speedbench_client::ClientError>(())
 /// ```
 pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, ClientError> {
@@ -420,14 +420,15 @@ pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, Client
             if key.trim().is_empty() {
                 return Err(invalid("the key is empty".into()));
             }
-            if let Some((_, instead)) = OWNED_FIELDS.iter().find(|(f, _)| *f == key) {
-                return Err(invalid(format!(
-                    "`{key}` is set by speedbench itself and cannot be overridden; use {instead}"
-                )));
+            if let Some(field) = OwnedField::ALL.into_iter().find(|f| f.name() == key) {
+                return Err(ClientError::OwnedField {
+                    input: item.clone(),
+                    field,
+                });
             }
             if out.contains_key(&key) {
                 return Err(invalid(format!(
-                    "`{key}` was already given by an earlier --extra-inputs item"
+                    "`{key}` was already given by an earlier item"
                 )));
             }
             out.insert(key, value);
@@ -531,7 +532,7 @@ mod tests {
         t.api = ApiKind::Completions;
         let err = t.validate().unwrap_err().to_string();
         assert!(
-            err.contains("/v1/chat/completions") && err.contains("--endpoint-type chat"),
+            err.contains("/v1/chat/completions") && err.contains("use the chat API"),
             "{err}"
         );
     }
@@ -544,7 +545,7 @@ mod tests {
         t.api_key = Some(ApiKey::new("from-key"));
         let err = t.validate().unwrap_err().to_string();
         assert!(
-            err.contains("-H Authorization") && err.contains("--api-key"),
+            err.contains("the header Authorization and the API key"),
             "{err}"
         );
         assert!(
@@ -559,23 +560,24 @@ mod tests {
 
     #[test]
     fn extra_inputs_cannot_take_over_the_protocol() {
-        let err = |items: &[&str]| {
+        let parse = |items: &[&str]| {
             let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
-            parse_extra_inputs(&items).unwrap_err().to_string()
+            parse_extra_inputs(&items).unwrap_err()
         };
-        for (item, instead) in [
-            ("stream:true", "--streaming"),
-            ("model:other", "--model"),
-            ("messages:[]", "--input-file"),
-            ("prompt:hi", "--public-dataset"),
-            (r#"{"stream_options": {}}"#, "--streaming"),
-            (" stream :false", "--streaming"),
+        let err = |items: &[&str]| parse(items).to_string();
+        for (item, owned) in [
+            ("stream:true", OwnedField::Stream),
+            ("model:other", OwnedField::Model),
+            ("messages:[]", OwnedField::Messages),
+            ("prompt:hi", OwnedField::Prompt),
+            (r#"{"stream_options": {}}"#, OwnedField::StreamOptions),
+            (" stream :false", OwnedField::Stream),
         ] {
-            let e = err(&[item]);
-            assert!(
-                e.contains("set by speedbench") && e.contains(instead),
-                "{item}: {e}"
-            );
+            match parse(&[item]) {
+                ClientError::OwnedField { field, .. } => assert_eq!(field, owned, "{item}"),
+                other => panic!("{item}: {other}"),
+            }
+            assert!(err(&[item]).contains("set by speedbench itself"), "{item}");
         }
         assert!(err(&[":5"]).contains("the key is empty"));
         assert!(err(&[r#"{"": 1}"#]).contains("the key is empty"));

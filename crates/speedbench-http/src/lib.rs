@@ -7,6 +7,11 @@
 //! deadline and redirect following, for control-plane calls (model lists,
 //! health checks, Hub API and file downloads).
 //!
+//! Every connection is a [`TimedStream`], whose reads and writes stamp the
+//! [`ConnectionClock`] each response carries; both come from
+//! `speedbench-clock` (re-exported here), which a server can use without
+//! this crate's TLS.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -35,9 +40,7 @@ use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-mod clock;
-
-pub use clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
+pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response

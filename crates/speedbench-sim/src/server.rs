@@ -18,7 +18,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
-use speedbench_http::{ConnectionClock, TimedStream, WriteStamp};
+use speedbench_clock::{ConnectionClock, TimedStream, WriteStamp};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};

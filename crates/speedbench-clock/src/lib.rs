@@ -23,7 +23,25 @@
 //!   the [`WriteStamp`] it returned: a server learns when the bytes of a
 //!   frame it handed to hyper actually left, rather than when hyper took
 //!   them (hyper may buffer several frames, or be descheduled, in between).
+//!
+//! A server wraps each accepted connection in [`TimedStream::new`] and
+//! serves hyper on it; a client builds its connections with
+//! [`TimedConnector`] (the `client` feature, which `speedbench-http` turns
+//! on), so the server side builds no hyper client and no TLS.
+//!
+//! ```
+//! use speedbench_clock::ConnectionClock;
+//!
+//! // A clock not attached to a connection: nothing read, nothing written,
+//! // and a write stamp asked for stays empty until a write fills it.
+//! let clock = ConnectionClock::default();
+//! assert_eq!(clock.request_written(), None);
+//! assert!(!clock.kernel_receive_stamps());
+//! let stamp = clock.stamp_next_write();
+//! assert_eq!(stamp.get(), None);
+//! ```
 
+#[cfg(feature = "client")]
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -32,8 +50,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
+#[cfg(feature = "client")]
 use hyper::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
+#[cfg(feature = "client")]
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use tokio::io::{AsyncWrite, Interest};
 use tokio::net::TcpStream;
@@ -306,6 +326,7 @@ impl TimedStream {
     }
 }
 
+#[cfg(feature = "client")]
 impl Connection for TimedStream {
     fn connected(&self) -> Connected {
         Connected::new().extra(self.clock.clone())
@@ -314,11 +335,14 @@ impl Connection for TimedStream {
 
 /// Wraps hyper-util's TCP connector so that every connection it makes is a
 /// [`TimedStream`] (TLS is layered above it).
+#[cfg(feature = "client")]
 #[derive(Debug, Clone)]
 pub struct TimedConnector(pub HttpConnector);
 
+#[cfg(feature = "client")]
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+#[cfg(feature = "client")]
 impl tower_service::Service<Uri> for TimedConnector {
     type Response = TimedStream;
     type Error = BoxError;
