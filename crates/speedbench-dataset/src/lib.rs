@@ -25,11 +25,11 @@
 //! # Features
 //!
 //! - `hub` (default): everything above that touches the network or Python —
-//!   the Hub client ([`hub`]), resolution ([`resolve`], [`upstream`]),
-//!   public datasets ([`public`]) and bundles ([`bundle`]). Without it the
+//!   the Hub client (`hub`), resolution (`resolve`, `upstream`),
+//!   public datasets (`public`) and bundles (`bundle`). Without it the
 //!   crate loads, validates and filters JSONL with serde and serde_json only:
 //!   no HTTP, TLS or tokio.
-//! - `parquet` (enabled by `hub`): [`parquet_rows`], Parquet files read as
+//! - `parquet` (enabled by `hub`): `parquet_rows`, Parquet files read as
 //!   JSON rows.
 //!
 //! ```

@@ -1,7 +1,7 @@
 //! Resolution of SPEED-Bench placeholder rows from their upstream sources.
 //!
 //! SPEED-Bench publishes, for rows whose sources forbid redistribution, the
-//! sentinel [`PLACEHOLDER`](crate::PLACEHOLDER) (often followed by `"\n\n"`
+//! sentinel [`PLACEHOLDER`] (often followed by `"\n\n"`
 //! and a Python `str.format` template) plus a `source` and a `src_id`. The
 //! upstream prepare step rebuilds the text from 14 sources. Some rebuilds are
 //! pure lookups (a row id maps to a field); others depend on the prepare
@@ -359,7 +359,7 @@ pub enum Resolver {
     #[default]
     Auto,
     /// Natively only: a row from another source is an error
-    /// ([`DatasetError::Unresolvable`]); never runs Python.
+    /// ([`ResolveError::Unresolvable`]); never runs Python.
     Native,
     /// Always with the upstream prepare step
     /// ([`crate::upstream`]), even where native resolution would do.
@@ -517,7 +517,7 @@ impl Plan {
 /// Order of work: the `cais/hle` access check (short deadline), the
 /// SPEED-Bench Parquet files at [`SPEED_BENCH_REVISION`], a classification
 /// of every placeholder row by source — failing with
-/// [`DatasetError::Unresolvable`] before any source download if one is not
+/// [`ResolveError::Unresolvable`] before any source download if one is not
 /// supported — then the sources, then the rows. [`crate::load_public_dataset`]
 /// chooses between this and the upstream prepare step ([`Resolver`]).
 pub async fn resolve_speed_bench(

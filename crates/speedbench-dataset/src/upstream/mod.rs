@@ -17,7 +17,7 @@
 //!    is cached as `<dataset cache>/upstream/prepare-<sha256 prefix>.py`,
 //!    written atomically and re-verified on every reuse. A local script
 //!    (`--prepare-script`, `SPEEDBENCH_PREPARE_SCRIPT`) is run as given;
-//! 4. a short driver of ours (`upstream_driver.py`, written to a temporary
+//! 4. a short driver of ours (`driver.py`, written to a temporary
 //!    directory) imports the script as a module, builds the config's
 //!    `datasets.Dataset` from the Parquet files speedbench downloaded at
 //!    [`SPEED_BENCH_REVISION`](crate::registry::SPEED_BENCH_REVISION),
