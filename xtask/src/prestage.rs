@@ -9,7 +9,10 @@
 
 use std::path::PathBuf;
 
-use speedbench_dataset::{LoadOptions, PrepareScript, Resolver, prestage};
+use speedbench_dataset::{
+    ChecksumOf, DatasetError, IntegrityError, LoadOptions, PrepareScript, ResolveError, Resolver,
+    prestage,
+};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut names = Vec::new();
@@ -65,7 +68,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     for name in names {
         let entry = runtime
             .block_on(prestage(&name, &out, &options))
-            .map_err(|e| format!("prestage {name}: {e}"))?;
+            .map_err(|e| format!("prestage {name}: {e}{}", hint(&e)))?;
         eprintln!(
             "staged {name}: {} ({} rows, {} bytes, sha256 {}, revision {})",
             out.join(&entry.file).display(),
@@ -81,4 +84,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+/// What to do about a dataset error in terms of this command's flags (the
+/// library's messages name none).
+fn hint(e: &DatasetError) -> &'static str {
+    match e {
+        DatasetError::Resolve(ResolveError::Unresolvable { .. }) => {
+            "\n  hint: `--resolver auto` or `--resolver upstream` runs the prepare step"
+        }
+        DatasetError::Resolve(ResolveError::PythonUnavailable { .. }) => {
+            "\n  hint: `--python venv/bin/python` (or SPEEDBENCH_PYTHON) chooses the interpreter"
+        }
+        DatasetError::Integrity(IntegrityError::Checksum {
+            of: ChecksumOf::PrepareScript,
+            ..
+        }) => "\n  hint: to run another script deliberately, pass it with --prepare-script PATH",
+        _ => "",
+    }
 }
