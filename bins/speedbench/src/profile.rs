@@ -10,7 +10,7 @@ use serde_json::json;
 use speedbench_client::{
     ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, ProfileRun, Progress, RunStatus,
     StopHandle, Target, discover_model_with_headers, parse_extra_inputs, run_profile,
-    scrape::{ScrapeConfig, ServerMetricsExport},
+    scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
@@ -484,13 +484,15 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     }
 }
 
-/// One stderr line per engine whose acceptance the server scrape found.
+/// One stderr line with the acceptance the server scrape gives: the
+/// figures `speedbench report --source server` prints for the run.
 fn server_metrics_line(path: &Path) {
-    let export = std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<ServerMetricsExport>(&b).ok());
-    let Some(export) = export else {
-        return;
+    let export = match ServerMetricsExport::read(path) {
+        Ok(export) => export,
+        Err(e) => {
+            eprintln!("server metrics: {e}");
+            return;
+        }
     };
     if export.summary.endpoints_successful.is_empty() {
         eprintln!(
@@ -499,18 +501,18 @@ fn server_metrics_line(path: &Path) {
         );
         return;
     }
-    for s in export.spec_decode() {
-        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-        eprintln!(
-            "server metrics ({}, {}): acceptance length {}, acceptance rate {}",
-            s.engine,
-            if s.from_counters {
-                "counter deltas"
-            } else {
-                "gauge averages"
-            },
-            f(s.acceptance_length),
-            f(s.acceptance_rate)
-        );
+    let (length, rate) = (export.acceptance_length(), export.acceptance_rate());
+    if length.is_none() && rate.is_none() {
+        return;
     }
+    let f = |a: &Option<Acceptance>| {
+        a.as_ref().map_or("-".to_string(), |a| {
+            format!("{:.3} ({}, {})", a.value, a.metric, a.weighting)
+        })
+    };
+    eprintln!(
+        "server metrics: acceptance length {}, acceptance rate {}",
+        f(&length),
+        f(&rate)
+    );
 }

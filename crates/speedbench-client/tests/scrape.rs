@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use speedbench_client::scrape::{
     MetricType, SERVER_METRICS_FILE_NAME, ScrapeConfig, SeriesStats, ServerMetricsExport,
+    Weighting,
 };
 use speedbench_client::{LoadConfig, ProfileRun, Progress, StopHandle, run_profile};
 use speedbench_record::read_records_file;
@@ -97,9 +98,13 @@ async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
     // Acceptance the way `vllm bench serve` computes it.
     let spec = export.spec_decode();
     let vllm = spec.iter().find(|s| s.engine == "vllm").unwrap();
-    assert!(vllm.from_counters);
-    assert_eq!(vllm.acceptance_length, Some(1.0 + accepted / steps));
-    assert_eq!(vllm.acceptance_rate, Some(accepted / proposed));
+    let length = vllm.acceptance_length.as_ref().unwrap();
+    assert_eq!(length.weighting, Weighting::TokenWeighted);
+    assert_eq!(length.value, 1.0 + accepted / steps);
+    assert_eq!(
+        vllm.acceptance_rate.as_ref().map(|a| a.value),
+        Some(accepted / proposed)
+    );
     assert_eq!(vllm.per_position.len(), 5);
 
     // The gauge has in-window statistics.

@@ -54,6 +54,9 @@ pub enum ReportError {
     /// A records file is unreadable.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),
+    /// A server-metrics export is unreadable or not an export.
+    #[error(transparent)]
+    Scrape(#[from] speedbench_scrape::ScrapeError),
     /// Two runs cannot be compared.
     #[error("cannot compare: {0}")]
     Compare(String),

@@ -71,8 +71,8 @@ pub use matrix::{
     records_cells,
 };
 pub use rundir::{
-    ResolvedSource, RunCounts, RunData, RunFormat, RunStatus, RunSummary, SUMMARY_JSON,
-    SourceChoice, assign_labels, build_matrix, find_run_dirs, load_run, load_run_for,
+    ResolvedSource, RunCounts, RunData, RunFormat, RunStatus, RunSummary, SourceChoice,
+    assign_labels, build_matrix, find_run_dirs, load_run, load_run_for,
 };
 pub use server::Weighting;
 /// Computed in `speedbench-metrics`; re-exported because [`Comparison`]'s

@@ -14,18 +14,16 @@ use std::str::FromStr;
 use serde_json::Value;
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
-    ErrorKind, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome,
-    read_records_file_with, run_is_live,
+    ErrorKind, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest,
+    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, outcome, read_records_file_with, run_is_live,
 };
+use speedbench_scrape::ServerMetricsExport;
 
 use crate::matrix::{
     AcceptanceMatrix, Cell, MatrixMetric, RowRun, RunCells, records_cells, strip_dataset_prefix,
 };
-use crate::server::{self, SERVER_METRICS_JSON, Weighting};
+use crate::server::{self, Weighting};
 use crate::{ReportError, aiperf};
-
-/// speedbench's run summary file (serialized [`RunMetrics`]).
-pub const SUMMARY_JSON: &str = "summary.json";
 
 /// Which source a matrix's cells come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,15 +80,12 @@ pub enum ResolvedSource {
 
 impl fmt::Display for ResolvedSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ResolvedSource::Records => "records",
-            ResolvedSource::Summary => "summary",
-            ResolvedSource::Server(Weighting::TokenWeighted) => "server (counters, token-weighted)",
-            ResolvedSource::Server(Weighting::TimeAveragedGauge) => {
-                "server (gauges, time-averaged, not token-weighted)"
-            }
-            ResolvedSource::None => "no source",
-        })
+        match self {
+            ResolvedSource::Records => f.write_str("records"),
+            ResolvedSource::Summary => f.write_str("summary"),
+            ResolvedSource::Server(weighting) => write!(f, "server ({weighting})"),
+            ResolvedSource::None => f.write_str("no source"),
+        }
     }
 }
 
@@ -214,8 +209,9 @@ pub struct RunData {
     pub records: Option<Vec<RequestRecord>>,
     /// Run-level summary, when the run has one.
     pub summary: Option<RunSummary>,
-    /// The server-metrics export, when the run has one.
-    pub server: Option<Value>,
+    /// The server-metrics export, when the run has one (speedbench's or
+    /// AIPerf's layout, read typed).
+    pub server: Option<ServerMetricsExport>,
     /// Things worth telling the user (skipped lines and the like).
     pub warnings: Vec<String>,
 }
@@ -350,7 +346,12 @@ pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData,
     if !is_run_dir(dir) {
         return Err(ReportError::NotARunDir(dir.to_path_buf()));
     }
-    let server = optional_json(&dir.join(SERVER_METRICS_JSON))?;
+    let server_path = dir.join(SERVER_METRICS_FILE_NAME);
+    let server = if server_path.is_file() {
+        Some(ServerMetricsExport::read(&server_path)?)
+    } else {
+        None
+    };
     let closed = dir.join(RECORDS_FILE_NAME);
     let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
     if closed.is_file() || partial.is_file() {
@@ -371,7 +372,7 @@ pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData,
             Err(e) => return Err(e.into()),
         };
         let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
-        let summary_value = optional_json(&dir.join(SUMMARY_JSON))?;
+        let summary_value = optional_json(&dir.join(SUMMARY_FILE_NAME))?;
         let summary_outcome = summary_value
             .as_ref()
             .and_then(|v| v.get("outcome"))
@@ -382,7 +383,7 @@ pub fn load_run_for(dir: &Path, metric: Option<MatrixMetric>) -> Result<RunData,
             Some(v) => {
                 let metrics: RunMetrics =
                     serde_json::from_value(v).map_err(|e| ReportError::Artifact {
-                        path: dir.join(SUMMARY_JSON),
+                        path: dir.join(SUMMARY_FILE_NAME),
                         line: None,
                         message: format!("not a speedbench run summary: {e}"),
                     })?;
@@ -743,12 +744,7 @@ impl RunData {
                 }
                 SourceChoice::Server => {
                     let Some(export) = &self.server else { continue };
-                    let found = match metric {
-                        MatrixMetric::AcceptLength => server::accept_length(export),
-                        MatrixMetric::AcceptRate => server::accept_rate(export),
-                        _ => None,
-                    };
-                    match found {
+                    match server::figure(export, metric) {
                         Some((v, w)) => (
                             self.single(Some(v), w == Weighting::TimeAveragedGauge),
                             ResolvedSource::Server(w),

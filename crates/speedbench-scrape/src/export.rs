@@ -1,15 +1,19 @@
 //! `server_metrics_export.json`: the types, and the statistics computed from
 //! the scraped samples.
+//!
+//! The types read both speedbench's layout and AIPerf's (which has no
+//! `tool`, `start_ns`/`end_ns`, gauge `count` or counter `aggregate`, and
+//! keeps histogram buckets beside the stats): fields one of them lacks
+//! default, and fields only AIPerf writes are ignored.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use speedbench_metrics::percentile_sorted;
 
-use super::parse::{MetricType, Role};
-
-/// The file name of the export in a run directory.
-pub use speedbench_record::SERVER_METRICS_FILE_NAME;
+use crate::error::ScrapeError;
+use crate::parse::{MetricType, Role};
 
 /// Everything scraped from the servers' Prometheus endpoints during a run.
 ///
@@ -19,17 +23,21 @@ pub use speedbench_record::SERVER_METRICS_FILE_NAME;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerMetricsExport {
     /// Version of this layout (`"1.0"`).
+    #[serde(default)]
     pub schema_version: String,
-    /// The tool that wrote it (`speedbench <version>`).
+    /// The tool that wrote it (`speedbench <version>`; empty in AIPerf's).
+    #[serde(default)]
     pub tool: String,
     /// When and where the samples were taken.
+    #[serde(default)]
     pub summary: ExportSummary,
     /// Per metric family, by name.
     pub metrics: BTreeMap<String, MetricExport>,
 }
 
 /// When and where the samples were taken.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ExportSummary {
     /// Every endpoint asked for.
     pub endpoints_configured: Vec<String>,
@@ -51,6 +59,7 @@ pub struct ExportSummary {
 
 /// How the fetches of one endpoint went.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EndpointInfo {
     /// Fetches attempted.
     pub total_fetches: u64,
@@ -76,6 +85,7 @@ pub struct MetricExport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// One entry per (endpoint, label set).
+    #[serde(default)]
     pub series: Vec<SeriesExport>,
     /// Counters: the totals summed over every series (every engine, rank
     /// and endpoint), as `vllm bench serve` sums label sets.
@@ -87,10 +97,13 @@ pub struct MetricExport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SeriesExport {
     /// The endpoint scraped.
+    #[serde(default)]
     pub endpoint_url: String,
     /// The series' labels (without `le` for histograms).
+    #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Statistics over the window; `None` when no sample fell in it.
+    #[serde(default)]
     pub stats: Option<SeriesStats>,
 }
 
@@ -131,22 +144,36 @@ pub struct CounterStats {
 /// interpolate linearly between closest ranks (numpy's default). `avg` is a
 /// plain mean over time: an idle interval counts as much as a busy one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
 pub struct GaugeStats {
-    /// Samples in the window.
+    /// Samples in the window (0 when read from an AIPerf export, which
+    /// does not write it).
+    #[serde(default)]
     pub count: usize,
+    /// Mean of the samples.
     pub avg: f64,
+    /// Smallest sample.
     pub min: f64,
+    /// Largest sample.
     pub max: f64,
+    /// Sample standard deviation (ddof 1).
     pub std: f64,
+    /// 1st percentile.
     pub p1: f64,
+    /// 5th percentile.
     pub p5: f64,
+    /// 10th percentile.
     pub p10: f64,
+    /// 25th percentile.
     pub p25: f64,
+    /// Median.
     pub p50: f64,
+    /// 75th percentile.
     pub p75: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 95th percentile.
     pub p95: f64,
+    /// 99th percentile.
     pub p99: f64,
 }
 
@@ -159,7 +186,9 @@ pub struct HistogramStats {
     pub sum: f64,
     /// `sum / count`, when there were observations.
     pub avg: Option<f64>,
-    /// Cumulative observations per bucket upper bound (`le`).
+    /// Cumulative observations per bucket upper bound (`le`; empty when
+    /// read from an AIPerf export, which keeps them beside the stats).
+    #[serde(default)]
     pub buckets: BTreeMap<String, f64>,
 }
 
@@ -176,159 +205,40 @@ pub struct CounterAggregate {
     pub by_position: BTreeMap<String, f64>,
 }
 
-/// Acceptance derived from one engine's server metrics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpecDecodeSummary {
-    /// `vllm`, `llamacpp`, `trtllm` or `sglang`.
-    pub engine: String,
-    /// True when computed from counter deltas (token-weighted, comparable
-    /// with per-request records); false for time-averaged gauges.
-    pub from_counters: bool,
-    /// Steps that drafted (`…num_drafts`), when the engine counts them.
-    pub drafts: Option<f64>,
-    /// Target verify steps, counting those that drafted nothing: the
-    /// denominator of `acceptance_length`. vLLM and TensorRT-LLM draft on
-    /// every step, so it is `drafts`; llama.cpp drafts only when its
-    /// drafter has a candidate, so it is `Δtokens_predicted - Δaccepted`
-    /// (every pass emits one token plus the drafts it accepted), as its
-    /// per-request `predicted_n - draft_n_accepted`.
-    #[serde(default)]
-    pub steps: Option<f64>,
-    /// Proposed draft tokens.
-    pub draft_tokens: Option<f64>,
-    /// Accepted draft tokens.
-    pub accepted_tokens: Option<f64>,
-    /// Mean tokens per verify step, bonus token included.
-    pub acceptance_length: Option<f64>,
-    /// Accepted / proposed draft tokens, a fraction.
-    pub acceptance_rate: Option<f64>,
-    /// Acceptance per draft position (accepted at i / drafts).
-    pub per_position: Vec<f64>,
-}
-
 impl ServerMetricsExport {
-    fn counter_total(&self, name: &str) -> Option<f64> {
-        self.metrics.get(name)?.aggregate.as_ref().map(|a| a.total)
+    /// Parses an export (speedbench's layout or AIPerf's) from JSON text.
+    pub fn from_json(text: &str) -> Result<ServerMetricsExport, serde_json::Error> {
+        serde_json::from_str(text)
     }
 
-    fn gauge_avg(&self, name: &str) -> Option<f64> {
-        let m = self.metrics.get(name)?;
-        let avgs: Vec<f64> = m
-            .series
-            .iter()
-            .filter_map(|s| match &s.stats {
-                Some(SeriesStats::Gauge(g)) if g.avg.is_finite() => Some(g.avg),
-                _ => None,
-            })
-            .collect();
-        (!avgs.is_empty()).then(|| avgs.iter().sum::<f64>() / avgs.len() as f64)
-    }
-
-    /// Acceptance per engine found in the export, computed as `vllm bench
-    /// serve` does for counters (AL = 1 + Δaccepted/Δsteps, AR =
-    /// Δaccepted/Δdraft_tokens, only when Δdraft_tokens > 0; see
-    /// [`SpecDecodeSummary::steps`] for llama.cpp, whose steps are not its
-    /// drafts) and as AIPerf does for gauges (the mean of the scraped
-    /// samples).
-    ///
-    /// ```
-    /// use speedbench_client::scrape::ServerMetricsExport;
-    /// let json = r#"{"schema_version":"1.0","tool":"t","summary":{"endpoints_configured":[],
-    ///   "endpoints_successful":[],"start_ns":0,"end_ns":0,"profiling_start_ns":null,
-    ///   "profiling_end_ns":null,"interval_ms":333.0,"endpoint_info":{}},
-    ///   "metrics":{
-    ///     "vllm:spec_decode_num_drafts":{"type":"counter","series":[],"aggregate":{"total":10.0,"rate":null}},
-    ///     "vllm:spec_decode_num_draft_tokens":{"type":"counter","series":[],"aggregate":{"total":40.0,"rate":null}},
-    ///     "vllm:spec_decode_num_accepted_tokens":{"type":"counter","series":[],"aggregate":{"total":25.0,"rate":null}}}}"#;
-    /// let export: ServerMetricsExport = serde_json::from_str(json)?;
-    /// let s = &export.spec_decode()[0];
-    /// assert_eq!((s.engine.as_str(), s.acceptance_length, s.acceptance_rate), ("vllm", Some(3.5), Some(0.625)));
-    /// # Ok::<(), serde_json::Error>(())
-    /// ```
-    pub fn spec_decode(&self) -> Vec<SpecDecodeSummary> {
-        let mut out = Vec::new();
-        for (engine, prefix) in [
-            ("vllm", "vllm:spec_decode_"),
-            ("llamacpp", "llamacpp:spec_decode_"),
-            ("trtllm", "trtllm_spec_decode_"),
-        ] {
-            let c = |n: &str| self.counter_total(&format!("{prefix}{n}"));
-            let (drafts, draft_tokens, accepted) = (
-                c("num_drafts"),
-                c("num_draft_tokens"),
-                c("num_accepted_tokens"),
-            );
-            if draft_tokens.is_none() && accepted.is_none() {
-                continue;
-            }
-            let counted = draft_tokens.is_some_and(|d| d > 0.0);
-            let per_pos = self
-                .metrics
-                .get(&format!("{prefix}num_accepted_tokens_per_pos"))
-                .and_then(|m| m.aggregate.as_ref());
-            let mut per_position = Vec::new();
-            if let (Some(d), Some(p)) = (drafts.filter(|d| *d > 0.0), per_pos) {
-                let mut by: Vec<(u64, f64)> = p
-                    .by_position
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, *v / d)))
-                    .collect();
-                by.sort_by_key(|(k, _)| *k);
-                per_position = by.into_iter().map(|(_, v)| v).collect();
-            }
-            let steps = if engine == "llamacpp" {
-                match (self.counter_total("llamacpp:tokens_predicted"), accepted) {
-                    (Some(p), Some(a)) if p >= a => Some(p - a),
-                    _ => None,
-                }
-            } else {
-                drafts
-            };
-            let length = match (steps, accepted) {
-                (Some(s), Some(a)) if s > 0.0 && counted => Some(1.0 + a / s),
-                _ => self.gauge_avg(&format!("{prefix}acceptance_length")),
-            };
-            out.push(SpecDecodeSummary {
-                engine: engine.into(),
-                from_counters: counted,
-                drafts,
-                steps,
-                draft_tokens,
-                accepted_tokens: accepted,
-                acceptance_length: length,
-                acceptance_rate: match (accepted, draft_tokens) {
-                    (Some(a), Some(d)) if d > 0.0 => Some(a / d),
-                    _ => None,
-                },
-                per_position,
-            });
-        }
-        let length = self.gauge_avg("sglang:spec_accept_length");
-        let rate = self.gauge_avg("sglang:spec_accept_rate");
-        if length.is_some() || rate.is_some() {
-            out.push(SpecDecodeSummary {
-                engine: "sglang".into(),
-                from_counters: false,
-                drafts: None,
-                steps: None,
-                draft_tokens: None,
-                accepted_tokens: None,
-                acceptance_length: length,
-                acceptance_rate: rate,
-                per_position: Vec::new(),
-            });
-        }
-        out
+    /// Reads an export file (`server_metrics_export.json`, by either tool).
+    /// Errors name the file, and for malformed content the line and field.
+    pub fn read(path: &Path) -> Result<ServerMetricsExport, ScrapeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScrapeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ServerMetricsExport::from_json(&text).map_err(|source| ScrapeError::Export {
+            path: path.to_path_buf(),
+            line: source.line(),
+            source,
+        })
     }
 }
 
 /// The time-ordered samples of one series.
 pub(crate) type Points = Vec<(i64, f64)>;
 
-/// The window the statistics cover.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Window {
+/// The profiling window the statistics cover, Unix nanoseconds.
+///
+/// Counter deltas start at the last sample strictly before `start` (so
+/// warmup is excluded) and run to the last sample taken; gauge statistics
+/// cover the samples from `start` to `end`. `None` leaves that side open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    /// When the profiling window opened (after warmup).
     pub start: Option<i64>,
+    /// When it closed.
     pub end: Option<i64>,
 }
 
@@ -564,73 +474,6 @@ mod tests {
             )
             .is_none()
         );
-    }
-
-    fn counter(total: f64) -> MetricExport {
-        MetricExport {
-            kind: MetricType::Counter,
-            description: None,
-            series: Vec::new(),
-            aggregate: Some(CounterAggregate {
-                total,
-                rate: None,
-                by_position: BTreeMap::new(),
-            }),
-        }
-    }
-
-    fn export(metrics: &[(&str, f64)]) -> ServerMetricsExport {
-        ServerMetricsExport {
-            schema_version: "1.0".into(),
-            tool: "t".into(),
-            summary: ExportSummary {
-                endpoints_configured: Vec::new(),
-                endpoints_successful: Vec::new(),
-                start_ns: 0,
-                end_ns: 0,
-                profiling_start_ns: None,
-                profiling_end_ns: None,
-                interval_ms: 333.0,
-                endpoint_info: BTreeMap::new(),
-            },
-            metrics: metrics
-                .iter()
-                .map(|(n, v)| (n.to_string(), counter(*v)))
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn llamacpp_acceptance_length_counts_steps_that_drafted_nothing() {
-        // 357 tokens predicted, 294 of them accepted drafts, over 12 drafts:
-        // 63 target passes, so AL = 1 + 294/63 = 5.666666666666667
-        // (1 + 294/12 = 25.5 per drafting step); rate 294/300 = 0.98.
-        let e = export(&[
-            ("llamacpp:spec_decode_num_drafts", 12.0),
-            ("llamacpp:spec_decode_num_draft_tokens", 300.0),
-            ("llamacpp:spec_decode_num_accepted_tokens", 294.0),
-            ("llamacpp:tokens_predicted", 357.0),
-        ]);
-        let s = &e.spec_decode()[0];
-        assert_eq!((s.drafts, s.steps), (Some(12.0), Some(63.0)));
-        assert_eq!(s.acceptance_length, Some(1.0 + 294.0 / 63.0));
-        assert_eq!(s.acceptance_rate, Some(0.98));
-        // Without the predicted-tokens counter the steps are unknown: no
-        // length rather than the per-draft figure.
-        let e = export(&[
-            ("llamacpp:spec_decode_num_drafts", 12.0),
-            ("llamacpp:spec_decode_num_draft_tokens", 300.0),
-            ("llamacpp:spec_decode_num_accepted_tokens", 294.0),
-        ]);
-        let s = &e.spec_decode()[0];
-        assert_eq!((s.steps, s.acceptance_length), (None, None));
-        // vLLM drafts every step: steps are its drafts.
-        let e = export(&[
-            ("vllm:spec_decode_num_drafts", 10.0),
-            ("vllm:spec_decode_num_draft_tokens", 40.0),
-            ("vllm:spec_decode_num_accepted_tokens", 25.0),
-        ]);
-        assert_eq!(e.spec_decode()[0].steps, Some(10.0));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ClientError;
+use crate::error::ScrapeError;
 
 /// The type a `# TYPE` line declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -20,7 +20,7 @@ pub enum MetricType {
     /// Quantiles plus `_sum` and `_count`.
     Summary,
     /// No (or an unrecognised) type.
-    #[serde(alias = "untyped")]
+    #[serde(alias = "untyped", other)]
     Unknown,
 }
 
@@ -335,16 +335,16 @@ fn sample_line(line: &str) -> Result<Sample, String> {
 /// `NaN`/`+Inf`/`-Inf`, and a timestamp may follow the value.
 ///
 /// ```
-/// use speedbench_client::scrape::{MetricType, parse_exposition};
+/// use speedbench_scrape::{MetricType, parse_exposition};
 /// let text = "# TYPE vllm:spec_decode_num_drafts counter\n\
 ///             vllm:spec_decode_num_drafts_total{model_name=\"a}b\",engine=\"0\"} 43.0\n";
 /// let e = parse_exposition(text)?;
 /// assert_eq!(e.types["vllm:spec_decode_num_drafts"], MetricType::Counter);
 /// assert_eq!(e.samples[0].labels[0], ("model_name".to_string(), "a}b".to_string()));
 /// assert_eq!(e.samples[0].value, 43.0);
-/// # Ok::<(), speedbench_client::ClientError>(())
+/// # Ok::<(), speedbench_scrape::ScrapeError>(())
 /// ```
-pub fn parse_exposition(text: &str) -> Result<Exposition, ClientError> {
+pub fn parse_exposition(text: &str) -> Result<Exposition, ScrapeError> {
     let mut out = Exposition::default();
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
@@ -367,7 +367,7 @@ pub fn parse_exposition(text: &str) -> Result<Exposition, ClientError> {
             }
             continue;
         }
-        let sample = sample_line(line).map_err(|message| ClientError::Prometheus {
+        let sample = sample_line(line).map_err(|message| ScrapeError::Exposition {
             line: n + 1,
             message,
         })?;
@@ -445,7 +445,7 @@ mod tests {
         ] {
             let err = parse_exposition(&format!("ok 1\n{bad}\n")).unwrap_err();
             assert!(
-                matches!(err, ClientError::Prometheus { line: 2, .. }),
+                matches!(err, ScrapeError::Exposition { line: 2, .. }),
                 "{bad}: {err}"
             );
         }

@@ -1,22 +1,19 @@
-//! Server-side metrics: scrape Prometheus endpoints during a run and export
-//! counter deltas and gauge statistics over the profiling window.
+//! Server-side metrics: scrape Prometheus endpoints over HTTP during a run
+//! and export counter deltas and gauge statistics over the profiling window.
 //!
-//! This is the portable acceptance path: every engine publishes something
-//! on `/metrics` (vLLM's `vllm:spec_decode_*` counters, llama.cpp's
-//! `llamacpp:spec_decode_*` counters, SGLang's `sglang:spec_accept_length` /
-//! `spec_accept_rate` gauges, TensorRT-LLM's `trtllm_spec_decode_*`; NIM
-//! serves it at `/v1/metrics`).
+//! Only the fetching loop lives here. The parser, the export types, the
+//! reduction of samples to statistics and the acceptance precedence are
+//! the `speedbench_scrape` crate's, re-exported below under their old
+//! paths (NIM serves its metrics at `/v1/metrics`).
 //!
-//! - [`parse_exposition`] parses the Prometheus text format 0.0.4 by hand
-//!   (`prometheus-parse` rejects `:` in names and `}` in label values).
 //! - A [`Scraper`] fetches every endpoint every [`ScrapeConfig::interval`]
 //!   (333 ms by default, as AIPerf) from the start of the run, takes one
 //!   scrape exactly when the profiling window opens (the reference that
 //!   excludes warmup), keeps going for [`ScrapeConfig::shutdown_delay`]
-//!   after the window closes, and builds a [`ServerMetricsExport`].
-//! - [`ServerMetricsExport`] is what `server_metrics_export.json` holds
-//!   (AIPerf's layout; serde both ways), and
-//!   [`ServerMetricsExport::spec_decode`] turns it into acceptance numbers.
+//!   after the window closes, and builds a [`ServerMetricsExport`] with
+//!   [`ServerMetricsExport::from_samples`].
+//! - [`ServerMetricsExport::acceptance_length`] turns it into the number
+//!   `speedbench report --source server` prints for the run.
 //!
 //! ```no_run
 //! use speedbench_client::scrape::{ScrapeConfig, Scraper};
@@ -26,36 +23,32 @@
 //! // ... run the measured requests ...
 //! scraper.mark_profiling_end();
 //! let export = scraper.finish(true).await;
-//! for s in export.spec_decode() {
-//!     println!("{}: acceptance length {:?}", s.engine, s.acceptance_length);
+//! if let Some(al) = export.acceptance_length() {
+//!     println!("acceptance length {} ({})", al.value, al.weighting);
 //! }
 //! # Ok(()) }
 //! ```
 
-mod export;
-mod parse;
-
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::header::{HeaderName, HeaderValue};
 use speedbench_http::{HttpClient, get};
 
-pub use export::{
-    CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
-    MetricExport, SERVER_METRICS_FILE_NAME, SeriesExport, SeriesStats, ServerMetricsExport,
-    SpecDecodeSummary,
+/// The file name of the export in a run directory.
+pub use speedbench_record::SERVER_METRICS_FILE_NAME;
+pub use speedbench_scrape::{
+    Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, ExportSummary,
+    Exposition, GaugeStats, HistogramStats, MetricExport, MetricType, Sample, ScrapeError,
+    SeriesExport, SeriesStats, ServerMetricsExport, SpecDecodeSummary, Weighting, Window,
+    parse_exposition,
 };
-pub use parse::{Exposition, MetricType, Sample, parse_exposition};
 
 use crate::discovery::{control_client, fetch_failure};
 use crate::error::ClientError;
 use crate::runner::StopHandle;
 use crate::secrets::Secrets;
 use crate::target::{ApiKey, Target, request_headers};
-use export::{Points, StoredSeries, Window, build_metrics};
-use parse::Role;
 
 /// Which endpoints to scrape, and how often.
 #[derive(Debug, Clone)]
@@ -133,49 +126,13 @@ fn normalize_endpoint(e: &str) -> String {
     }
 }
 
-type SeriesKey = (String, Role, Vec<(String, String)>);
-
-#[derive(Default)]
-struct Store {
-    info: EndpointInfo,
-    latency_ms_sum: f64,
-    ok_fetches: u64,
-    families: BTreeMap<String, (MetricType, Option<String>)>,
-    series: HashMap<SeriesKey, Points>,
-    /// When each successful scrape was taken, to tell a series that
-    /// appeared mid-run from one that was there from the start.
-    ok_times: Vec<i64>,
-}
-
-impl Store {
-    fn ingest(&mut self, e: &Exposition, ts: i64) {
-        for sample in &e.samples {
-            let Some((family, role, help)) = e.classify(sample) else {
-                continue;
-            };
-            let kind = match &role {
-                Role::Counter => MetricType::Counter,
-                Role::Gauge(k) => *k,
-                _ => MetricType::Histogram,
-            };
-            self.families
-                .entry(family.clone())
-                .or_insert_with(|| (kind, help.map(str::to_string)));
-            self.series
-                .entry((family, role, sample.labels.clone()))
-                .or_default()
-                .push((ts, sample.value));
-        }
-    }
-}
-
 struct Inner {
     config: ScrapeConfig,
     client: HttpClient,
     headers: Vec<Vec<(HeaderName, HeaderValue)>>,
     /// Scrubs what endpoints send back (an echoing server may quote the key).
     secrets: Secrets,
-    stores: Vec<Mutex<Store>>,
+    stores: Vec<Mutex<EndpointSamples>>,
     base: (Instant, i64),
     window: Mutex<Window>,
 }
@@ -212,22 +169,13 @@ impl Inner {
         .map_err(|message| self.secrets.scrub(&message).into_owned());
         let ts = self.unix_ns(t1);
         let mut store = lock(&self.stores[i]);
-        store.info.total_fetches += 1;
         match parsed {
-            Ok(exposition) => {
-                store.ingest(&exposition, ts);
-                store.ok_times.push(ts);
-                store.ok_fetches += 1;
-                store.latency_ms_sum += (t1 - t0).as_secs_f64() * 1e3;
-                store.info.first_fetch_ns.get_or_insert(ts);
-                store.info.last_fetch_ns = Some(ts);
-            }
+            Ok(exposition) => store.record(&exposition, ts, t1 - t0),
             Err(message) => {
-                if store.info.failed_fetches == 0 {
+                if store.info().failed_fetches == 0 {
                     tracing::warn!("server metrics from {url}: {message}");
                 }
-                store.info.failed_fetches += 1;
-                store.info.last_error = Some(message);
+                store.record_failure(message);
             }
         }
     }
@@ -276,10 +224,7 @@ impl Scraper {
             headers,
             secrets,
             base: (Instant::now(), unix_ns),
-            window: Mutex::new(Window {
-                start: None,
-                end: None,
-            }),
+            window: Mutex::new(Window::default()),
         });
         let stop = StopHandle::new();
         let tasks = (0..inner.config.endpoints.len())
@@ -328,84 +273,19 @@ impl Scraper {
         self.inner.fetch_all().await;
         let inner = &self.inner;
         let window = *lock(&inner.window);
-        let mut stores: Vec<Store> = inner
-            .stores
-            .iter()
-            .map(|s| std::mem::take(&mut *lock(s)))
-            .collect();
-        let mut families = BTreeMap::new();
-        let mut endpoint_info = BTreeMap::new();
-        let mut successful = Vec::new();
-        let (mut start_ns, mut end_ns) = (i64::MAX, i64::MIN);
-        for (url, store) in inner.config.endpoints.iter().zip(&mut stores) {
-            for (k, v) in &store.families {
-                families.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            store.ok_times.sort_unstable();
-            for ((_, role, _), points) in store.series.iter_mut() {
-                points.sort_by_key(|p| p.0);
-                if !matches!(role, Role::Gauge(_)) {
-                    start_from_zero(points, &store.ok_times);
-                }
-            }
-            if store.ok_fetches > 0 {
-                successful.push(url.clone());
-                store.info.avg_fetch_latency_ms =
-                    Some(store.latency_ms_sum / store.ok_fetches as f64);
-            }
-            start_ns = start_ns.min(store.info.first_fetch_ns.unwrap_or(i64::MAX));
-            end_ns = end_ns.max(store.info.last_fetch_ns.unwrap_or(i64::MIN));
-            endpoint_info.insert(url.clone(), store.info.clone());
-        }
-        let series = inner
+        let endpoints = inner
             .config
             .endpoints
             .iter()
-            .zip(&stores)
-            .flat_map(|(url, store)| {
-                store
-                    .series
-                    .iter()
-                    .map(move |((family, role, labels), points)| StoredSeries {
-                        endpoint: url,
-                        family,
-                        role,
-                        labels,
-                        points,
-                    })
-            });
-        let metrics = build_metrics(series, &families, window);
-        ServerMetricsExport {
-            schema_version: "1.0".into(),
-            tool: format!("speedbench {}", env!("CARGO_PKG_VERSION")),
-            summary: ExportSummary {
-                endpoints_configured: inner.config.endpoints.clone(),
-                endpoints_successful: successful,
-                start_ns: if start_ns == i64::MAX { 0 } else { start_ns },
-                end_ns: if end_ns == i64::MIN { 0 } else { end_ns },
-                profiling_start_ns: window.start,
-                profiling_end_ns: window.end,
-                interval_ms: inner.config.interval.as_secs_f64() * 1e3,
-                endpoint_info,
-            },
-            metrics,
-        }
-    }
-}
-
-/// A counter-like series (counter, histogram bucket, sum or count) absent
-/// from an earlier successful scrape of its endpoint appeared during the
-/// run: it counts from 0, not from its first value (llama.cpp publishes its
-/// per-position acceptance counters only once it has drafted). A 0 sample is
-/// put at the last successful scrape that did not have it, so the increase
-/// up to its first value is counted wherever the window opens.
-fn start_from_zero(points: &mut Points, ok_times: &[i64]) {
-    let Some(&(first_ts, _)) = points.first() else {
-        return;
-    };
-    let before = ok_times.partition_point(|&t| t < first_ts);
-    if before > 0 {
-        points.insert(0, (ok_times[before - 1], 0.0));
+            .zip(&inner.stores)
+            .map(|(url, s)| (url.clone(), std::mem::take(&mut *lock(s))))
+            .collect();
+        ServerMetricsExport::from_samples(
+            endpoints,
+            window,
+            inner.config.interval,
+            format!("speedbench {}", env!("CARGO_PKG_VERSION")),
+        )
     }
 }
 
@@ -488,22 +368,9 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            err.contains("--api-key") && err.contains("authorization"),
+            err.contains("the API key") && err.contains("authorization"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn a_series_absent_from_an_earlier_scrape_starts_at_zero() {
-        // Scrapes at 1, 2, 3 s; the series first shows at 2 s with 21.
-        let ok = [1, 2, 3];
-        let mut late = vec![(2, 21.0), (3, 30.0)];
-        start_from_zero(&mut late, &ok);
-        assert_eq!(late, vec![(1, 0.0), (2, 21.0), (3, 30.0)]);
-        // Present from the first scrape: measured from its first value.
-        let mut early = vec![(1, 5.0), (3, 9.0)];
-        start_from_zero(&mut early, &ok);
-        assert_eq!(early, vec![(1, 5.0), (3, 9.0)]);
     }
 
     #[test]

@@ -1,0 +1,235 @@
+//! Collecting scraped expositions into an export: the samples of each
+//! endpoint over a run, then the reduction to counter deltas and gauge
+//! statistics over the profiling window.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use crate::export::{
+    EndpointInfo, ExportSummary, Points, ServerMetricsExport, StoredSeries, Window, build_metrics,
+};
+use crate::parse::{Exposition, MetricType, Role};
+
+type SeriesKey = (String, Role, Vec<(String, String)>);
+
+/// The samples scraped from one endpoint during a run, and how its
+/// fetches went.
+///
+/// Feed it every fetch ([`record`](EndpointSamples::record) or
+/// [`record_failure`](EndpointSamples::record_failure)), then hand it to
+/// [`ServerMetricsExport::from_samples`]. It does no I/O: the caller
+/// fetches (speedbench's client does it over HTTP every 333 ms).
+#[derive(Debug, Default)]
+pub struct EndpointSamples {
+    info: EndpointInfo,
+    latency_ms_sum: f64,
+    ok_fetches: u64,
+    families: BTreeMap<String, (MetricType, Option<String>)>,
+    series: HashMap<SeriesKey, Points>,
+    /// When each successful scrape was taken, to tell a series that
+    /// appeared mid-run from one that was there from the start.
+    ok_times: Vec<i64>,
+}
+
+impl EndpointSamples {
+    /// No fetch yet.
+    pub fn new() -> EndpointSamples {
+        EndpointSamples::default()
+    }
+
+    /// Records a successful fetch: `exposition` was received at `at_ns`
+    /// (Unix nanoseconds) after a fetch that took `latency`.
+    pub fn record(&mut self, exposition: &Exposition, at_ns: i64, latency: Duration) {
+        self.info.total_fetches += 1;
+        for sample in &exposition.samples {
+            let Some((family, role, help)) = exposition.classify(sample) else {
+                continue;
+            };
+            let kind = match &role {
+                Role::Counter => MetricType::Counter,
+                Role::Gauge(k) => *k,
+                _ => MetricType::Histogram,
+            };
+            self.families
+                .entry(family.clone())
+                .or_insert_with(|| (kind, help.map(str::to_string)));
+            self.series
+                .entry((family, role, sample.labels.clone()))
+                .or_default()
+                .push((at_ns, sample.value));
+        }
+        self.ok_times.push(at_ns);
+        self.ok_fetches += 1;
+        self.latency_ms_sum += latency.as_secs_f64() * 1e3;
+        self.info.first_fetch_ns.get_or_insert(at_ns);
+        self.info.last_fetch_ns = Some(at_ns);
+    }
+
+    /// Records a failed fetch (connection, status or parse error): counted
+    /// in [`EndpointInfo::failed_fetches`], `message` kept as the last error.
+    pub fn record_failure(&mut self, message: impl Into<String>) {
+        self.info.total_fetches += 1;
+        self.info.failed_fetches += 1;
+        self.info.last_error = Some(message.into());
+    }
+
+    /// How the fetches have gone so far.
+    pub fn info(&self) -> &EndpointInfo {
+        &self.info
+    }
+}
+
+/// A counter-like series (counter, histogram bucket, sum or count) absent
+/// from an earlier successful scrape of its endpoint appeared during the
+/// run: it counts from 0, not from its first value (llama.cpp publishes its
+/// per-position acceptance counters only once it has drafted). A 0 sample is
+/// put at the last successful scrape that did not have it, so the increase
+/// up to its first value is counted wherever the window opens.
+fn start_from_zero(points: &mut Points, ok_times: &[i64]) {
+    let Some(&(first_ts, _)) = points.first() else {
+        return;
+    };
+    let before = ok_times.partition_point(|&t| t < first_ts);
+    if before > 0 {
+        points.insert(0, (ok_times[before - 1], 0.0));
+    }
+}
+
+impl ServerMetricsExport {
+    /// The export of a run: every endpoint's samples (by its URL, in the
+    /// order configured) reduced over `window`, counters to their deltas
+    /// (warmup excluded, resets counted from zero) and gauges to their
+    /// in-window statistics. `interval` is the time between scrapes and
+    /// `tool` the writer's name and version.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use speedbench_scrape::{EndpointSamples, ServerMetricsExport, Window, parse_exposition};
+    ///
+    /// let mut samples = EndpointSamples::new();
+    /// for (at_ns, drafts) in [(1_000, 5), (2_000, 9), (3_000, 12)] {
+    ///     let text = format!("# TYPE vllm:spec_decode_num_drafts counter\n\
+    ///                         vllm:spec_decode_num_drafts_total {drafts}\n");
+    ///     samples.record(&parse_exposition(&text)?, at_ns, Duration::from_millis(2));
+    /// }
+    /// // The window opens after the first scrape (warmup before it).
+    /// let window = Window { start: Some(1_500), end: Some(3_000) };
+    /// let export = ServerMetricsExport::from_samples(
+    ///     vec![("http://127.0.0.1:8000/metrics".into(), samples)],
+    ///     window,
+    ///     Duration::from_millis(333),
+    ///     "my-bench 1.0",
+    /// );
+    /// assert_eq!(export.counter_total("vllm:spec_decode_num_drafts"), Some(7.0));
+    /// # Ok::<(), speedbench_scrape::ScrapeError>(())
+    /// ```
+    pub fn from_samples(
+        endpoints: Vec<(String, EndpointSamples)>,
+        window: Window,
+        interval: Duration,
+        tool: impl Into<String>,
+    ) -> ServerMetricsExport {
+        let mut endpoints = endpoints;
+        let mut families = BTreeMap::new();
+        let mut endpoint_info = BTreeMap::new();
+        let mut successful = Vec::new();
+        let (mut start_ns, mut end_ns) = (i64::MAX, i64::MIN);
+        for (url, store) in &mut endpoints {
+            for (k, v) in &store.families {
+                families.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            store.ok_times.sort_unstable();
+            for ((_, role, _), points) in store.series.iter_mut() {
+                points.sort_by_key(|p| p.0);
+                if !matches!(role, Role::Gauge(_)) {
+                    start_from_zero(points, &store.ok_times);
+                }
+            }
+            if store.ok_fetches > 0 {
+                successful.push(url.clone());
+                store.info.avg_fetch_latency_ms =
+                    Some(store.latency_ms_sum / store.ok_fetches as f64);
+            }
+            start_ns = start_ns.min(store.info.first_fetch_ns.unwrap_or(i64::MAX));
+            end_ns = end_ns.max(store.info.last_fetch_ns.unwrap_or(i64::MIN));
+            endpoint_info.insert(url.clone(), store.info.clone());
+        }
+        let series = endpoints.iter().flat_map(|(url, store)| {
+            store
+                .series
+                .iter()
+                .map(move |((family, role, labels), points)| StoredSeries {
+                    endpoint: url,
+                    family,
+                    role,
+                    labels,
+                    points,
+                })
+        });
+        let metrics = build_metrics(series, &families, window);
+        ServerMetricsExport {
+            schema_version: "1.0".into(),
+            tool: tool.into(),
+            summary: ExportSummary {
+                endpoints_configured: endpoints.iter().map(|(url, _)| url.clone()).collect(),
+                endpoints_successful: successful,
+                start_ns: if start_ns == i64::MAX { 0 } else { start_ns },
+                end_ns: if end_ns == i64::MIN { 0 } else { end_ns },
+                profiling_start_ns: window.start,
+                profiling_end_ns: window.end,
+                interval_ms: interval.as_secs_f64() * 1e3,
+                endpoint_info,
+            },
+            metrics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_exposition;
+
+    #[test]
+    fn a_series_absent_from_an_earlier_scrape_starts_at_zero() {
+        // Scrapes at 1, 2, 3 s; the series first shows at 2 s with 21.
+        let ok = [1, 2, 3];
+        let mut late = vec![(2, 21.0), (3, 30.0)];
+        start_from_zero(&mut late, &ok);
+        assert_eq!(late, vec![(1, 0.0), (2, 21.0), (3, 30.0)]);
+        // Present from the first scrape: measured from its first value.
+        let mut early = vec![(1, 5.0), (3, 9.0)];
+        start_from_zero(&mut early, &ok);
+        assert_eq!(early, vec![(1, 5.0), (3, 9.0)]);
+    }
+
+    #[test]
+    fn fetches_are_counted_and_failures_kept() {
+        let mut s = EndpointSamples::new();
+        s.record_failure("HTTP 503");
+        let e = parse_exposition("# TYPE g gauge\ng 4\n").unwrap();
+        s.record(&e, 10, Duration::from_millis(4));
+        s.record(&e, 20, Duration::from_millis(2));
+        let info = s.info().clone();
+        assert_eq!((info.total_fetches, info.failed_fetches), (3, 1));
+        assert_eq!(info.last_error.as_deref(), Some("HTTP 503"));
+        assert_eq!(
+            (info.first_fetch_ns, info.last_fetch_ns),
+            (Some(10), Some(20))
+        );
+        let export = ServerMetricsExport::from_samples(
+            vec![("u".into(), s), ("down".into(), EndpointSamples::new())],
+            Window::default(),
+            Duration::from_millis(333),
+            "t",
+        );
+        assert_eq!(export.summary.endpoints_configured, ["u", "down"]);
+        assert_eq!(export.summary.endpoints_successful, ["u"]);
+        assert_eq!(
+            export.summary.endpoint_info["u"].avg_fetch_latency_ms,
+            Some(3.0)
+        );
+        assert_eq!((export.summary.start_ns, export.summary.end_ns), (10, 20));
+        assert_eq!(export.metrics["g"].kind, MetricType::Gauge);
+    }
+}
