@@ -67,4 +67,4 @@ pub use runner::{
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use sink::{ChannelSink, RecordSink, RecordsHandle, VecSink};
-pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs};
+pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs, parse_header};

@@ -374,6 +374,30 @@ impl Target {
     }
 }
 
+/// Parses a header argument `Name: value` (spaces around both trimmed).
+///
+/// The error never quotes the argument: without a colon, all of it may be a
+/// credential (`Authorization Bearer sk-...`).
+///
+/// ```
+/// use speedbench_client::parse_header;
+/// assert_eq!(parse_header("X-Team: bench")?, ("X-Team".into(), "bench".into()));
+/// let err = parse_header("Authorization Bearer sk-123").unwrap_err().to_string();
+/// assert!(!err.contains("sk-123"), "{err}");
+/// # Ok::<(), speedbench_client::ClientError>(())
+/// ```
+pub fn parse_header(h: &str) -> Result<(String, String), ClientError> {
+    h.split_once(':')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| ClientError::InvalidHeader {
+            name: "(no name)".into(),
+            message: format!(
+                "expected Name:value, got {} characters without a ':' (not shown: it may hold a secret)",
+                h.chars().count()
+            ),
+        })
+}
+
 /// Parses `--extra-inputs` values: a JSON object, or `key:value` pairs whose
 /// values are parsed as JSON when they can be (`temperature:0` is a number).
 ///
