@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use speedbench_record::{RequestRecord, SpecDecodeStats};
 
+use crate::mean::mean;
 use crate::measured::is_measured;
 
 /// Summed speculative-decoding counters of a group of requests.
@@ -148,13 +149,7 @@ pub fn acceptance_by(
 ///
 /// Missing and non-finite cells are skipped; `None` when no cell remains.
 pub fn macro_average(cells: &[Option<f64>]) -> Option<f64> {
-    let present: Vec<f64> = cells
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    (!present.is_empty()).then(|| present.iter().sum::<f64>() / present.len() as f64)
+    mean(cells.iter().flatten().copied().filter(|v| v.is_finite()))
 }
 
 #[cfg(test)]

@@ -13,8 +13,17 @@
 //!   denominator over the group and divide once;
 //! - the `Overall` of a matrix row is the unweighted mean of its present
 //!   cells ([`macro_average`]);
-//! - warmup records and failed records are excluded from every statistic;
-//!   failures are counted ([`RequestCounts`]).
+//! - warmup records and failed records are excluded from every statistic
+//!   ([`is_measured`], the one definition of a measured request); failures
+//!   are counted ([`RequestCounts`]);
+//! - plain and per-group means ([`mean`], [`mean_by`]), box-plot numbers
+//!   ([`BoxStats`], [`box_stats_by`]) and every percentile
+//!   ([`percentile_sorted`], numpy's linear method);
+//! - baseline-against-speculative speedups as llama.cpp's
+//!   `speed_bench_compare.py` computes them ([`Speedups`], [`DecodeSource`])
+//!   with percentile-bootstrap intervals ([`bootstrap_interval`]) drawn from
+//!   [`SplitMix64`], the one seeded generator of speedbench (the client's
+//!   arrival schedule and the simulator draw from it too).
 //!
 //! ```
 //! use speedbench_metrics::{RequestMetricsExt, RunMetrics};

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::mean::mean;
+
 /// Distribution statistics of one metric, as AIPerf's console columns show
 /// them (`avg | min | max | p99 | p90 | p50 | std`).
 ///
@@ -46,7 +48,7 @@ impl Summary {
         }
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let avg = sorted.iter().sum::<f64>() / n as f64;
+        let avg = mean(sorted.iter().copied())?;
         let variance = sorted.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n as f64;
         Some(Summary {
             count: n,
