@@ -41,6 +41,9 @@
 //! assert_eq!(stamp.get(), None);
 //! ```
 
+// Without `client` the docs still name the connector it adds.
+#![cfg_attr(not(feature = "client"), allow(rustdoc::broken_intra_doc_links))]
+
 #[cfg(feature = "client")]
 use std::future::Future;
 use std::io;
