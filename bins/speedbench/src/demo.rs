@@ -6,7 +6,7 @@ use clap::Args;
 use speedbench_dataset::Dataset;
 use speedbench_sim::{SimConfig, SimServer};
 
-use crate::profile::{EndpointType, ProfileArgs};
+use crate::profile::ProfileArgs;
 use crate::{Context, Outcome};
 
 /// The bundled SPEED-Bench-shaped fixture: 11 categories, some multi-turn rows.
@@ -45,7 +45,7 @@ pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
     let args = ProfileArgs {
         url: server.url(),
         model: None,
-        endpoint_type: EndpointType::Chat,
+        endpoint_type: speedbench_client::ApiKind::Chat,
         streaming: true,
         input_file: Some(PathBuf::from("(bundled) fixtures/speed_bench_mini.jsonl")),
         public: Default::default(),

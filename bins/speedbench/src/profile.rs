@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde_json::json;
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, ProfileRun, Progress, RunStatus,
-    StopHandle, Target, discover_model_with_headers, parse_extra_inputs, run_profile,
+    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, OwnedField, ProfileRun, Progress,
+    RunStatus, StopHandle, Target, discover_model_with_headers, new_run_id, parse_extra_inputs,
+    parse_header, run_profile,
     scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::Dataset;
@@ -18,15 +19,6 @@ use speedbench_record::{RecordError, read_records_file};
 use speedbench_report::{AcceptanceMatrix, MatrixMetric, render_run_summary};
 
 use crate::{CliError, Context, Outcome, fail};
-
-/// Which OpenAI-compatible API to call.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum EndpointType {
-    /// `/v1/chat/completions`
-    Chat,
-    /// `/v1/completions`
-    Completions,
-}
 
 /// Options of `speedbench profile`.
 #[derive(Args, Debug, Clone)]
@@ -38,9 +30,9 @@ pub struct ProfileArgs {
     /// Model name to send; asked of `GET /v1/models` when omitted.
     #[arg(long, short = 'm')]
     pub model: Option<String>,
-    /// API to call.
-    #[arg(long, value_enum, default_value = "chat")]
-    pub endpoint_type: EndpointType,
+    /// API to call: `chat` (/v1/chat/completions) or `completions` (/v1/completions).
+    #[arg(long, default_value = "chat")]
+    pub endpoint_type: ApiKind,
     /// Ask for streamed (SSE) responses; needed for TTFT and inter-token latency.
     #[arg(long)]
     pub streaming: bool,
@@ -98,16 +90,6 @@ pub struct ProfileArgs {
     pub client: Box<ClientArgs>,
 }
 
-/// How request-rate arrivals are spaced.
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
-pub enum ArrivalArg {
-    /// Exponential gaps (a Poisson process).
-    #[default]
-    Poisson,
-    /// Equal gaps of 1/rate.
-    Constant,
-}
-
 /// The client's connection, load-shape and server-scrape options.
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
@@ -119,14 +101,10 @@ pub struct ClientArgs {
     /// for single-turn rows); `--concurrency` is then unused.
     #[arg(long)]
     pub request_rate: Option<f64>,
-    /// How request-rate arrivals are spaced.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "poisson",
-        alias = "request-rate-mode"
-    )]
-    pub arrival: ArrivalArg,
+    /// How request-rate arrivals are spaced: `poisson` (exponential gaps) or
+    /// `constant` (equal gaps of 1/rate).
+    #[arg(long, default_value = "poisson", alias = "request-rate-mode")]
+    pub arrival: Arrival,
     /// Seed of the arrival schedule.
     #[arg(long, default_value_t = 0)]
     pub random_seed: u64,
@@ -156,7 +134,7 @@ impl Default for ClientArgs {
         ClientArgs {
             ca_cert: Vec::new(),
             request_rate: None,
-            arrival: ArrivalArg::Poisson,
+            arrival: Arrival::Poisson,
             random_seed: 0,
             max_concurrency: None,
             benchmark_duration: None,
@@ -178,10 +156,7 @@ fn seconds(flag: &str, v: f64) -> Result<Duration, CliError> {
 impl ClientArgs {
     fn load(&self, mut load: LoadConfig) -> Result<LoadConfig, CliError> {
         load.request_rate = self.request_rate;
-        load.arrival = match self.arrival {
-            ArrivalArg::Poisson => Arrival::Poisson,
-            ArrivalArg::Constant => Arrival::Constant,
-        };
+        load.arrival = self.arrival;
         load.random_seed = self.random_seed;
         load.max_concurrency = self.max_concurrency;
         load.benchmark_duration = self
@@ -208,7 +183,7 @@ impl ClientArgs {
         json!({
             "ca_cert": self.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "request_rate": self.request_rate,
-            "arrival": format!("{:?}", self.arrival).to_lowercase(),
+            "arrival": self.arrival.name(),
             "random_seed": self.random_seed,
             "max_concurrency": self.max_concurrency,
             "benchmark_duration_s": self.benchmark_duration,
@@ -224,34 +199,6 @@ impl ClientArgs {
             .map(|p| std::fs::read(p).context(format!("--ca-cert {}", p.display())))
             .collect()
     }
-}
-
-fn new_run_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "run-{:x}-{:x}",
-        nanos / 1_000_000_000,
-        (nanos % 1_000_000_000) ^ std::process::id() as u128
-    )
-}
-
-fn parse_header(h: &str) -> Result<(String, String), CliError> {
-    h.split_once(':')
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .ok_or_else(|| {
-            // Never echo the argument: without a colon, the whole of it may
-            // be a credential (e.g. `Authorization Bearer sk-...`).
-            fail(
-                "--header",
-                format!(
-                    "expected Name:value, got {} characters without a ':' (not shown: it may hold a secret)",
-                    h.chars().count()
-                ),
-            )
-        })
 }
 
 /// The exit code of the signal that stopped the run (128 + its number),
@@ -294,6 +241,32 @@ async fn wait_for_signal() -> u8 {
     }
 }
 
+/// The library error, with the flag that fixes it named (the library
+/// knows no flags).
+fn hinted(what: &str, e: ClientError) -> CliError {
+    let hint = match &e {
+        ClientError::OwnedField { field, .. } => Some(match field {
+            OwnedField::Model => "set it with --model".to_string(),
+            OwnedField::Messages | OwnedField::Prompt => {
+                "it comes from --input-file or --public-dataset".to_string()
+            }
+            _ => "set it with --streaming".to_string(),
+        }),
+        ClientError::AuthorizationTwice { header } => Some(format!(
+            "-H {header} and --api-key (or OPENAI_API_KEY) are both given"
+        )),
+        ClientError::EndpointMismatch { named, .. } => {
+            Some(format!("pass --endpoint-type {}", named.name()))
+        }
+        _ => None,
+    };
+    let what = match hint {
+        Some(h) => format!("{what} ({h})"),
+        None => what.to_string(),
+    };
+    Err::<(), _>(e).context(what).unwrap_err()
+}
+
 /// Runs `speedbench profile`.
 pub async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     let dataset = match (&args.input_file, &args.public.public_dataset) {
@@ -324,49 +297,46 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     let headers: Vec<(String, String)> = args
         .headers
         .iter()
-        .map(|h| parse_header(h))
+        .map(|h| parse_header(h).context("--header"))
         .collect::<Result<_, _>>()?;
     let model = match &args.model {
         Some(m) => m.clone(),
         None => discover_model_with_headers(&base_url, api_key.as_ref(), &headers, &extra_roots)
             .await
-            .context("finding the served model")?,
+            .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
     };
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(fail("--timeout", "must be a positive number of seconds"));
     }
     let mut target = Target::new(base_url.clone(), model.clone());
-    target.api = match args.endpoint_type {
-        EndpointType::Chat => ApiKind::Chat,
-        EndpointType::Completions => ApiKind::Completions,
-    };
+    target.api = args.endpoint_type;
     target.streaming = args.streaming;
     target.max_tokens = args.osl;
-    target.extra_body = parse_extra_inputs(&args.extra_inputs).context("--extra-inputs")?;
+    target.extra_body =
+        parse_extra_inputs(&args.extra_inputs).map_err(|e| hinted("--extra-inputs", e))?;
     target.api_key = api_key;
     target.headers = headers;
     target.timeout = Duration::from_secs_f64(args.timeout);
     target.extra_roots_pem = extra_roots;
-    target.validate().context("checking the request options")?;
+    target
+        .validate()
+        .map_err(|e| hinted("checking the request options", e))?;
 
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let output_dir = args
         .output_artifact_dir
         .clone()
         .unwrap_or_else(|| Path::new("artifacts").join(format!("{}-{run_id}", dataset.name)));
-    let load = LoadConfig {
-        concurrency: args.concurrency,
-        request_count: args.request_count,
-        num_conversations: args.num_conversations,
-        warmup_request_count: args.warmup_request_count,
-        ..Default::default()
-    };
+    let mut load = LoadConfig::closed_loop(args.concurrency);
+    load.request_count = args.request_count;
+    load.num_conversations = args.num_conversations;
+    load.warmup_request_count = args.warmup_request_count;
     let load = args.client.load(load)?;
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
         "model": model,
-        "endpoint_type": format!("{:?}", args.endpoint_type).to_lowercase(),
+        "endpoint_type": args.endpoint_type.name(),
         "streaming": args.streaming,
         "input_file": args.input_file.as_ref().map(|p| p.display().to_string()),
         "public_dataset": args.public.public_dataset,
@@ -383,17 +353,13 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
         "client": args.client.config(),
     });
     let server_metrics = args.client.scrape(&target)?;
-    let run = ProfileRun {
-        dataset,
-        target,
-        load,
-        output_dir: output_dir.clone(),
-        run_id,
-        config,
-        server_metrics,
-        overwrite: args.overwrite,
-        max_error_rate: args.max_error_rate,
-    };
+    let mut run = ProfileRun::new(dataset, target, &output_dir)
+        .with_load(load)
+        .with_run_id(run_id)
+        .with_config(config)
+        .with_overwrite(args.overwrite);
+    run.server_metrics = server_metrics;
+    run.max_error_rate = args.max_error_rate;
 
     let stop = StopHandle::new();
     install_stop_signal(stop.clone());

@@ -20,6 +20,28 @@ pub enum Arrival {
     Constant,
 }
 
+impl Arrival {
+    /// The arrival shape's short name: `poisson` or `constant`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Poisson => "poisson",
+            Arrival::Constant => "constant",
+        }
+    }
+}
+
+impl std::str::FromStr for Arrival {
+    type Err = String;
+
+    /// `poisson` or `constant`.
+    fn from_str(s: &str) -> Result<Arrival, String> {
+        [Arrival::Poisson, Arrival::Constant]
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("unknown arrival {s:?} (expected poisson or constant)"))
+    }
+}
+
 /// The start offsets of successive arrivals; the first is at zero.
 ///
 /// ```
