@@ -38,6 +38,23 @@ pub struct ClosedRecords {
     pub close_error: Option<RecordError>,
 }
 
+impl ClosedRecords {
+    /// How the file ended after `error`, given how writing its footer went.
+    fn after(error: RecordError, footer: Result<u64, RecordError>) -> ClosedRecords {
+        let readable = footer.is_ok();
+        let (rows, close_error) = match footer {
+            Ok(rows) => (rows, None),
+            Err(close) => (0, Some(close)),
+        };
+        ClosedRecords {
+            rows,
+            error: Some(error),
+            readable,
+            close_error,
+        }
+    }
+}
+
 /// What a footer written after a failure needs: a handle of the file, and
 /// the row groups the writer had completed.
 struct Snapshot {
@@ -66,20 +83,7 @@ impl RecordWriter {
                 readable: true,
                 close_error: None,
             },
-            Err(error) => match snapshot.write_footer(&path, manifest) {
-                Ok(rows) => ClosedRecords {
-                    rows,
-                    error: Some(error),
-                    readable: true,
-                    close_error: None,
-                },
-                Err(close) => ClosedRecords {
-                    rows: 0,
-                    error: Some(error),
-                    readable: false,
-                    close_error: Some(close),
-                },
-            },
+            Err(error) => ClosedRecords::after(error, snapshot.write_footer(&path, manifest)),
         }
     }
 
@@ -100,20 +104,7 @@ impl RecordWriter {
             drop(self);
             snapshot.write_footer(&path, manifest)
         });
-        match cut {
-            Ok(rows) => ClosedRecords {
-                rows,
-                error: Some(error),
-                readable: true,
-                close_error: None,
-            },
-            Err(close) => ClosedRecords {
-                rows: 0,
-                error: Some(error),
-                readable: false,
-                close_error: Some(close),
-            },
-        }
+        ClosedRecords::after(error, cut)
     }
 
     fn snapshot(&self) -> Result<Snapshot, RecordError> {
