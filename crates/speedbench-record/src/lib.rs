@@ -51,6 +51,7 @@
 #![cfg_attr(not(feature = "parquet"), allow(rustdoc::broken_intra_doc_links))]
 
 mod categories;
+pub mod columns;
 mod error;
 #[cfg(feature = "parquet")]
 mod io;

@@ -13,6 +13,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::columns;
 use crate::error::RecordError;
 use crate::record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 
@@ -31,42 +32,42 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     use DataType::*;
     let f = |name: &str, ty: DataType, nullable: bool| Field::new(name, ty, nullable);
     Arc::new(Schema::new(vec![
-        f("run_id", Utf8, false),
-        f("request_index", UInt64, false),
-        f("conversation_id", Utf8, false),
-        f("turn_index", UInt32, false),
-        f("dataset", Utf8, false),
-        f("category", Utf8, true),
-        f("model", Utf8, false),
-        f("warmup", Boolean, false),
-        f("start_time", timestamp(), false),
-        f("end_time", timestamp(), false),
-        f("ttft_ns", UInt64, true),
-        f("inter_chunk_latencies_ns", list_of(UInt64), false),
+        f(columns::RUN_ID, Utf8, false),
+        f(columns::REQUEST_INDEX, UInt64, false),
+        f(columns::CONVERSATION_ID, Utf8, false),
+        f(columns::TURN_INDEX, UInt32, false),
+        f(columns::DATASET, Utf8, false),
+        f(columns::CATEGORY, Utf8, true),
+        f(columns::MODEL, Utf8, false),
+        f(columns::WARMUP, Boolean, false),
+        f(columns::START_TIME, timestamp(), false),
+        f(columns::END_TIME, timestamp(), false),
+        f(columns::TTFT_NS, UInt64, true),
+        f(columns::INTER_CHUNK_LATENCIES_NS, list_of(UInt64), false),
         f("e2e_latency_ns", UInt64, false),
-        f("prompt_tokens", UInt64, true),
-        f("completion_tokens", UInt64, true),
-        f("output_chunks", UInt64, false),
-        f("finish_reason", Utf8, true),
-        f("http_status", UInt16, true),
-        f("error_kind", Utf8, true),
-        f("error_message", Utf8, true),
-        f("output_text", Utf8, false),
-        f("spec_source", Utf8, true),
-        f("spec_accepted_draft_tokens", UInt64, true),
-        f("spec_proposed_draft_tokens", UInt64, true),
-        f("spec_verify_steps", UInt64, true),
-        f("spec_num_spec_tokens", UInt32, true),
-        f("spec_acceptance_histogram", list_of(UInt64), true),
-        f("spec_per_step_accepted", list_of(UInt32), true),
-        f("spec_per_step_drafted", list_of(UInt32), true),
-        f("timings_prompt_n", UInt64, true),
-        f("timings_cache_n", UInt64, true),
-        f("timings_prompt_ms", Float64, true),
-        f("timings_prompt_per_second", Float64, true),
-        f("timings_predicted_n", UInt64, true),
-        f("timings_predicted_ms", Float64, true),
-        f("timings_predicted_per_second", Float64, true),
+        f(columns::PROMPT_TOKENS, UInt64, true),
+        f(columns::COMPLETION_TOKENS, UInt64, true),
+        f(columns::OUTPUT_CHUNKS, UInt64, false),
+        f(columns::FINISH_REASON, Utf8, true),
+        f(columns::HTTP_STATUS, UInt16, true),
+        f(columns::ERROR_KIND, Utf8, true),
+        f(columns::ERROR_MESSAGE, Utf8, true),
+        f(columns::OUTPUT_TEXT, Utf8, false),
+        f(columns::SPEC_SOURCE, Utf8, true),
+        f(columns::SPEC_ACCEPTED_DRAFT_TOKENS, UInt64, true),
+        f(columns::SPEC_PROPOSED_DRAFT_TOKENS, UInt64, true),
+        f(columns::SPEC_VERIFY_STEPS, UInt64, true),
+        f(columns::SPEC_NUM_SPEC_TOKENS, UInt32, true),
+        f(columns::SPEC_ACCEPTANCE_HISTOGRAM, list_of(UInt64), true),
+        f(columns::SPEC_PER_STEP_ACCEPTED, list_of(UInt32), true),
+        f(columns::SPEC_PER_STEP_DRAFTED, list_of(UInt32), true),
+        f(columns::TIMINGS_PROMPT_N, UInt64, true),
+        f(columns::TIMINGS_CACHE_N, UInt64, true),
+        f(columns::TIMINGS_PROMPT_MS, Float64, true),
+        f(columns::TIMINGS_PROMPT_PER_SECOND, Float64, true),
+        f(columns::TIMINGS_PREDICTED_N, UInt64, true),
+        f(columns::TIMINGS_PREDICTED_MS, Float64, true),
+        f(columns::TIMINGS_PREDICTED_PER_SECOND, Float64, true),
     ]))
 });
 
@@ -778,46 +779,46 @@ pub(crate) fn batch_to_records(
     out: &mut Vec<RequestRecord>,
 ) -> Result<(), RecordError> {
     let c = Columns { batch, source };
-    let run_id = c.strings("run_id")?;
-    let request_index = c.u64s("request_index")?;
-    let conversation_id = c.strings("conversation_id")?;
-    let turn_index = c.u32s("turn_index")?;
-    let dataset = c.strings("dataset")?;
-    let category = c.strings("category")?;
-    let model = c.strings("model")?;
-    let warmup = c.column("warmup")?.as_boolean();
+    let run_id = c.strings(columns::RUN_ID)?;
+    let request_index = c.u64s(columns::REQUEST_INDEX)?;
+    let conversation_id = c.strings(columns::CONVERSATION_ID)?;
+    let turn_index = c.u32s(columns::TURN_INDEX)?;
+    let dataset = c.strings(columns::DATASET)?;
+    let category = c.strings(columns::CATEGORY)?;
+    let model = c.strings(columns::MODEL)?;
+    let warmup = c.column(columns::WARMUP)?.as_boolean();
     let start = c
-        .column("start_time")?
+        .column(columns::START_TIME)?
         .as_primitive::<TimestampNanosecondType>();
     let end = c
-        .column("end_time")?
+        .column(columns::END_TIME)?
         .as_primitive::<TimestampNanosecondType>();
-    let ttft = c.u64s("ttft_ns")?;
-    let inter_chunk = c.lists("inter_chunk_latencies_ns")?;
+    let ttft = c.u64s(columns::TTFT_NS)?;
+    let inter_chunk = c.lists(columns::INTER_CHUNK_LATENCIES_NS)?;
     let e2e = c.u64s("e2e_latency_ns")?;
-    let prompt_tokens = c.u64s("prompt_tokens")?;
-    let completion_tokens = c.u64s("completion_tokens")?;
-    let output_chunks = c.u64s("output_chunks")?;
-    let finish_reason = c.strings("finish_reason")?;
-    let http_status = c.column("http_status")?.as_primitive::<UInt16Type>();
-    let error_kind = c.strings("error_kind")?;
-    let error_message = c.strings("error_message")?;
-    let output_text = c.strings("output_text")?;
-    let spec_source = c.strings("spec_source")?;
-    let spec_accepted = c.u64s("spec_accepted_draft_tokens")?;
-    let spec_proposed = c.u64s("spec_proposed_draft_tokens")?;
-    let spec_steps = c.u64s("spec_verify_steps")?;
-    let spec_k = c.u32s("spec_num_spec_tokens")?;
-    let spec_hist = c.lists("spec_acceptance_histogram")?;
-    let spec_step_acc = c.lists("spec_per_step_accepted")?;
-    let spec_step_draft = c.lists("spec_per_step_drafted")?;
-    let t_prompt_n = c.u64s("timings_prompt_n")?;
-    let t_cache_n = c.u64s("timings_cache_n")?;
-    let t_prompt_ms = c.f64s("timings_prompt_ms")?;
-    let t_prompt_ps = c.f64s("timings_prompt_per_second")?;
-    let t_pred_n = c.u64s("timings_predicted_n")?;
-    let t_pred_ms = c.f64s("timings_predicted_ms")?;
-    let t_pred_ps = c.f64s("timings_predicted_per_second")?;
+    let prompt_tokens = c.u64s(columns::PROMPT_TOKENS)?;
+    let completion_tokens = c.u64s(columns::COMPLETION_TOKENS)?;
+    let output_chunks = c.u64s(columns::OUTPUT_CHUNKS)?;
+    let finish_reason = c.strings(columns::FINISH_REASON)?;
+    let http_status = c.column(columns::HTTP_STATUS)?.as_primitive::<UInt16Type>();
+    let error_kind = c.strings(columns::ERROR_KIND)?;
+    let error_message = c.strings(columns::ERROR_MESSAGE)?;
+    let output_text = c.strings(columns::OUTPUT_TEXT)?;
+    let spec_source = c.strings(columns::SPEC_SOURCE)?;
+    let spec_accepted = c.u64s(columns::SPEC_ACCEPTED_DRAFT_TOKENS)?;
+    let spec_proposed = c.u64s(columns::SPEC_PROPOSED_DRAFT_TOKENS)?;
+    let spec_steps = c.u64s(columns::SPEC_VERIFY_STEPS)?;
+    let spec_k = c.u32s(columns::SPEC_NUM_SPEC_TOKENS)?;
+    let spec_hist = c.lists(columns::SPEC_ACCEPTANCE_HISTOGRAM)?;
+    let spec_step_acc = c.lists(columns::SPEC_PER_STEP_ACCEPTED)?;
+    let spec_step_draft = c.lists(columns::SPEC_PER_STEP_DRAFTED)?;
+    let t_prompt_n = c.u64s(columns::TIMINGS_PROMPT_N)?;
+    let t_cache_n = c.u64s(columns::TIMINGS_CACHE_N)?;
+    let t_prompt_ms = c.f64s(columns::TIMINGS_PROMPT_MS)?;
+    let t_prompt_ps = c.f64s(columns::TIMINGS_PROMPT_PER_SECOND)?;
+    let t_pred_n = c.u64s(columns::TIMINGS_PREDICTED_N)?;
+    let t_pred_ms = c.f64s(columns::TIMINGS_PREDICTED_MS)?;
+    let t_pred_ps = c.f64s(columns::TIMINGS_PREDICTED_PER_SECOND)?;
 
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {

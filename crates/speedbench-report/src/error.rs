@@ -18,7 +18,10 @@ pub enum ReportError {
     NotADirectory(PathBuf),
     /// A directory holds none of the files of a run.
     #[error(
-        "{0}: not a run directory (it holds neither records.parquet, records.parquet.partial nor profile_export_aiperf.json)"
+        "{0}: not a run directory (it holds neither {records}, {partial} nor {profile})",
+        records = speedbench_record::RECORDS_FILE_NAME,
+        partial = speedbench_record::PARTIAL_RECORDS_FILE_NAME,
+        profile = crate::aiperf::PROFILE_JSON
     )]
     NotARunDir(PathBuf),
     /// `--label` names no run, or two runs would share a label.
@@ -26,7 +29,9 @@ pub enum ReportError {
     Label(String),
     /// No run directory was found under the given paths.
     #[error(
-        "no run directories under {paths}: a run directory holds records.parquet (speedbench) or profile_export_aiperf.json (AIPerf)"
+        "no run directories under {paths}: a run directory holds {records} (speedbench) or {profile} (AIPerf)",
+        records = speedbench_record::RECORDS_FILE_NAME,
+        profile = crate::aiperf::PROFILE_JSON
     )]
     NoRuns {
         /// The paths searched, joined for display.

@@ -283,50 +283,44 @@ pub fn load_run(dir: &Path) -> Result<RunData, ReportError> {
     load_run_for(dir, None)
 }
 
-/// Record columns a matrix of `metric` reads (besides the grouping keys).
+/// Record columns a matrix of `metric` reads: the grouping keys (category,
+/// dataset, warmup, error kind, model) and the values it needs.
 fn columns_for(metric: MatrixMetric) -> &'static [&'static str] {
-    const KEYS: [&str; 5] = ["category", "dataset", "warmup", "error_kind", "model"];
+    use speedbench_record::columns::*;
     const ACCEPTANCE: [&str; 10] = [
-        KEYS[0],
-        KEYS[1],
-        KEYS[2],
-        KEYS[3],
-        KEYS[4],
-        "spec_source",
-        "spec_accepted_draft_tokens",
-        "spec_proposed_draft_tokens",
-        "spec_verify_steps",
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        SPEC_SOURCE,
+        SPEC_ACCEPTED_DRAFT_TOKENS,
+        SPEC_PROPOSED_DRAFT_TOKENS,
+        SPEC_VERIFY_STEPS,
         // llama.cpp requests that drafted nothing count their target passes.
-        "timings_predicted_n",
+        TIMINGS_PREDICTED_N,
     ];
-    const LATENCY: [&str; 6] = [
-        KEYS[0],
-        KEYS[1],
-        KEYS[2],
-        KEYS[3],
-        KEYS[4],
-        "e2e_latency_ns",
-    ];
+    const LATENCY: [&str; 6] = [CATEGORY, DATASET, WARMUP, ERROR_KIND, MODEL, E2E_LATENCY_NS];
     const DECODE: [&str; 9] = [
-        KEYS[0],
-        KEYS[1],
-        KEYS[2],
-        KEYS[3],
-        KEYS[4],
-        "e2e_latency_ns",
-        "ttft_ns",
-        "completion_tokens",
-        "timings_predicted_per_second",
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        E2E_LATENCY_NS,
+        TTFT_NS,
+        COMPLETION_TOKENS,
+        TIMINGS_PREDICTED_PER_SECOND,
     ];
     const THROUGHPUT: [&str; 8] = [
-        KEYS[0],
-        KEYS[1],
-        KEYS[2],
-        KEYS[3],
-        KEYS[4],
-        "start_time",
-        "end_time",
-        "completion_tokens",
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        START_TIME,
+        END_TIME,
+        COMPLETION_TOKENS,
     ];
     match metric {
         MatrixMetric::AcceptLength | MatrixMetric::AcceptRate => &ACCEPTANCE,
@@ -517,12 +511,15 @@ fn speedbench_status(
         RunStatus::Completed => None,
         RunStatus::Running => Some("still running (a process holds its lock)".to_string()),
         RunStatus::Interrupted => Some("interrupted before every planned request was sent".into()),
-        RunStatus::Failed => Some("the run failed (run.json says failed)".into()),
-        RunStatus::Died => Some(
-            "run.json says running but no process holds the run's lock: the process died \
-             (killed, out of memory or out of disk)"
-                .into(),
-        ),
+        RunStatus::Failed => Some(format!(
+            "the run failed ({} says failed)",
+            RunManifest::FILE_NAME
+        )),
+        RunStatus::Died => Some(format!(
+            "{} says running but no process holds the run's lock: the process died \
+             (killed, out of memory or out of disk)",
+            RunManifest::FILE_NAME
+        )),
         RunStatus::Unfinished => Some("its records were never closed".into()),
     };
     if only_partial {
