@@ -129,7 +129,11 @@ pub struct Speedups {
 
 impl Speedups {
     /// Computes the speedups of `spec` over `base`, both already measured
-    /// records ([`crate::is_measured`]) of one group.
+    /// records ([`crate::is_measured`]) of one group. `speculates` is
+    /// [`crate::run_speculates`] of the whole speculative run: acceptance
+    /// then counts the requests that drafted nothing exactly as the
+    /// acceptance matrix does ([`AcceptanceTotals::add_record`]), so the two
+    /// print the same acceptance length for the same requests.
     ///
     /// Intervals draw from `rng` in this order: decode speedup (only when
     /// there is one), latency speedup, acceptance length; so a comparison
@@ -137,6 +141,7 @@ impl Speedups {
     pub fn of(
         base: &[&RequestRecord],
         spec: &[&RequestRecord],
+        speculates: bool,
         bootstrap: Bootstrap,
         rng: &mut SplitMix64,
     ) -> Speedups {
@@ -148,11 +153,12 @@ impl Speedups {
         let mut totals = AcceptanceTotals::default();
         let mut acc_steps = Vec::new();
         for r in spec {
-            if let Some(s) = &r.spec {
-                totals.add(s);
-                if let Some(steps) = s.verify_steps {
-                    acc_steps.push((s.accepted_draft_tokens, steps));
-                }
+            totals.add_record(r, speculates);
+            // The same rule, one request at a time, for the resamples.
+            let mut one = AcceptanceTotals::default();
+            one.add_record(r, speculates);
+            if one.requests_with_steps == 1 {
+                acc_steps.push((one.accepted_with_steps, one.steps));
             }
         }
         let decode_speedup = mean_ratio(&spec_tps, &base_tps);
@@ -237,7 +243,7 @@ mod tests {
         ];
         let (b, s): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
             (base.iter().collect(), spec.iter().collect());
-        let x = Speedups::of(&b, &s, NO_CI, &mut SplitMix64::new(0));
+        let x = Speedups::of(&b, &s, true, NO_CI, &mut SplitMix64::new(0));
         // decode: 120 / ((50 + 70) / 2) = 2; latency (2 + 4) / 2 = 3 s over 1 s = 3.
         assert_eq!(x.decode_source, Some(DecodeSource::Server));
         assert_eq!(
@@ -263,12 +269,12 @@ mod tests {
         let (b, s): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
             (base.iter().collect(), spec.iter().collect());
         assert_eq!(DecodeSource::for_comparison(&b, &s), DecodeSource::Client);
-        let x = Speedups::of(&b, &s, NO_CI, &mut SplitMix64::new(0));
+        let x = Speedups::of(&b, &s, true, NO_CI, &mut SplitMix64::new(0));
         let base_mean = (10.0 / 1.5 + 10.0 / 3.5) / 2.0;
         assert!((x.base_decode_tps.unwrap() - base_mean).abs() < 1e-9);
         assert!((x.decode_speedup.unwrap() - 20.0 / base_mean).abs() < 1e-9);
         // An empty baseline: no decode speedup, so no source either.
-        let none = Speedups::of(&[], &s, NO_CI, &mut SplitMix64::new(0));
+        let none = Speedups::of(&[], &s, true, NO_CI, &mut SplitMix64::new(0));
         assert_eq!((none.decode_speedup, none.decode_source), (None, None));
     }
 
@@ -286,8 +292,8 @@ mod tests {
             resamples: 200,
             confidence: 0.9,
         };
-        let x = Speedups::of(&b, &s, on, &mut SplitMix64::new(3));
-        assert_eq!(x, Speedups::of(&b, &s, on, &mut SplitMix64::new(3)));
+        let x = Speedups::of(&b, &s, true, on, &mut SplitMix64::new(3));
+        assert_eq!(x, Speedups::of(&b, &s, true, on, &mut SplitMix64::new(3)));
         let ci = x.decode_speedup_ci.unwrap();
         assert!(ci.low < x.decode_speedup.unwrap() && x.decode_speedup.unwrap() < ci.high);
         // Every latency is 2 s against 1 s: a point interval at 2.
@@ -324,5 +330,40 @@ mod tests {
                 count: 1
             }
         );
+    }
+
+    #[test]
+    fn acceptance_counts_undrafted_requests_as_the_matrix_does() {
+        // One request drafted (4 accepted over 2 steps); one llama.cpp request
+        // drafted nothing over 6 target passes. Both: 1 + 4 / (2 + 6) = 1.5.
+        let drafted = RequestRecord {
+            category: Some("qa".into()),
+            spec: Some(SpecDecodeStats {
+                accepted_draft_tokens: 4,
+                proposed_draft_tokens: 8,
+                verify_steps: Some(2),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let undrafted = RequestRecord {
+            category: Some("qa".into()),
+            server_timings: Some(ServerTimings {
+                predicted_n: Some(6),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let run = [drafted, undrafted];
+        let matrix = crate::acceptance_by(&run, |r| r.category.clone())["qa"].accept_length();
+        let refs: Vec<&RequestRecord> = run.iter().collect();
+        let x = Speedups::of(
+            &refs,
+            &refs,
+            crate::run_speculates(&run),
+            NO_CI,
+            &mut SplitMix64::new(0),
+        );
+        assert_eq!((matrix, x.accept_length), (Some(1.5), Some(1.5)));
     }
 }

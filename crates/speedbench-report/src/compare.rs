@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 use speedbench_metrics::{
-    Bootstrap, DecodeSource, Interval, OVERALL, Speedups, SplitMix64, is_measured,
+    Bootstrap, DecodeSource, Interval, OVERALL, Speedups, SplitMix64, is_measured, run_speculates,
 };
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome, run_is_live,
@@ -177,6 +177,7 @@ fn compare_group(
     category: &str,
     base: &[&RequestRecord],
     spec: &[&RequestRecord],
+    speculates: bool,
     options: &CompareOptions,
     rng: &mut SplitMix64,
 ) -> CategoryComparison {
@@ -184,7 +185,7 @@ fn compare_group(
         resamples: options.bootstrap_samples,
         confidence: options.confidence,
     };
-    let s = Speedups::of(base, spec, bootstrap, rng);
+    let s = Speedups::of(base, spec, speculates, bootstrap, rng);
     CategoryComparison {
         category: category.to_string(),
         base_requests: s.base_requests,
@@ -274,9 +275,20 @@ pub fn compare(
         )));
     }
     let mut rng = SplitMix64::new(options.seed);
+    // As the acceptance matrix decides it, over the whole speculative run.
+    let speculates = run_speculates(speculative);
     let mut rows: Vec<CategoryComparison> = crate::matrix::column_order(&shared)
         .iter()
-        .map(|c| compare_group(c, &base_groups[c], &spec_groups[c], options, &mut rng))
+        .map(|c| {
+            compare_group(
+                c,
+                &base_groups[c],
+                &spec_groups[c],
+                speculates,
+                options,
+                &mut rng,
+            )
+        })
         .collect();
     let base_all: Vec<&RequestRecord> = shared
         .iter()
@@ -287,7 +299,7 @@ pub fn compare(
         .flat_map(|c| spec_groups[*c].iter().copied())
         .collect();
     rows.push(compare_group(
-        OVERALL, &base_all, &spec_all, options, &mut rng,
+        OVERALL, &base_all, &spec_all, speculates, options, &mut rng,
     ));
 
     // The lossless check: the same row, turn and occurrence in both runs,
