@@ -45,7 +45,7 @@ pub const END_TIME: &str = "end_time";
 /// `ttft_ns`: request sent to the first chunk carrying output text; null without streaming (uint64, nullable).
 pub const TTFT_NS: &str = "ttft_ns";
 
-/// `inter_chunk_latencies_ns`: gaps between consecutive output chunks (list<uint64>).
+/// `inter_chunk_latencies_ns`: gaps between consecutive output chunks (`list<uint64>`).
 pub const INTER_CHUNK_LATENCIES_NS: &str = "inter_chunk_latencies_ns";
 
 /// `e2e_latency_ns`: request sent to the last byte, `end_time - start_time` (uint64).
@@ -90,13 +90,13 @@ pub const SPEC_VERIFY_STEPS: &str = "spec_verify_steps";
 /// `spec_num_spec_tokens`: draft budget k, when reported (uint32, nullable).
 pub const SPEC_NUM_SPEC_TOKENS: &str = "spec_num_spec_tokens";
 
-/// `spec_acceptance_histogram`: entry j = steps that accepted exactly j drafts (list<uint64>, nullable).
+/// `spec_acceptance_histogram`: entry j = steps that accepted exactly j drafts (`list<uint64>`, nullable).
 pub const SPEC_ACCEPTANCE_HISTOGRAM: &str = "spec_acceptance_histogram";
 
-/// `spec_per_step_accepted`: vLLM `detailed`: accepted drafts per step (list<uint32>, nullable).
+/// `spec_per_step_accepted`: vLLM `detailed`: accepted drafts per step (`list<uint32>`, nullable).
 pub const SPEC_PER_STEP_ACCEPTED: &str = "spec_per_step_accepted";
 
-/// `spec_per_step_drafted`: vLLM `detailed`: proposed drafts per step (list<uint32>, nullable).
+/// `spec_per_step_drafted`: vLLM `detailed`: proposed drafts per step (`list<uint32>`, nullable).
 pub const SPEC_PER_STEP_DRAFTED: &str = "spec_per_step_drafted";
 
 /// `timings_prompt_n`: llama.cpp `timings.prompt_n` (uint64, nullable).
