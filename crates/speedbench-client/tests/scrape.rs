@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use speedbench_client::scrape::{
-    MetricType, SERVER_METRICS_FILE_NAME, ScrapeConfig, SeriesStats, ServerMetricsExport,
-    Weighting,
+    MetricType, SERVER_METRICS_FILE_NAME, ScrapeConfig, SeriesStats, ServerMetricsExport, Weighting,
 };
 use speedbench_client::{LoadConfig, ProfileRun, Progress, StopHandle, run_profile};
 use speedbench_record::read_records_file;
@@ -29,22 +28,13 @@ async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
     let mut scrape = ScrapeConfig::for_target(&t, &[format!("{}/v1/metrics", server.url())]);
     scrape.interval = Duration::from_millis(50);
     scrape.shutdown_delay = Duration::from_millis(120);
-    let run = ProfileRun {
-        dataset: single_turns(6),
-        target: t,
-        load: LoadConfig {
-            concurrency: 3,
-            warmup_request_count: 4,
-            num_conversations: Some(12),
-            ..Default::default()
-        },
-        output_dir: dir.path().to_path_buf(),
-        run_id: "t".into(),
-        config: serde_json::json!({}),
-        server_metrics: Some(scrape),
-        overwrite: false,
-        max_error_rate: None,
-    };
+    let load = LoadConfig::closed_loop(3)
+        .with_warmup_requests(4)
+        .with_num_conversations(12);
+    let run = ProfileRun::new(single_turns(6), t, dir.path())
+        .with_load(load)
+        .with_run_id("t")
+        .with_server_metrics(scrape);
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await
         .unwrap();

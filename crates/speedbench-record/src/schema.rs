@@ -838,7 +838,7 @@ pub(crate) fn batch_to_records(
         let spec = match opt_str(spec_source, i) {
             None => None,
             Some(name) => Some(SpecDecodeStats {
-                source: SpecSource::parse(&name),
+                source: SpecSource::named(&name),
                 accepted_draft_tokens: opt(spec_accepted, i).ok_or_else(|| {
                     invalid(
                         "spec_accepted_draft_tokens",
