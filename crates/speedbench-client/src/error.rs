@@ -94,14 +94,6 @@ pub enum ClientError {
     /// The TLS setup failed (e.g. an unreadable `SSL_CERT_FILE`).
     #[error("TLS setup: {0}")]
     Tls(String),
-    /// A Prometheus exposition line cannot be parsed.
-    #[error("Prometheus exposition line {line}: {message}")]
-    Prometheus {
-        /// The 1-based line number.
-        line: usize,
-        /// What is wrong with it.
-        message: String,
-    },
     /// The records file failed.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),

@@ -448,7 +448,7 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
             })?,
         )
     } else if records_path.is_file() {
-        speedbench_record::read_records_file_with(&records_path, Some(&["run_id"]))?.manifest
+        speedbench_record::read_records_file_with(&records_path, Some(&[speedbench_record::columns::RUN_ID]))?.manifest
     } else {
         None
     };
