@@ -460,3 +460,56 @@ async fn missing_directories_and_huge_bootstraps_are_named() {
     .await;
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Two runs of input files that differ only in the text of one later turn
+/// (same ids, categories and first-turn lengths): the prompt hashes every
+/// record carries tell them apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_different_prompts_are_refused_by_their_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |second: &str| {
+        format!(
+            "{{\"question_id\": \"q1\", \"category\": \"math\", \"turns\": [\"What is 2+2?\", \"{second}\"]}}\n\
+             {{\"question_id\": \"q2\", \"category\": \"math\", \"turns\": [\"What is 3+3?\"]}}\n"
+        )
+    };
+    // One file name, so both runs are of dataset "rows".
+    let (a, b) = (dir.path().join("a/rows.jsonl"), dir.path().join("b/rows.jsonl"));
+    std::fs::create_dir_all(a.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+    std::fs::write(&a, rows("And times 3?")).unwrap();
+    std::fs::write(&b, rows("And times 4?")).unwrap();
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let url = server.url();
+    for (input, out) in [(&a, "base"), (&a, "spec"), (&b, "other")] {
+        let out_dir = dir.path().join(out);
+        let status = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--input-file",
+            input.to_str().unwrap(),
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .await
+        .status;
+        assert!(status.success());
+        let records = read_run(&out_dir).unwrap().records;
+        assert!(
+            records
+                .iter()
+                .all(|r| r.prompt_sha256.as_ref().is_some_and(|h| h.len() == 64))
+        );
+    }
+    server.shutdown().await;
+    let same = compare_dirs(&dir.path().join("base"), &dir.path().join("spec"), &[]).await;
+    assert!(same.status.success(), "{}", stderr(&same));
+    let other = compare_dirs(&dir.path().join("base"), &dir.path().join("other"), &[]).await;
+    assert_eq!(other.status.code(), Some(1));
+    let err = stderr(&other);
+    assert!(
+        err.contains("not the same prompts (1 request(s) differ); first: request \"q1\" turn 1"),
+        "{err}"
+    );
+}

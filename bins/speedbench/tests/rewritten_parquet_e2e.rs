@@ -78,6 +78,7 @@ fn records() -> Vec<RequestRecord> {
                     predicted_per_second: Some(100.0 + i as f64),
                     ..Default::default()
                 }),
+                prompt_sha256: (i % 3 != 0).then(|| format!("{i:064x}")),
             }
         })
         .collect()

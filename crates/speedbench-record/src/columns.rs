@@ -120,8 +120,17 @@ pub const TIMINGS_PREDICTED_MS: &str = "timings_predicted_ms";
 /// `timings_predicted_per_second`: llama.cpp `timings.predicted_per_second` (float64, nullable).
 pub const TIMINGS_PREDICTED_PER_SECOND: &str = "timings_predicted_per_second";
 
+/// `prompt_sha256`: SHA-256 (hex) of what the dataset gave this request:
+/// its conversation's preamble and user turns up to this one, not the live
+/// replies (utf8, nullable; absent from files written before it existed).
+pub const PROMPT_SHA256: &str = "prompt_sha256";
+
+/// Columns added after the first schema: a file without them still reads,
+/// with nulls.
+pub const ADDED_LATER: [&str; 1] = [PROMPT_SHA256];
+
 /// Every column, in schema order.
-pub const ALL: [&str; 36] = [
+pub const ALL: [&str; 37] = [
     RUN_ID,
     REQUEST_INDEX,
     CONVERSATION_ID,
@@ -158,6 +167,7 @@ pub const ALL: [&str; 36] = [
     TIMINGS_PREDICTED_N,
     TIMINGS_PREDICTED_MS,
     TIMINGS_PREDICTED_PER_SECOND,
+    PROMPT_SHA256,
 ];
 
 #[cfg(all(test, feature = "parquet"))]

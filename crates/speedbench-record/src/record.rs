@@ -57,6 +57,12 @@ pub struct RequestRecord {
     pub error_message: Option<String>,
     /// The generated text (content plus reasoning), used by lossless checks.
     pub output_text: String,
+    /// SHA-256 (lowercase hex) of what the dataset gave this request: the
+    /// conversation's preamble and its user turns up to this one (not the
+    /// live replies), so two runs can show they asked the same things.
+    /// `None` in files written before the column existed.
+    #[serde(default)]
+    pub prompt_sha256: Option<String>,
     /// Speculative-decoding statistics, when the server reported them.
     pub spec: Option<SpecDecodeStats>,
     /// Server-side timings, when the server reported them (llama.cpp).

@@ -44,7 +44,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::END_TIME, timestamp(), false),
         f(columns::TTFT_NS, UInt64, true),
         f(columns::INTER_CHUNK_LATENCIES_NS, list_of(UInt64), false),
-        f("e2e_latency_ns", UInt64, false),
+        f(columns::E2E_LATENCY_NS, UInt64, false),
         f(columns::PROMPT_TOKENS, UInt64, true),
         f(columns::COMPLETION_TOKENS, UInt64, true),
         f(columns::OUTPUT_CHUNKS, UInt64, false),
@@ -68,6 +68,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::TIMINGS_PREDICTED_N, UInt64, true),
         f(columns::TIMINGS_PREDICTED_MS, Float64, true),
         f(columns::TIMINGS_PREDICTED_PER_SECOND, Float64, true),
+        f(columns::PROMPT_SHA256, Utf8, true),
     ]))
 });
 
@@ -104,6 +105,7 @@ pub(crate) struct BatchBuilder {
     error_kind: StringBuilder,
     error_message: StringBuilder,
     output_text: StringBuilder,
+    prompt_sha256: StringBuilder,
     spec_source: StringBuilder,
     spec_accepted: UInt64Builder,
     spec_proposed: UInt64Builder,
@@ -154,6 +156,7 @@ impl BatchBuilder {
             error_kind: StringBuilder::new(),
             error_message: StringBuilder::new(),
             output_text: StringBuilder::new(),
+            prompt_sha256: StringBuilder::new(),
             spec_source: StringBuilder::new(),
             spec_accepted: UInt64Builder::new(),
             spec_proposed: UInt64Builder::new(),
@@ -201,6 +204,7 @@ impl BatchBuilder {
             .append_option(r.error_kind.map(ErrorKind::as_str));
         self.error_message.append_option(r.error_message.as_deref());
         self.output_text.append_value(&r.output_text);
+        self.prompt_sha256.append_option(r.prompt_sha256.as_deref());
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
@@ -284,6 +288,7 @@ impl BatchBuilder {
             Arc::new(self.t_pred_n.finish()),
             Arc::new(self.t_pred_ms.finish()),
             Arc::new(self.t_pred_ps.finish()),
+            Arc::new(self.prompt_sha256.finish()),
         ];
         RecordBatch::try_new(record_schema(), columns)
     }
@@ -340,7 +345,9 @@ pub(crate) fn conform_batch(
                 }
                 c
             }
-            None if fill_missing => arrow_array::new_null_array(field.data_type(), rows),
+            None if fill_missing || columns::ADDED_LATER.contains(&field.name().as_str()) => {
+                arrow_array::new_null_array(field.data_type(), rows)
+            }
             None => continue,
         };
         fields.push(field.as_ref().clone().with_nullable(true));
@@ -795,7 +802,8 @@ pub(crate) fn batch_to_records(
         .as_primitive::<TimestampNanosecondType>();
     let ttft = c.u64s(columns::TTFT_NS)?;
     let inter_chunk = c.lists(columns::INTER_CHUNK_LATENCIES_NS)?;
-    let e2e = c.u64s("e2e_latency_ns")?;
+    let e2e = c.u64s(columns::E2E_LATENCY_NS)?;
+    let prompt_sha256 = c.strings(columns::PROMPT_SHA256)?;
     let prompt_tokens = c.u64s(columns::PROMPT_TOKENS)?;
     let completion_tokens = c.u64s(columns::COMPLETION_TOKENS)?;
     let output_chunks = c.u64s(columns::OUTPUT_CHUNKS)?;
@@ -892,6 +900,7 @@ pub(crate) fn batch_to_records(
             output_text: output_text.value(i).to_string(),
             spec,
             server_timings,
+            prompt_sha256: opt_str(prompt_sha256, i),
         });
     }
     Ok(())

@@ -46,6 +46,7 @@ fn full_record(i: u64) -> RequestRecord {
             predicted_ms: Some(701.5),
             predicted_per_second: Some(89.8),
         }),
+        prompt_sha256: (i != 4).then(|| format!("{:064x}", i * 7919)),
     }
 }
 
@@ -205,4 +206,50 @@ fn a_projected_read_decodes_only_the_named_columns() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("`no_such_column`: column is missing"), "{err}");
+}
+
+/// A file written before `prompt_sha256` existed (all columns but it) still
+/// reads, with the hash `None`.
+#[test]
+fn a_file_without_the_later_columns_reads_with_nulls() {
+    use std::sync::Arc;
+
+    use arrow_array::RecordBatch;
+    use parquet::arrow::ArrowWriter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new.parquet");
+    let mut w = RecordWriter::create(&new).unwrap();
+    w.append(&full_record(1));
+    w.close(&RunManifest::default()).unwrap();
+    let batch = read_batches(&new);
+    let keep: Vec<usize> = (0..batch.num_columns())
+        .filter(|&i| batch.schema().field(i).name() != columns::PROMPT_SHA256)
+        .collect();
+    let old_batch: RecordBatch = batch.project(&keep).unwrap();
+    let old = dir.path().join("old.parquet");
+    let mut ow = ArrowWriter::try_new(
+        std::fs::File::create(&old).unwrap(),
+        Arc::new(old_batch.schema().as_ref().clone()),
+        None,
+    )
+    .unwrap();
+    ow.write(&old_batch).unwrap();
+    ow.close().unwrap();
+    let back = read_records(&old).unwrap();
+    assert_eq!(back[0].prompt_sha256, None);
+    let mut want = full_record(1);
+    want.prompt_sha256 = None;
+    assert_eq!(back[0], want);
+}
+
+fn read_batches(path: &std::path::Path) -> arrow_array::RecordBatch {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    assert_eq!(batches.len(), 1);
+    batches.into_iter().next().unwrap()
 }

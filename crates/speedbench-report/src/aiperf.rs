@@ -215,6 +215,8 @@ pub fn record_from_line(
         output_text: String::new(),
         spec: spec_from(v),
         server_timings: None,
+        // AIPerf's export carries no prompt text to hash.
+        prompt_sha256: None,
     })
 }
 

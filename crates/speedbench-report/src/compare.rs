@@ -448,7 +448,11 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
             })?,
         )
     } else if records_path.is_file() {
-        speedbench_record::read_records_file_with(&records_path, Some(&[speedbench_record::columns::RUN_ID]))?.manifest
+        speedbench_record::read_records_file_with(
+            &records_path,
+            Some(&[speedbench_record::columns::RUN_ID]),
+        )?
+        .manifest
     } else {
         None
     };
@@ -519,10 +523,11 @@ fn request_counts<'a>(
 /// From the manifests (when both runs have one): the dataset, endpoint
 /// type, `--osl` and every [`SAMPLING_FIELDS`] entry of `--extra-inputs`.
 /// From the records: the same categories, the same `(question_id, turn)`
-/// requests as often, each row in the same category, and the same
-/// `prompt_tokens` on every first turn both runs answered (records hold no
-/// prompt text or hash; a first turn's prompt length is what they store of
-/// it). A run that did not complete only warns about requests it lacks.
+/// requests as often, each row in the same category, the same prompt hash
+/// (`prompt_sha256`: what the dataset gave each turn) on every request both
+/// runs recorded it for, and the same `prompt_tokens` on every first turn
+/// both runs answered (the check older files without hashes still get). A
+/// run that did not complete only warns about requests it lacks.
 pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
     let mut check = RunCheck::default();
     let mut incomplete = false;
@@ -652,6 +657,7 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
     }
     let mut category_lines = Vec::new();
     let mut prompt_lines = Vec::new();
+    let mut hash_lines = Vec::new();
     for (key, s) in &sk {
         let Some(b) = bk.get(key) else { continue };
         if b.category != s.category && category_lines.is_empty() {
@@ -673,6 +679,18 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
                 )
             ));
         }
+        if let (Some(x), Some(y)) = (&b.prompt_sha256, &s.prompt_sha256)
+            && x != y
+        {
+            hash_lines.push(format!(
+                "request {:?} turn {}: the dataset gave it other text in the baseline (sha256 {}…) \
+                 than in the speculative run ({}…)",
+                key.0,
+                key.1,
+                &x[..x.len().min(12)],
+                &y[..y.len().min(12)]
+            ));
+        }
         if key.1 == 0
             && let (Some(x), Some(y)) = (b.prompt_tokens, s.prompt_tokens)
             && x != y
@@ -685,6 +703,12 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         }
     }
     check.mismatches.extend(category_lines);
+    if let Some(first) = hash_lines.first() {
+        check.mismatches.push(format!(
+            "not the same prompts ({} request(s) differ); first: {first}",
+            hash_lines.len()
+        ));
+    }
     if let Some(first) = prompt_lines.first() {
         check.mismatches.push(format!(
             "not the same prompts ({} first turn(s) differ in prompt length); first: {first}",

@@ -32,6 +32,26 @@ impl Clock {
     }
 }
 
+/// SHA-256 (hex) of what the dataset gave turn `turn_index` of `conv`: its
+/// preamble and user turns up to that one, as `[role, content]` pairs in
+/// JSON. The live replies are left out: two runs of one dataset ask the same
+/// things whatever their servers answered.
+pub(super) fn prompt_sha256(conv: &Conversation, turn_index: usize) -> String {
+    let given: Vec<(&str, &str)> = conv
+        .preamble
+        .iter()
+        .map(|m| (m.role.as_str(), m.content.as_str()))
+        .chain(
+            conv.turns[..=turn_index]
+                .iter()
+                .map(|t| ("user", t.as_str())),
+        )
+        .collect();
+    let bytes = serde_json::to_vec(&given).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub(super) fn base_record(
     shared: &Shared,
     conv: &Conversation,
@@ -48,6 +68,7 @@ pub(super) fn base_record(
         category: conv.category.clone(),
         model: shared.run.target.model.clone(),
         warmup,
+        prompt_sha256: Some(prompt_sha256(conv, turn_index)),
         ..Default::default()
     }
 }
@@ -122,5 +143,37 @@ pub(super) fn to_record(
         inter_chunk_latencies_ns: state.gaps_ns,
         output_text: state.text,
         ..base_record(shared, conv, turn_index, request_index, warmup)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use speedbench_dataset::Message;
+
+    use super::*;
+
+    #[test]
+    fn the_prompt_hash_covers_what_the_dataset_gave_up_to_the_turn() {
+        let conv = Conversation {
+            id: "q".into(),
+            category: None,
+            preamble: vec![Message {
+                role: "system".into(),
+                content: "Be brief.".into(),
+            }],
+            turns: vec!["Hi".into(), "More".into()],
+        };
+        // sha256 of [["system","Be brief."],["user","Hi"]] as compact JSON.
+        let want = ring::digest::digest(
+            &ring::digest::SHA256,
+            br#"[["system","Be brief."],["user","Hi"]]"#,
+        );
+        let want: String = want.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(prompt_sha256(&conv, 0), want);
+        assert_eq!(want.len(), 64);
+        assert_ne!(prompt_sha256(&conv, 1), want, "turn 2 adds its message");
+        let mut edited = conv.clone();
+        edited.turns[0].push('!');
+        assert_ne!(prompt_sha256(&edited, 0), want);
     }
 }
