@@ -37,7 +37,7 @@ MODEL="$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.join(os
 test -x "$SERVER" && test -f "$MODEL"
 "$SERVER" --version 2>&1 | head -2
 
-cargo build -q -p speedbench
+cargo build -q -p speedbench-cli
 
 SERVER_PID=""
 stop_server() {
@@ -105,4 +105,4 @@ done
 "$SPEEDBENCH" compare --baseline "$OUT/base" --speculative "$OUT/spec"
 
 echo "== checks"
-SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench --test llama_e2e -- --nocapture
+SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench-cli --test llama_e2e -- --nocapture

@@ -93,12 +93,12 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     if o.build {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", "speedbench"])
+            .args(["build", "--release", "-p", "speedbench-cli"])
             .current_dir(root)
             .status()
             .map_err(|e| format!("cargo build: {e}"))?;
         if !status.success() {
-            return Err("cargo build --release -p speedbench failed".into());
+            return Err("cargo build --release -p speedbench-cli failed".into());
         }
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")

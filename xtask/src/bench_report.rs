@@ -68,7 +68,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let n = parse_records(args)?;
     let status = Command::new(env!("CARGO"))
         .current_dir(root)
-        .args(["build", "--release", "-p", "speedbench"])
+        .args(["build", "--release", "-p", "speedbench-cli"])
         .status()
         .map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() {

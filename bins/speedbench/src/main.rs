@@ -10,7 +10,6 @@ use clap::{Parser, Subcommand};
 mod compare;
 mod datasets;
 mod demo;
-mod limits;
 mod profile;
 mod progress;
 mod report;
@@ -40,11 +39,6 @@ enum Command {
     Compare(compare::CompareArgs),
 }
 
-/// The exit code for a run stopped by Ctrl-C (128 + SIGINT).
-const EXIT_SIGINT: u8 = 130;
-/// The exit code for a run stopped by SIGTERM (128 + SIGTERM).
-const EXIT_SIGTERM: u8 = 143;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -64,7 +58,7 @@ fn main() -> ExitCode {
         Command::Sim(_) => u64::MAX,
         _ => 0,
     };
-    limits::raise_open_files(open_files_needed);
+    speedbench::process::raise_open_files(open_files_needed);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
+use speedbench::process::{EXIT_SIGINT, SignalEvent, stop_on_signals};
 use speedbench_client::{
     ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, OwnedField, ProfileRun, Progress,
     RunStatus, StopHandle, Target, discover_model_with_headers, new_run_id, parse_extra_inputs,
@@ -201,46 +201,6 @@ impl ClientArgs {
     }
 }
 
-/// The exit code of the signal that stopped the run (128 + its number),
-/// 0 while none came.
-static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
-
-/// Stops the run on the first Ctrl-C (or SIGTERM); exits at once on the second.
-fn install_stop_signal(stop: StopHandle) {
-    tokio::spawn(async move {
-        let code = wait_for_signal().await;
-        STOPPED_BY.store(code, Ordering::Relaxed);
-        eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)");
-        stop.stop();
-        let code = wait_for_signal().await;
-        eprintln!("aborted");
-        std::process::exit(i32::from(code));
-    });
-}
-
-/// Waits for SIGINT or SIGTERM and returns the exit code it calls for.
-async fn wait_for_signal() -> u8 {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => crate::EXIT_SIGINT,
-                _ = term.recv() => crate::EXIT_SIGTERM,
-            },
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                crate::EXIT_SIGINT
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        crate::EXIT_SIGINT
-    }
-}
-
 /// The library error, with the flag that fixes it named (the library
 /// knows no flags).
 fn hinted(what: &str, e: ClientError) -> CliError {
@@ -362,7 +322,13 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     run.max_error_rate = args.max_error_rate;
 
     let stop = StopHandle::new();
-    install_stop_signal(stop.clone());
+    // The first Ctrl-C (or SIGTERM) stops the run; a second exits at once.
+    let signals = stop_on_signals(stop.clone(), |event| match event {
+        SignalEvent::Stopping { .. } => {
+            eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)")
+        }
+        _ => eprintln!("aborted"),
+    });
     let progress = Arc::new(Progress::default());
     let display = crate::progress::spawn(progress.clone());
     let result = run_profile(run, stop, progress.clone()).await;
@@ -441,10 +407,7 @@ pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, Cli
     match outcome.status {
         RunStatus::Completed => Ok(Outcome::Done),
         RunStatus::Interrupted => Ok(Outcome::Interrupted(
-            match STOPPED_BY.load(Ordering::Relaxed) {
-                0 => crate::EXIT_SIGINT,
-                code => code,
-            },
+            signals.exit_code().unwrap_or(EXIT_SIGINT),
         )),
         RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
     }

@@ -1,4 +1,4 @@
-//! Process limits: enough file descriptors for high concurrency.
+//! Enough file descriptors for high concurrency.
 
 /// Raises the soft open-file limit (`RLIMIT_NOFILE`) towards the hard
 /// limit when it is below `needed`, and returns the soft limit in force

@@ -1,0 +1,66 @@
+//! Benchmark speculative decoding on OpenAI-compatible servers: the
+//! speedbench crates behind one dependency, as ripgrep's `grep` crate is.
+//!
+//! | module | crate | owns |
+//! |---|---|---|
+//! | [`dataset`] | `speedbench-dataset` | loading, resolving, caching and filtering datasets |
+//! | [`client`] | `speedbench-client` | driving a server, streaming, recording ([`client::RecordSink`], [`client::spec::SpecAdapter`]) |
+//! | [`record`] | `speedbench-record` | the record type, the Parquet schema, the run directory |
+//! | [`metrics`] | `speedbench-metrics` | every statistic: per request, per category, per run |
+//! | [`scrape`] | `speedbench-scrape` | Prometheus expositions and the server-metrics export |
+//! | [`report`] | `speedbench-report` | matrices, comparisons and their renderings |
+//! | [`sim`] | `speedbench-sim` | the simulated speculative-decoding server |
+//! | [`process`] | this crate | what a benchmark program needs of its process: open-file limit, two-stage Ctrl-C |
+//!
+//! The third-party types in their signatures are re-exported too
+//! ([`serde_json`], [`arrow_schema`], [`tokio`]), so a downstream benchmark
+//! needs no version of its own in step with speedbench's.
+//!
+//! A whole benchmark, against the simulated server: profile a dataset, then
+//! print its acceptance-length matrix.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use speedbench::client::{BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target};
+//! use speedbench::dataset::Dataset;
+//! use speedbench::record::read_records_file;
+//! use speedbench::report::{AcceptanceMatrix, MatrixMetric};
+//! use speedbench::sim::{SimConfig, SimServer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into()).await?;
+//! let rows = r#"{"question_id": "c1", "category": "coding", "turns": ["Sort a list in Rust."]}
+//! {"question_id": "w1", "category": "writing", "turns": ["A haiku about speed."]}"#;
+//! let dataset = Dataset::from_jsonl_str("mini", rows)?;
+//! let target = Target::new(BaseUrl::parse(&server.url())?, "speedbench-sim");
+//! let dir = tempfile::tempdir()?;
+//! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
+//!     .with_load(LoadConfig::closed_loop(2).with_num_conversations(4));
+//! let outcome = speedbench::client::run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
+//! let records = read_records_file(&outcome.records_path)?.records;
+//! let matrix = AcceptanceMatrix::from_runs(
+//!     MatrixMetric::AcceptLength,
+//!     &[("sim".to_string(), records.as_slice())],
+//! );
+//! assert_eq!(matrix.rows.len(), 1);
+//! assert!(matrix.rows[0].overall.is_some());
+//! print!("{}", matrix.to_console());
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! A complete program on this crate alone is in `examples/downstream.rs`.
+
+pub mod process;
+
+pub use arrow_schema;
+pub use serde_json;
+pub use speedbench_client as client;
+pub use speedbench_dataset as dataset;
+pub use speedbench_metrics as metrics;
+pub use speedbench_record as record;
+pub use speedbench_report as report;
+pub use speedbench_scrape as scrape;
+pub use speedbench_sim as sim;
+pub use tokio;
