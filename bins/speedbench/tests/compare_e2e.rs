@@ -474,7 +474,10 @@ async fn runs_of_different_prompts_are_refused_by_their_hashes() {
         )
     };
     // One file name, so both runs are of dataset "rows".
-    let (a, b) = (dir.path().join("a/rows.jsonl"), dir.path().join("b/rows.jsonl"));
+    let (a, b) = (
+        dir.path().join("a/rows.jsonl"),
+        dir.path().join("b/rows.jsonl"),
+    );
     std::fs::create_dir_all(a.parent().unwrap()).unwrap();
     std::fs::create_dir_all(b.parent().unwrap()).unwrap();
     std::fs::write(&a, rows("And times 3?")).unwrap();
