@@ -180,7 +180,7 @@ async fn drive(
 ///
 /// `cargo xtask` builds without optimisations; timing an unoptimised client
 /// would be meaningless, so a debug build re-runs itself in release mode.
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     if let Some(ttft_ms) = o.serve_sim {
         return serve_sim(ttft_ms);

@@ -37,7 +37,7 @@ fn row_text(i: usize, bytes: usize) -> String {
     s
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mb: usize = match args.iter().position(|a| a == "--mb") {
         Some(i) => args
             .get(i + 1)

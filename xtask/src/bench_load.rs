@@ -89,7 +89,7 @@ impl Drop for KillOnDrop {
 }
 
 /// Runs the benchmark.
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     if o.build {
         let status = Command::new(env!("CARGO"))

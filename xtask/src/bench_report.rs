@@ -64,7 +64,7 @@ fn parse_records(args: &[String]) -> Result<u64, String> {
     }
 }
 
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let n = parse_records(args)?;
     let status = Command::new(env!("CARGO"))
         .current_dir(root)

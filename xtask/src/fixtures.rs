@@ -467,7 +467,7 @@ fn llama_e2e() -> String {
     out
 }
 
-pub fn run(root: &Path, check: bool) -> Result<(), String> {
+pub(crate) fn run(root: &Path, check: bool) -> Result<(), String> {
     let mut files: Vec<(&str, Vec<u8>)> = vec![
         (
             "fixtures/speed_bench_mini.jsonl",

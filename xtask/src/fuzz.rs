@@ -43,7 +43,7 @@ fn seeds(root: &Path, target: &str) -> Vec<Vec<u8>> {
 }
 
 /// Runs the fuzz targets.
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let mut seconds: u64 = 60;
     let mut only: Option<String> = None;
     let mut it = args.iter();

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// The venv, relative to the workspace root.
-pub const VENV: &str = "target/prepare-venv";
+pub(crate) const VENV: &str = "target/prepare-venv";
 
 /// `pip freeze` of a venv made from `datasets numpy pandas` (CPython 3.11,
 /// Linux x86_64): every transitive dependency pinned, so CI is reproducible.
@@ -53,7 +53,7 @@ fn run_ok(cmd: &mut Command) -> Result<bool, String> {
         .map_err(|e| format!("{cmd:?}: {e}"))
 }
 
-pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if let Some(a) = args.first() {
         return Err(format!("prepare-venv: unexpected argument {a:?}"));
     }

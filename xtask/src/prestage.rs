@@ -14,7 +14,7 @@ use speedbench_dataset::{
     prestage,
 };
 
-pub fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut names = Vec::new();
     let mut out = None;
     let mut cache = None;

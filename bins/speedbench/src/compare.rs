@@ -11,7 +11,7 @@ use crate::{CliError, Context, Outcome, fail};
 
 /// Output formats of a comparison.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum CompareFormat {
+pub(crate) enum CompareFormat {
     /// A table on stdout.
     Console,
     /// JSON on stdout.
@@ -20,7 +20,7 @@ pub enum CompareFormat {
 
 /// Options of `speedbench compare`.
 #[derive(Args, Debug)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Run directory of the baseline (speculation off).
     #[arg(long)]
     pub baseline: PathBuf,
@@ -46,7 +46,7 @@ pub struct CompareArgs {
 }
 
 /// Runs `speedbench compare`.
-pub fn run(args: CompareArgs) -> Result<Outcome, CliError> {
+pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         return Err(fail("--confidence", "must lie strictly between 0 and 1"));
     }

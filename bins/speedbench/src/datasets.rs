@@ -16,7 +16,7 @@ use crate::{CliError, Context, Outcome};
 
 /// How SPEED-Bench placeholder rows are resolved.
 #[derive(Args, Debug, Clone, Default)]
-pub struct ResolveArgs {
+pub(crate) struct ResolveArgs {
     /// `auto`: natively when every placeholder's source is rebuilt exactly,
     /// else by running the upstream prepare step (NeMo-Skills' prepare.py,
     /// pinned by sha256; needs Python 3 with datasets, pandas, numpy,
@@ -40,7 +40,7 @@ pub struct ResolveArgs {
 
 /// The `--public-dataset` options of `speedbench profile`.
 #[derive(Args, Debug, Clone, Default)]
-pub struct PublicDatasetArgs {
+pub(crate) struct PublicDatasetArgs {
     /// A registered dataset (`speedbench datasets` lists them), fetched from the
     /// Hugging Face Hub and cached; SPEED-Bench placeholders are resolved first.
     #[arg(long, value_name = "NAME", group = "dataset_source")]
@@ -57,14 +57,14 @@ pub struct PublicDatasetArgs {
 /// A dataset error with what to do about it in this program's flags and
 /// commands (the library's messages name none).
 #[derive(Debug)]
-pub struct HintedError {
+pub(crate) struct HintedError {
     error: DatasetError,
     hint: Option<String>,
 }
 
 impl HintedError {
     /// Adds the hint [`hint`] gives for `error`, if any.
-    pub fn new(error: DatasetError) -> HintedError {
+    pub(crate) fn new(error: DatasetError) -> HintedError {
         let hint = hint(&error);
         HintedError { error, hint }
     }
@@ -92,7 +92,7 @@ const BUNDLE_HINT: &str = "on a connected machine, `cargo xtask prestage --datas
                            pass `--dataset-cache DIR` to use it as it is)";
 
 /// What to do about `error`, in terms of `speedbench`'s flags and commands.
-pub fn hint(error: &DatasetError) -> Option<String> {
+pub(crate) fn hint(error: &DatasetError) -> Option<String> {
     Some(match error {
         DatasetError::Lookup(LookupError::UnknownDataset { .. }) => {
             "`speedbench datasets` lists every name".to_string()
@@ -133,7 +133,7 @@ fn load_options(cache: Option<PathBuf>, resolve: &ResolveArgs) -> LoadOptions {
 
 /// Options of `speedbench datasets`.
 #[derive(Args, Debug, Clone)]
-pub struct DatasetsArgs {
+pub(crate) struct DatasetsArgs {
     /// What to do; lists the datasets when omitted.
     #[command(subcommand)]
     pub command: Option<DatasetsCommand>,
@@ -141,7 +141,7 @@ pub struct DatasetsArgs {
 
 /// The `speedbench datasets` subcommands.
 #[derive(Subcommand, Debug, Clone)]
-pub enum DatasetsCommand {
+pub(crate) enum DatasetsCommand {
     /// List every `--public-dataset` name with its size and description.
     List,
     /// Fetch a registered dataset into the dataset cache, resolving a
@@ -168,7 +168,7 @@ pub enum DatasetsCommand {
 }
 
 /// The registry as a text table.
-pub fn render_list() -> String {
+pub(crate) fn render_list() -> String {
     let specs = registry();
     let width = specs.iter().map(|s| s.name.len()).max().unwrap_or(4);
     let mut out = format!(
@@ -189,7 +189,7 @@ pub fn render_list() -> String {
 }
 
 /// Runs `speedbench datasets`.
-pub async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
+pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
     match args.command.unwrap_or(DatasetsCommand::List) {
         DatasetsCommand::List => print!("{}", render_list()),
         DatasetsCommand::Resolve {
@@ -231,7 +231,7 @@ pub async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
 
 /// Loads `--public-dataset NAME` (with `--dataset-cache DIR` and the
 /// resolver options, if given).
-pub async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset, CliError> {
+pub(crate) async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset, CliError> {
     let options = load_options(args.dataset_cache.clone(), &args.resolve);
     let loaded = load_public_dataset(name, &options)
         .await

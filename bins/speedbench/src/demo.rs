@@ -14,7 +14,7 @@ const FIXTURE: &str = include_str!("../../../fixtures/speed_bench_mini.jsonl");
 
 /// Options of `speedbench demo`.
 #[derive(Args, Debug)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Directory for the run's artifacts (a previous run there is replaced).
     #[arg(long, default_value = "artifacts/demo")]
     pub output_artifact_dir: PathBuf,
@@ -30,7 +30,7 @@ pub struct DemoArgs {
 }
 
 /// Runs `speedbench demo`.
-pub async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
+pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
     let config = SimConfig {
         ttft_ms: args.ttft_ms,
         step_ms: args.step_ms,

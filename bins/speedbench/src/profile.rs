@@ -23,7 +23,7 @@ use crate::{CliError, Context, Outcome, fail};
 /// Options of `speedbench profile`.
 #[derive(Args, Debug, Clone)]
 #[command(group = clap::ArgGroup::new("dataset_source").required(true).multiple(false))]
-pub struct ProfileArgs {
+pub(crate) struct ProfileArgs {
     /// Server URL: `host:port` or `http://host:port`, with or without `/v1`.
     #[arg(long, default_value = "localhost:8000")]
     pub url: String,
@@ -92,7 +92,7 @@ pub struct ProfileArgs {
 
 /// The client's connection, load-shape and server-scrape options.
 #[derive(Args, Debug, Clone)]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// Extra CA certificate(s) to trust for HTTPS, as a PEM file (repeatable);
     /// `SSL_CERT_FILE` works too.
     #[arg(long = "ca-cert", value_name = "FILE")]
@@ -228,7 +228,7 @@ fn hinted(what: &str, e: ClientError) -> CliError {
 }
 
 /// Runs `speedbench profile`.
-pub async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
+pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     let dataset = match (&args.input_file, &args.public.public_dataset) {
         (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file")?,
         (None, Some(name)) => crate::datasets::load_public(name, &args.public).await?,
@@ -243,7 +243,7 @@ pub async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
 }
 
 /// Profiles an already loaded dataset (shared with `speedbench demo`).
-pub async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, CliError> {
+pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, CliError> {
     let dataset = dataset
         .filter_categories(&args.category)
         .context("filtering categories")?;

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use speedbench_client::Progress;
 
 /// A running progress display; end it with [`finish`].
-pub struct Display {
+pub(crate) struct Display {
     task: tokio::task::JoinHandle<()>,
     bar: Option<ProgressBar>,
 }
@@ -20,7 +20,7 @@ pub struct Display {
 /// four times a second (a spinner when the total is unknown, e.g. with
 /// `--benchmark-duration`). Otherwise a plain line every 5 s, so logs stay
 /// short.
-pub fn spawn(progress: Arc<Progress>) -> Display {
+pub(crate) fn spawn(progress: Arc<Progress>) -> Display {
     let start = Instant::now();
     if !std::io::stderr().is_terminal() {
         let task = tokio::spawn(async move {
@@ -82,7 +82,7 @@ fn rate_and_errors(p: &Progress, elapsed: Duration) -> String {
 }
 
 /// Ends the progress display (the final line comes from [`final_line`]).
-pub fn finish(display: Display) {
+pub(crate) fn finish(display: Display) {
     display.task.abort();
     if let Some(bar) = display.bar {
         bar.finish_and_clear();
@@ -92,7 +92,7 @@ pub fn finish(display: Display) {
 /// The line that closes a run's progress: its counts, and the request
 /// throughput the summary table prints (successful requests over the
 /// benchmark window), so the two never disagree.
-pub fn final_line(p: &Progress, request_throughput: Option<f64>) -> String {
+pub(crate) fn final_line(p: &Progress, request_throughput: Option<f64>) -> String {
     let total = match p.planned() {
         0 => "?".to_string(),
         n => n.to_string(),

@@ -12,7 +12,7 @@ use crate::{CliError, Context, Outcome, fail};
 
 /// Output formats of the matrix.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// A table on stdout.
     Console,
     /// CSV written to `--output`.
@@ -29,7 +29,7 @@ pub enum Format {
 
 /// Options of `speedbench report`.
 #[derive(Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Run directories, or directories whose immediate children are run
     /// directories (speedbench's records.parquet or AIPerf's profile_export_aiperf.json).
     #[arg(required = true)]
@@ -68,7 +68,7 @@ fn parse_label(s: &str) -> Result<(PathBuf, String), String> {
 }
 
 /// Runs `speedbench report`.
-pub fn run(args: ReportArgs) -> Result<Outcome, CliError> {
+pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
     let mut runs = Vec::new();

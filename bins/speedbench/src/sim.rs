@@ -10,7 +10,7 @@ use crate::{CliError, Context, Outcome};
 
 /// Which engine's per-request statistics to imitate.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     /// vLLM `metrics.speculative_decoding`.
     Vllm,
     /// llama.cpp `timings`.
@@ -23,7 +23,7 @@ pub enum Flavor {
 
 /// Options of `speedbench sim`.
 #[derive(Args, Debug)]
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
@@ -90,7 +90,7 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
 }
 
 /// Runs `speedbench sim`.
-pub async fn run(args: SimArgs) -> Result<Outcome, CliError> {
+pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
     let config = load_config(&args)?;
     let addr = SocketAddr::new(args.host, args.port);
     let server = SimServer::start(config, addr)

@@ -54,7 +54,7 @@ pub(crate) struct Exchange {
 }
 
 impl HttpClient {
-    pub fn new(target: &Target, max_connections: usize) -> Result<HttpClient, ClientError> {
+    pub(crate) fn new(target: &Target, max_connections: usize) -> Result<HttpClient, ClientError> {
         let url_text = target.request_url();
         let url: hyper::Uri = url_text
             .parse()
@@ -82,7 +82,7 @@ impl HttpClient {
     /// Sends one request and reads the whole response, never failing: every
     /// problem ends up in [`Exchange::error`]. Every string the server sent
     /// back is scrubbed of the target's credentials (see [`Secrets`]).
-    pub async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
+    pub(crate) async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
         let body = serde_json::to_vec(&target.body(history)).unwrap_or_default();
         let sent_at = Instant::now();
         let mut ex = Exchange {

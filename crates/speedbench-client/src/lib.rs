@@ -42,6 +42,7 @@
 //!
 //! Records reach a [`RecordSink`] as requests finish; [`VecSink`] keeps them
 //! in memory and [`ChannelSink`] streams them to a task.
+#![doc(test(attr(deny(warnings))))]
 mod discovery;
 mod error;
 mod exchange;

@@ -33,7 +33,7 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// Creates the records file; `manifest` goes into its footer should a
     /// write fail before the run ends.
-    pub fn start(
+    pub(crate) fn start(
         path: &Path,
         manifest: RunManifest,
         sinks: Sinks,
@@ -52,7 +52,7 @@ impl Recorder {
 
     /// Closes the file with `manifest`; returns how, and the errors of the
     /// extra sinks.
-    pub fn finish(self, manifest: RunManifest) -> (ClosedRecords, Vec<String>) {
+    pub(crate) fn finish(self, manifest: RunManifest) -> (ClosedRecords, Vec<String>) {
         // If the thread already stopped, its result comes out of join below.
         let _ = self.tx.send(RecorderMsg::Finish(Box::new(manifest)));
         drop(self.tx);

@@ -47,7 +47,7 @@ fn error_message(v: &Value) -> Option<String> {
 
 impl ResponseState {
     /// A state that also looks for the payloads of `adapters`.
-    pub fn new(adapters: &[Arc<dyn SpecAdapter>]) -> ResponseState {
+    pub(crate) fn new(adapters: &[Arc<dyn SpecAdapter>]) -> ResponseState {
         ResponseState {
             custom: adapters.iter().map(|a| (a.clone(), None)).collect(),
             ..ResponseState::default()
@@ -55,7 +55,7 @@ impl ResponseState {
     }
 
     /// Folds one JSON object (a whole body, or one stream chunk received at `at`).
-    pub fn absorb(&mut self, v: &Value, at: Instant) {
+    pub(crate) fn absorb(&mut self, v: &Value, at: Instant) {
         if let Some(msg) = error_message(v) {
             self.server_error.get_or_insert(msg);
             return;
@@ -143,7 +143,7 @@ impl ResponseState {
     /// byte), known values and credential shapes from the finish reason, the
     /// error message and the spec-decode payloads (whose malformed-payload
     /// messages may quote them).
-    pub fn scrub(&mut self, secrets: &Secrets) {
+    pub(crate) fn scrub(&mut self, secrets: &Secrets) {
         if let std::borrow::Cow::Owned(clean) = secrets.scrub_output(&self.text) {
             self.text = clean;
         }
@@ -168,7 +168,7 @@ impl ResponseState {
     }
 
     /// The server-reported timings (llama.cpp), if any.
-    pub fn server_timings(&self) -> Option<ServerTimings> {
+    pub(crate) fn server_timings(&self) -> Option<ServerTimings> {
         let t = self.timings.as_ref()?;
         let f = |k: &str| t.get(k).and_then(Value::as_f64);
         let u = |k: &str| t.get(k).and_then(Value::as_u64);
@@ -184,7 +184,7 @@ impl ResponseState {
     }
 
     /// Completion tokens from `usage`, else from llama.cpp's `predicted_n`.
-    pub fn completion_tokens(&self) -> Option<u64> {
+    pub(crate) fn completion_tokens(&self) -> Option<u64> {
         self.completion_tokens.or_else(|| {
             self.timings
                 .as_ref()
@@ -198,7 +198,7 @@ impl ResponseState {
     /// Registered adapters come first, in order; then the per-request
     /// formats with verify-step counts (vLLM,
     /// TensorRT-LLM, SGLang); llama.cpp's timings last.
-    pub fn spec(&self) -> Result<Option<SpecDecodeStats>, MalformedSpec> {
+    pub(crate) fn spec(&self) -> Result<Option<SpecDecodeStats>, MalformedSpec> {
         for (adapter, payload) in &self.custom {
             if let Some(p) = payload {
                 return spec::from_adapter(adapter.as_ref(), p).map(Some);

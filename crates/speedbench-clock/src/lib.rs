@@ -41,6 +41,7 @@
 //! assert_eq!(stamp.get(), None);
 //! ```
 
+#![doc(test(attr(deny(warnings))))]
 // Without `client` the docs still name the connector it adds.
 #![cfg_attr(not(feature = "client"), allow(rustdoc::broken_intra_doc_links))]
 

@@ -45,6 +45,7 @@
 //! assert_eq!(math.conversations[0].turns.len(), 2);
 //! # Ok::<(), speedbench_dataset::DatasetError>(())
 //! ```
+#![doc(test(attr(deny(warnings))))]
 #[cfg(feature = "hub")]
 pub mod bundle;
 mod error;

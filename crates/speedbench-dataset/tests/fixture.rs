@@ -1,3 +1,4 @@
+//! The bundled fixtures load as datasets.
 use speedbench_dataset::LookupError;
 use speedbench_dataset::{Dataset, DatasetError, QUALITATIVE_CATEGORIES};
 

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+#![doc(test(attr(deny(warnings))))]
 use std::path::PathBuf;
 use std::time::Duration;
 

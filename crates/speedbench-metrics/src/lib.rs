@@ -55,6 +55,7 @@
 //!
 //! [`RequestRecord`]: speedbench_record::RequestRecord
 
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 mod acceptance;

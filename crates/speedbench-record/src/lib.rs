@@ -47,6 +47,7 @@
 //! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![doc(test(attr(deny(warnings))))]
 // Without `parquet` the docs still name the writer and readers it adds.
 #![cfg_attr(not(feature = "parquet"), allow(rustdoc::broken_intra_doc_links))]
 

@@ -1,3 +1,5 @@
+//! Records survive a Parquet round trip, across row groups and schema changes.
+
 use speedbench_record::*;
 
 fn full_record(i: u64) -> RequestRecord {

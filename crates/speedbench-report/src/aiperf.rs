@@ -14,13 +14,13 @@ use speedbench_record::{ErrorKind, RequestRecord, SpecDecodeStats, SpecSource};
 use crate::ReportError;
 
 /// `profile_export_aiperf.json`.
-pub const PROFILE_JSON: &str = "profile_export_aiperf.json";
+pub(crate) const PROFILE_JSON: &str = "profile_export_aiperf.json";
 /// `profile_export.jsonl`.
-pub const PROFILE_JSONL: &str = "profile_export.jsonl";
+pub(crate) const PROFILE_JSONL: &str = "profile_export.jsonl";
 
 /// The model AIPerf profiled: `input_config.models.items[*].name`, or the
 /// older `input_config.endpoint.model_names[0]`.
-pub fn model(profile: &Value) -> Option<String> {
+pub(crate) fn model(profile: &Value) -> Option<String> {
     let items = profile
         .pointer("/input_config/models/items")
         .and_then(Value::as_array);
@@ -39,7 +39,7 @@ pub fn model(profile: &Value) -> Option<String> {
 
 /// The dataset name: the first `input_config.datasets[*]` `format` or
 /// `dataset` (or the older `input_config.input.public_dataset`).
-pub fn dataset(profile: &Value) -> Option<String> {
+pub(crate) fn dataset(profile: &Value) -> Option<String> {
     let datasets = profile
         .pointer("/input_config/datasets")
         .and_then(Value::as_array);
@@ -62,14 +62,14 @@ pub fn dataset(profile: &Value) -> Option<String> {
 
 /// True when `dataset` is a SPEED-Bench or literature (`spec_al_*`) dataset,
 /// the only runs AIPerf's `speed-bench-report` can place in a column.
-pub fn is_speed_bench_dataset(dataset: &str) -> bool {
+pub(crate) fn is_speed_bench_dataset(dataset: &str) -> bool {
     ["speed_bench_", "spec_al_"]
         .iter()
         .any(|p| dataset.starts_with(p) && dataset.len() > p.len())
 }
 
 /// A run-level statistic's `avg` (e.g. `output_token_throughput`).
-pub fn stat_avg(profile: &Value, tag: &str) -> Option<f64> {
+pub(crate) fn stat_avg(profile: &Value, tag: &str) -> Option<f64> {
     profile
         .get(tag)
         .and_then(|m| m.get("avg"))
@@ -140,7 +140,7 @@ fn spec_from(record: &Value) -> Option<SpecDecodeStats> {
 }
 
 /// Converts one `profile_export.jsonl` record; `None` for non-objects.
-pub fn record_from_line(
+pub(crate) fn record_from_line(
     v: &Value,
     model: &str,
     dataset: &str,
@@ -222,7 +222,7 @@ pub fn record_from_line(
 
 /// Reads `profile_export.jsonl`. Blank and unparseable lines are skipped
 /// (a truncated last line is normal after an interrupted run) and counted.
-pub fn read_records(
+pub(crate) fn read_records(
     path: &Path,
     model: &str,
     dataset: &str,

@@ -45,6 +45,7 @@
 //! );
 //! ```
 
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 mod aiperf;

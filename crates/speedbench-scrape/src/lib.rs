@@ -68,6 +68,7 @@
 //! # Ok::<(), speedbench_scrape::ScrapeError>(())
 //! ```
 
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod acceptance;

@@ -110,6 +110,7 @@
 //! # }
 //! ```
 
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 mod config;

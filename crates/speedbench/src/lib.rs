@@ -52,6 +52,7 @@
 //!
 //! A complete program on this crate alone is in `examples/downstream.rs`.
 
+#![doc(test(attr(deny(warnings))))]
 pub mod process;
 
 pub use arrow_schema;

@@ -11,21 +11,21 @@ use speedbench_record::RequestRecord;
 use speedbench_sim::GroundTruth;
 
 /// Starts the simulated server on a free loopback port.
-pub async fn sim(config: speedbench_sim::SimConfig) -> speedbench_sim::SimServer {
+pub(crate) async fn sim(config: speedbench_sim::SimConfig) -> speedbench_sim::SimServer {
     speedbench_sim::SimServer::start(config, ([127, 0, 0, 1], 0).into())
         .await
         .expect("the simulated server starts")
 }
 
-pub fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/speed_bench_mini.jsonl")
 }
 
-pub fn bin() -> tokio::process::Command {
+pub(crate) fn bin() -> tokio::process::Command {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
 }
 
-pub async fn run(args: &[&str]) -> Output {
+pub(crate) async fn run(args: &[&str]) -> Output {
     let out = bin().args(args).output().await.expect("the binary runs");
     eprintln!(
         "stderr of {args:?}:\n{}",
@@ -36,7 +36,7 @@ pub async fn run(args: &[&str]) -> Output {
 
 /// The first user message and turn number of a record's request, which is
 /// how the simulated server's log identifies a request.
-pub fn request_key(dataset: &Dataset, r: &RequestRecord) -> (String, usize) {
+pub(crate) fn request_key(dataset: &Dataset, r: &RequestRecord) -> (String, usize) {
     let conv = dataset
         .conversations
         .iter()
@@ -46,7 +46,11 @@ pub fn request_key(dataset: &Dataset, r: &RequestRecord) -> (String, usize) {
 }
 
 /// Checks every successful record against the server's own log.
-pub fn assert_matches_truth(dataset: &Dataset, records: &[RequestRecord], truth: &GroundTruth) {
+pub(crate) fn assert_matches_truth(
+    dataset: &Dataset,
+    records: &[RequestRecord],
+    truth: &GroundTruth,
+) {
     for r in records.iter().filter(|r| r.is_success()) {
         let (first, turns) = request_key(dataset, r);
         let t = truth
@@ -82,7 +86,7 @@ pub fn assert_matches_truth(dataset: &Dataset, records: &[RequestRecord], truth:
 
 /// Reads the records file of the run in `dir`, checking on every record the
 /// invariants any run must keep (see [`assert_record_invariants`]).
-pub fn read_run(
+pub(crate) fn read_run(
     dir: &std::path::Path,
 ) -> Result<speedbench_record::RecordsFile, speedbench_record::RecordError> {
     let file = speedbench_record::read_records_file(dir.join("records.parquet"))?;
@@ -100,7 +104,7 @@ pub fn read_run(
 /// streaming, timestamps in order and equal to the latency, an error message
 /// exactly on failures, skipped turns taking no time, and no more draft
 /// tokens accepted than proposed.
-pub fn assert_record_invariants(records: &[RequestRecord], streaming: Option<bool>) {
+pub(crate) fn assert_record_invariants(records: &[RequestRecord], streaming: Option<bool>) {
     use speedbench_record::ErrorKind;
     for r in records {
         let id = (&r.conversation_id, r.turn_index, r.request_index);
@@ -142,7 +146,7 @@ pub fn assert_record_invariants(records: &[RequestRecord], streaming: Option<boo
 }
 
 /// Starts the binary profiling the fixture at concurrency 2, output piped.
-pub fn spawn_profile(
+pub(crate) fn spawn_profile(
     server: &speedbench_sim::SimServer,
     out_dir: &std::path::Path,
 ) -> tokio::process::Child {
@@ -167,7 +171,7 @@ pub fn spawn_profile(
         .unwrap()
 }
 
-pub async fn wait_for_requests(server: &speedbench_sim::SimServer, n: u64) {
+pub(crate) async fn wait_for_requests(server: &speedbench_sim::SimServer, n: u64) {
     for _ in 0..2000 {
         if server.ground_truth().requests >= n {
             return;

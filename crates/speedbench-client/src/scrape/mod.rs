@@ -15,17 +15,23 @@
 //! - [`ServerMetricsExport::acceptance_length`] turns it into the number
 //!   `speedbench report --source server` prints for the run.
 //!
-//! ```no_run
+//! ```
 //! use speedbench_client::scrape::{ScrapeConfig, Scraper};
-//! # async fn demo() -> Result<(), speedbench_client::ClientError> {
-//! let scraper = Scraper::start(ScrapeConfig::new(vec!["http://127.0.0.1:8000/metrics".into()]))?;
+//! use speedbench_sim::{SimConfig, SimServer};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = SimServer::start(SimConfig::default(), ([127, 0, 0, 1], 0).into()).await?;
+//! let scraper = Scraper::start(ScrapeConfig::new(vec![format!("{}/metrics", server.url())]))?;
 //! scraper.mark_profiling_start().await; // after warmup, before the first measured request
 //! // ... run the measured requests ...
 //! scraper.mark_profiling_end();
-//! let export = scraper.finish(true).await;
+//! // `true` would wait up to the shutdown delay for late counter updates.
+//! let export = scraper.finish(false).await;
+//! assert_eq!(export.summary.endpoints_successful.len(), 1);
 //! if let Some(al) = export.acceptance_length() {
 //!     println!("acceptance length {} ({})", al.value, al.weighting);
 //! }
+//! server.shutdown().await;
 //! # Ok(()) }
 //! ```
 

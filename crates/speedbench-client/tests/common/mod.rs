@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A TLS listener on 127.0.0.1 that forwards every connection to `upstream`.
-pub struct TlsFront {
+pub(crate) struct TlsFront {
     /// Where the TLS listener is.
     pub addr: SocketAddr,
     /// The PEM of the CA that signed the listener's certificate.
@@ -27,7 +27,7 @@ pub struct TlsFront {
 
 /// Starts a TLS front for `upstream` with a fresh CA and a leaf certificate
 /// for `127.0.0.1` and `localhost`.
-pub async fn tls_front(upstream: SocketAddr) -> TlsFront {
+pub(crate) async fn tls_front(upstream: SocketAddr) -> TlsFront {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -74,18 +74,18 @@ pub async fn tls_front(upstream: SocketAddr) -> TlsFront {
 
 /// One piece of a scripted response body: wait, then write these bytes as
 /// one HTTP chunk.
-pub struct Piece {
+pub(crate) struct Piece {
     pub delay: Duration,
     pub bytes: Vec<u8>,
 }
 
 /// `data: {json}\n\n` sent after `delay_ms`.
-pub fn data(delay_ms: u64, json: &str) -> Piece {
+pub(crate) fn data(delay_ms: u64, json: &str) -> Piece {
     raw(delay_ms, &format!("data: {json}\n\n"))
 }
 
 /// Raw bytes sent after `delay_ms`.
-pub fn raw(delay_ms: u64, text: &str) -> Piece {
+pub(crate) fn raw(delay_ms: u64, text: &str) -> Piece {
     Piece {
         delay: Duration::from_millis(delay_ms),
         bytes: text.as_bytes().to_vec(),
@@ -93,14 +93,14 @@ pub fn raw(delay_ms: u64, text: &str) -> Piece {
 }
 
 /// Serves the same scripted SSE response to every request on 127.0.0.1.
-pub async fn scripted_sse(script: Vec<Piece>) -> SocketAddr {
+pub(crate) async fn scripted_sse(script: Vec<Piece>) -> SocketAddr {
     scripted_sse_with(script, usize::MAX).await
 }
 
 /// As [`scripted_sse`], but each connection answers only `per_connection`
 /// requests: the next request is read and the connection dropped without a
 /// response, as a server that closes keep-alive connections silently does.
-pub async fn scripted_sse_with(script: Vec<Piece>, per_connection: usize) -> SocketAddr {
+pub(crate) async fn scripted_sse_with(script: Vec<Piece>, per_connection: usize) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let script = Arc::new(script);
@@ -167,7 +167,7 @@ async fn read_request(tcp: &mut TcpStream) -> bool {
 }
 
 /// A dataset of `n` single-turn conversations.
-pub fn single_turns(n: usize) -> Dataset {
+pub(crate) fn single_turns(n: usize) -> Dataset {
     Dataset {
         name: "t".into(),
         conversations: (0..n)
@@ -182,14 +182,14 @@ pub fn single_turns(n: usize) -> Dataset {
 }
 
 /// Starts the simulated server with `config` on an ephemeral loopback port.
-pub async fn start_sim(config: SimConfig) -> SimServer {
+pub(crate) async fn start_sim(config: SimConfig) -> SimServer {
     SimServer::start(config, ([127, 0, 0, 1], 0).into())
         .await
         .unwrap()
 }
 
 /// Runs `dataset` against `target` and reads the records back.
-pub async fn profile(
+pub(crate) async fn profile(
     dir: &Path,
     dataset: Dataset,
     target: Target,
@@ -199,7 +199,7 @@ pub async fn profile(
 }
 
 /// [`profile`], with the run's outcome beside the records.
-pub async fn profile_outcome(
+pub(crate) async fn profile_outcome(
     dir: &Path,
     dataset: Dataset,
     target: Target,
@@ -220,6 +220,6 @@ pub async fn profile_outcome(
 }
 
 /// A streaming target at `url` for model `m`.
-pub fn target(url: &str) -> Target {
+pub(crate) fn target(url: &str) -> Target {
     Target::new(BaseUrl::parse(url).unwrap(), "m")
 }

@@ -23,14 +23,14 @@ use speedbench_dataset::registry::SPEED_BENCH_REVISION;
 use speedbench_dataset::resolve::{CODE_CONTESTS_REVISION, HLE_REVISION, LIVECODEBENCH_REVISION};
 
 /// The token that may read gated repositories.
-pub const GOOD_TOKEN: &str = "hf_good_tokenSECRET123";
+pub(crate) const GOOD_TOKEN: &str = "hf_good_tokenSECRET123";
 /// A valid token whose account has not accepted the terms.
-pub const NOACCESS_TOKEN: &str = "hf_noaccess_tokenSECRET456";
+pub(crate) const NOACCESS_TOKEN: &str = "hf_noaccess_tokenSECRET456";
 /// A token the Hub rejects.
-pub const BAD_TOKEN: &str = "hf_bad_tokenSECRET789";
+pub(crate) const BAD_TOKEN: &str = "hf_bad_tokenSECRET789";
 
 /// The commit `main` of SPEED-Bench points to (not the pinned one).
-pub const SPEED_BENCH_MAIN: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+pub(crate) const SPEED_BENCH_MAIN: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 #[derive(Default)]
 struct Repo {
@@ -41,7 +41,7 @@ struct Repo {
 
 /// One request the server saw.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// Request path and query.
     pub path: String,
     /// `Host` header.
@@ -62,13 +62,13 @@ struct State {
 }
 
 /// The running server.
-pub struct FakeHub {
+pub(crate) struct FakeHub {
     /// `http://127.0.0.1:PORT`
     pub url: String,
     state: Arc<State>,
 }
 
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
@@ -100,7 +100,7 @@ fn files_under(root: &Path) -> Vec<(String, Bytes)> {
 
 impl FakeHub {
     /// Starts the server with every fixture repository.
-    pub async fn start() -> FakeHub {
+    pub(crate) async fn start() -> FakeHub {
         let hub = fixtures().join("hub");
         let mut state = State::default();
         let mut add = |repo: &str, branch: Option<&str>, commit: &str, gated: bool| {
@@ -182,17 +182,17 @@ impl FakeHub {
     }
 
     /// Every request seen so far.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().unwrap().clone()
     }
 
     /// Forgets the requests seen so far.
-    pub fn clear_seen(&self) {
+    pub(crate) fn clear_seen(&self) {
         self.state.seen.lock().unwrap().clear();
     }
 
     /// Paths seen that contain `needle`.
-    pub fn count(&self, needle: &str) -> usize {
+    pub(crate) fn count(&self, needle: &str) -> usize {
         self.seen()
             .iter()
             .filter(|s| s.path.contains(needle))
@@ -202,7 +202,7 @@ impl FakeHub {
     /// Serves `body` at `{raw_endpoint}/{path}`, the raw GitHub endpoint: a
     /// request there is redirected to another host name (`localhost`), like
     /// GitHub's own redirects, which serves the bytes.
-    pub fn serve_raw(&self, path: &str, body: impl Into<Bytes>) {
+    pub(crate) fn serve_raw(&self, path: &str, body: impl Into<Bytes>) {
         self.state
             .raw
             .lock()
@@ -211,17 +211,17 @@ impl FakeHub {
     }
 
     /// The base URL standing in for `https://raw.githubusercontent.com`.
-    pub fn raw_endpoint(&self) -> String {
+    pub(crate) fn raw_endpoint(&self) -> String {
         format!("{}/raw", self.url)
     }
 
     /// Serves half of every file from now on (with full `X-Linked-Size`).
-    pub fn set_truncate(&self, on: bool) {
+    pub(crate) fn set_truncate(&self, on: bool) {
         self.state.truncate.store(on, Ordering::SeqCst);
     }
 
     /// A configuration pointing at this server, with its own Hub cache.
-    pub fn config(&self, cache: &Path, token: Option<&str>) -> HubConfig {
+    pub(crate) fn config(&self, cache: &Path, token: Option<&str>) -> HubConfig {
         let mut c = HubConfig::from_vars(|k| match k {
             "HF_HOME" => Some(cache.join("hf-home").display().to_string()),
             "HF_ENDPOINT" => Some(self.url.clone()),

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 /// A parsed response.
 #[derive(Debug, Clone)]
-pub struct HttpResponse {
+pub(crate) struct HttpResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -23,23 +23,23 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("JSON body")
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("UTF-8 body")
     }
 
     /// SSE payloads parsed as JSON, excluding `[DONE]`.
-    pub fn chunks(&self) -> Vec<Value> {
+    pub(crate) fn chunks(&self) -> Vec<Value> {
         self.events
             .iter()
             .filter(|(_, d)| d != "[DONE]")
@@ -90,7 +90,7 @@ fn parse_head(raw: &[u8]) -> Head {
 }
 
 /// Reads one response from `tcp` (which may stay open for keep-alive).
-pub async fn read_response(tcp: &mut TcpStream, start: Instant) -> HttpResponse {
+pub(crate) async fn read_response(tcp: &mut TcpStream, start: Instant) -> HttpResponse {
     let mut raw = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     let mut head: Option<Head> = None;
@@ -162,7 +162,7 @@ pub async fn read_response(tcp: &mut TcpStream, start: Instant) -> HttpResponse 
 }
 
 /// Writes one request on `tcp`.
-pub async fn write_request(
+pub(crate) async fn write_request(
     tcp: &mut TcpStream,
     method: &str,
     path: &str,
@@ -180,7 +180,12 @@ pub async fn write_request(
 }
 
 /// One request on a fresh connection.
-pub async fn send(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
+pub(crate) async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> HttpResponse {
     let mut tcp = TcpStream::connect(addr).await.expect("connect");
     tcp.set_nodelay(true).expect("nodelay");
     write_request(&mut tcp, method, path, body, true).await;
@@ -189,12 +194,12 @@ pub async fn send(addr: SocketAddr, method: &str, path: &str, body: Option<&str>
 }
 
 /// `POST` a JSON value.
-pub async fn post(addr: SocketAddr, path: &str, body: &Value) -> HttpResponse {
+pub(crate) async fn post(addr: SocketAddr, path: &str, body: &Value) -> HttpResponse {
     send(addr, "POST", path, Some(&body.to_string())).await
 }
 
 /// A chat request body with one user message.
-pub fn chat(content: &str, extra: Value) -> Value {
+pub(crate) fn chat(content: &str, extra: Value) -> Value {
     let mut v = serde_json::json!({
         "model": "anything",
         "messages": [{"role": "user", "content": content}],
@@ -206,7 +211,7 @@ pub fn chat(content: &str, extra: Value) -> Value {
 }
 
 /// Concatenated content of streamed chunks (chat `delta.content` or completions `text`).
-pub fn streamed_text(chunks: &[Value]) -> String {
+pub(crate) fn streamed_text(chunks: &[Value]) -> String {
     chunks
         .iter()
         .filter_map(|c| c["choices"].get(0))
@@ -215,7 +220,7 @@ pub fn streamed_text(chunks: &[Value]) -> String {
 }
 
 /// Chunks with non-empty content.
-pub fn content_chunks(chunks: &[Value]) -> Vec<&Value> {
+pub(crate) fn content_chunks(chunks: &[Value]) -> Vec<&Value> {
     chunks
         .iter()
         .filter(|c| {
@@ -230,7 +235,7 @@ pub fn content_chunks(chunks: &[Value]) -> Vec<&Value> {
 }
 
 /// Sum of all samples of a Prometheus metric name (across label sets).
-pub fn prom_sum(text: &str, name: &str) -> f64 {
+pub(crate) fn prom_sum(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| {
