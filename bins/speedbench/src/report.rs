@@ -99,7 +99,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         }
         runs.push(run);
     }
-    assign_labels(&mut runs, &args.labels).context("labelling the runs")?;
+    assign_labels(&mut runs, &args.labels).context("labelling the runs (--label DIR=NAME)")?;
     let (matrix, sources) = build_matrix(args.metric, args.source, &runs);
     for (run, source) in runs.iter().zip(&sources) {
         if *source == ResolvedSource::None {

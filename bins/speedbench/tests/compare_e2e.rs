@@ -228,19 +228,19 @@ async fn runs_that_do_not_match_are_refused_unless_forced() {
             "osl",
             four(),
             other_osl,
-            "--osl (max_tokens): baseline 64, speculative 128",
+            "osl (max_tokens): baseline 64, speculative 128",
         ),
         (
             "temperature",
             four(),
             hot,
-            "sampling field --extra-inputs temperature: baseline 0, speculative 0.7",
+            "sampling field extra input temperature: baseline 0, speculative 0.7",
         ),
         (
             "endpoint",
             four(),
             chat_vs_text,
-            "--endpoint-type: baseline \"chat\", speculative \"completions\"",
+            "endpoint_type: baseline \"chat\", speculative \"completions\"",
         ),
         (
             "fewer",
@@ -305,7 +305,7 @@ async fn runs_that_do_not_match_are_refused_unless_forced() {
     let out = compare_dirs(&base, &spec, &[]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("warning: --extra-inputs user: baseline not set, speculative \"bench\" (not a sampling field)"),
+        stderr(&out).contains("warning: extra input user: baseline not set, speculative \"bench\" (not a sampling field)"),
         "{}",
         stderr(&out)
     );

@@ -53,6 +53,7 @@ pub type HttpClient = Client<Connector, Full<Bytes>>;
 
 /// Everything that can go wrong building a client or making a request.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HttpError {
     /// A CA bundle could not be read or holds no certificate.
     #[error("CA bundle {path}: {message}")]

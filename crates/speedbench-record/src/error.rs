@@ -7,6 +7,7 @@ use std::path::PathBuf;
 /// The `Parquet`, `Write` and `Arrow` variants exist with the `parquet`
 /// feature (on by default), as does everything that returns them.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The file could not be opened, created or written.
     #[error("{path}: {source}")]

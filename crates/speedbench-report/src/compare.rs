@@ -552,8 +552,8 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         let (bc, sc) = (&b.config, &s.config);
         let field = |c: &Value, k: &str| c.get(k).cloned().filter(|v| !v.is_null());
         for (key, what) in [
-            ("endpoint_type", "--endpoint-type"),
-            ("osl", "--osl (max_tokens)"),
+            ("endpoint_type", "endpoint_type"),
+            ("osl", "osl (max_tokens)"),
         ] {
             let (x, y) = (field(bc, key), field(sc, key));
             if x != y {
@@ -573,7 +573,7 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
                 continue;
             }
             let line = format!(
-                "--extra-inputs {key}: baseline {}, speculative {}",
+                "extra input {key}: baseline {}, speculative {}",
                 shown(x),
                 shown(y)
             );
@@ -587,14 +587,14 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         }
         if be.get("temperature").and_then(Value::as_f64) != Some(0.0) {
             check.warnings.push(format!(
-                "the baseline does not pin temperature 0 (--extra-inputs temperature:0; it \
-                 sent {}): outputs are sampled, so byte-identical outputs are not expected",
+                "the baseline does not pin temperature 0 (an extra input temperature of 0; \
+                 it sent {}): outputs are sampled, so byte-identical outputs are not expected",
                 shown(be.get("temperature"))
             ));
         }
         if field(bc, "streaming") != field(sc, "streaming") {
             check.warnings.push(format!(
-                "--streaming: baseline {}, speculative {} (client decode speeds need streaming)",
+                "streaming: baseline {}, speculative {} (client decode speeds need streaming)",
                 shown(bc.get("streaming")),
                 shown(sc.get("streaming"))
             ));

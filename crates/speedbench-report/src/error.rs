@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// What can fail in this crate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReportError {
     /// A matrix metric name that is not one of [`crate::MatrixMetric`]'s.
     #[error(

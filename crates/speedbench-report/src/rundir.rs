@@ -582,7 +582,7 @@ pub fn assign_labels(
         match matches.as_slice() {
             [] => {
                 return Err(ReportError::Label(format!(
-                    "--label {}={name}: {} is not one of the run directories ({})",
+                    "label {}={name}: {} is not one of the run directories ({})",
                     dir.display(),
                     dir.display(),
                     runs.iter()
@@ -594,7 +594,7 @@ pub fn assign_labels(
             [i] => fixed[*i] = Some(name.clone()),
             _ => {
                 return Err(ReportError::Label(format!(
-                    "--label {}={name}: {} names {} run directories; give its path",
+                    "label {}={name}: {} names {} run directories; give its path",
                     dir.display(),
                     dir.display(),
                     matches.len()
@@ -630,7 +630,7 @@ pub fn assign_labels(
     for (i, l) in labels.iter().enumerate() {
         if let Some(j) = labels[..i].iter().position(|x| x == l) {
             return Err(ReportError::Label(format!(
-                "{} and {} would both be labelled {l:?}; give one of them another --label",
+                "{} and {} would both be labelled {l:?}; give one of them another label",
                 runs[j].dir.display(),
                 runs[i].dir.display()
             )));

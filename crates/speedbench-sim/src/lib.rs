@@ -130,6 +130,7 @@ pub use server::{SimServer, run_until};
 
 /// Errors from starting the simulator.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// The configuration failed [`SimConfig::validate`].
     #[error("invalid simulator config: {0}")]
