@@ -12,11 +12,9 @@
 //!
 //! Before comparing, [`load_compare_run`] reads each side's directory and
 //! [`check_runs_match`] checks that the two runs measured the same thing:
-//! the same dataset, requests, categories, prompt lengths, `--osl` and
-//! sampling fields. Records store no prompt text or hash, so "same prompts"
-//! is checked by what they do store: the same `(question_id, turn)` requests
-//! in the same categories, and the same `prompt_tokens` on every first turn
-//! both runs answered.
+//! the same dataset, requests, categories, prompts (each record's
+//! `prompt_sha256`, and the first turns' `prompt_tokens` for files written
+//! before the hash), `--osl` and sampling fields.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 use speedbench_metrics::{
-    Bootstrap, DecodeSource, Interval, OVERALL, Speedups, SplitMix64, is_measured, run_speculates,
+    Bootstrap, Interval, OVERALL, Speedups, SplitMix64, is_measured, run_speculates,
 };
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome, run_is_live,
@@ -91,34 +89,9 @@ pub struct Divergence {
 pub struct CategoryComparison {
     /// Category, or `overall` for the pooled row.
     pub category: String,
-    /// Successful measured requests in the baseline.
-    pub base_requests: u64,
-    /// Successful measured requests in the speculative run.
-    pub spec_requests: u64,
-    /// Which decode speed the speedup uses.
-    pub decode_source: Option<DecodeSource>,
-    /// Baseline mean decode tokens/s.
-    pub base_decode_tps: Option<f64>,
-    /// Speculative mean decode tokens/s.
-    pub spec_decode_tps: Option<f64>,
-    /// `spec_decode_tps / base_decode_tps`.
-    pub decode_speedup: Option<f64>,
-    /// Bootstrap interval of the decode speedup.
-    pub decode_speedup_ci: Option<Interval>,
-    /// Baseline mean end-to-end latency, seconds.
-    pub base_latency_s: Option<f64>,
-    /// Speculative mean end-to-end latency, seconds.
-    pub spec_latency_s: Option<f64>,
-    /// `base_latency_s / spec_latency_s`.
-    pub latency_speedup: Option<f64>,
-    /// Bootstrap interval of the latency speedup.
-    pub latency_speedup_ci: Option<Interval>,
-    /// Speculative run's `Σaccepted / Σproposed`.
-    pub accept_rate: Option<f64>,
-    /// Speculative run's token-weighted acceptance length.
-    pub accept_length: Option<f64>,
-    /// Bootstrap interval of the acceptance length.
-    pub accept_length_ci: Option<Interval>,
+    /// The numbers, computed by [`Speedups::of`] (flattened into the JSON).
+    #[serde(flatten)]
+    pub speedups: Speedups,
     /// Requests present and successful in both runs (same row and turn).
     pub paired: u64,
     /// Paired requests whose outputs are byte-identical.
@@ -185,23 +158,9 @@ fn compare_group(
         resamples: options.bootstrap_samples,
         confidence: options.confidence,
     };
-    let s = Speedups::of(base, spec, speculates, bootstrap, rng);
     CategoryComparison {
         category: category.to_string(),
-        base_requests: s.base_requests,
-        spec_requests: s.spec_requests,
-        decode_source: s.decode_source,
-        base_decode_tps: s.base_decode_tps,
-        spec_decode_tps: s.spec_decode_tps,
-        decode_speedup: s.decode_speedup,
-        decode_speedup_ci: s.decode_speedup_ci,
-        base_latency_s: s.base_latency_s,
-        spec_latency_s: s.spec_latency_s,
-        latency_speedup: s.latency_speedup,
-        latency_speedup_ci: s.latency_speedup_ci,
-        accept_rate: s.accept_rate,
-        accept_length: s.accept_length,
-        accept_length_ci: s.accept_length_ci,
+        speedups: Speedups::of(base, spec, speculates, bootstrap, rng),
         paired: 0,
         identical: 0,
     }
@@ -752,16 +711,24 @@ impl Comparison {
             .map(|r| {
                 vec![
                     r.category.clone(),
-                    opt(r.base_decode_tps),
-                    opt(r.spec_decode_tps),
-                    with_ci(r.decode_speedup, r.decode_speedup_ci, "x"),
-                    r.base_latency_s
+                    opt(r.speedups.base_decode_tps),
+                    opt(r.speedups.spec_decode_tps),
+                    with_ci(r.speedups.decode_speedup, r.speedups.decode_speedup_ci, "x"),
+                    r.speedups
+                        .base_latency_s
                         .map_or("n/a".into(), |v| format!("{v:.3}s")),
-                    r.spec_latency_s
+                    r.speedups
+                        .spec_latency_s
                         .map_or("n/a".into(), |v| format!("{v:.3}s")),
-                    with_ci(r.latency_speedup, r.latency_speedup_ci, "x"),
-                    r.accept_rate.map_or("n/a".into(), |v| format!("{v:.4}")),
-                    with_ci(r.accept_length, r.accept_length_ci, ""),
+                    with_ci(
+                        r.speedups.latency_speedup,
+                        r.speedups.latency_speedup_ci,
+                        "x",
+                    ),
+                    r.speedups
+                        .accept_rate
+                        .map_or("n/a".into(), |v| format!("{v:.4}")),
+                    with_ci(r.speedups.accept_length, r.speedups.accept_length_ci, ""),
                     match r.identical_share() {
                         Some(s) => format!("{}/{} ({:.0}%)", r.identical, r.paired, s * 100.0),
                         None => "n/a".into(),
@@ -815,6 +782,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use speedbench_metrics::DecodeSource;
     use speedbench_metrics::percentile_sorted;
     use speedbench_record::{ServerTimings, SpecDecodeStats};
 
@@ -867,13 +835,13 @@ mod tests {
         let c = compare(&base, &spec, &no_ci()).unwrap();
         let coding = &c.rows[0];
         // decode: spec mean 120 / base mean (50+70)/2 = 60 -> 2.00x
-        assert_eq!(coding.decode_speedup, Some(2.0));
-        assert_eq!(coding.decode_source, Some(DecodeSource::Server));
+        assert_eq!(coding.speedups.decode_speedup, Some(2.0));
+        assert_eq!(coding.speedups.decode_source, Some(DecodeSource::Server));
         // latency: base mean (2+4)/2 = 3 s over spec mean 1 s -> 3.00x
-        assert_eq!(coding.latency_speedup, Some(3.0));
+        assert_eq!(coding.speedups.latency_speedup, Some(3.0));
         // acceptance: (30+10)/(40+40) = 0.5; AL 1 + 40/20 = 3.0
         assert_eq!(
-            (coding.accept_rate, coding.accept_length),
+            (coding.speedups.accept_rate, coding.speedups.accept_length),
             (Some(0.5), Some(3.0))
         );
         // "p q" vs "p r": differ at byte 2; "x y z" identical -> 1 of 2.
@@ -889,7 +857,7 @@ mod tests {
         let overall = c.rows.last().unwrap();
         assert_eq!(overall.category, OVERALL);
         // pooled decode: spec (120+120+90)/3 = 110 over base (50+70+60)/3 = 60
-        assert!((overall.decode_speedup.unwrap() - 110.0 / 60.0).abs() < 1e-12);
+        assert!((overall.speedups.decode_speedup.unwrap() - 110.0 / 60.0).abs() < 1e-12);
         assert_eq!((overall.paired, overall.identical, c.diverging), (3, 2, 1));
         let console = c.to_console();
         assert!(console.contains("2.00x"), "{console}");
@@ -915,8 +883,8 @@ mod tests {
         spec[0].completion_tokens = Some(11);
         let c = compare(&base, &spec, &no_ci()).unwrap();
         // client decode: base (11-1)/(2.0-1.0) = 10, spec (11-1)/(1.5-1.0) = 20 -> 2x
-        assert_eq!(c.rows[0].decode_source, Some(DecodeSource::Client));
-        assert_eq!(c.rows[0].decode_speedup, Some(2.0));
+        assert_eq!(c.rows[0].speedups.decode_source, Some(DecodeSource::Client));
+        assert_eq!(c.rows[0].speedups.decode_speedup, Some(2.0));
     }
 
     #[test]
@@ -945,17 +913,21 @@ mod tests {
         let b = compare(&base, &spec, &opts).unwrap();
         assert_eq!(a, b, "same seed, same intervals");
         let row = &a.rows[0];
-        let ci = row.decode_speedup_ci.unwrap();
+        let ci = row.speedups.decode_speedup_ci.unwrap();
         assert!(
-            ci.low <= row.decode_speedup.unwrap() && row.decode_speedup.unwrap() <= ci.high,
+            ci.low <= row.speedups.decode_speedup.unwrap()
+                && row.speedups.decode_speedup.unwrap() <= ci.high,
             "{ci:?}"
         );
-        let al = row.accept_length_ci.unwrap();
-        assert!(al.low <= row.accept_length.unwrap() && row.accept_length.unwrap() <= al.high);
+        let al = row.speedups.accept_length_ci.unwrap();
+        assert!(
+            al.low <= row.speedups.accept_length.unwrap()
+                && row.speedups.accept_length.unwrap() <= al.high
+        );
         assert!(al.high - al.low > 0.0);
         // Every latency is exactly 2 s vs 1 s: no spread, a point interval at 2.
         assert_eq!(
-            row.latency_speedup_ci,
+            row.speedups.latency_speedup_ci,
             Some(Interval {
                 low: 2.0,
                 high: 2.0
