@@ -310,6 +310,67 @@ impl Target {
         }
     }
 
+    /// Sets the API to call.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use speedbench_client::{ApiKey, ApiKind, BaseUrl, Target};
+    /// let t = Target::new(BaseUrl::parse("127.0.0.1:8000")?, "m")
+    ///     .with_api(ApiKind::Completions)
+    ///     .with_streaming(false)
+    ///     .with_max_tokens(256)
+    ///     .with_extra_body("temperature", 0.into())
+    ///     .with_api_key(ApiKey::new("sk-test"))
+    ///     .with_header("X-Team", "bench")
+    ///     .with_timeout(Duration::from_secs(30));
+    /// assert!(t.validate().is_ok());
+    /// assert_eq!((t.api, t.streaming, t.max_tokens), (ApiKind::Completions, false, Some(256)));
+    /// // The body fields speedbench sets itself cannot be replaced.
+    /// assert!(t.with_extra_body("stream", true.into()).validate().is_err());
+    /// # Ok::<(), speedbench_client::ClientError>(())
+    /// ```
+    pub fn with_api(mut self, api: ApiKind) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// Asks for streamed (SSE) responses or not (no TTFT without them).
+    pub fn with_streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
+    /// Sends `max_tokens`.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Adds a body field (a sampling option such as `temperature`); one
+    /// speedbench sets itself is refused by [`Target::validate`].
+    pub fn with_extra_body(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.extra_body.insert(key.into(), value);
+        self
+    }
+
+    /// Sends `key` as `Authorization: Bearer …`.
+    pub fn with_api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Adds an HTTP header to every request (and to `/v1/models`, `/metrics`).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Reads spec-decode statistics with `adapter` too (see [`SpecAdapter`]).
     pub fn with_spec_adapter(mut self, adapter: impl SpecAdapter + 'static) -> Self {
         self.spec_adapters.push(Arc::new(adapter));
@@ -317,10 +378,20 @@ impl Target {
     }
 
     /// Checks what can be checked before any request: header names and
-    /// values, `-H Authorization` against an API key, and a full endpoint
-    /// URL against the API in use.
+    /// values, an `Authorization` header against an API key, extra body
+    /// fields that would replace the ones speedbench sets, and a full
+    /// endpoint URL against the API in use.
     pub fn validate(&self) -> Result<(), ClientError> {
         request_headers(self.api_key.as_ref(), &self.headers)?;
+        if let Some(field) = OwnedField::ALL
+            .into_iter()
+            .find(|f| self.extra_body.contains_key(f.name()))
+        {
+            return Err(ClientError::OwnedField {
+                input: field.name().to_string(),
+                field,
+            });
+        }
         if let Some(named) = self.base_url.endpoint()
             && named != self.api
         {
