@@ -124,7 +124,8 @@ pub(crate) struct ClientArgs {
     /// Do not scrape server metrics.
     #[arg(long, conflicts_with = "server_metrics")]
     pub no_server_metrics: bool,
-    /// Seconds to keep scraping after the last request (late counter updates).
+    /// At most this many seconds of scraping after the last request, for late
+    /// counter updates; it stops once two scrapes in a row show no change.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub server_metrics_shutdown_delay: f64,
 }

@@ -329,9 +329,10 @@ fn counter_stats(v: &serde_json::Value, out: &mut Vec<(f64, u64)>) {
 async fn counter_reset_between_scrapes_loses_nothing() {
     // Scrapes come every 333 ms; every 6th shows counters restarted just
     // after the previous scrape, i.e. only the last interval's increase.
-    // The load lasts about 2 s, then 1 s of shutdown-delay scrapes, so a
-    // reset shows one interval's increase (or none) after several intervals'
-    // worth: a clear drop, which the export must count without losing any.
+    // The load lasts over a second (several scrapes), then the scrapes that
+    // wait for the counters to settle, so a reset shows one interval's
+    // increase (or none) after several intervals' worth: a clear drop, which
+    // the export must count without losing any.
     // (A reset right after a scrape that had seen little is invisible to any
     // counter reader, Prometheus included; this layout avoids it.)
     let config = SimConfig {
@@ -357,7 +358,7 @@ async fn counter_reset_between_scrapes_loses_nothing() {
         "--concurrency",
         "2",
         "--request-count",
-        "150",
+        "400",
         "--server-metrics-shutdown-delay",
         "1",
         "--output-artifact-dir",

@@ -64,6 +64,35 @@ pub(crate) enum Role {
 }
 
 impl Exposition {
+    /// Every counter sample (histogram counts included) as its name with
+    /// its labels and its value, in exposition order: what a scraper
+    /// compares between two scrapes to tell whether a server's counters
+    /// still move.
+    ///
+    /// ```
+    /// let e = speedbench_scrape::parse_exposition(
+    ///     "# TYPE x_total counter\nx_total{a=\"1\"} 4\n# TYPE g gauge\ng 2\n",
+    /// )?;
+    /// assert_eq!(e.counters(), [("x_total{a=1}".to_string(), 4.0)]);
+    /// # Ok::<(), speedbench_scrape::ScrapeError>(())
+    /// ```
+    pub fn counters(&self) -> Vec<(String, f64)> {
+        self.samples
+            .iter()
+            .filter(|s| {
+                matches!(
+                    self.classify(s),
+                    Some((_, Role::Counter | Role::HistCount | Role::Bucket(_), _))
+                )
+            })
+            .map(|s| {
+                let labels: Vec<String> =
+                    s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                (format!("{}{{{}}}", s.name, labels.join(",")), s.value)
+            })
+            .collect()
+    }
+
     fn declared(&self, name: &str) -> Option<MetricType> {
         self.types.get(name).copied()
     }

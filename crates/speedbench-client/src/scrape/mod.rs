@@ -9,8 +9,9 @@
 //! - A [`Scraper`] fetches every endpoint every [`ScrapeConfig::interval`]
 //!   (333 ms by default, as AIPerf) from the start of the run, takes one
 //!   scrape exactly when the profiling window opens (the reference that
-//!   excludes warmup), keeps going for [`ScrapeConfig::shutdown_delay`]
-//!   after the window closes, and builds a [`ServerMetricsExport`] with
+//!   excludes warmup), keeps going after the window closes until two
+//!   scrapes in a row show the counters unchanged (at most
+//!   [`ScrapeConfig::shutdown_delay`]), and builds a [`ServerMetricsExport`] with
 //!   [`ServerMetricsExport::from_samples`].
 //! - [`ServerMetricsExport::acceptance_length`] turns it into the number
 //!   `speedbench report --source server` prints for the run.
@@ -64,8 +65,10 @@ pub struct ScrapeConfig {
     pub endpoints: Vec<String>,
     /// Time between scrapes (default 333 ms).
     pub interval: Duration,
-    /// How long to keep scraping after the profiling window closes, so
-    /// counters the server publishes late are counted (default 2 s).
+    /// The longest the scraper keeps going after the profiling window
+    /// closes, so counters the server publishes late are counted (default
+    /// 2 s); it stops earlier, once two scrapes in a row show every
+    /// counter unchanged.
     pub shutdown_delay: Duration,
     /// Deadline of one fetch (default 5 s).
     pub fetch_timeout: Duration,
@@ -139,6 +142,9 @@ struct Inner {
     /// Scrubs what endpoints send back (an echoing server may quote the key).
     secrets: Secrets,
     stores: Vec<Mutex<EndpointSamples>>,
+    /// Each endpoint's counters at its latest scrape (`None` after a failed
+    /// one), values as bits so that NaN equals itself.
+    last_counters: Vec<Mutex<Option<Vec<(String, u64)>>>>,
     base: (Instant, i64),
     window: Mutex<Window>,
 }
@@ -174,6 +180,12 @@ impl Inner {
         }
         .map_err(|message| self.secrets.scrub(&message).into_owned());
         let ts = self.unix_ns(t1);
+        *lock(&self.last_counters[i]) = parsed.as_ref().ok().map(|e| {
+            e.counters()
+                .into_iter()
+                .map(|(k, v)| (k, v.to_bits()))
+                .collect()
+        });
         let mut store = lock(&self.stores[i]);
         match parsed {
             Ok(exposition) => store.record(&exposition, ts, t1 - t0),
@@ -183,6 +195,36 @@ impl Inner {
                 }
                 store.record_failure(message);
             }
+        }
+    }
+
+    /// Every endpoint's counters at its latest scrape.
+    fn counters(&self) -> Vec<Option<Vec<(String, u64)>>> {
+        self.last_counters.iter().map(|c| lock(c).clone()).collect()
+    }
+
+    /// Scrapes every endpoint until two consecutive scrapes show the same
+    /// counters everywhere, or the shutdown delay runs out: late counter
+    /// updates are caught without waiting the whole delay when there are
+    /// none. Returns how many scrapes it took.
+    async fn settle(self: &Arc<Self>) -> u32 {
+        let deadline = Instant::now() + self.config.shutdown_delay;
+        self.fetch_all().await;
+        let mut scrapes = 1;
+        let mut previous = self.counters();
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return scrapes;
+            }
+            tokio::time::sleep(self.config.interval.min(deadline - now)).await;
+            self.fetch_all().await;
+            scrapes += 1;
+            let current = self.counters();
+            if current == previous {
+                return scrapes;
+            }
+            previous = current;
         }
     }
 
@@ -225,6 +267,7 @@ impl Scraper {
             .map_or(0, |d| d.as_nanos() as i64);
         let inner = Arc::new(Inner {
             stores: config.endpoints.iter().map(|_| Mutex::default()).collect(),
+            last_counters: config.endpoints.iter().map(|_| Mutex::default()).collect(),
             config,
             client,
             headers,
@@ -266,17 +309,22 @@ impl Scraper {
         lock(&self.inner.window).end = Some(self.inner.unix_ns(Instant::now()));
     }
 
-    /// Keeps scraping for the shutdown delay (when `wait` is true), takes a
-    /// final scrape, stops, and computes the export.
+    /// Stops the periodic scrapes and takes the last ones, then computes the
+    /// export. With `wait`, late counter updates are waited for: scrapes
+    /// every interval until two in a row show every endpoint's counters
+    /// unchanged, for at most [`ScrapeConfig::shutdown_delay`]; without it,
+    /// one final scrape.
     pub async fn finish(self, wait: bool) -> ServerMetricsExport {
-        if wait {
-            tokio::time::sleep(self.inner.config.shutdown_delay).await;
-        }
         self.stop.stop();
         for t in self.tasks {
             let _ = t.await;
         }
-        self.inner.fetch_all().await;
+        if wait {
+            let scrapes = self.inner.settle().await;
+            tracing::debug!(scrapes, "server counters settled");
+        } else {
+            self.inner.fetch_all().await;
+        }
         let inner = &self.inner;
         let window = *lock(&inner.window);
         let endpoints = inner
@@ -327,6 +375,8 @@ fn scrub_exposition(mut e: Exposition, secrets: &Secrets) -> Exposition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn scraped_names_labels_and_help_lose_credentials() {
@@ -387,5 +437,95 @@ mod tests {
             normalize_endpoint("https://h:1/v1/metrics"),
             "https://h:1/v1/metrics"
         );
+    }
+
+    /// A loopback `/metrics` whose counter grows by 5 on each of the first
+    /// `moving` scrapes after `armed` is set, then stays; counts its scrapes.
+    async fn moving_endpoint(
+        moving: u64,
+        armed: Arc<AtomicU64>,
+        scrapes: Arc<AtomicU64>,
+    ) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+        let value = Arc::new(AtomicU64::new(100));
+        let left = Arc::new(AtomicU64::new(moving));
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let (armed, scrapes, value, left) =
+                    (armed.clone(), scrapes.clone(), value.clone(), left.clone());
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        scrapes.fetch_add(1, Ordering::Relaxed);
+                        if armed.load(Ordering::Relaxed) == 1
+                            && left
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                    n.checked_sub(1)
+                                })
+                                .is_ok()
+                        {
+                            value.fetch_add(5, Ordering::Relaxed);
+                        }
+                        let body = format!(
+                            "# TYPE accepted_total counter\naccepted_total {}\n",
+                            value.load(Ordering::Relaxed)
+                        );
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if sock.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// Runs the settling wait against a counter that moves `moving` times
+    /// after the last request; returns the late counter total and how many
+    /// scrapes the wait took (counted by `settle` and by the endpoint).
+    async fn settle_on(moving: u64) -> (f64, u32, u64) {
+        let (armed, scrapes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let url = moving_endpoint(moving, armed.clone(), scrapes.clone()).await;
+        let mut config = ScrapeConfig::new(vec![url]);
+        config.interval = Duration::from_millis(20);
+        // Far longer than the test may take: only settling can end it early.
+        config.shutdown_delay = Duration::from_secs(600);
+        let mut scraper = Scraper::start(config).unwrap();
+        scraper.mark_profiling_start().await;
+        scraper.mark_profiling_end();
+        // No periodic scrape may land in the count below.
+        scraper.stop.stop();
+        for t in std::mem::take(&mut scraper.tasks) {
+            t.await.unwrap();
+        }
+        let before = scrapes.load(Ordering::Relaxed);
+        // The last request just finished; the server updates its counters late.
+        armed.store(1, Ordering::Relaxed);
+        let settled = scraper.inner.settle().await;
+        let seen = scrapes.load(Ordering::Relaxed) - before;
+        let export = scraper.finish(false).await;
+        let total = match export.metrics["accepted"].series[0].stats.as_ref() {
+            Some(SeriesStats::Counter(c)) => c.total,
+            other => panic!("{other:?}"),
+        };
+        (total, settled, seen)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn late_updates_are_counted_and_the_wait_ends_when_counters_stand_still() {
+        // Three late updates of 5: all counted; the wait stops at the first
+        // scrape equal to the one before (3 that moved + 1), not after 600 s.
+        assert_eq!(settle_on(3).await, (15.0, 4, 4));
+        // Nothing late: two scrapes, equal.
+        assert_eq!(settle_on(0).await, (0.0, 2, 2));
     }
 }
