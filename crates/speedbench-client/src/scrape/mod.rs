@@ -135,6 +135,9 @@ fn normalize_endpoint(e: &str) -> String {
     }
 }
 
+/// One scrape's counter samples, `name{labels}` and the value's bits.
+type CounterBits = Vec<(String, u64)>;
+
 struct Inner {
     config: ScrapeConfig,
     client: HttpClient,
@@ -144,7 +147,7 @@ struct Inner {
     stores: Vec<Mutex<EndpointSamples>>,
     /// Each endpoint's counters at its latest scrape (`None` after a failed
     /// one), values as bits so that NaN equals itself.
-    last_counters: Vec<Mutex<Option<Vec<(String, u64)>>>>,
+    last_counters: Vec<Mutex<Option<CounterBits>>>,
     base: (Instant, i64),
     window: Mutex<Window>,
 }
@@ -199,7 +202,7 @@ impl Inner {
     }
 
     /// Every endpoint's counters at its latest scrape.
-    fn counters(&self) -> Vec<Option<Vec<(String, u64)>>> {
+    fn counters(&self) -> Vec<Option<CounterBits>> {
         self.last_counters.iter().map(|c| lock(c).clone()).collect()
     }
 
