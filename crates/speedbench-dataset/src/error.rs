@@ -127,6 +127,28 @@ pub enum LookupError {
         /// The categories the dataset has.
         available: Vec<String>,
     },
+    /// A SPEED-Bench config name is not one of
+    /// [`crate::registry::SPEED_BENCH_CONFIGS`].
+    #[error("unknown SPEED-Bench config {config:?}{}; the configs are {}",
+        suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default(),
+        configs.join(", "))]
+    UnknownBenchConfig {
+        /// The name asked for.
+        config: String,
+        /// The closest config, when one is close.
+        suggestion: Option<String>,
+        /// Every config.
+        configs: Vec<String>,
+    },
+    /// The category selection names "all" and other categories too.
+    #[error(
+        "category \"all\" means every category and cannot be combined with others \
+             (also given: {others:?})"
+    )]
+    AllCategoriesWithOthers {
+        /// The other names given.
+        others: Vec<String>,
+    },
     /// The dataset lives outside the Hub: its file must be put in place.
     #[error(
         "{dataset} lives on {location}, not on the Hub: download that file and place it at {path}"

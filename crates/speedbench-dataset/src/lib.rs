@@ -22,6 +22,11 @@
 //! our own (`upstream`); `Resolver` chooses. `prestage` and `import_bundle`
 //! carry resolved rows to air-gapped hosts.
 //!
+//! [`select`] chooses the rows a run sends: a SPEED-Bench config by name
+//! ([`bench_dataset`]), categories ([`CategorySelection`], where `all` means
+//! every one) and at most N rows of each category, the first in file order
+//! ([`Dataset::limit_per_category`]).
+//!
 //! # Features
 //!
 //! - `hub` (default): everything above that touches the network or Python —
@@ -61,6 +66,7 @@ pub mod public;
 pub mod registry;
 #[cfg(feature = "hub")]
 pub mod resolve;
+pub mod select;
 #[cfg(feature = "hub")]
 pub mod upstream;
 
@@ -77,6 +83,7 @@ pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
 pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
 #[cfg(feature = "hub")]
 pub use resolve::Resolver;
+pub use select::{ALL_CATEGORIES, CategorySelection, bench_dataset};
 #[cfg(feature = "hub")]
 pub use upstream::{PrepareScript, ScriptPin, UpstreamOptions};
 

@@ -40,6 +40,33 @@ impl RunManifest {
     pub const PARQUET_KEY: &'static str = "speedbench.run";
     /// Conventional file name of the manifest beside the records file.
     pub const FILE_NAME: &'static str = "run.json";
+    /// Key of [`RunManifest::config`] holding the per-category row limit
+    /// the run's dataset was cut to (`profile --limit`), beside the other
+    /// dataset-selection keys (`input_file`, `public_dataset`, `bench`,
+    /// `categories`). Absent or `null`: every selected row ran.
+    pub const LIMIT_PER_CATEGORY_KEY: &'static str = "limit_per_category";
+
+    /// The per-category row limit the run's dataset was cut to (at most
+    /// this many rows of each category, the first in file order), or
+    /// `None` when the run was not limited (and for manifests written
+    /// before the limit existed).
+    ///
+    /// ```
+    /// use speedbench_record::RunManifest;
+    /// let m: RunManifest = serde_json::from_str(
+    ///     r#"{"run_id":"r","schema_version":"1","tool":"t","server_url":"u","model":"m",
+    ///         "dataset":"d","started_unix_ns":0,"ended_unix_ns":0,"outcome":"completed",
+    ///         "record_count":0,"config":{"limit_per_category":8}}"#,
+    /// )?;
+    /// assert_eq!(m.limit_per_category(), Some(8));
+    /// assert_eq!(RunManifest::default().limit_per_category(), None);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn limit_per_category(&self) -> Option<u64> {
+        self.config
+            .get(Self::LIMIT_PER_CATEGORY_KEY)
+            .and_then(serde_json::Value::as_u64)
+    }
 }
 
 /// Removes user-info (`user:password@`) and the query string from a URL.
