@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
-    AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, RunData, SourceChoice,
-    assign_labels, build_matrix, find_run_dirs, load_run_for, render_html,
+    AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, SourceChoice,
+    build_matrix, matrix_columns, render_html,
 };
+use speedbench_runs::{RunData, assign_labels, find_run_dirs, load_run_with};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -74,8 +75,8 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let mut runs = Vec::new();
     for dir in &dirs {
         // HTML draws histograms and latencies from every record column.
-        let columns = (args.format != Format::Html).then_some(args.metric);
-        let run = load_run_for(dir, columns).context(format!("loading {}", dir.display()))?;
+        let columns = (args.format != Format::Html).then(|| matrix_columns(args.metric));
+        let run = load_run_with(dir, columns).context(format!("loading {}", dir.display()))?;
         for warning in &run.warnings {
             eprintln!("warning: {warning}");
         }

@@ -25,8 +25,9 @@ use speedbench_metrics::{
     Bootstrap, Interval, OVERALL, Speedups, SplitMix64, is_measured, run_speculates,
 };
 use speedbench_record::{
-    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome, run_is_live,
+    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome,
 };
+use speedbench_runs::{AIPERF_PROFILE_FILE_NAME, AIPERF_RECORDS_FILE_NAME, RunStatus, RunsError};
 
 use crate::ReportError;
 use crate::format::thousands;
@@ -361,65 +362,40 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         )));
     }
     if !dir.is_dir() {
-        return Err(ReportError::NotADirectory(dir.to_path_buf()));
+        return Err(RunsError::NotADirectory(dir.to_path_buf()).into());
     }
-    let closed = dir.join(RECORDS_FILE_NAME);
-    let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
-    let records_path = if closed.is_file() { closed } else { partial };
-    let aiperf_json = dir.join(crate::aiperf::PROFILE_JSON);
-    if !records_path.is_file() && !aiperf_json.is_file() {
+    let records_path = [RECORDS_FILE_NAME, PARTIAL_RECORDS_FILE_NAME]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.is_file());
+    if records_path.is_none() && !dir.join(AIPERF_PROFILE_FILE_NAME).is_file() {
         return Err(ReportError::Compare(format!(
             "the {role} run directory {}: it holds no run ({RECORDS_FILE_NAME} of speedbench, \
-             or {} of AIPerf)",
+             or {AIPERF_PROFILE_FILE_NAME} of AIPerf)",
             dir.display(),
-            crate::aiperf::PROFILE_JSON
         )));
     }
-    let run = crate::load_run(dir)?;
+    let run = speedbench_runs::load_run(dir)?;
     let records = run.records.ok_or_else(|| {
-        ReportError::Compare(if records_path.is_file() {
-            format!(
+        ReportError::Compare(match &records_path {
+            Some(path) => format!(
                 "the {role} run {} holds only {} without a Parquet footer: its process was \
                  killed before closing the file, so no record can be read",
                 dir.display(),
-                records_path.display()
-            )
-        } else {
-            format!(
-                "the {role} run {} has no per-request records (AIPerf runs need {})",
+                path.display()
+            ),
+            None => format!(
+                "the {role} run {} has no per-request records (AIPerf runs need \
+                 {AIPERF_RECORDS_FILE_NAME})",
                 dir.display(),
-                crate::aiperf::PROFILE_JSONL
-            )
+            ),
         })
     })?;
-    let manifest_path = dir.join(RunManifest::FILE_NAME);
-    let manifest = if manifest_path.is_file() {
-        let text = std::fs::read_to_string(&manifest_path).map_err(|source| ReportError::Io {
-            path: manifest_path.clone(),
-            source,
-        })?;
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        Some(
-            serde_json::from_str::<RunManifest>(text).map_err(|e| ReportError::Artifact {
-                path: manifest_path.clone(),
-                line: Some(e.line()),
-                message: format!("not a speedbench run manifest: {e}"),
-            })?,
-        )
-    } else if records_path.is_file() {
-        speedbench_record::read_records_file_with(
-            &records_path,
-            Some(&[speedbench_record::columns::RUN_ID]),
-        )?
-        .manifest
-    } else {
-        None
-    };
     Ok(CompareRun {
         dir: dir.to_path_buf(),
         records,
-        manifest,
-        live: run_is_live(dir),
+        manifest: run.manifest,
+        live: run.status == RunStatus::Running,
     })
 }
 

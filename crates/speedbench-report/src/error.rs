@@ -1,7 +1,5 @@
 //! The crate's error type.
 
-use std::path::PathBuf;
-
 /// What can fail in this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -14,49 +12,9 @@ pub enum ReportError {
     /// A source name that is not one of [`crate::SourceChoice`]'s.
     #[error("unknown source {0:?} (expected auto, records, summary or server)")]
     UnknownSource(String),
-    /// A path given as a run directory is not a directory.
-    #[error("{0}: not a directory")]
-    NotADirectory(PathBuf),
-    /// A directory holds none of the files of a run.
-    #[error(
-        "{0}: not a run directory (it holds neither {records}, {partial} nor {profile})",
-        records = speedbench_record::RECORDS_FILE_NAME,
-        partial = speedbench_record::PARTIAL_RECORDS_FILE_NAME,
-        profile = crate::aiperf::PROFILE_JSON
-    )]
-    NotARunDir(PathBuf),
-    /// `--label` names no run, or two runs would share a label.
-    #[error("{0}")]
-    Label(String),
-    /// No run directory was found under the given paths.
-    #[error(
-        "no run directories under {paths}: a run directory holds {records} (speedbench) or {profile} (AIPerf)",
-        records = speedbench_record::RECORDS_FILE_NAME,
-        profile = crate::aiperf::PROFILE_JSON
-    )]
-    NoRuns {
-        /// The paths searched, joined for display.
-        paths: String,
-    },
-    /// A file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A JSON artifact is malformed.
-    #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Artifact {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line, for JSON Lines files.
-        line: Option<usize>,
-        /// What is wrong.
-        message: String,
-    },
+    /// A run directory could not be found or read.
+    #[error(transparent)]
+    Runs(#[from] speedbench_runs::RunsError),
     /// A records file is unreadable.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),

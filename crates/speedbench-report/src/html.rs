@@ -21,7 +21,8 @@ use speedbench_metrics::{BoxStats, RequestMetricsExt, SpecDecodeMetrics, box_sta
 use speedbench_record::RequestRecord;
 
 use crate::matrix::{AcceptanceMatrix, MatrixMetric, category_key, column_order};
-use crate::rundir::{RunCounts, RunStatus};
+use speedbench_metrics::RequestCounts;
+use speedbench_runs::RunStatus;
 
 /// What one page shows.
 #[derive(Debug, Clone)]
@@ -46,7 +47,7 @@ pub struct HtmlRun<'a> {
     /// Why it is incomplete, in words.
     pub status_reason: Option<String>,
     /// Its measured requests by result, when it has records.
-    pub counts: Option<RunCounts>,
+    pub counts: Option<RequestCounts>,
     /// Its records, which feed the histogram and latency charts.
     pub records: Option<&'a [RequestRecord]>,
 }
@@ -322,7 +323,7 @@ fn runs_table(runs: &[HtmlRun<'_>]) -> String {
          <th>Succeeded</th><th>Failed</th><th>Skipped</th></tr></thead><tbody>",
     );
     for run in runs {
-        let count = |f: fn(&RunCounts) -> u64| {
+        let count = |f: fn(&RequestCounts) -> u64| {
             run.counts
                 .as_ref()
                 .map_or("-".to_string(), |c| f(c).to_string())
@@ -614,7 +615,7 @@ mod tests {
                 dir: "runs/a".into(),
                 status: RunStatus::Completed,
                 status_reason: None,
-                counts: Some(RunCounts::of(&records)),
+                counts: Some(RequestCounts::from_records(&records)),
                 records: Some(&records),
             }],
         });
@@ -709,10 +710,11 @@ mod tests {
                 dir: "runs/a".into(),
                 status: RunStatus::Died,
                 status_reason: Some("the process died".into()),
-                counts: Some(RunCounts {
+                counts: Some(RequestCounts {
                     succeeded: 1,
                     failed: 2,
                     skipped: 3,
+                    ..Default::default()
                 }),
                 records: Some(&records),
             }],

@@ -48,15 +48,14 @@
 #![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
-mod aiperf;
 mod category;
 mod compare;
 mod error;
 mod format;
 mod html;
 mod matrix;
-mod rundir;
 mod server;
+mod source;
 mod summary;
 mod table;
 
@@ -71,11 +70,10 @@ pub use matrix::{
     AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, OVERALL_DEFINITION, RowRun, RunCells,
     records_cells,
 };
-pub use rundir::{
-    ResolvedSource, RunCounts, RunData, RunFormat, RunStatus, RunSummary, SourceChoice,
-    assign_labels, build_matrix, find_run_dirs, load_run, load_run_for,
-};
 pub use server::Weighting;
+pub use source::{
+    ResolvedSource, SourceChoice, build_matrix, matrix_columns, run_cells, run_column,
+};
 /// Computed in `speedbench-metrics`; re-exported because [`Comparison`]'s
 /// rows carry them.
 pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};

@@ -14,8 +14,9 @@ use speedbench_record::{
 };
 
 use crate::ReportError;
-use crate::rundir::{RunCounts, RunStatus};
 use crate::table::{FirstColumn, titled_table};
+use speedbench_metrics::RequestCounts;
+use speedbench_runs::RunStatus;
 
 /// What `Overall` is, printed under tables and stored in JSON: the
 /// SPEED-Bench paper's and AIPerf's macro-average.
@@ -167,7 +168,7 @@ pub struct RowRun {
     /// Why the run is incomplete, in words.
     pub status_reason: Option<String>,
     /// Its measured requests by result, when it has per-request records.
-    pub counts: Option<RunCounts>,
+    pub counts: Option<RequestCounts>,
     /// Why the row has no `Overall` although it has cells (e.g. an AIPerf
     /// run of a dataset that is not SPEED-Bench's).
     pub overall_excluded: Option<String>,
@@ -401,7 +402,7 @@ impl AcceptanceMatrix {
                 if let (Some(run), Some(obj)) = (&r.run, row.as_object_mut()) {
                     obj.insert("dir".into(), json!(run.dir.display().to_string()));
                     obj.insert("status_reason".into(), json!(run.status_reason));
-                    let count = |f: fn(&RunCounts) -> u64| run.counts.as_ref().map(f);
+                    let count = |f: fn(&RequestCounts) -> u64| run.counts.as_ref().map(f);
                     obj.insert("succeeded".into(), json!(count(|c| c.succeeded)));
                     obj.insert("failed".into(), json!(count(|c| c.failed)));
                     obj.insert("skipped".into(), json!(count(|c| c.skipped)));
@@ -690,10 +691,11 @@ mod tests {
             dir: "runs/b".into(),
             status: RunStatus::Interrupted,
             status_reason: Some("interrupted".into()),
-            counts: Some(RunCounts {
+            counts: Some(RequestCounts {
                 succeeded: 3,
                 failed: 1,
                 skipped: 2,
+                ..Default::default()
             }),
             overall_excluded: None,
         });

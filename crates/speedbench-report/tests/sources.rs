@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use speedbench_report::{
-    AcceptanceMatrix, MatrixMetric, ResolvedSource, RunFormat, SourceChoice, Weighting,
-    find_run_dirs, load_run,
+    AcceptanceMatrix, MatrixMetric, ResolvedSource, SourceChoice, Weighting, run_cells, run_column,
 };
+use speedbench_runs::{RunFormat, find_run_dirs, load_run};
 
 fn peer_run3() -> PathBuf {
     // Real AIPerf 0.13.0 artifacts from a loopback run, shipped with the
@@ -19,7 +19,7 @@ fn an_aiperf_run_directory_reads_from_every_source() {
     assert_eq!(run.format, RunFormat::Aiperf);
     assert_eq!(run.label, "stub-model");
     assert_eq!(run.dataset, "speed_bench_coding");
-    assert_eq!(run.run_column().as_deref(), Some("coding"));
+    assert_eq!(run_column(&run).as_deref(), Some("coding"));
 
     // Records: the fixture keeps three records (one warmup, two profiling);
     // the cell is 1 + Σaccepted / Σsteps over the profiling ones.
@@ -33,27 +33,27 @@ fn an_aiperf_run_directory_reads_from_every_source() {
         .iter()
         .map(|r| r.spec.as_ref().unwrap().verify_steps.unwrap())
         .sum();
-    let (cells, source) = run.cells(MatrixMetric::AcceptLength, SourceChoice::Records);
+    let (cells, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Records);
     assert_eq!(source, ResolvedSource::Records);
     let expected = 1.0 + acc as f64 / steps as f64;
     assert!((cells["coding"].value.unwrap() - expected).abs() < 1e-12);
 
     // Summary: AIPerf's own token-weighted figure, 2.6853146853146854.
-    let (cells, source) = run.cells(MatrixMetric::AcceptLength, SourceChoice::Summary);
+    let (cells, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Summary);
     assert_eq!(source, ResolvedSource::Summary);
     assert_eq!(cells["coding"].value, Some(2.6853146853146854));
     // ... and its rate, stored as a percentage: 56.177...% -> 0.56177...
-    let (cells, _) = run.cells(MatrixMetric::AcceptRate, SourceChoice::Summary);
+    let (cells, _) = run_cells(&run, MatrixMetric::AcceptRate, SourceChoice::Summary);
     assert!((cells["coding"].value.unwrap() - 0.5617715617715617).abs() < 1e-12);
 
     // Server: vLLM counters 241 accepted over 143 drafts -> 1 + 241/143,
     // the same 2.685 as the summary, by an independent route.
-    let (cells, source) = run.cells(MatrixMetric::AcceptLength, SourceChoice::Server);
+    let (cells, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Server);
     assert_eq!(source, ResolvedSource::Server(Weighting::TokenWeighted));
     assert!((cells["coding"].value.unwrap() - (1.0 + 241.0 / 143.0)).abs() < 1e-12);
 
     // Throughput from the summary: 5000.853988426931 tokens/s.
-    let (cells, _) = run.cells(MatrixMetric::Throughput, SourceChoice::Summary);
+    let (cells, _) = run_cells(&run, MatrixMetric::Throughput, SourceChoice::Summary);
     assert_eq!(cells["coding"].value, Some(5000.853988426931));
 }
 
@@ -75,10 +75,10 @@ fn auto_falls_through_to_the_first_source_with_a_value() {
     let run = load_run(&run_dir).unwrap();
     assert!(run.records.is_none());
     // No records: auto takes the summary.
-    let (_, source) = run.cells(MatrixMetric::AcceptLength, SourceChoice::Auto);
+    let (_, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Auto);
     assert_eq!(source, ResolvedSource::Summary);
     // Pinned to records, there is nothing.
-    let (cells, source) = run.cells(MatrixMetric::AcceptLength, SourceChoice::Records);
+    let (cells, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Records);
     assert!(cells.is_empty());
     assert_eq!(source, ResolvedSource::None);
 
@@ -91,7 +91,7 @@ fn auto_falls_through_to_the_first_source_with_a_value() {
             .map(|r| {
                 (
                     r.label.clone(),
-                    r.cells(MatrixMetric::AcceptLength, SourceChoice::Server).0,
+                    run_cells(r, MatrixMetric::AcceptLength, SourceChoice::Server).0,
                 )
             })
             .collect(),
@@ -101,20 +101,4 @@ fn auto_falls_through_to_the_first_source_with_a_value() {
         matrix.to_csv(),
         "Model,coding,Overall\r\nstub-model,2.69,2.69\r\n"
     );
-}
-
-#[test]
-fn malformed_artifacts_name_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("profile_export_aiperf.json"), "not json {").unwrap();
-    let err = load_run(dir.path()).unwrap_err().to_string();
-    assert!(
-        err.contains("profile_export_aiperf.json:1: not valid JSON"),
-        "{err}"
-    );
-    let empty = tempfile::tempdir().unwrap();
-    let err = find_run_dirs(&[empty.path().to_path_buf()])
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("no run directories under"), "{err}");
 }

@@ -11,12 +11,12 @@ use std::path::Path;
 use serde_json::Value;
 use speedbench_record::{ErrorKind, RequestRecord, SpecDecodeStats, SpecSource};
 
-use crate::ReportError;
+use crate::RunsError;
 
-/// `profile_export_aiperf.json`.
-pub(crate) const PROFILE_JSON: &str = "profile_export_aiperf.json";
-/// `profile_export.jsonl`.
-pub(crate) const PROFILE_JSONL: &str = "profile_export.jsonl";
+/// AIPerf's run-level statistics file, `profile_export_aiperf.json`.
+pub const PROFILE_JSON: &str = "profile_export_aiperf.json";
+/// AIPerf's per-request records file, `profile_export.jsonl`.
+pub const PROFILE_JSONL: &str = "profile_export.jsonl";
 
 /// The model AIPerf profiled: `input_config.models.items[*].name`, or the
 /// older `input_config.endpoint.model_names[0]`.
@@ -226,8 +226,8 @@ pub(crate) fn read_records(
     path: &Path,
     model: &str,
     dataset: &str,
-) -> Result<(Vec<RequestRecord>, usize), ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+) -> Result<(Vec<RequestRecord>, usize), RunsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RunsError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -8,6 +8,7 @@
 //! | [`record`] | `speedbench-record` | the record type, the Parquet schema, the run directory |
 //! | [`metrics`] | `speedbench-metrics` | every statistic: per request, per category, per run |
 //! | [`scrape`] | `speedbench-scrape` | Prometheus expositions and the server-metrics export |
+//! | [`runs`] | `speedbench-runs` | finding and loading run directories (speedbench's and AIPerf's) |
 //! | [`report`] | `speedbench-report` | matrices, comparisons and their renderings |
 //! | [`sim`] | `speedbench-sim` | the simulated speculative-decoding server |
 //! | [`process`] | this crate | what a benchmark program needs of its process: open-file limit, two-stage Ctrl-C |
@@ -62,6 +63,7 @@ pub use speedbench_dataset as dataset;
 pub use speedbench_metrics as metrics;
 pub use speedbench_record as record;
 pub use speedbench_report as report;
+pub use speedbench_runs as runs;
 pub use speedbench_scrape as scrape;
 pub use speedbench_sim as sim;
 pub use tokio;

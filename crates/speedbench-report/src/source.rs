@@ -1,0 +1,278 @@
+//! Where a matrix's cells come from: a run's records, its summary, or the
+//! server scrape, in AIPerf's order (records, then summary, then server).
+
+use std::fmt;
+use std::str::FromStr;
+
+use speedbench_runs::{RunData, RunFormat};
+
+use crate::ReportError;
+use crate::matrix::{
+    AcceptanceMatrix, Cell, MatrixMetric, RowRun, RunCells, records_cells, strip_dataset_prefix,
+};
+use crate::server::{self, Weighting};
+
+/// Which source a matrix's cells come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceChoice {
+    /// The best each run offers: records, then summary, then server.
+    Auto,
+    /// Per-request records only (the only source that splits a mixed run).
+    Records,
+    /// The run-level summary only (one column per run).
+    Summary,
+    /// The server-metrics scrape only (one column per run).
+    Server,
+}
+
+impl FromStr for SourceChoice {
+    type Err = ReportError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(SourceChoice::Auto),
+            "records" => Ok(SourceChoice::Records),
+            "summary" => Ok(SourceChoice::Summary),
+            "server" => Ok(SourceChoice::Server),
+            _ => Err(ReportError::UnknownSource(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for SourceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SourceChoice::Auto => {
+                "any source (per-request records, then the run summary, then the server scrape)"
+            }
+            SourceChoice::Records => "the per-request records",
+            SourceChoice::Summary => "the run summary",
+            SourceChoice::Server => "the server-metrics scrape",
+        })
+    }
+}
+
+/// The source a run's cells actually came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolvedSource {
+    /// Per-request records.
+    Records,
+    /// The run summary.
+    Summary,
+    /// The server scrape, with how its number is weighted.
+    Server(Weighting),
+    /// Nothing usable.
+    None,
+}
+
+impl fmt::Display for ResolvedSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolvedSource::Records => f.write_str("records"),
+            ResolvedSource::Summary => f.write_str("summary"),
+            ResolvedSource::Server(weighting) => write!(f, "server ({weighting})"),
+            ResolvedSource::None => f.write_str("no source"),
+        }
+    }
+}
+
+/// Record columns a matrix of `metric` reads (pass them to
+/// [`load_run_with`](speedbench_runs::load_run_with)): the grouping keys (category,
+/// dataset, warmup, error kind, model) and the values it needs.
+pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
+    use speedbench_record::columns::*;
+    const ACCEPTANCE: [&str; 10] = [
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        SPEC_SOURCE,
+        SPEC_ACCEPTED_DRAFT_TOKENS,
+        SPEC_PROPOSED_DRAFT_TOKENS,
+        SPEC_VERIFY_STEPS,
+        // llama.cpp requests that drafted nothing count their target passes.
+        TIMINGS_PREDICTED_N,
+    ];
+    const LATENCY: [&str; 6] = [CATEGORY, DATASET, WARMUP, ERROR_KIND, MODEL, E2E_LATENCY_NS];
+    const DECODE: [&str; 9] = [
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        E2E_LATENCY_NS,
+        TTFT_NS,
+        COMPLETION_TOKENS,
+        TIMINGS_PREDICTED_PER_SECOND,
+    ];
+    const THROUGHPUT: [&str; 8] = [
+        CATEGORY,
+        DATASET,
+        WARMUP,
+        ERROR_KIND,
+        MODEL,
+        START_TIME,
+        END_TIME,
+        COMPLETION_TOKENS,
+    ];
+    match metric {
+        MatrixMetric::AcceptLength | MatrixMetric::AcceptRate => &ACCEPTANCE,
+        MatrixMetric::Latency => &LATENCY,
+        MatrixMetric::DecodeTps => &DECODE,
+        MatrixMetric::Throughput => &THROUGHPUT,
+    }
+}
+
+/// The run's single column key for run-level sources: its only record
+/// category, else its dataset name without a `speed_bench_` /
+/// `spec_al_` prefix.
+pub fn run_column(run: &RunData) -> Option<String> {
+    let from_records = run.records.as_ref().and_then(|records| {
+        let mut cats = records
+            .iter()
+            .filter(|r| !r.warmup)
+            .filter_map(|r| r.category.as_deref())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter();
+        match (cats.next(), cats.next()) {
+            (Some(only), None) => Some(only.to_string()),
+            _ => None,
+        }
+    });
+    from_records.or_else(|| {
+        let name = strip_dataset_prefix(&run.dataset);
+        (!name.is_empty()).then(|| name.to_string())
+    })
+}
+
+fn single(run: &RunData, value: Option<f64>, time_averaged: bool) -> RunCells {
+    match (run_column(run), value) {
+        (Some(column), Some(v)) => RunCells::from([(
+            column,
+            Cell {
+                value: Some(v),
+                requests: 0,
+                time_averaged,
+            },
+        )]),
+        _ => RunCells::new(),
+    }
+}
+
+/// The run's cells for `metric` from `choice`, and the source used.
+///
+/// `Auto` tries records, then summary, then server, taking the first
+/// that yields a value. Throughput, decode speed and latency come from
+/// records (or, for throughput, the summary): the server scrape has
+/// no per-run figure for them here.
+pub fn run_cells(
+    run: &RunData,
+    metric: MatrixMetric,
+    choice: SourceChoice,
+) -> (RunCells, ResolvedSource) {
+    let order: &[SourceChoice] = match choice {
+        // AIPerf's own figure (output_token_throughput, over its
+        // benchmark duration) first, so the report prints the number
+        // AIPerf printed.
+        SourceChoice::Auto
+            if run.format == RunFormat::Aiperf && metric == MatrixMetric::Throughput =>
+        {
+            &[SourceChoice::Summary, SourceChoice::Records]
+        }
+        SourceChoice::Auto => &[
+            SourceChoice::Records,
+            SourceChoice::Summary,
+            SourceChoice::Server,
+        ],
+        SourceChoice::Records => &[SourceChoice::Records],
+        SourceChoice::Summary => &[SourceChoice::Summary],
+        SourceChoice::Server => &[SourceChoice::Server],
+    };
+    for source in order {
+        let (cells, resolved) = match source {
+            SourceChoice::Records => match &run.records {
+                Some(records) => (records_cells(metric, records), ResolvedSource::Records),
+                None => continue,
+            },
+            SourceChoice::Summary => {
+                let Some(summary) = &run.summary else {
+                    continue;
+                };
+                let value = match metric {
+                    MatrixMetric::AcceptLength => summary.accept_length,
+                    MatrixMetric::AcceptRate => summary.accept_rate,
+                    MatrixMetric::Throughput => summary.output_token_throughput,
+                    MatrixMetric::DecodeTps | MatrixMetric::Latency => None,
+                };
+                (single(run, value, false), ResolvedSource::Summary)
+            }
+            SourceChoice::Server => {
+                let Some(export) = &run.server else { continue };
+                match server::figure(export, metric) {
+                    Some((v, w)) => (
+                        single(run, Some(v), w == Weighting::TimeAveragedGauge),
+                        ResolvedSource::Server(w),
+                    ),
+                    None => continue,
+                }
+            }
+            SourceChoice::Auto => continue,
+        };
+        if cells.values().any(|c| c.value.is_some()) {
+            return (cells, resolved);
+        }
+    }
+    (RunCells::new(), ResolvedSource::None)
+}
+
+/// One report's matrix over loaded runs, and each run's resolved source
+/// (in the order of `runs`).
+///
+/// One row per run, labelled by [`RunData::label`] (make labels unique
+/// with [`assign_labels`](speedbench_runs::assign_labels) first); each row carries its run's directory,
+/// status and request counts. A run that is not a SPEED-Bench run (an
+/// AIPerf run of another dataset) keeps its row and cells but gets no
+/// `Overall`, with the reason in [`RowRun::overall_excluded`].
+pub fn build_matrix(
+    metric: MatrixMetric,
+    choice: SourceChoice,
+    runs: &[RunData],
+) -> (AcceptanceMatrix, Vec<ResolvedSource>) {
+    let mut sources = Vec::with_capacity(runs.len());
+    let mut rows = Vec::with_capacity(runs.len());
+    for run in runs {
+        let (cells, source) = run_cells(run, metric, choice);
+        sources.push(source);
+        rows.push((run.label.clone(), cells));
+    }
+    let mut matrix = AcceptanceMatrix::from_cells(metric, rows);
+    for row in &mut matrix.rows {
+        let Some(run) = runs.iter().find(|r| r.label == row.label) else {
+            continue;
+        };
+        let overall_excluded = (!run.speed_bench).then(|| {
+            format!(
+                "{} is an AIPerf run of {}, not a SPEED-Bench dataset, so its column is not a \
+                 SPEED-Bench category and is not averaged (AIPerf's speed-bench-report skips such runs)",
+                run.dir.display(),
+                if run.dataset.is_empty() {
+                    "an unnamed (synthetic) dataset".to_string()
+                } else {
+                    format!("dataset {:?}", run.dataset)
+                }
+            )
+        });
+        if overall_excluded.is_some() {
+            row.overall = None;
+        }
+        row.run = Some(RowRun {
+            dir: run.dir.clone(),
+            status: run.status,
+            status_reason: run.status_reason.clone(),
+            counts: run.counts(),
+            overall_excluded,
+        });
+    }
+    (matrix, sources)
+}

@@ -1,0 +1,65 @@
+//! Benchmark runs as they lie on disk: finding them and loading them.
+//!
+//! A run directory is either speedbench's (`records.parquet`, with
+//! `run.json`, `summary.json` and `server_metrics_export.json` beside it
+//! when present; `records.parquet.partial` while it runs or after it died)
+//! or AIPerf's (`profile_export_aiperf.json`, `profile_export.jsonl`,
+//! `server_metrics_export.json`). Both load into one [`RunData`]: AIPerf's
+//! per-request lines become the same [`RequestRecord`]s speedbench writes,
+//! so every statistic and every report has one code path.
+//!
+//! - [`find_run_dirs`]: the run directories among paths (each path, or its
+//!   children);
+//! - [`load_run`] / [`load_run_with`]: one run, with all record columns or
+//!   only the named ones;
+//! - [`RunStatus`]: how the run ended (completed, interrupted, failed,
+//!   died, still running), from its manifest and its lock;
+//! - [`assign_labels`]: unique labels for the runs of one report.
+//!
+//! This crate reads; it computes no statistic (that is
+//! `speedbench-metrics`) and renders nothing (that is `speedbench-report`).
+//!
+//! ```
+//! use speedbench_record::{RecordWriter, RequestRecord, RunManifest};
+//! use speedbench_runs::{RunFormat, RunStatus, find_run_dirs, load_run};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let parent = tempfile::tempdir()?;
+//! let dir = parent.path().join("baseline");
+//! std::fs::create_dir(&dir)?;
+//! let manifest = RunManifest {
+//!     model: "my-model".into(),
+//!     outcome: "completed".into(),
+//!     ..Default::default()
+//! };
+//! let mut writer = RecordWriter::create(dir.join("records.parquet"))?;
+//! writer.append(&RequestRecord { model: "my-model".into(), ..Default::default() });
+//! writer.close(&manifest)?;
+//!
+//! let dirs = find_run_dirs(&[parent.path().to_path_buf()])?;
+//! assert_eq!(dirs, vec![dir.clone()]);
+//! let run = load_run(&dirs[0])?;
+//! assert_eq!((run.format, run.status), (RunFormat::Speedbench, RunStatus::Completed));
+//! assert_eq!(run.label, "my-model");
+//! assert_eq!(run.counts().unwrap().succeeded, 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`RequestRecord`]: speedbench_record::RequestRecord
+
+#![doc(test(attr(deny(warnings))))]
+
+mod aiperf;
+mod error;
+mod labels;
+mod load;
+mod status;
+
+pub use aiperf::{
+    PROFILE_JSON as AIPERF_PROFILE_FILE_NAME, PROFILE_JSONL as AIPERF_RECORDS_FILE_NAME,
+};
+pub use error::RunsError;
+pub use labels::assign_labels;
+pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
+pub use status::RunStatus;
