@@ -106,16 +106,10 @@ fn dataset(rows: usize) -> Dataset {
 }
 
 fn sim_config(ttft_ms: f64) -> SimConfig {
-    SimConfig {
-        ttft_ms,
-        output_tokens_min: OUTPUT_TOKENS,
-        output_tokens_max: OUTPUT_TOKENS,
-        default_spec: AcceptanceProfile {
-            num_spec_tokens: 3,
-            ..AcceptanceProfile::default()
-        },
-        ..SimConfig::default()
-    }
+    SimConfig::default()
+        .with_ttft_ms(ttft_ms)
+        .with_output_tokens(OUTPUT_TOKENS, OUTPUT_TOKENS)
+        .with_default_spec(AcceptanceProfile::default().with_num_spec_tokens(3))
 }
 
 /// What one client run measured.

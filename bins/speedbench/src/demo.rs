@@ -31,11 +31,9 @@ pub(crate) struct DemoArgs {
 
 /// Runs `speedbench demo`.
 pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
-    let config = SimConfig {
-        ttft_ms: args.ttft_ms,
-        step_ms: args.step_ms,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo()
+        .with_ttft_ms(args.ttft_ms)
+        .with_step_ms(args.step_ms);
     let server = SimServer::start(config, ([127, 0, 0, 1], 0).into())
         .await
         .context("starting the simulated server")?;

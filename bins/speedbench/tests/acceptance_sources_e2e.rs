@@ -14,22 +14,17 @@ use speedbench_sim::{AcceptanceProfile, Chunking, SimConfig, SpecFlavor};
 /// llama.cpp-like: `timings` with draft fields only when a request drafted;
 /// half the decode steps draft, `qa` never drafts, `math` rarely.
 fn partial_drafting() -> SimConfig {
-    let profile = |p_draft| AcceptanceProfile {
-        num_spec_tokens: 4,
-        p_full: 0.5,
-        p_token: 0.4,
-        p_draft,
-    };
-    SimConfig {
-        flavor: SpecFlavor::LlamaCpp,
-        chunking: Chunking::PerToken,
-        default_spec: profile(0.5),
-        categories: [("qa", 0.0), ("math", 0.2)]
-            .into_iter()
-            .map(|(c, p)| (c.to_string(), profile(p)))
-            .collect(),
-        ..SimConfig::default()
-    }
+    let profile = |p_draft| AcceptanceProfile::new(4, 0.5, 0.4).with_p_draft(p_draft);
+    SimConfig::default()
+        .with_flavor(SpecFlavor::LlamaCpp)
+        .with_chunking(Chunking::PerToken)
+        .with_default_spec(profile(0.5))
+        .with_categories(
+            [("qa", 0.0), ("math", 0.2)]
+                .into_iter()
+                .map(|(c, p)| (c.to_string(), profile(p)))
+                .collect(),
+        )
 }
 
 async fn profile_run(url: &str, out_dir: &Path) {
@@ -226,12 +221,9 @@ async fn a_server_that_takes_time_per_token_gets_no_timing_warning() {
     // 20 ms per verify step and 12 tokens of at most 5 per step: every
     // decode window is at least 40 ms, far above the 1 ms limit even when
     // a busy client reads late.
-    let server = sim(SimConfig {
-        step_ms: 20.0,
-        output_tokens_min: 12,
-        output_tokens_max: 12,
-        ..SimConfig::default()
-    })
+    let server = sim(SimConfig::default()
+        .with_step_ms(20.0)
+        .with_output_tokens(12, 12))
     .await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

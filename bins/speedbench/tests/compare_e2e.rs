@@ -37,11 +37,9 @@ async fn profile_against(config: SimConfig, out: &std::path::Path) {
 async fn compare_reports_speedup_and_a_lossless_check() {
     let dir = tempfile::tempdir().unwrap();
     let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
-    let demo = SimConfig {
-        step_ms: 2.0,
-        flavor: SpecFlavor::Both,
-        ..SimConfig::speed_bench_demo()
-    };
+    let demo = SimConfig::speed_bench_demo()
+        .with_step_ms(2.0)
+        .with_flavor(SpecFlavor::Both);
     // The same server with speculation off: every step emits one token.
     let mut baseline = demo.clone();
     baseline.default_spec = AcceptanceProfile::baseline();

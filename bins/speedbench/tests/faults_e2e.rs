@@ -27,13 +27,10 @@ async fn run_with_faults(
     streaming: bool,
     extra: &[&str],
 ) -> FaultRun {
-    let config = SimConfig {
-        faults,
-        flavor,
-        output_tokens_min: 8,
-        output_tokens_max: 40,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo()
+        .with_faults(faults)
+        .with_flavor(flavor)
+        .with_output_tokens(8, 40);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
@@ -335,14 +332,11 @@ async fn counter_reset_between_scrapes_loses_nothing() {
     // the export must count without losing any.
     // (A reset right after a scrape that had seen little is invisible to any
     // counter reader, Prometheus included; this layout avoids it.)
-    let config = SimConfig {
-        faults: vec![FaultPlan::every_nth(FaultKind::CounterReset, 6)],
-        ttft_ms: 4.0,
-        step_ms: 1.0,
-        output_tokens_min: 8,
-        output_tokens_max: 24,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo()
+        .with_faults(vec![FaultPlan::every_nth(FaultKind::CounterReset, 6)])
+        .with_ttft_ms(4.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(8, 24);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

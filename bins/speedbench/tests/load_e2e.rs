@@ -15,11 +15,7 @@ const CONCURRENCY: u64 = 512;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_requests_at_concurrency_512() {
-    let config = SimConfig {
-        output_tokens_min: 4,
-        output_tokens_max: 16,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo().with_output_tokens(4, 16);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

@@ -12,11 +12,9 @@ use speedbench_sim::SimConfig;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
     let ttft_ms = 40.0;
-    let config = SimConfig {
-        ttft_ms,
-        step_ms: 1.0,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo()
+        .with_ttft_ms(ttft_ms)
+        .with_step_ms(1.0);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
@@ -154,10 +152,7 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_yields_error_rows_not_a_crash() {
-    let config = SimConfig {
-        step_ms: 5.0,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo().with_step_ms(5.0);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
@@ -221,10 +216,7 @@ async fn a_killed_server_yields_error_rows_not_a_crash() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
-    let config = SimConfig {
-        step_ms: 10.0,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo().with_step_ms(10.0);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

@@ -155,11 +155,7 @@ async fn a_directory_holding_a_run_is_refused_and_kept() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_into_a_live_run_directory_is_refused() {
-    let server = sim(SimConfig {
-        step_ms: 10.0,
-        ..SimConfig::speed_bench_demo()
-    })
-    .await;
+    let server = sim(SimConfig::speed_bench_demo().with_step_ms(10.0)).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let first = spawn_profile(&server, &out_dir);
@@ -216,10 +212,8 @@ async fn html_server() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_where_nothing_succeeded_fails() {
-    let unauthorized = sim(SimConfig {
-        faults: vec![FaultPlan::every_nth(FaultKind::HttpStatus(401), 1)],
-        ..SimConfig::speed_bench_demo()
-    })
+    let unauthorized = sim(SimConfig::speed_bench_demo()
+        .with_faults(vec![FaultPlan::every_nth(FaultKind::HttpStatus(401), 1)]))
     .await;
     let html = html_server().await;
     let dead = format!("127.0.0.1:{}", closed_port());
@@ -256,10 +250,8 @@ async fn a_run_where_nothing_succeeded_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_error_rate_gates_the_exit_code() {
     // Every 4th request fails: 2 of 8 at concurrency 1, 25%.
-    let server = sim(SimConfig {
-        faults: vec![FaultPlan::every_nth(FaultKind::HttpStatus(500), 4)],
-        ..SimConfig::speed_bench_demo()
-    })
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_faults(vec![FaultPlan::every_nth(FaultKind::HttpStatus(500), 4)]))
     .await;
     let dir = tempfile::tempdir().unwrap();
     let strict = dir.path().join("strict");
@@ -323,11 +315,7 @@ async fn non_streaming_runs_record_and_print_no_ttft() {
 
 #[cfg(unix)]
 async fn signal_mid_run(signal: i32) -> (tempfile::TempDir, Output) {
-    let server = sim(SimConfig {
-        step_ms: 10.0,
-        ..SimConfig::speed_bench_demo()
-    })
-    .await;
+    let server = sim(SimConfig::speed_bench_demo().with_step_ms(10.0)).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let child = spawn_profile(&server, &out_dir);
@@ -429,12 +417,9 @@ async fn a_huge_concurrency_costs_only_the_work() {
 async fn a_failed_write_keeps_every_flushed_record_readable() {
     // Long outputs at 2 ms a step: the run spans several one-second row
     // groups before the records file reaches its size limit.
-    let server = sim(SimConfig {
-        step_ms: 2.0,
-        output_tokens_min: 200,
-        output_tokens_max: 200,
-        ..SimConfig::speed_bench_demo()
-    })
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_step_ms(2.0)
+        .with_output_tokens(200, 200))
     .await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

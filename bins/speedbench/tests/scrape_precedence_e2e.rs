@@ -94,12 +94,7 @@ async fn an_export_with_counters_and_a_gauge_gives_one_acceptance_length() {
     // About 350 verify steps at 3 ms over 2 slots plus 10 ms to first
     // token: the run outlasts several 333 ms scrapes, so the gauge has
     // samples inside the profiling window.
-    let server = sim(SimConfig {
-        step_ms: 3.0,
-        ttft_ms: 10.0,
-        ..SimConfig::default()
-    })
-    .await;
+    let server = sim(SimConfig::default().with_step_ms(3.0).with_ttft_ms(10.0)).await;
     let gauge = static_metrics_endpoint(format!(
         "# HELP vllm:spec_decode_mean_accepted_length Mean accepted length.\n\
          # TYPE vllm:spec_decode_mean_accepted_length gauge\n\

@@ -63,16 +63,13 @@ fn assert_dir_clean(dir: &Path) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_in_any_artifact_log_or_error() {
     // Some requests fail, so error messages are written too.
-    let config = SimConfig {
-        faults: vec![
+    let config = SimConfig::speed_bench_demo()
+        .with_faults(vec![
             FaultPlan::every_nth(FaultKind::HttpStatus(500), 7),
             FaultPlan::every_nth(FaultKind::ResetMidStream { after_chunks: 1 }, 5),
             FaultPlan::every_nth(FaultKind::SpecFieldsWrongType, 4),
-        ],
-        output_tokens_min: 8,
-        output_tokens_max: 24,
-        ..SimConfig::speed_bench_demo()
-    };
+        ])
+        .with_output_tokens(8, 24);
     let server = sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

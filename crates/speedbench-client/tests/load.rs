@@ -12,13 +12,10 @@ use speedbench_record::{ErrorKind, RequestRecord};
 use speedbench_sim::{SimConfig, SimServer};
 
 async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
-    let config = SimConfig {
-        ttft_ms,
-        step_ms,
-        output_tokens_min: 8,
-        output_tokens_max: 16,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default()
+        .with_ttft_ms(ttft_ms)
+        .with_step_ms(step_ms)
+        .with_output_tokens(8, 16);
     start_sim(config).await
 }
 

@@ -16,11 +16,9 @@ use speedbench_sim::{SimConfig, SpecFlavor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
-    let config = SimConfig {
-        step_ms: 1.0,
-        flavor: SpecFlavor::Both,
-        ..SimConfig::speed_bench_demo()
-    };
+    let config = SimConfig::speed_bench_demo()
+        .with_step_ms(1.0)
+        .with_flavor(SpecFlavor::Both);
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let mut t = target(&server.url());

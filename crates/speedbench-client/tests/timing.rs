@@ -28,14 +28,11 @@ use speedbench_sim::{Chunking, SimConfig};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
     let (ttft_ms, step_ms) = (30.0, 5.0);
-    let config = SimConfig {
-        ttft_ms,
-        step_ms,
-        chunking: Chunking::PerStep,
-        output_tokens_min: 24,
-        output_tokens_max: 40,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default()
+        .with_ttft_ms(ttft_ms)
+        .with_step_ms(step_ms)
+        .with_chunking(Chunking::PerStep)
+        .with_output_tokens(24, 40);
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let load = LoadConfig::closed_loop(4);
@@ -97,14 +94,11 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_matches_the_servers_actual_send_to_within_loopback_transit() {
-    let config = SimConfig {
-        ttft_ms: 5.0,
-        step_ms: 1.0,
-        chunking: Chunking::PerStep,
-        output_tokens_min: 8,
-        output_tokens_max: 8,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default()
+        .with_ttft_ms(5.0)
+        .with_step_ms(1.0)
+        .with_chunking(Chunking::PerStep)
+        .with_output_tokens(8, 8);
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
     let load = LoadConfig::closed_loop(4);

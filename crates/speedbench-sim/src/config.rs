@@ -12,8 +12,30 @@ use crate::faults::FaultPlan;
 /// Every field has a default (see [`SimConfig::default`]), so a config file
 /// only needs the fields it changes. Unknown fields are rejected so that
 /// typos do not silently fall back to defaults.
+///
+/// In code, start from [`SimConfig::default`] or
+/// [`SimConfig::speed_bench_demo`] and change fields with the `with_*`
+/// methods (the struct is `#[non_exhaustive]`, so new fields can be added
+/// without breaking callers):
+///
+/// ```
+/// use speedbench_sim::{AcceptanceProfile, Chunking, FaultKind, FaultPlan, SimConfig, SpecFlavor};
+/// let config = SimConfig::speed_bench_demo()
+///     .with_seed(7)
+///     .with_ttft_ms(20.0)
+///     .with_step_ms(2.0)
+///     .with_output_tokens(8, 24)
+///     .with_flavor(SpecFlavor::Both)
+///     .with_chunking(Chunking::PerToken)
+///     .with_category("chat", AcceptanceProfile::new(3, 0.4, 0.5))
+///     .with_fault(FaultPlan::every_nth(FaultKind::HttpStatus(503), 10));
+/// config.validate()?;
+/// assert_eq!(config.categories.len(), 12);
+/// # Ok::<(), speedbench_sim::SimError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SimConfig {
     /// Global seed mixed into every per-request PRNG seed. Default 0.
     pub seed: u64,
@@ -65,6 +87,91 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// Sets the global seed mixed into every per-request PRNG seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the delay before the first output chunk, in milliseconds.
+    pub fn with_ttft_ms(mut self, ttft_ms: f64) -> Self {
+        self.ttft_ms = ttft_ms;
+        self
+    }
+
+    /// Sets the delay per verify step (between consecutive output chunks
+    /// of one request), in milliseconds.
+    pub fn with_step_ms(mut self, step_ms: f64) -> Self {
+        self.step_ms = step_ms;
+        self
+    }
+
+    /// Sets the profile used when the prompt names no known category.
+    pub fn with_default_spec(mut self, profile: AcceptanceProfile) -> Self {
+        self.default_spec = profile;
+        self
+    }
+
+    /// Adds (or replaces) the profile of one category.
+    pub fn with_category(mut self, name: impl Into<String>, profile: AcceptanceProfile) -> Self {
+        self.categories.insert(name.into(), profile);
+        self
+    }
+
+    /// Replaces all per-category profiles (an empty iterator removes them).
+    pub fn with_categories(
+        mut self,
+        categories: impl IntoIterator<Item = (String, AcceptanceProfile)>,
+    ) -> Self {
+        self.categories = categories.into_iter().collect();
+        self
+    }
+
+    /// Sets the range of natural output lengths in tokens, `min..=max`
+    /// (before `max_tokens`; [`SimConfig::validate`] wants `1 <= min <= max`).
+    pub fn with_output_tokens(mut self, min: u32, max: u32) -> Self {
+        self.output_tokens_min = min;
+        self.output_tokens_max = max;
+        self
+    }
+
+    /// Sets which engine's per-request statistics to emit.
+    pub fn with_flavor(mut self, flavor: SpecFlavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+
+    /// vLLM flavour: also emit `per_step_accepted` / `per_step_drafted`.
+    pub fn with_detailed(mut self, detailed: bool) -> Self {
+        self.detailed = detailed;
+        self
+    }
+
+    /// Sets the model id reported by `/v1/models` and in responses.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Sets how streamed output is split into SSE chunks.
+    pub fn with_chunking(mut self, chunking: Chunking) -> Self {
+        self.chunking = chunking;
+        self
+    }
+
+    /// Adds one fault plan after those already set (the first matching
+    /// plan wins).
+    pub fn with_fault(mut self, plan: FaultPlan) -> Self {
+        self.faults.push(plan);
+        self
+    }
+
+    /// Replaces all fault plans (an empty iterator removes them).
+    pub fn with_faults(mut self, plans: impl IntoIterator<Item = FaultPlan>) -> Self {
+        self.faults = plans.into_iter().collect();
+        self
+    }
+
     /// Checks that delays are finite and non-negative, probabilities lie in
     /// `[0, 1]`, `1 <= output_tokens_min <= output_tokens_max`, and every
     /// fault plan is well formed.
@@ -116,12 +223,7 @@ impl SimConfig {
     /// Everything else is [`SimConfig::default`] except `default_spec`
     /// (k = 5, `p_full` 0.61, `p_token` 0.67, the run's pooled histogram).
     pub fn speed_bench_demo() -> Self {
-        let profile = |p_full| AcceptanceProfile {
-            num_spec_tokens: 5,
-            p_full,
-            p_token: 0.6,
-            p_draft: 1.0,
-        };
+        let profile = |p_full| AcceptanceProfile::new(5, p_full, 0.6);
         let categories = [
             ("coding", 0.732),
             ("humanities", 0.686),
@@ -139,12 +241,7 @@ impl SimConfig {
         .map(|(name, p_full)| (name.to_owned(), profile(p_full)))
         .collect();
         Self {
-            default_spec: AcceptanceProfile {
-                num_spec_tokens: 5,
-                p_full: 0.61,
-                p_token: 0.67,
-                p_draft: 1.0,
-            },
+            default_spec: AcceptanceProfile::new(5, 0.61, 0.67),
             categories,
             ..Self::default()
         }
@@ -176,8 +273,19 @@ impl SimConfig {
 /// rejection, capped at `k - 1`. This gives the bimodal acceptance histogram
 /// (peaks at 0 and `k`) that real servers show. `num_spec_tokens == 0` means
 /// no speculation: a baseline server with zero drafts and one token per step.
+///
+/// Build one with [`AcceptanceProfile::new`] (or [`AcceptanceProfile::baseline`])
+/// and the `with_*` methods:
+///
+/// ```
+/// use speedbench_sim::AcceptanceProfile;
+/// let ngram = AcceptanceProfile::new(4, 0.5, 0.4).with_p_draft(0.3);
+/// assert_eq!((ngram.num_spec_tokens, ngram.p_draft), (4, 0.3));
+/// assert!(!AcceptanceProfile::baseline().is_enabled());
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AcceptanceProfile {
     /// Draft length `k` proposed per verify step; 0 disables speculation. Default 4.
     pub num_spec_tokens: u32,
@@ -194,6 +302,7 @@ pub struct AcceptanceProfile {
 }
 
 impl Default for AcceptanceProfile {
+    /// `k = 4`, `p_full` 0.5, `p_token` 0.4, `p_draft` 1.
     fn default() -> Self {
         Self {
             num_spec_tokens: 4,
@@ -205,6 +314,44 @@ impl Default for AcceptanceProfile {
 }
 
 impl AcceptanceProfile {
+    /// A profile drafting `num_spec_tokens` tokens on every step, accepting
+    /// all of them with probability `p_full`, else each successive draft
+    /// with probability `p_token` (`p_draft` is 1).
+    pub fn new(num_spec_tokens: u32, p_full: f64, p_token: f64) -> Self {
+        Self {
+            num_spec_tokens,
+            p_full,
+            p_token,
+            p_draft: 1.0,
+        }
+    }
+
+    /// Sets the draft length `k` proposed per verify step (0 disables speculation).
+    pub fn with_num_spec_tokens(mut self, num_spec_tokens: u32) -> Self {
+        self.num_spec_tokens = num_spec_tokens;
+        self
+    }
+
+    /// Sets the probability that a step accepts all `k` drafts.
+    pub fn with_p_full(mut self, p_full: f64) -> Self {
+        self.p_full = p_full;
+        self
+    }
+
+    /// Sets the probability of accepting each successive draft otherwise.
+    pub fn with_p_token(mut self, p_token: f64) -> Self {
+        self.p_token = p_token;
+        self
+    }
+
+    /// Sets the probability that a decode step drafts at all (below 1, some
+    /// steps emit one target token without drafting, as llama.cpp's n-gram
+    /// drafters do).
+    pub fn with_p_draft(mut self, p_draft: f64) -> Self {
+        self.p_draft = p_draft;
+        self
+    }
+
     /// A profile with speculation disabled (`num_spec_tokens == 0`).
     pub fn baseline() -> Self {
         Self {
@@ -287,6 +434,62 @@ mod tests {
         assert_eq!(c.profile_for(Some("math")).p_full, 0.5);
         c.validate().expect("valid");
         assert!(serde_json::from_str::<SimConfig>(r#"{"sed": 1}"#).is_err());
+    }
+
+    #[test]
+    fn builders_set_what_a_config_file_sets() {
+        let file: SimConfig = serde_json::from_str(
+            r#"{"seed": 3, "ttft_ms": 12.5, "step_ms": 0.5,
+                "default_spec": {"num_spec_tokens": 6, "p_full": 0.25, "p_token": 0.75, "p_draft": 0.5},
+                "categories": {"coding": {"num_spec_tokens": 2, "p_full": 0.9, "p_token": 0.1}},
+                "output_tokens_min": 7, "output_tokens_max": 9, "flavor": "both",
+                "detailed": true, "model": "m", "chunking": "per_token",
+                "faults": [{"kind": "stall", "every_nth": 4},
+                           {"kind": {"http_status": 503}, "probability": 0.5}]}"#,
+        )
+        .expect("parse");
+        let built = SimConfig::default()
+            .with_seed(3)
+            .with_ttft_ms(12.5)
+            .with_step_ms(0.5)
+            .with_default_spec(
+                AcceptanceProfile::new(1, 0.0, 0.0)
+                    .with_num_spec_tokens(6)
+                    .with_p_full(0.25)
+                    .with_p_token(0.75)
+                    .with_p_draft(0.5),
+            )
+            .with_category("coding", AcceptanceProfile::new(2, 0.9, 0.1))
+            .with_output_tokens(7, 9)
+            .with_flavor(SpecFlavor::Both)
+            .with_detailed(true)
+            .with_model("m")
+            .with_chunking(Chunking::PerToken)
+            .with_fault(FaultPlan::every_nth(crate::FaultKind::Stall, 4))
+            .with_fault(FaultPlan::probability(
+                crate::FaultKind::HttpStatus(503),
+                0.5,
+            ));
+        assert_eq!(built, file);
+        // The replacing forms.
+        let demo = SimConfig::speed_bench_demo();
+        let cleared = demo
+            .clone()
+            .with_categories([])
+            .with_faults([FaultPlan::every_nth(crate::FaultKind::Stall, 1)])
+            .with_faults([]);
+        assert!(cleared.categories.is_empty() && cleared.faults.is_empty());
+        assert_eq!(
+            SimConfig::default().with_categories(demo.categories.clone()),
+            SimConfig {
+                categories: demo.categories,
+                ..SimConfig::default()
+            }
+        );
+        assert_eq!(
+            AcceptanceProfile::new(4, 0.5, 0.4),
+            AcceptanceProfile::default()
+        );
     }
 
     #[test]

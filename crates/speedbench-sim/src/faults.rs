@@ -136,9 +136,12 @@ impl FaultKind {
 
 /// A fault and the requests (or scrapes) it hits.
 ///
-/// Exactly one of `every_nth` and `probability` must be set.
+/// Exactly one of `every_nth` and `probability` must be set: build one with
+/// [`FaultPlan::every_nth`] or [`FaultPlan::probability`] (the struct is
+/// `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct FaultPlan {
     /// What goes wrong.
     pub kind: FaultKind,

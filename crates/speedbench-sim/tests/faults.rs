@@ -8,13 +8,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn start(faults: Vec<FaultPlan>, flavor: SpecFlavor) -> SimServer {
-    let config = SimConfig {
-        faults,
-        flavor,
-        output_tokens_min: 8,
-        output_tokens_max: 16,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default()
+        .with_faults(faults)
+        .with_flavor(flavor)
+        .with_output_tokens(8, 16);
     SimServer::start(config, ([127, 0, 0, 1], 0).into())
         .await
         .expect("start")

@@ -77,11 +77,7 @@ async fn health_models_and_errors() {
 
 #[tokio::test]
 async fn non_streaming_vllm_matches_ground_truth() {
-    let s = start(SimConfig {
-        detailed: true,
-        ..SimConfig::default()
-    })
-    .await;
+    let s = start(SimConfig::default().with_detailed(true)).await;
     let r = post(
         s.local_addr(),
         CHAT,
@@ -205,11 +201,11 @@ async fn streaming_per_step_vllm() {
 
 #[tokio::test]
 async fn streaming_per_token_llamacpp_timings_placement() {
-    let s = start(SimConfig {
-        flavor: SpecFlavor::LlamaCpp,
-        chunking: Chunking::PerToken,
-        ..SimConfig::default()
-    })
+    let s = start(
+        SimConfig::default()
+            .with_flavor(SpecFlavor::LlamaCpp)
+            .with_chunking(Chunking::PerToken),
+    )
     .await;
     let a = s.local_addr();
     let prompt = "Summarise the plot of a novel";
@@ -279,17 +275,13 @@ async fn streaming_per_token_llamacpp_timings_placement() {
 
 #[tokio::test]
 async fn baseline_text_is_identical_and_both_flavor_zeroes() {
-    let spec = start(SimConfig {
-        seed: 9,
-        ..SimConfig::default()
-    })
-    .await;
-    let base = start(SimConfig {
-        seed: 9,
-        flavor: SpecFlavor::Both,
-        default_spec: AcceptanceProfile::baseline(),
-        ..SimConfig::default()
-    })
+    let spec = start(SimConfig::default().with_seed(9)).await;
+    let base = start(
+        SimConfig::default()
+            .with_seed(9)
+            .with_flavor(SpecFlavor::Both)
+            .with_default_spec(AcceptanceProfile::baseline()),
+    )
     .await;
     for i in 0..10 {
         let body = chat(&format!("[qa {i}] question number {i}"), json!({}));
@@ -334,20 +326,8 @@ async fn baseline_text_is_identical_and_both_flavor_zeroes() {
 #[tokio::test]
 async fn categories_and_max_tokens() {
     let mut categories = BTreeMap::new();
-    categories.insert(
-        "coding".to_owned(),
-        AcceptanceProfile {
-            num_spec_tokens: 2,
-            p_full: 1.0,
-            p_token: 0.0,
-            p_draft: 1.0,
-        },
-    );
-    let s = start(SimConfig {
-        categories,
-        ..SimConfig::default()
-    })
-    .await;
+    categories.insert("coding".to_owned(), AcceptanceProfile::new(2, 1.0, 0.0));
+    let s = start(SimConfig::default().with_categories(categories)).await;
     let a = s.local_addr();
     let v = post(
         a,
@@ -442,11 +422,7 @@ async fn categories_and_max_tokens() {
 
 #[tokio::test]
 async fn metrics_equal_ground_truth() {
-    let s = start(SimConfig {
-        flavor: SpecFlavor::Both,
-        ..SimConfig::default()
-    })
-    .await;
+    let s = start(SimConfig::default().with_flavor(SpecFlavor::Both)).await;
     let a = s.local_addr();
     for i in 0..12 {
         let extra = if i % 2 == 0 {
@@ -501,11 +477,11 @@ async fn metrics_equal_ground_truth() {
 async fn timing_is_honoured() {
     let ttft_ms = 150.0;
     let step_ms = 20.0;
-    let s = start(SimConfig {
-        ttft_ms,
-        step_ms,
-        ..SimConfig::default()
-    })
+    let s = start(
+        SimConfig::default()
+            .with_ttft_ms(ttft_ms)
+            .with_step_ms(step_ms),
+    )
     .await;
     let a = s.local_addr();
     let r = post(
@@ -565,11 +541,7 @@ async fn timing_is_honoured() {
 
 #[tokio::test]
 async fn disconnect_mid_stream_is_not_counted() {
-    let s = start(SimConfig {
-        step_ms: 40.0,
-        ..SimConfig::default()
-    })
-    .await;
+    let s = start(SimConfig::default().with_step_ms(40.0)).await;
     let a = s.local_addr();
     let mut tcp = tokio::net::TcpStream::connect(a).await.expect("connect");
     let body = chat("long story", json!({"stream": true, "max_tokens": 100})).to_string();
@@ -632,11 +604,7 @@ async fn keep_alive_serves_several_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_are_deterministic() {
-    let config = SimConfig {
-        seed: 42,
-        step_ms: 1.0,
-        ..SimConfig::default()
-    };
+    let config = SimConfig::default().with_seed(42).with_step_ms(1.0);
     let s = start(config.clone()).await;
     let a = s.local_addr();
     let mut tasks = tokio::task::JoinSet::new();
@@ -698,10 +666,7 @@ async fn run_until_returns_ground_truth() {
     tx.send(()).expect("send");
     let truth = handle.await.expect("join").expect("run");
     assert_eq!(truth.requests, 0);
-    let bad = SimConfig {
-        output_tokens_min: 0,
-        ..SimConfig::default()
-    };
+    let bad = SimConfig::default().with_output_tokens(0, 160);
     assert!(
         SimServer::start(bad, "127.0.0.1:0".parse().expect("addr"))
             .await
@@ -714,12 +679,7 @@ async fn run_until_returns_ground_truth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a file-descriptor limit above 4096"]
 async fn two_thousand_concurrent_streams() {
-    let s = start(SimConfig {
-        ttft_ms: 200.0,
-        step_ms: 20.0,
-        ..SimConfig::default()
-    })
-    .await;
+    let s = start(SimConfig::default().with_ttft_ms(200.0).with_step_ms(20.0)).await;
     let a = s.local_addr();
     let t0 = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
