@@ -1,8 +1,9 @@
 //! Per-request and aggregate statistics over speedbench [`RequestRecord`]s.
 //!
 //! The formulas follow AIPerf's per-request spec-decode metrics and its
-//! `speed-bench-report`, and llama.cpp's `speed_bench.py` for the
-//! per-category table:
+//! `speed-bench-report`, and llama.cpp's `speed_bench.py` for its
+//! per-sample results, per-category summary and `--output` JSON
+//! ([`SpeedBenchPySample`], [`SpeedBenchPyRow`], [`SpeedBenchPyOutput`]):
 //!
 //! - per-request values ([`RequestMetricsExt`]): acceptance length
 //!   `1 + accepted / steps`, draft acceptance rate `accepted / proposed`,
@@ -61,20 +62,19 @@
 mod acceptance;
 mod bootstrap;
 mod boxplot;
-mod category;
 mod mean;
 mod measured;
 mod request;
 mod rng;
 mod run;
 mod spec;
+mod speed_bench_py;
 mod speedup;
 mod summary;
 
 pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average, run_speculates};
 pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
 pub use boxplot::{BoxStats, box_stats_by};
-pub use category::{CategorySummary, OVERALL, summarize_by};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use request::RequestMetricsExt;
@@ -83,5 +83,9 @@ pub use run::{
     ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
 };
 pub use spec::{PooledHistogram, SpecDecodeMetrics};
+pub use speed_bench_py::{
+    OVERALL, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow, SpeedBenchPySample,
+    has_llamacpp_timings, speed_bench_py_elapsed_s, speed_bench_py_summary,
+};
 pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};

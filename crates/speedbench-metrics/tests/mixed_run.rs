@@ -1,7 +1,9 @@
 //! A small mixed run through the public API: vLLM and llama.cpp records,
 //! three categories, warmup and failures.
 
-use speedbench_metrics::{OVERALL, RunMetrics, acceptance_by, macro_average, summarize_by};
+use speedbench_metrics::{
+    OVERALL, RunMetrics, SpeedBenchPySample, acceptance_by, macro_average, speed_bench_py_summary,
+};
 use speedbench_record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 
 fn close(a: f64, b: f64) -> bool {
@@ -151,19 +153,22 @@ fn acceptance_matrix_row() {
 
 #[test]
 fn llamacpp_style_table() {
-    let rows = summarize_by(&records(), |r| r.category.clone());
+    // Every conversation is single-turn here, so each request is a sample.
+    let rows = speed_bench_py_summary(&SpeedBenchPySample::from_records_in_dispatch_order(
+        &records(),
+    ));
     let names: Vec<&str> = rows.iter().map(|r| r.category.as_str()).collect();
     assert_eq!(names, ["coding", "math", "qa", OVERALL]);
     let math = &rows[1];
     assert_eq!((math.requests, math.failed), (1, 1));
     let qa = &rows[2];
     assert_eq!((qa.requests, qa.failed), (1, 1));
-    assert_eq!(qa.avg_decode_tps, Some(40.0));
+    assert_eq!(qa.avg_pred_t_s, Some(40.0));
     assert!(close(qa.accept_rate.unwrap(), 0.6));
     let overall = &rows[3];
     assert_eq!((overall.requests, overall.failed), (4, 2));
     // (1 + 1 + 1 + 2) / 4 = 1.25 s.
-    assert!(close(overall.avg_latency_s.unwrap(), 1.25));
+    assert!(close(overall.avg_latency.unwrap(), 1.25));
     // drafted 167, accepted 32.
-    assert_eq!((overall.drafted, overall.accepted), (167, 32));
+    assert_eq!((overall.draft_n, overall.accepted), (167, 32));
 }

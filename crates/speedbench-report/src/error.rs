@@ -24,4 +24,14 @@ pub enum ReportError {
     /// Two runs cannot be compared.
     #[error("cannot compare: {0}")]
     Compare(String),
+    /// A file the crate writes (speed_bench.py's JSON) could not be
+    /// written, or already exists and may not be replaced.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error (kind `AlreadyExists` for a refused replacement).
+        #[source]
+        source: std::io::Error,
+    },
 }

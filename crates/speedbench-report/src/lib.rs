@@ -10,8 +10,10 @@
 //!   2 decimals, blanks for missing), [`to_console`](AcceptanceMatrix::to_console),
 //!   [`to_markdown`](AcceptanceMatrix::to_markdown) and
 //!   [`to_json`](AcceptanceMatrix::to_json);
-//! - [`render_category_table`]: llama.cpp `speed_bench.py`'s per-category
-//!   table of [`CategorySummary`](speedbench_metrics::CategorySummary) rows.
+//! - [`render_category_table`] / [`render_speed_bench_py_summary`]: llama.cpp
+//!   `speed_bench.py`'s per-category table of
+//!   [`SpeedBenchPyRow`](speedbench_metrics::SpeedBenchPyRow)s, and
+//!   [`write_speed_bench_py_json`], its `--output` file written atomically.
 //!
 //! Tables are plain UTF-8 box drawings without colors or terminal detection.
 //!
@@ -59,7 +61,10 @@ mod source;
 mod summary;
 mod table;
 
-pub use category::render_category_table;
+pub use category::{
+    SPEED_BENCH_PY_COLUMNS, SPEED_BENCH_PY_LEGEND, check_output_free, render_category_table,
+    render_speed_bench_py_summary, write_speed_bench_py_json,
+};
 pub use compare::{
     BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, Divergence,
     MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, check_runs_match, compare, load_compare_run,

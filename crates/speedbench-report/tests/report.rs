@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use speedbench_metrics::{RunMetrics, summarize_by};
+use speedbench_metrics::{RunMetrics, SpeedBenchPySample, speed_bench_py_summary};
 use speedbench_record::{
     ErrorKind, RecordWriter, RequestRecord, RunManifest, SpecDecodeStats, SpecSource,
     read_records_file,
@@ -218,14 +218,16 @@ fn parquet_records_render_summary_matrix_and_table() {
     // coding: 2 ok, latency (1 + 2) / 2 = 1.500 s, rate 14/141 = 0.0993;
     // math: 1 ok (the timeout only counts as failed), 3.000 s, 30/40 = 0.75;
     // overall: 3 ok, (1 + 2 + 3) / 3 = 2.000 s, 44/181 = 0.2431.
-    // No llama.cpp timings: speeds n/a.
-    let table = render_category_table(&summarize_by(&eagle, |r| r.category.clone()));
+    // No llama.cpp timings: speeds n/a. Every row is single-turn: one
+    // request is one sample.
+    let samples = SpeedBenchPySample::from_records_in_dispatch_order(&eagle);
+    let table = render_category_table(&speed_bench_py_summary(&samples));
     assert_eq!(
         table,
-        "category  samples  avg_prompt_t/s  avg_pred_t/s  avg_latency  accept_rate\n\
-         --------  -------  --------------  ------------  -----------  -----------\n\
-         coding    2        n/a             n/a           1.500s       0.0993     \n\
-         math      1        n/a             n/a           3.000s       0.7500     \n\
-         overall   3        n/a             n/a           2.000s       0.2431     \n"
+        "category  samples  avg_prompt_t/s  avg_pred_t/s  avg_latency  accept_rate  avg_uncached_prompt_t/s\n\
+         --------  -------  --------------  ------------  -----------  -----------  -----------------------\n\
+         coding    2        n/a             n/a           1.500s       0.0993       n/a                    \n\
+         math      1        n/a             n/a           3.000s       0.7500       n/a                    \n\
+         overall   3        n/a             n/a           2.000s       0.2431       n/a                    \n"
     );
 }
