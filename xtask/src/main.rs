@@ -10,7 +10,8 @@
 //!   [--prepare-script PATH]`: resolve or download a registered dataset and
 //!   write a checksummed bundle for air-gapped hosts.
 //! - `prepare-venv`: create `target/prepare-venv`, the Python (datasets,
-//!   numpy, pandas) the upstream-prepare-step tests run.
+//!   numpy, pandas) the upstream-prepare-step tests run, ahead of time (the
+//!   tests make it on first use otherwise).
 //! - `bench report [--records N]`: time `speedbench report` building the
 //!   acceptance matrix over 1,000,000 records (target: under 2 s).
 //! - `bench client [--requests N] [--no-aiperf]`: client request rate,

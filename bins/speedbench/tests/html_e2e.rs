@@ -59,12 +59,19 @@ fn cells_of(dom: &str, metric: &str) -> Vec<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_html_report_renders_in_chromium_with_the_csv_numbers() {
     let Some(browser) = chromium() else {
-        // CI installs Chromium (.ci/run); a developer machine may not have it.
+        // CI installs Chromium (.ci/run) and fails here without it. A
+        // developer machine may lack it: a test does not install system
+        // packages, so it skips, loudly (past the harness's capture), as the
+        // README says.
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI must provide chromium for this test"
+            "CI must provide chromium for this test (apt-get install chromium)"
         );
-        eprintln!("skipped: no chromium on this machine (apt-get install chromium)");
+        speedbench_test_support::announce(
+            "SKIPPED the_html_report_renders_in_chromium_with_the_csv_numbers: no chromium, \
+             chromium-browser or google-chrome on PATH, so the HTML report was not rendered \
+             (apt-get install chromium; with CI=true this fails instead)",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

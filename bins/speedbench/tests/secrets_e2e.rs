@@ -172,19 +172,9 @@ async fn malformed_secret_arguments_are_not_echoed() {
 
 /// The Python for the upstream prepare step (see
 /// crates/speedbench-dataset/tests/upstream.rs), or `None` when opted out.
+#[track_caller]
 fn test_python() -> Option<std::path::PathBuf> {
-    match std::env::var("SPEEDBENCH_TEST_PYTHON") {
-        Ok(v) if v == "skip" => {
-            eprintln!("SKIPPED: SPEEDBENCH_TEST_PYTHON=skip; the prepare step was not run");
-            None
-        }
-        Ok(v) if Path::new(&v).exists() => Some(v.into()),
-        other => panic!(
-            "SPEEDBENCH_TEST_PYTHON={other:?} is not a Python: run `cargo xtask prepare-venv` \
-             (.cargo/config.toml points the variable at target/prepare-venv/bin/python), set it \
-             to a Python 3 with datasets and numpy, or to `skip` to opt out"
-        ),
-    }
+    speedbench_test_support::test_python()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,9 @@
 //! `fixtures/upstream/fake_prepare.py` standing in for NeMo-Skills' script.
 //!
 //! The tests that run the driver need a Python with `datasets` and `numpy`:
-//! `SPEEDBENCH_TEST_PYTHON` names it. `.cargo/config.toml` points it at
-//! `target/prepare-venv/bin/python`, which `cargo xtask prepare-venv`
-//! creates (CI runs it); `SPEEDBENCH_TEST_PYTHON=skip` opts out explicitly.
+//! `speedbench_test_support::test_python` makes the venv
+//! `target/prepare-venv` on first use (once, under a lock) and reuses it;
+//! `SPEEDBENCH_TEST_PYTHON` names another interpreter, or `skip` opts out.
 
 mod common;
 
@@ -60,29 +60,9 @@ fn fake_script_in_mode(dir: &Path, mode: &str) -> PathBuf {
 
 /// The interpreter for tests that run the driver, or `None` when the
 /// developer opted out with `SPEEDBENCH_TEST_PYTHON=skip`.
+#[track_caller]
 fn test_python() -> Option<PathBuf> {
-    const HOW: &str = "create it with `cargo xtask prepare-venv` (a venv with datasets, numpy \
-                       and pandas under target/prepare-venv; .cargo/config.toml points \
-                       SPEEDBENCH_TEST_PYTHON there), or set SPEEDBENCH_TEST_PYTHON to a Python 3 \
-                       that has them, or SPEEDBENCH_TEST_PYTHON=skip to opt out of these tests";
-    match std::env::var("SPEEDBENCH_TEST_PYTHON") {
-        Ok(v) if v == "skip" => {
-            eprintln!(
-                "SKIPPED: SPEEDBENCH_TEST_PYTHON=skip; the upstream prepare step was not run"
-            );
-            None
-        }
-        Ok(v) if !v.trim().is_empty() => {
-            let p = PathBuf::from(v);
-            assert!(
-                p.exists(),
-                "SPEEDBENCH_TEST_PYTHON={} does not exist: {HOW}",
-                p.display()
-            );
-            Some(p)
-        }
-        _ => panic!("SPEEDBENCH_TEST_PYTHON is not set: {HOW}"),
-    }
+    speedbench_test_support::test_python()
 }
 
 /// A Python that has no site packages at all (`python3 -S`), whatever is
