@@ -118,6 +118,7 @@ mod faults;
 mod metrics;
 mod model;
 mod precise_timer;
+mod respond;
 mod server;
 mod wire;
 

@@ -1,4 +1,8 @@
 //! The HTTP server: routing, scheduled SSE bodies, accept loop and lifecycle.
+//!
+//! What a generation request is answered with is built in [`crate::respond`];
+//! this module reads the request, keeps the accounting and sends the bytes
+//! on their schedule.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -25,17 +29,16 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, Sleep};
 
 use crate::SimError;
-use crate::config::{Chunking, SimConfig};
+use crate::config::SimConfig;
 use crate::faults::{self, FaultKind, FaultTruth};
 use crate::metrics::{Exposition, GroundTruth, RequestTruth};
-use crate::model::{self, Generation};
+use crate::model::PromptInfo;
 use crate::precise_timer::PreciseTimer;
-use crate::wire::{self, ChatRequest, CompletionRequest, Endpoint, Meta, Stats};
+use crate::respond::{self, FullBody, Reply, StreamEnd};
+use crate::wire::{self, Endpoint};
 
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-/// Largest output a request may force with `ignore_eos` (a simulated context limit).
-const MAX_FORCED_TOKENS: u32 = 131_072;
 /// Listen backlog; large so bursts of thousands of connects are not refused.
 const LISTEN_BACKLOG: u32 = 4096;
 
@@ -126,6 +129,17 @@ struct Completion {
 }
 
 impl Completion {
+    /// What to record once `reply` completes; `None` when its fault makes
+    /// it fail (it is then never counted).
+    fn of(shared: &Arc<Shared>, reply: &Reply) -> Option<Completion> {
+        (!reply.fails()).then(|| Completion {
+            shared: Arc::clone(shared),
+            truth: reply.truth.clone(),
+            histogram: reply.generation.spec.histogram.clone(),
+            content_write: None,
+        })
+    }
+
     fn commit(self) {
         let mut truth = self.shared.truth();
         if let Some((received, write)) = self.content_write {
@@ -182,6 +196,29 @@ struct Scheduled {
     on_complete: Option<Completion>,
     running: Option<RunningGuard>,
     tail: Tail,
+}
+
+impl Scheduled {
+    /// `frames` released from `start`, then `tail`; nothing recorded.
+    fn new(
+        start: Instant,
+        received: Instant,
+        frames: VecDeque<(Duration, Bytes)>,
+        tail: Tail,
+    ) -> Scheduled {
+        Scheduled {
+            start,
+            received,
+            frames_before_content: None,
+            clock: None,
+            frames,
+            timer: PreciseTimer::new(),
+            sleep: Box::pin(tokio::time::sleep_until(start)),
+            on_complete: None,
+            running: None,
+            tail,
+        }
+    }
 }
 
 impl Body for SimBody {
@@ -271,10 +308,6 @@ impl Body for SimBody {
     }
 }
 
-fn ms(v: f64) -> Duration {
-    Duration::try_from_secs_f64(v / 1e3).unwrap_or(Duration::ZERO)
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -314,68 +347,6 @@ fn fault_status_response(code: u16) -> Response<SimBody> {
             .insert(RETRY_AFTER, HeaderValue::from_static("1"));
     }
     resp
-}
-
-/// Inserts two bytes that are not UTF-8 into the first output string of a
-/// JSON text (after `"content":"` or `"text":"`).
-fn corrupt_utf8(json: &str) -> Bytes {
-    let at = ["\"content\":\"", "\"text\":\""]
-        .iter()
-        .filter_map(|m| json.find(m).map(|i| i + m.len()))
-        .min()
-        .unwrap_or(0);
-    let mut out = Vec::with_capacity(json.len() + 2);
-    out.extend_from_slice(&json.as_bytes()[..at]);
-    out.extend_from_slice(&[0xFF, 0xFE]);
-    out.extend_from_slice(&json.as_bytes()[at..]);
-    Bytes::from(out)
-}
-
-/// Corrupts the per-request spec-decode statistics for the spec-field faults.
-fn corrupt_stats(stats: &mut Stats, kind: FaultKind) {
-    let vllm_counts = [
-        "num_accepted_draft_tokens",
-        "num_draft_tokens",
-        "num_spec_steps",
-    ];
-    let timing_counts = ["draft_n", "draft_n_accepted"];
-    let stringify = |obj: &mut serde_json::Map<String, Value>, key: &str| {
-        if let Some(v) = obj.get_mut(key) {
-            *v = Value::String(v.to_string());
-        }
-    };
-    if let Some(Value::Object(m)) = &mut stats.vllm {
-        match kind {
-            FaultKind::SpecFieldsMissing => {
-                m.remove("num_accepted_draft_tokens");
-                m.remove("num_spec_steps");
-            }
-            FaultKind::SpecFieldsWrongType => {
-                for key in vllm_counts {
-                    stringify(m, key);
-                }
-                if let Some(Value::Array(h)) = m.get_mut("acceptance_histogram") {
-                    for v in h {
-                        *v = Value::String(v.to_string());
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(Value::Object(m)) = &mut stats.timings {
-        match kind {
-            FaultKind::SpecFieldsMissing => {
-                m.remove("draft_n_accepted");
-            }
-            FaultKind::SpecFieldsWrongType => {
-                for key in timing_counts {
-                    stringify(m, key);
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
@@ -458,319 +429,155 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
     }
 }
 
+/// Serves one generation request: reads and checks it, injects its fault,
+/// simulates it and sends the response on its schedule.
 async fn generate(
     shared: Arc<Shared>,
     endpoint: Endpoint,
     req: Request<Incoming>,
 ) -> Response<SimBody> {
-    let now = std::time::Instant::now();
     let clock = req.extensions().get::<ConnectionClock>().cloned();
-    let received = Instant::from_std(
-        clock
-            .as_ref()
-            .and_then(ConnectionClock::first_read)
-            .map_or(now, |t| t.min(now)),
-    );
-    let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("could not read request body: {e}"),
-            );
-        }
+    let received = arrival(clock.as_ref());
+    let body = match read_body(req).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
     };
-    let parsed = match endpoint {
-        Endpoint::Chat => serde_json::from_slice::<ChatRequest>(&body)
-            .map_err(|e| format!("invalid JSON body: {e}"))
-            .and_then(ChatRequest::prompt),
-        Endpoint::Completions => serde_json::from_slice::<CompletionRequest>(&body)
-            .map_err(|e| format!("invalid JSON body: {e}"))
-            .and_then(CompletionRequest::prompt),
-    };
-    let (info, params) = match parsed {
-        Ok(x) => x,
+    let (info, params) = match respond::parse_request(endpoint, &body) {
+        Ok(parsed) => parsed,
         Err(msg) => return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", &msg),
     };
-    let max_tokens = params.max_tokens();
-    if max_tokens == Some(0) {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "max_tokens must be at least 1",
-        );
-    }
-    let ignore_eos = params.ignore_eos();
-    if ignore_eos && max_tokens.is_some_and(|m| m > MAX_FORCED_TOKENS) {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &format!("with ignore_eos, max_tokens must be at most {MAX_FORCED_TOKENS}"),
-        );
-    }
-    let n = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let cfg = &shared.config;
-    let fault = faults::request_fault(&cfg.faults, n + 1, cfg.seed, &info.key);
-    if let Some(kind) = fault {
-        shared.truth().faults.push(FaultTruth {
-            ordinal: n + 1,
-            conversation: info.first_user.clone(),
-            turns: info.turns,
-            kind,
-        });
-        tracing::debug!(request = n + 1, fault = %kind.name(), "injecting a fault");
-    }
-    let fails = fault.is_some_and(|k| k.fails_request());
+    let index = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let fault = inject_fault(&shared, index + 1, &info);
     if let Some(FaultKind::HttpStatus(code)) = fault {
         return fault_status_response(code);
     }
     let running = RunningGuard::new(&shared);
-    let category = info
-        .category
-        .clone()
-        .filter(|c| cfg.categories.contains_key(c));
-    let profile = cfg.profile_for(category.as_deref());
-    let generation = model::generate(
-        cfg.seed,
-        &info.key,
-        profile,
-        (cfg.output_tokens_min, cfg.output_tokens_max),
-        max_tokens,
-        ignore_eos,
-    );
-    let completion_tokens = u32::try_from(generation.tokens.len()).unwrap_or(u32::MAX);
-    let completion = Completion {
-        shared: Arc::clone(&shared),
-        histogram: generation.spec.histogram.clone(),
-        content_write: None,
-        truth: RequestTruth {
-            first_content_sent_ns: None,
-            conversation: info.first_user,
-            turns: info.turns,
-            category,
-            prompt_tokens: info.prompt_tokens,
-            completion_tokens,
-            steps: generation.spec.steps,
-            accepted: generation.spec.accepted,
-            proposed: generation.spec.proposed,
-            ttft_ms: cfg.ttft_ms,
-            truncated: generation.truncated,
-        },
-    };
-    let id = match endpoint {
-        Endpoint::Chat => format!("chatcmpl-sim{n}"),
-        Endpoint::Completions => format!("cmpl-sim{n}"),
-    };
-    let meta = Meta {
+    let reply = Reply::new(
+        &shared.config,
         endpoint,
-        id: &id,
-        created: unix_now(),
-        model: &cfg.model,
-    };
-    let finish = if generation.truncated {
-        "length"
-    } else {
-        "stop"
-    };
-    let usage = wire::usage(info.prompt_tokens, completion_tokens);
-    let stats = || {
-        let mut stats = Stats {
-            vllm: cfg
-                .flavor
-                .vllm()
-                .then(|| wire::vllm_spec(&generation.spec, cfg.detailed)),
-            timings: cfg.flavor.llamacpp().then(|| {
-                wire::llamacpp_timings(info.prompt_tokens, &generation, cfg.ttft_ms, cfg.step_ms)
-            }),
-        };
-        if let Some(kind) = fault {
-            corrupt_stats(&mut stats, kind);
-        }
-        stats
-    };
-
-    let last_at = ms(cfg.ttft_ms)
-        + ms(cfg.step_ms)
-            * u32::try_from(generation.iterations.len().saturating_sub(1)).unwrap_or(u32::MAX);
-    let completion = (!fails).then_some(completion);
-    if !params.stream() {
-        if fault == Some(FaultKind::Stall) {
-            std::future::pending::<()>().await;
-        }
-        tokio::time::sleep(last_at).await;
-        let text = generation.text();
-        let body = meta
-            .full_response(&text, finish, usage, stats())
-            .to_string();
-        if let Some(done) = completion {
-            done.commit();
-        }
-        drop(running);
-        let bytes = match fault {
-            Some(FaultKind::MalformedJson) => Bytes::from(body[..body.len() / 2].to_owned()),
-            Some(FaultKind::NonUtf8) => corrupt_utf8(&body),
-            Some(FaultKind::ResetMidStream { .. }) => {
-                let start = Instant::now();
-                let mut frames = VecDeque::new();
-                frames.push_back((
-                    Duration::ZERO,
-                    Bytes::from(body[..body.len() / 2].to_owned()),
-                ));
-                let mut resp = Response::new(SimBody::Scheduled(Box::new(Scheduled {
-                    start,
-                    received,
-                    frames_before_content: None,
-                    clock: None,
-                    frames,
-                    timer: PreciseTimer::new(),
-                    sleep: Box::pin(tokio::time::sleep_until(start)),
-                    on_complete: None,
-                    running: None,
-                    tail: Tail::Reset,
-                })));
-                resp.headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                return resp;
-            }
-            _ => Bytes::from(body),
-        };
-        let mut resp = Response::new(SimBody::Full(Some(bytes)));
-        resp.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        return resp;
-    }
-
-    let mut frames = stream_frames(
-        &meta,
-        cfg,
-        &generation,
-        finish,
-        params.include_usage(),
-        usage,
-        stats(),
+        index,
+        info,
+        &params,
+        fault,
+        unix_now(),
     );
-    let role_frames = usize::from(endpoint == Endpoint::Chat);
-    let mut tail = Tail::End;
-    match fault {
-        Some(FaultKind::ResetMidStream { after_chunks }) => {
-            frames.truncate(after_chunks as usize);
-            tail = Tail::Reset;
-        }
-        Some(FaultKind::Stall) => {
-            frames.truncate(role_frames);
-            tail = Tail::Stall;
-        }
-        Some(kind @ (FaultKind::MalformedJson | FaultKind::NonUtf8)) => {
-            // An extra bad chunk where the first content would go; the
-            // stream then goes on as if nothing happened.
-            let at = frames.get(role_frames).map_or(Duration::ZERO, |f| f.0);
-            let chunk = meta.content_chunk(" fault", None, None).to_string();
-            let bad = if kind == FaultKind::MalformedJson {
-                Bytes::from(format!("data: {}\n\n", &chunk[..chunk.len() / 2]))
-            } else {
-                let corrupted = corrupt_utf8(&chunk);
-                let mut frame = b"data: ".to_vec();
-                frame.extend_from_slice(&corrupted);
-                frame.extend_from_slice(b"\n\n");
-                Bytes::from(frame)
-            };
-            frames.insert(role_frames.min(frames.len()), (at, bad));
-        }
-        _ => {}
+    if params.stream() {
+        stream_response(
+            &shared,
+            &reply,
+            params.include_usage(),
+            received,
+            clock,
+            running,
+        )
+    } else {
+        full_response(&shared, &reply, received, running).await
     }
-    // Delays count from the request's arrival, as a real server's TTFT does.
-    let start = received;
+}
+
+/// When a request arrived: its connection's first read of it (the kernel's
+/// receive time where available), or now.
+fn arrival(clock: Option<&ConnectionClock>) -> Instant {
+    let now = std::time::Instant::now();
+    Instant::from_std(
+        clock
+            .and_then(ConnectionClock::first_read)
+            .map_or(now, |t| t.min(now)),
+    )
+}
+
+/// The request body, or the 400 response when it cannot be read (or is
+/// larger than [`MAX_BODY_BYTES`]).
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<SimBody>> {
+    match Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) => Err(error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("could not read request body: {e}"),
+        )),
+    }
+}
+
+/// The fault of generation request number `ordinal` (from 1), listed in the
+/// ground truth when there is one.
+fn inject_fault(shared: &Shared, ordinal: u64, info: &PromptInfo) -> Option<FaultKind> {
+    let cfg = &shared.config;
+    let kind = faults::request_fault(&cfg.faults, ordinal, cfg.seed, &info.key)?;
+    shared.truth().faults.push(FaultTruth {
+        ordinal,
+        conversation: info.first_user.clone(),
+        turns: info.turns,
+        kind,
+    });
+    tracing::debug!(request = ordinal, fault = %kind.name(), "injecting a fault");
+    Some(kind)
+}
+
+/// A non-streaming response, whole, after the request's total delay
+/// (never, for a stall); it is recorded before it is handed over.
+async fn full_response(
+    shared: &Arc<Shared>,
+    reply: &Reply,
+    received: Instant,
+    running: RunningGuard,
+) -> Response<SimBody> {
+    let cfg = &shared.config;
+    let completion = Completion::of(shared, reply);
+    if reply.fault == Some(FaultKind::Stall) {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(reply.last_step_at(cfg)).await;
+    let body = reply.full_body(cfg);
+    if let Some(done) = completion {
+        done.commit();
+    }
+    drop(running);
+    let body = match body {
+        FullBody::Complete(bytes) => SimBody::Full(Some(bytes)),
+        FullBody::CutThenReset(bytes) => {
+            let frames = VecDeque::from([(Duration::ZERO, bytes)]);
+            let now = Instant::now();
+            SimBody::Scheduled(Box::new(Scheduled::new(now, received, frames, Tail::Reset)))
+        }
+    };
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// A streamed response: its frames released on their schedule, counted
+/// from the request's arrival as a real server's TTFT is.
+fn stream_response(
+    shared: &Arc<Shared>,
+    reply: &Reply,
+    include_usage: bool,
+    received: Instant,
+    clock: Option<ConnectionClock>,
+    running: RunningGuard,
+) -> Response<SimBody> {
+    let (frames, end) = reply.stream(&shared.config, include_usage);
+    let tail = match end {
+        StreamEnd::Finish => Tail::End,
+        StreamEnd::Reset => Tail::Reset,
+        StreamEnd::Stall => Tail::Stall,
+    };
     let body = SimBody::Scheduled(Box::new(Scheduled {
-        start,
-        received,
-        frames_before_content: Some(role_frames),
+        frames_before_content: Some(reply.frames_before_content()),
         clock,
-        frames,
-        timer: PreciseTimer::new(),
-        sleep: Box::pin(tokio::time::sleep_until(start)),
-        on_complete: completion,
+        on_complete: Completion::of(shared, reply),
         running: Some(running),
-        tail,
+        ..Scheduled::new(received, received, frames, tail)
     }));
     let mut resp = Response::new(body);
     let headers = resp.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
-}
-
-fn sse(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
-}
-
-/// Builds the timed SSE frames of one streamed response.
-///
-/// Chat streams start with a role chunk at offset 0 (before the TTFT delay,
-/// as llama.cpp does); content starts at `ttft_ms`, one verify step every
-/// `step_ms`. llama.cpp `timings` go on the finish chunk without
-/// `include_usage`, on the usage chunk with it; vLLM stats only ever go on the
-/// usage chunk.
-fn stream_frames(
-    meta: &Meta<'_>,
-    cfg: &SimConfig,
-    generation: &Generation,
-    finish: &str,
-    include_usage: bool,
-    usage: Value,
-    stats: Stats,
-) -> VecDeque<(Duration, Bytes)> {
-    let mut frames = VecDeque::new();
-    if meta.endpoint == Endpoint::Chat {
-        frames.push_back((
-            Duration::ZERO,
-            sse(&meta.role_chunk(cfg.chunking == Chunking::PerToken)),
-        ));
-    }
-    let (usage_stats, mut finish_timings) = if include_usage {
-        (Some(stats), None)
-    } else {
-        (None, stats.timings)
-    };
-    let mut at = ms(cfg.ttft_ms);
-    let mut pos = 0usize;
-    let last = generation.iterations.len().saturating_sub(1);
-    for (i, &emitted) in generation.iterations.iter().enumerate() {
-        if i > 0 {
-            at += ms(cfg.step_ms);
-        }
-        let end = (pos + emitted as usize).min(generation.tokens.len());
-        let tokens = &generation.tokens[pos..end];
-        pos = end;
-        match cfg.chunking {
-            Chunking::PerStep => {
-                let is_last = i == last;
-                let chunk = meta.content_chunk(
-                    &tokens.concat(),
-                    is_last.then_some(finish),
-                    if is_last { finish_timings.take() } else { None },
-                );
-                frames.push_back((at, sse(&chunk)));
-            }
-            Chunking::PerToken => {
-                for t in tokens {
-                    frames.push_back((at, sse(&meta.content_chunk(t, None, None))));
-                }
-            }
-        }
-    }
-    if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
-        let chunk = meta.content_chunk("", Some(finish), finish_timings.take());
-        frames.push_back((at, sse(&chunk)));
-    }
-    if let Some(stats) = usage_stats {
-        frames.push_back((at, sse(&meta.usage_chunk(usage, stats))));
-    }
-    frames.push_back((at, Bytes::from_static(b"data: [DONE]\n\n")));
-    frames
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
