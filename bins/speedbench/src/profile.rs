@@ -1,10 +1,12 @@
 //! `speedbench profile`: drive a server with a dataset and summarise the run.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use clap::builder::PossibleValuesParser;
 use serde_json::json;
 use speedbench::process::{EXIT_SIGINT, SignalEvent, stop_on_signals};
 use speedbench_client::{
@@ -13,10 +15,16 @@ use speedbench_client::{
     parse_header, run_profile,
     scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
-use speedbench_dataset::Dataset;
-use speedbench_metrics::RunMetrics;
-use speedbench_record::{RecordError, read_records_file};
-use speedbench_report::{AcceptanceMatrix, MatrixMetric, render_run_summary};
+use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
+use speedbench_dataset::{CategorySelection, Dataset, bench_dataset};
+use speedbench_metrics::{
+    RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput, has_llamacpp_timings,
+};
+use speedbench_record::{RecordError, RunManifest, read_records_file};
+use speedbench_report::{
+    AcceptanceMatrix, MatrixMetric, check_output_free, render_run_summary,
+    render_speed_bench_py_records, write_speed_bench_py_json,
+};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -42,9 +50,22 @@ pub(crate) struct ProfileArgs {
     /// `--public-dataset` and `--dataset-cache`.
     #[command(flatten)]
     pub public: Box<crate::datasets::PublicDatasetArgs>,
-    /// Keep only rows of these categories (repeat or separate with commas).
+    /// A whole SPEED-Bench config, as llama.cpp's speed_bench.py names it:
+    /// shorthand for `--public-dataset speed_bench_CONFIG` (the same cache,
+    /// resolution and `--dataset-cache`).
+    #[arg(long, value_name = "CONFIG", group = "dataset_source",
+          value_parser = PossibleValuesParser::new(SPEED_BENCH_CONFIGS))]
+    pub bench: Option<String>,
+    /// Keep only rows of these categories (repeat or separate with commas);
+    /// `all` (alone) keeps every row, as when it is omitted.
     #[arg(long, value_delimiter = ',')]
     pub category: Vec<String>,
+    /// At most N rows (samples) of each category: the first N in file
+    /// order, after resolution and --category; rows without a category
+    /// count as one group, multi-turn rows are kept whole. The run is then
+    /// sized over the kept rows (--num-conversations, --request-count).
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
+    pub limit: Option<NonZeroUsize>,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
@@ -69,6 +90,12 @@ pub(crate) struct ProfileArgs {
     /// Directory for `records.parquet`, `run.json` and `summary.json`.
     #[arg(long)]
     pub output_artifact_dir: Option<PathBuf>,
+    /// Also write llama.cpp speed_bench.py's `--output` JSON (config,
+    /// per-category summary, per-sample results; docs/speed-bench-py.md)
+    /// to this file, atomically; an existing file is refused unless
+    /// --overwrite.
+    #[arg(long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
     /// API key sent as a bearer token (never logged or stored).
     #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
@@ -144,6 +171,19 @@ impl Default for ClientArgs {
             no_server_metrics: false,
             server_metrics_shutdown_delay: 2.0,
         }
+    }
+}
+
+/// `--limit N`: a whole number of rows, at least 1.
+fn parse_limit(s: &str) -> Result<NonZeroUsize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err(
+            "must be at least 1: it is the number of rows kept of each category \
+                      (omit --limit to keep every row)"
+                .to_string(),
+        ),
+        Ok(n) => Ok(NonZeroUsize::new(n).expect("not zero")),
+        Err(e) => Err(format!("not a whole number of rows ({e})")),
     }
 }
 
@@ -229,14 +269,20 @@ fn hinted(what: &str, e: ClientError) -> CliError {
 }
 
 /// Runs `speedbench profile`.
-pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
+pub(crate) async fn run(mut args: ProfileArgs) -> Result<Outcome, CliError> {
+    if let Some(config) = &args.bench {
+        // `--bench CONFIG` is `--public-dataset speed_bench_CONFIG`, and is
+        // recorded as such (with `bench` beside it).
+        let spec = bench_dataset(config).context(format!("--bench {config}"))?;
+        args.public.public_dataset = Some(spec.name);
+    }
     let dataset = match (&args.input_file, &args.public.public_dataset) {
         (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file")?,
         (None, Some(name)) => crate::datasets::load_public(name, &args.public).await?,
         _ => {
             return Err(fail(
                 "profile",
-                "give exactly one of --input-file and --public-dataset",
+                "give exactly one of --input-file, --public-dataset and --bench",
             ));
         }
     };
@@ -245,9 +291,18 @@ pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
 
 /// Profiles an already loaded dataset (shared with `speedbench demo`).
 pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, CliError> {
-    let dataset = dataset
-        .filter_categories(&args.category)
+    let categories = CategorySelection::parse(&args.category).context("--category")?;
+    let mut dataset = dataset
+        .select_categories(&categories)
         .context("filtering categories")?;
+    if let Some(limit) = args.limit {
+        let before = dataset.conversations.len();
+        dataset = dataset.limit_per_category(limit);
+        eprintln!(
+            "--limit {limit}: {} of {before} rows kept (the first {limit} of each category)",
+            dataset.conversations.len()
+        );
+    }
     let base_url = BaseUrl::parse(&args.url).context("--url")?;
     let api_key = args
         .api_key
@@ -301,7 +356,9 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
         "streaming": args.streaming,
         "input_file": args.input_file.as_ref().map(|p| p.display().to_string()),
         "public_dataset": args.public.public_dataset,
+        "bench": args.bench,
         "categories": args.category,
+        RunManifest::LIMIT_PER_CATEGORY_KEY: args.limit,
         "concurrency": args.concurrency,
         "request_count": args.request_count,
         "num_conversations": args.num_conversations,
@@ -314,6 +371,12 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
         "client": args.client.config(),
     });
     let server_metrics = args.client.scrape(&target)?;
+    // Refused before the run, not after it (the write checks again).
+    if let Some(path) = &args.output {
+        check_output_free(path, args.overwrite)
+            .context("--output (give --overwrite to replace it)")?;
+    }
+    let speed_bench_config = speed_bench_py_config(&args, &dataset, &model, &target);
     let mut run = ProfileRun::new(dataset, target, &output_dir)
         .with_load(load)
         .with_run_id(run_id)
@@ -360,6 +423,7 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
         eprintln!("error: {e}");
     }
     let mut request_throughput = None;
+    let mut output_error = None;
     match read_records_file(&outcome.records_path) {
         Ok(file) => {
             let metrics = RunMetrics::from_records(&file.records);
@@ -376,6 +440,16 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
                 );
                 if matrix.rows.iter().any(|r| r.overall.is_some()) {
                     print!("{}", matrix.to_console());
+                }
+            }
+            if has_llamacpp_timings(&file.records) {
+                print!("{}", render_speed_bench_py_records(&file.records));
+            }
+            if let Some(path) = &args.output {
+                let json = SpeedBenchPyOutput::from_records(speed_bench_config, &file.records);
+                match write_speed_bench_py_json(path, &json, args.overwrite) {
+                    Ok(()) => eprintln!("speed_bench.py JSON written to {}", path.display()),
+                    Err(e) => output_error = Some(e),
                 }
             }
         }
@@ -405,6 +479,9 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
             .as_ref()
             .map_or(String::new(), |p| format!(", summary {}", p.display()))
     );
+    if let Some(e) = output_error {
+        return Err(e).context("writing --output");
+    }
     match outcome.status {
         RunStatus::Completed => Ok(Outcome::Done),
         RunStatus::Interrupted => Ok(Outcome::Interrupted(
@@ -445,4 +522,32 @@ fn server_metrics_line(path: &Path) {
         f(&length),
         f(&rate)
     );
+}
+
+/// speed_bench.py's `config` for `--output`: its options, as this run set
+/// them (`bench`: `--bench`, else the dataset's name).
+fn speed_bench_py_config(
+    args: &ProfileArgs,
+    dataset: &Dataset,
+    model: &str,
+    target: &Target,
+) -> SpeedBenchPyConfig {
+    let asked: Vec<&str> = args.category.iter().map(|c| c.trim()).collect();
+    let category = if asked.is_empty() || asked == ["all"] {
+        "all".to_string()
+    } else {
+        asked.join(",")
+    };
+    SpeedBenchPyConfig {
+        url: args.url.clone(),
+        model: Some(model.to_string()),
+        bench: Some(args.bench.clone().unwrap_or_else(|| dataset.name.clone())),
+        category,
+        osl: args.osl.map(u64::from),
+        concurrency: args.concurrency as u64,
+        extra_inputs: target.extra_body.clone(),
+        limit: args.limit.map(|n| n.get() as u64),
+        timeout: Some(args.timeout),
+        streaming: Some(args.streaming),
+    }
 }
