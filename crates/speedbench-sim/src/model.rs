@@ -174,6 +174,18 @@ pub(crate) struct SpecStats {
     pub(crate) per_step_drafted: Vec<u32>,
 }
 
+impl SpecStats {
+    /// Counts one verify step of `k` drafts that accepted `accepted` of them.
+    fn record_step(&mut self, accepted: u32) {
+        self.steps += 1;
+        self.accepted += u64::from(accepted);
+        self.proposed += u64::from(self.k);
+        self.histogram[accepted as usize] += 1;
+        self.per_step_accepted.push(accepted);
+        self.per_step_drafted.push(self.k);
+    }
+}
+
 /// Simulates one request.
 ///
 /// `prompt_key` is the canonical full prompt text. The output text depends
@@ -190,24 +202,59 @@ pub(crate) fn generate(
     max_tokens: Option<u32>,
     ignore_eos: bool,
 ) -> Generation {
-    let (lo, hi) = (len_range.0.min(len_range.1), len_range.0.max(len_range.1));
     let mut text_rng = SplitMix64::new(stream_seed(seed, prompt_key, "text"));
-    let natural = lo + text_rng.below(u64::from(hi - lo) + 1) as u32;
-    let n = match max_tokens {
-        Some(m) if ignore_eos => m,
-        Some(m) => natural.min(m),
-        None => natural,
-    };
+    let (n, truncated) = output_length(&mut text_rng, len_range, max_tokens, ignore_eos);
     let tokens: Vec<&'static str> = (0..n)
         .map(|_| WORDS[text_rng.below(WORDS.len() as u64) as usize])
         .collect();
     let (iterations, spec) = simulate_acceptance(seed, prompt_key, profile, n);
     Generation {
         tokens,
-        truncated: max_tokens.is_some_and(|m| ignore_eos || m < natural),
+        truncated,
         iterations,
         spec,
     }
+}
+
+/// The output length and whether `max_tokens` cut it: the natural length is
+/// drawn (first, from the text stream) in `len_range`, then capped by
+/// `max_tokens`, or replaced by it with `ignore_eos`.
+fn output_length(
+    text_rng: &mut SplitMix64,
+    len_range: (u32, u32),
+    max_tokens: Option<u32>,
+    ignore_eos: bool,
+) -> (u32, bool) {
+    let (lo, hi) = (len_range.0.min(len_range.1), len_range.0.max(len_range.1));
+    let natural = lo + text_rng.below(u64::from(hi - lo) + 1) as u32;
+    let n = match max_tokens {
+        Some(m) if ignore_eos => m,
+        Some(m) => natural.min(m),
+        None => natural,
+    };
+    (n, max_tokens.is_some_and(|m| ignore_eos || m < natural))
+}
+
+/// One decode step of `profile`: `None` when it drafts nothing (it emits
+/// one target token and is no verify step), else how many of its `k`
+/// drafts the target accepts (`k` with probability `p_full`, else a run of
+/// `p_token` successes capped at `k - 1`), before the request's last step
+/// is cut to the tokens left.
+fn draw_step(rng: &mut SplitMix64, profile: &AcceptanceProfile) -> Option<u32> {
+    let k = profile.num_spec_tokens;
+    // Drawn only when some steps skip drafting, so configurations that
+    // draft every step keep their exact acceptance streams.
+    if profile.p_draft < 1.0 && rng.next_f64() >= profile.p_draft {
+        return None;
+    }
+    if rng.next_f64() < profile.p_full {
+        return Some(k);
+    }
+    let mut j = 0;
+    while j < k.saturating_sub(1) && rng.next_f64() < profile.p_token {
+        j += 1;
+    }
+    Some(j)
 }
 
 /// Splits `completion_tokens` into verify steps according to `profile`.
@@ -234,32 +281,15 @@ fn simulate_acceptance(
     let mut iterations = Vec::new();
     let mut remaining = completion_tokens;
     while remaining > 0 {
-        // Drawn only when some steps skip drafting, so configurations that
-        // draft every step keep their exact acceptance streams.
-        if profile.p_draft < 1.0 && rng.next_f64() >= profile.p_draft {
+        let Some(drawn) = draw_step(&mut rng, profile) else {
             iterations.push(1);
             remaining -= 1;
             continue;
-        }
-        let drawn = if rng.next_f64() < profile.p_full {
-            k
-        } else {
-            let mut j = 0;
-            while j < k - 1 && rng.next_f64() < profile.p_token {
-                j += 1;
-            }
-            j
         };
         let emitted = (drawn + 1).min(remaining);
-        let accepted = emitted - 1;
         remaining -= emitted;
         iterations.push(emitted);
-        spec.steps += 1;
-        spec.accepted += u64::from(accepted);
-        spec.proposed += u64::from(k);
-        spec.histogram[accepted as usize] += 1;
-        spec.per_step_accepted.push(accepted);
-        spec.per_step_drafted.push(k);
+        spec.record_step(emitted - 1);
     }
     (iterations, spec)
 }
@@ -347,6 +377,92 @@ mod tests {
             p_token,
             p_draft: 1.0,
         }
+    }
+
+    #[test]
+    fn a_step_accepts_at_most_k_and_the_extremes_are_exact() {
+        for k in 1..=8 {
+            for (p_full, p_token) in [(0.5, 0.4), (0.0, 0.9), (0.2, 1.0), (0.9, 0.0)] {
+                let p = profile(k, p_full, p_token);
+                let mut rng = SplitMix64::new(u64::from(k));
+                for _ in 0..2000 {
+                    let j = draw_step(&mut rng, &p).expect("p_draft 1 always drafts");
+                    assert!(j <= k, "{j} > {k}");
+                    // Without full acceptance, a run stops at k - 1.
+                    assert!(p_full > 0.0 || j < k, "{j} of {k}");
+                }
+            }
+            let mut rng = SplitMix64::new(1);
+            let draws = |p: &AcceptanceProfile, rng: &mut SplitMix64| {
+                (0..50).map(|_| draw_step(rng, p)).collect::<Vec<_>>()
+            };
+            assert!(
+                draws(&profile(k, 1.0, 0.0), &mut rng)
+                    .iter()
+                    .all(|&d| d == Some(k))
+            );
+            assert!(
+                draws(&profile(k, 0.0, 1.0), &mut rng)
+                    .iter()
+                    .all(|&d| d == Some(k - 1))
+            );
+            assert!(
+                draws(&profile(k, 0.0, 0.0), &mut rng)
+                    .iter()
+                    .all(|&d| d == Some(0))
+            );
+            let never = profile(k, 1.0, 1.0).with_p_draft(0.0);
+            assert!(draws(&never, &mut rng).iter().all(Option::is_none));
+        }
+        // The same seed gives the same steps.
+        let p = profile(5, 0.3, 0.6).with_p_draft(0.5);
+        let run = |seed| {
+            let mut rng = SplitMix64::new(seed);
+            (0..100)
+                .map(|_| draw_step(&mut rng, &p))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(9), run(9));
+        assert_ne!(run(9), run(10));
+        assert!(run(9).contains(&None) && run(9).iter().any(Option::is_some));
+    }
+
+    #[test]
+    fn output_length_caps_forces_and_draws_once() {
+        let len = |range, max, eos| output_length(&mut SplitMix64::new(3), range, max, eos);
+        assert_eq!(len((10, 10), None, false), (10, false));
+        assert_eq!(len((10, 10), Some(5), false), (5, true));
+        assert_eq!(len((10, 10), Some(10), false), (10, false));
+        assert_eq!(len((10, 10), Some(20), false), (10, false));
+        assert_eq!(len((10, 10), Some(20), true), (20, true));
+        assert_eq!(len((10, 10), None, true), (10, false));
+        for seed in 0..200 {
+            let (n, cut) = output_length(&mut SplitMix64::new(seed), (30, 20), None, false);
+            assert!((20..=30).contains(&n) && !cut, "{n}");
+        }
+        // One draw from the text stream: the words then follow from the
+        // second draw on, whatever the limits.
+        let mut a = SplitMix64::new(4);
+        let mut b = SplitMix64::new(4);
+        output_length(&mut a, (1, 100), Some(3), true);
+        b.next_u64();
+        assert_eq!(a.next_u64(), b.next_u64());
+    }
+
+    #[test]
+    fn record_step_counts_one_verify_step() {
+        let mut s = SpecStats {
+            k: 3,
+            histogram: vec![0; 4],
+            ..SpecStats::default()
+        };
+        s.record_step(2);
+        s.record_step(0);
+        s.record_step(2);
+        assert_eq!((s.steps, s.accepted, s.proposed), (3, 4, 9));
+        assert_eq!(s.histogram, vec![1, 0, 2, 0]);
+        assert_eq!(s.per_step_accepted, vec![2, 0, 2]);
+        assert_eq!(s.per_step_drafted, vec![3, 3, 3]);
     }
 
     #[test]

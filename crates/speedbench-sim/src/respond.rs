@@ -416,3 +416,308 @@ fn corrupt_stats(stats: &mut Stats, kind: FaultKind) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::{AcceptanceProfile, SpecFlavor};
+
+    fn parse(endpoint: Endpoint, body: Value) -> (PromptInfo, CommonParams) {
+        parse_request(endpoint, body.to_string().as_bytes()).expect("a valid request")
+    }
+
+    fn chat(content: &str, extra: Value) -> (PromptInfo, CommonParams) {
+        let mut body = json!({"messages": [{"role": "user", "content": content}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        parse(Endpoint::Chat, body)
+    }
+
+    fn reply(cfg: &SimConfig, content: &str, extra: Value, fault: Option<FaultKind>) -> Reply {
+        let (info, params) = chat(content, extra);
+        Reply::new(cfg, Endpoint::Chat, 7, info, &params, fault, 1_700_000_000)
+    }
+
+    /// The JSON documents of SSE frames (`None` for `[DONE]` and bad ones).
+    fn documents(frames: &VecDeque<(Duration, Bytes)>) -> Vec<Option<Value>> {
+        frames
+            .iter()
+            .map(|(_, b)| {
+                let text = std::str::from_utf8(b).ok()?;
+                let data = text.strip_prefix("data: ")?.strip_suffix("\n\n")?;
+                serde_json::from_str(data).ok()
+            })
+            .collect()
+    }
+
+    fn delta(doc: &Value) -> &str {
+        doc["choices"][0]["delta"]["content"]
+            .as_str()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn parse_request_checks_the_limits() {
+        let ok = |v: Value| parse_request(Endpoint::Chat, v.to_string().as_bytes());
+        let user = json!([{"role": "user", "content": "hi"}]);
+        assert!(ok(json!({"messages": user, "max_tokens": 1})).is_ok());
+        assert_eq!(
+            ok(json!({"messages": user, "max_tokens": 0})).unwrap_err(),
+            "max_tokens must be at least 1"
+        );
+        // max_completion_tokens wins, so it is the one checked.
+        assert!(ok(json!({"messages": user, "max_tokens": 0, "max_completion_tokens": 2})).is_ok());
+        let forced = |m: u32| ok(json!({"messages": user, "max_tokens": m, "ignore_eos": true}));
+        assert!(forced(MAX_FORCED_TOKENS).is_ok());
+        assert_eq!(
+            forced(MAX_FORCED_TOKENS + 1).unwrap_err(),
+            "with ignore_eos, max_tokens must be at most 131072"
+        );
+        // Without ignore_eos a large cap is only a cap.
+        assert!(ok(json!({"messages": user, "max_tokens": MAX_FORCED_TOKENS + 1})).is_ok());
+        let bad = parse_request(Endpoint::Completions, b"{\"prompt\": 3}").unwrap_err();
+        assert!(bad.starts_with("invalid JSON body: "), "{bad}");
+        let (info, _) = parse(Endpoint::Completions, json!({"prompt": ["[qa 1] a", "b"]}));
+        assert_eq!(
+            (info.prompt_tokens, info.category.as_deref()),
+            (4, Some("qa"))
+        );
+    }
+
+    #[test]
+    fn reply_counters_are_the_ground_truth() {
+        let cfg = SimConfig::speed_bench_demo().with_seed(4);
+        for i in 0..50 {
+            let r = reply(&cfg, &format!("[coding {i}] sort"), json!({}), None);
+            let (t, g) = (&r.truth, &r.generation);
+            assert_eq!(t.completion_tokens as usize, g.tokens.len());
+            assert_eq!(t.steps + t.accepted, u64::from(t.completion_tokens));
+            assert_eq!(t.proposed, 5 * t.steps);
+            assert_eq!(g.spec.histogram.iter().sum::<u64>(), t.steps);
+            assert_eq!((t.steps, t.accepted), (g.spec.steps, g.spec.accepted));
+            assert_eq!(t.category.as_deref(), Some("coding"));
+            assert!(!r.fails());
+        }
+        // An unknown category is neither used nor recorded; the id counts
+        // requests from 0.
+        let r = reply(&cfg, "[nope 1] x", json!({"max_tokens": 3}), None);
+        assert_eq!(r.truth.category, None);
+        assert!(r.truth.truncated && r.truth.completion_tokens == 3);
+        assert_eq!(r.id, "chatcmpl-sim7");
+        assert!(reply(&cfg, "x", json!({}), Some(FaultKind::Stall)).fails());
+        assert!(!reply(&cfg, "x", json!({}), Some(FaultKind::SpecFieldsMissing)).fails());
+    }
+
+    #[test]
+    fn flavours_give_the_vllm_and_llamacpp_payloads() {
+        let base = SimConfig::default().with_ttft_ms(20.0).with_step_ms(2.0);
+        let r = reply(&base, "[qa 0] why", json!({}), None);
+        let spec = &r.generation.spec;
+
+        let vllm = r.stats(&base);
+        assert!(vllm.timings.is_none());
+        let v = vllm.vllm.expect("vLLM stats");
+        assert_eq!(v["num_spec_steps"], json!(spec.steps));
+        assert_eq!(v["num_accepted_draft_tokens"], json!(spec.accepted));
+        assert_eq!(v["num_draft_tokens"], json!(spec.proposed));
+        assert_eq!(v["num_spec_tokens"], json!(4));
+        assert_eq!(v["acceptance_histogram"], json!(spec.histogram));
+        assert!(v.get("per_step_accepted").is_none());
+        let detailed = r.stats(&base.clone().with_detailed(true)).vllm.unwrap();
+        assert_eq!(detailed["per_step_accepted"], json!(spec.per_step_accepted));
+
+        let llama = r.stats(&base.clone().with_flavor(SpecFlavor::LlamaCpp));
+        assert!(llama.vllm.is_none());
+        let t = llama.timings.expect("llama.cpp timings");
+        assert_eq!(t["draft_n"], json!(spec.proposed));
+        assert_eq!(t["draft_n_accepted"], json!(spec.accepted));
+        assert_eq!(t["predicted_n"], json!(r.truth.completion_tokens));
+        assert_eq!(t["prompt_n"], json!(r.truth.prompt_tokens));
+        assert_eq!(t["prompt_ms"], json!(20.0));
+        let steps_after_first = r.generation.iterations.len() - 1;
+        assert_eq!(t["predicted_ms"], json!(2.0 * steps_after_first as f64));
+
+        let both = r.stats(&base.clone().with_flavor(SpecFlavor::Both));
+        assert!(both.vllm.is_some() && both.timings.is_some());
+        let none = r.stats(&base.clone().with_flavor(SpecFlavor::None));
+        assert!(none.vllm.is_none() && none.timings.is_none());
+
+        // Without drafts llama.cpp has no draft fields.
+        let off = base
+            .clone()
+            .with_flavor(SpecFlavor::LlamaCpp)
+            .with_default_spec(AcceptanceProfile::baseline());
+        let t = reply(&off, "[qa 0] why", json!({}), None)
+            .stats(&off)
+            .timings;
+        assert!(t.unwrap().get("draft_n").is_none());
+    }
+
+    #[test]
+    fn spec_field_faults_corrupt_only_the_counts() {
+        let cfg = SimConfig::default().with_flavor(SpecFlavor::Both);
+        let stats = |fault| reply(&cfg, "x y", json!({}), Some(fault)).stats(&cfg);
+        let missing = stats(FaultKind::SpecFieldsMissing);
+        let (v, t) = (missing.vllm.unwrap(), missing.timings.unwrap());
+        assert!(v.get("num_accepted_draft_tokens").is_none() && v.get("num_spec_steps").is_none());
+        assert!(v["num_draft_tokens"].is_u64());
+        assert!(t.get("draft_n_accepted").is_none() && t["draft_n"].is_u64());
+        let wrong = stats(FaultKind::SpecFieldsWrongType);
+        let (v, t) = (wrong.vllm.unwrap(), wrong.timings.unwrap());
+        for key in [
+            "num_accepted_draft_tokens",
+            "num_draft_tokens",
+            "num_spec_steps",
+        ] {
+            assert!(
+                v[key].as_str().is_some_and(|s| s.parse::<u64>().is_ok()),
+                "{key}"
+            );
+        }
+        assert!(v["acceptance_histogram"][0].is_string());
+        assert!(t["draft_n"].is_string() && t["draft_n_accepted"].is_string());
+        assert!(v["mean_acceptance_length"].is_f64());
+    }
+
+    #[test]
+    fn per_step_frames_follow_the_schedule() {
+        let cfg = SimConfig::default().with_ttft_ms(30.0).with_step_ms(4.0);
+        let r = reply(&cfg, "[coding 1] a b", json!({"stream": true}), None);
+        let (frames, end) = r.stream(&cfg, true);
+        assert_eq!(end, StreamEnd::Finish);
+        let steps = r.generation.iterations.len();
+        // Role, one chunk per step, usage, [DONE].
+        assert_eq!(frames.len(), 1 + steps + 2);
+        assert_eq!(frames[0].0, Duration::ZERO);
+        for i in 0..steps {
+            assert_eq!(frames[1 + i].0, ms(30.0) + ms(4.0) * i as u32, "step {i}");
+        }
+        let last = r.last_step_at(&cfg);
+        assert_eq!(last, ms(30.0) + ms(4.0) * (steps as u32 - 1));
+        assert!(frames.iter().skip(steps).all(|f| f.0 == last));
+        assert_eq!(&frames[frames.len() - 1].1[..], b"data: [DONE]\n\n");
+        let docs = documents(&frames);
+        let text: String = docs[1..=steps]
+            .iter()
+            .map(|d| delta(d.as_ref().unwrap()))
+            .collect();
+        assert_eq!(text, r.generation.text());
+        for (i, d) in docs[1..=steps].iter().enumerate() {
+            let per_step = r.generation.iterations[i] as usize;
+            assert_eq!(delta(d.as_ref().unwrap()).matches(' ').count(), per_step);
+        }
+        let finish = &docs[steps].as_ref().unwrap()["choices"][0]["finish_reason"];
+        assert_eq!(finish, "stop");
+        let usage = docs[steps + 1].as_ref().unwrap();
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(
+            usage["usage"]["completion_tokens"],
+            json!(r.truth.completion_tokens)
+        );
+        assert!(usage["metrics"]["speculative_decoding"].is_object());
+        // Without include_usage: no usage chunk, so no vLLM stats.
+        let (plain, _) = r.stream(&cfg, false);
+        assert_eq!(plain.len(), 1 + steps + 1);
+        assert!(
+            documents(&plain)
+                .iter()
+                .flatten()
+                .all(|d| d.get("metrics").is_none())
+        );
+    }
+
+    #[test]
+    fn per_token_frames_and_timings_placement() {
+        let cfg = SimConfig::default()
+            .with_flavor(SpecFlavor::LlamaCpp)
+            .with_chunking(Chunking::PerToken);
+        let r = reply(&cfg, "tell me", json!({"max_tokens": 9}), None);
+        let (frames, _) = r.stream(&cfg, false);
+        // Role, one chunk per token, the finish chunk with timings, [DONE].
+        assert_eq!(frames.len(), 1 + 9 + 2);
+        let docs = documents(&frames);
+        assert!(docs[0].as_ref().unwrap()["choices"][0]["delta"]["content"].is_null());
+        assert!(
+            docs[1..10]
+                .iter()
+                .all(|d| d.as_ref().unwrap().get("timings").is_none())
+        );
+        let finish = docs[10].as_ref().unwrap();
+        assert_eq!(finish["choices"][0]["finish_reason"], "length");
+        assert_eq!(finish["timings"]["predicted_n"], json!(9));
+        // With include_usage the timings move to the usage chunk.
+        let docs = documents(&r.stream(&cfg, true).0);
+        assert!(docs[10].as_ref().unwrap().get("timings").is_none());
+        assert_eq!(
+            docs[11].as_ref().unwrap()["timings"]["predicted_n"],
+            json!(9)
+        );
+    }
+
+    #[test]
+    fn stream_faults_cut_stall_or_insert_a_bad_chunk() {
+        let cfg = SimConfig::default().with_ttft_ms(10.0);
+        let stream = |fault| {
+            reply(&cfg, "[qa 2] q", json!({"stream": true}), Some(fault)).stream(&cfg, true)
+        };
+        let (clean, _) = reply(&cfg, "[qa 2] q", json!({}), None).stream(&cfg, true);
+
+        let (frames, end) = stream(FaultKind::ResetMidStream { after_chunks: 3 });
+        assert_eq!((frames.len(), end), (3, StreamEnd::Reset));
+        assert!(frames.iter().zip(&clean).all(|(a, b)| a == b));
+        let (frames, end) = stream(FaultKind::Stall);
+        assert_eq!((frames.len(), end), (1, StreamEnd::Stall));
+
+        for kind in [FaultKind::MalformedJson, FaultKind::NonUtf8] {
+            let (frames, end) = stream(kind);
+            assert_eq!((frames.len(), end), (clean.len() + 1, StreamEnd::Finish));
+            // At the first content's place and time; the rest unchanged.
+            assert_eq!(frames[1].0, ms(10.0));
+            assert_eq!(documents(&frames)[1], None, "{kind:?}");
+            assert_eq!(frames[0], clean[0]);
+            assert!(
+                frames
+                    .iter()
+                    .skip(2)
+                    .zip(clean.iter().skip(1))
+                    .all(|(a, b)| a == b)
+            );
+            let utf8 = std::str::from_utf8(&frames[1].1).is_ok();
+            assert_eq!(utf8, kind == FaultKind::MalformedJson);
+        }
+    }
+
+    #[test]
+    fn full_body_faults() {
+        let cfg = SimConfig::default();
+        let body = |fault| reply(&cfg, "[qa 3] q", json!({}), fault).full_body(&cfg);
+        let FullBody::Complete(clean) = body(None) else {
+            panic!("a complete body");
+        };
+        let v: Value = serde_json::from_slice(&clean).expect("JSON");
+        let r = reply(&cfg, "[qa 3] q", json!({}), None);
+        assert_eq!(v["choices"][0]["message"]["content"], r.generation.text());
+        assert_eq!(v["id"], "chatcmpl-sim7");
+        assert_eq!(v["created"], 1_700_000_000);
+
+        let half = clean.slice(..clean.len() / 2);
+        assert_eq!(
+            body(Some(FaultKind::MalformedJson)),
+            FullBody::Complete(half.clone())
+        );
+        assert_eq!(
+            body(Some(FaultKind::ResetMidStream { after_chunks: 2 })),
+            FullBody::CutThenReset(half)
+        );
+        let FullBody::Complete(bad) = body(Some(FaultKind::NonUtf8)) else {
+            panic!("a complete body");
+        };
+        assert!(std::str::from_utf8(&bad).is_err());
+        let at = bad.windows(2).position(|w| w == [0xFF, 0xFE]).unwrap();
+        assert!(bad[..at].ends_with(b"\"content\":\""));
+        assert_eq!([&bad[..at], &bad[at + 2..]].concat(), clean.to_vec());
+    }
+}

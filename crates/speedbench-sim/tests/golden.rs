@@ -442,9 +442,10 @@ async fn responses_for_fixed_seeds_are_unchanged() {
         .iter()
         .flat_map(|(name, d)| {
             let want = EXPECTED.iter().find(|(n, _)| n == name).map(|(_, w)| w);
-            d.iter().enumerate().filter_map(move |(i, h)| {
-                (want.map(|w| w[i]) != Some(*h)).then(|| format!("{name} request {i}"))
-            })
+            d.iter()
+                .enumerate()
+                .filter(move |&(i, h)| want.map(|w| w[i]) != Some(*h))
+                .map(move |(i, _)| format!("{name} request {i}"))
         })
         .collect();
     assert!(
