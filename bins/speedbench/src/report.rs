@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use speedbench_report::{
     AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, SourceChoice,
-    build_matrix, matrix_columns, render_html,
+    build_matrix, matrix_columns, render_html, render_speed_bench_py_records,
 };
 use speedbench_runs::{RunData, assign_labels, find_run_dirs, load_run_with};
 
@@ -26,6 +26,11 @@ pub(crate) enum Format {
     Both,
     /// A self-contained HTML page with SVG charts, written to `--html-output`.
     Html,
+    /// llama.cpp speed_bench.py's per-category summary of each run (per
+    /// sample: a conversation's turns summed) on stdout; `--metric` and
+    /// `--source` do not apply.
+    #[value(name = "speed-bench-py", alias = "llamacpp")]
+    SpeedBenchPy,
 }
 
 /// Options of `speedbench report`.
@@ -75,7 +80,9 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let mut runs = Vec::new();
     for dir in &dirs {
         // HTML draws histograms and latencies from every record column.
-        let columns = (args.format != Format::Html).then(|| matrix_columns(args.metric));
+        // So does speed_bench.py's summary (timings, turns, errors).
+        let every_column = matches!(args.format, Format::Html | Format::SpeedBenchPy);
+        let columns = (!every_column).then(|| matrix_columns(args.metric));
         let run = load_run_with(dir, columns).context(format!("loading {}", dir.display()))?;
         for warning in &run.warnings {
             eprintln!("warning: {warning}");
@@ -101,6 +108,9 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         runs.push(run);
     }
     assign_labels(&mut runs, &args.labels).context("labelling the runs (--label DIR=NAME)")?;
+    if args.format == Format::SpeedBenchPy {
+        return speed_bench_py_tables(&runs);
+    }
     let (matrix, sources) = build_matrix(args.metric, args.source, &runs);
     for (run, source) in runs.iter().zip(&sources) {
         if *source == ResolvedSource::None {
@@ -152,6 +162,8 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
                 .context(format!("writing {}", args.html_output.display()))?;
             eprintln!("HTML written to {}", args.html_output.display());
         }
+        // Printed above, without a matrix.
+        Format::SpeedBenchPy => return speed_bench_py_tables(&runs),
         Format::Console => print!("{}", matrix.to_console()),
         Format::Json => println!(
             "{}",
@@ -198,4 +210,34 @@ fn html_page(args: &ReportArgs, matrix: AcceptanceMatrix, runs: &[RunData]) -> S
         matrices,
         runs: html_runs,
     })
+}
+
+/// `--format speed-bench-py`: each run's speed_bench.py summary, headed by
+/// its label and directory; runs without per-request records are named
+/// and passed over.
+fn speed_bench_py_tables(runs: &[RunData]) -> Result<Outcome, CliError> {
+    let mut printed = 0;
+    for run in runs {
+        let Some(records) = run.records.as_deref() else {
+            eprintln!(
+                "warning: {} (row {:?}) has no per-request records, so no speed_bench.py summary",
+                run.dir.display(),
+                run.label
+            );
+            continue;
+        };
+        if printed > 0 {
+            println!();
+        }
+        println!("{} ({})", run.label, run.dir.display());
+        print!("{}", render_speed_bench_py_records(records));
+        printed += 1;
+    }
+    if printed == 0 {
+        return Err(fail(
+            "--format speed-bench-py",
+            "no run has per-request records (speedbench's records.parquet or AIPerf's profile_export.jsonl)",
+        ));
+    }
+    Ok(Outcome::Done)
 }

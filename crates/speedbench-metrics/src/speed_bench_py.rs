@@ -393,6 +393,12 @@ pub fn speed_bench_py_summary(samples: &[SpeedBenchPySample]) -> Vec<SpeedBenchP
     rows
 }
 
+/// speed_bench.py's summary of a run's `records`: [`speed_bench_py_summary`]
+/// of [`SpeedBenchPySample::from_records_in_dispatch_order`].
+pub fn speed_bench_py_rows(records: &[RequestRecord]) -> Vec<SpeedBenchPyRow> {
+    speed_bench_py_summary(&SpeedBenchPySample::from_records_in_dispatch_order(records))
+}
+
 /// True when some non-warmup record carries llama.cpp `timings`: the
 /// records speed_bench.py's table is about.
 pub fn has_llamacpp_timings(records: &[RequestRecord]) -> bool {
@@ -465,8 +471,7 @@ impl SpeedBenchPyOutput {
     /// `summary` lists the categories in dispatch order, `results` is in
     /// completion order.
     pub fn from_records(config: SpeedBenchPyConfig, records: &[RequestRecord]) -> Self {
-        let summary =
-            speed_bench_py_summary(&SpeedBenchPySample::from_records_in_dispatch_order(records));
+        let summary = speed_bench_py_rows(records);
         SpeedBenchPyOutput::assemble(config, summary, SpeedBenchPySample::from_records(records))
     }
 

@@ -4,7 +4,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use speedbench_metrics::{SpeedBenchPyOutput, SpeedBenchPyRow};
+use speedbench_metrics::{
+    SpeedBenchPyOutput, SpeedBenchPyRow, speed_bench_py_elapsed_s, speed_bench_py_rows,
+};
+use speedbench_record::RequestRecord;
 
 use crate::ReportError;
 
@@ -96,6 +99,16 @@ pub fn render_speed_bench_py_summary(rows: &[SpeedBenchPyRow], elapsed_s: Option
     }
     out.push_str(SPEED_BENCH_PY_LEGEND);
     out
+}
+
+/// [`render_speed_bench_py_summary`] of a run's records (samples joined
+/// from its turns, categories in dispatch order, elapsed from its first
+/// send to its last end).
+pub fn render_speed_bench_py_records(records: &[RequestRecord]) -> String {
+    render_speed_bench_py_summary(
+        &speed_bench_py_rows(records),
+        speed_bench_py_elapsed_s(records),
+    )
 }
 
 /// Fails with [`ReportError::Write`] (kind `AlreadyExists`) when `path`
