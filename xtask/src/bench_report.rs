@@ -81,7 +81,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let mut writer = RecordWriter::create(&path).map_err(|e| e.to_string())?;
     for i in 0..n {
-        writer.append(&record(i));
+        writer.append(&record(i)).map_err(|e| e.to_string())?;
         if writer.buffered() >= 65_536 {
             writer.flush().map_err(|e| e.to_string())?;
         }

@@ -133,7 +133,7 @@ fn synth_run(
     };
     let mut w = RecordWriter::create(dir.join("records.parquet")).unwrap();
     for r in records {
-        w.append(r);
+        w.append(r).unwrap();
     }
     w.close(&manifest).unwrap();
     std::fs::write(

@@ -65,10 +65,12 @@ fn write_run(dir: &Path, file: &str, model: &str, outcome: &str, records: &[Requ
     std::fs::create_dir_all(dir).unwrap();
     let mut writer = RecordWriter::create(dir.join(file)).unwrap();
     for r in records {
-        writer.append(&RequestRecord {
-            model: model.into(),
-            ..r.clone()
-        });
+        writer
+            .append(&RequestRecord {
+                model: model.into(),
+                ..r.clone()
+            })
+            .unwrap();
     }
     writer.close(&manifest(model, outcome)).unwrap();
     write_manifest(dir, model, outcome);
@@ -298,7 +300,7 @@ async fn incomplete_runs_are_marked_in_every_output() {
     let killed = root.join("killed");
     std::fs::create_dir_all(&killed).unwrap();
     let mut writer = RecordWriter::create(killed.join(PARTIAL_RECORDS_FILE_NAME)).unwrap();
-    writer.append(&rec(1, 1, 10, None));
+    writer.append(&rec(1, 1, 10, None)).unwrap();
     writer.flush().unwrap();
     std::mem::forget(writer); // no footer, as after SIGKILL
     write_manifest(&killed, "m", "running");

@@ -30,7 +30,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use speedbench_record::{
-    ErrorKind, RecordWriter, RequestRecord, RunManifest, ServerTimings, SpecDecodeStats, SpecSource,
+    CustomColumn, CustomKind, CustomValue, ErrorKind, RecordWriter, RequestRecord, RunManifest,
+    ServerTimings, SpecDecodeStats, SpecSource, read_records_file,
 };
 
 const CATEGORIES: [&str; 3] = ["coding", "math", "qa"];
@@ -79,9 +80,40 @@ fn records() -> Vec<RequestRecord> {
                     ..Default::default()
                 }),
                 prompt_sha256: (i % 3 != 0).then(|| format!("{i:064x}")),
+                // Caller-defined columns, some values left out (nulls).
+                custom: [
+                    (
+                        "x_gpu_power_w",
+                        Some(CustomValue::Float64(250.0 + i as f64 / 4.0)),
+                    ),
+                    (
+                        "x_replica",
+                        (i % 4 != 1).then(|| CustomValue::Utf8(format!("r{}", i % 3))),
+                    ),
+                    (
+                        "x_shard",
+                        (i % 5 != 2).then_some(CustomValue::Int64(i as i64 - 3)),
+                    ),
+                    ("x_cached", Some(CustomValue::Boolean(i % 2 == 0))),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.to_string(), v?)))
+                .collect(),
             }
         })
         .collect()
+}
+
+fn custom_columns() -> Vec<CustomColumn> {
+    [
+        ("x_gpu_power_w", CustomKind::Float64),
+        ("x_replica", CustomKind::Utf8),
+        ("x_shard", CustomKind::Int64),
+        ("x_cached", CustomKind::Boolean),
+    ]
+    .into_iter()
+    .map(|(name, kind)| CustomColumn::new(name, kind).unwrap())
+    .collect()
 }
 
 fn write_run_json(dir: &Path) {
@@ -105,9 +137,10 @@ fn write_run_json(dir: &Path) {
 fn original(parent: &Path) -> PathBuf {
     let dir = parent.join("original").join("run");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut w = RecordWriter::create(dir.join("records.parquet")).unwrap();
+    let mut w =
+        RecordWriter::create_with_columns(dir.join("records.parquet"), &custom_columns()).unwrap();
     for r in records() {
-        w.append(&r);
+        w.append(&r).unwrap();
     }
     w.close(&RunManifest {
         run_id: "run-1".into(),
@@ -416,6 +449,16 @@ async fn rewritten_records_files_report_like_the_original() {
             (overall["paired"].as_u64(), overall["identical"].as_u64()),
             (Some(10), Some(10))
         );
+    }
+
+    // Caller-defined columns survive every rewrite with their values.
+    let want: Vec<_> = records().into_iter().map(|r| r.custom).collect();
+    for dir in &rewritten {
+        let file = read_records_file(dir.join("records.parquet")).unwrap();
+        let got: Vec<_> = file.records.into_iter().map(|r| r.custom).collect();
+        assert_eq!(got, want, "custom columns in {}", dir.display());
+        let names: Vec<&str> = file.custom_columns.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["x_gpu_power_w", "x_replica", "x_shard", "x_cached"]);
     }
 }
 

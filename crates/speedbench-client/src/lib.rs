@@ -43,6 +43,7 @@
 //! Records reach a [`RecordSink`] as requests finish; [`VecSink`] keeps them
 //! in memory and [`ChannelSink`] streams them to a task.
 #![doc(test(attr(deny(warnings))))]
+mod annotate;
 mod discovery;
 mod error;
 mod exchange;
@@ -57,6 +58,7 @@ pub mod spec;
 pub mod sse;
 mod target;
 
+pub use annotate::RecordAnnotator;
 pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };

@@ -12,6 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::RecordAnnotator;
 use crate::sink::Sinks;
 use speedbench_record::{
     ClosedRecords, RecordError, RecordWriter, RequestRecord, RunManifest, outcome,
@@ -37,12 +38,14 @@ impl Recorder {
         path: &Path,
         manifest: RunManifest,
         sinks: Sinks,
+        annotators: Vec<Box<dyn RecordAnnotator>>,
     ) -> Result<Recorder, RecordError> {
-        let writer = RecordWriter::create(path)?;
+        let columns: Vec<_> = annotators.iter().flat_map(|a| a.columns()).collect();
+        let writer = RecordWriter::create_with_columns(path, &columns)?;
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
-            .spawn(move || record_loop(writer, rx, manifest, sinks))
+            .spawn(move || record_loop(writer, rx, manifest, sinks, annotators))
             .map_err(|source| RecordError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -76,23 +79,40 @@ fn record_loop(
     rx: Receiver<RecorderMsg>,
     mut manifest: RunManifest,
     mut sinks: Sinks,
+    mut annotators: Vec<Box<dyn RecordAnnotator>>,
 ) -> (ClosedRecords, Vec<String>) {
+    let mut annotate = |r: &mut RequestRecord| {
+        for a in &mut annotators {
+            a.annotate(r);
+        }
+    };
     let mut last_flush = Instant::now();
     let closed = loop {
         let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
         match rx.recv_timeout(wait) {
-            Ok(RecorderMsg::Record(r)) => {
-                writer.append(&r);
+            Ok(RecorderMsg::Record(mut r)) => {
+                annotate(&mut r);
+                if let Err(e) = writer.append(&r) {
+                    break writer.close_after_error(&manifest, e);
+                }
                 sinks.record(&r);
             }
             Ok(RecorderMsg::Finish(m)) => {
                 manifest = *m;
                 // Records sent before Finish are already queued ahead of it.
-                while let Ok(RecorderMsg::Record(r)) = rx.try_recv() {
-                    writer.append(&r);
+                let mut refused = None;
+                while let Ok(RecorderMsg::Record(mut r)) = rx.try_recv() {
+                    annotate(&mut r);
+                    if let Err(e) = writer.append(&r) {
+                        refused = Some(e);
+                        break;
+                    }
                     sinks.record(&r);
                 }
-                break writer.close_or_salvage(&manifest);
+                break match refused {
+                    Some(e) => writer.close_after_error(&manifest, e),
+                    None => writer.close_or_salvage(&manifest),
+                };
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {

@@ -7,7 +7,9 @@ use common::*;
 use serde_json::Value;
 use speedbench_client::spec::{MalformedSpec, SpecAdapter};
 use speedbench_client::{ChannelSink, LoadConfig, RunStatus};
-use speedbench_record::{SpecDecodeStats, SpecSource, read_records_file};
+use speedbench_record::{
+    CustomColumn, CustomKind, CustomValue, SpecDecodeStats, SpecSource, read_records_file,
+};
 use speedbench_sim::SimConfig;
 
 /// An engine reporting `{"my_spec": {"accepted": a, "drafted": d, "steps": s}}`
@@ -136,5 +138,106 @@ async fn a_channel_sink_streams_every_record_and_a_dropped_receiver_fails_the_ru
         RunStatus::Failed("record sink record channel: the receiver was dropped (detached)".into())
     );
     assert_eq!(outcome.record_count, 3, "the records file is whole");
+    server.shutdown().await;
+}
+
+/// Numbers each record it sees and copies its completion tokens; with
+/// `typo`, also sets a column it never declared.
+struct Annotator {
+    seen: i64,
+    typo: bool,
+}
+
+impl speedbench_client::RecordAnnotator for Annotator {
+    fn columns(&self) -> Vec<CustomColumn> {
+        vec![
+            CustomColumn::new("x_seen", CustomKind::Int64).unwrap(),
+            CustomColumn::new("x_tokens_even", CustomKind::Boolean).unwrap(),
+        ]
+    }
+
+    fn annotate(&mut self, record: &mut speedbench_record::RequestRecord) {
+        record
+            .custom
+            .insert("x_seen".into(), CustomValue::Int64(self.seen));
+        self.seen += 1;
+        if let Some(n) = record.completion_tokens {
+            record.custom.insert(
+                "x_tokens_even".into(),
+                CustomValue::Boolean(n.is_multiple_of(2)),
+            );
+        }
+        if self.typo {
+            record.custom.insert("x_typo".into(), CustomValue::Int64(1));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotator_fills_its_columns_in_the_file_and_the_sinks() {
+    let server = start_sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (sink, mut rx) = ChannelSink::new();
+    let run =
+        speedbench_client::ProfileRun::new(single_turns(6), target(&server.url()), dir.path())
+            .with_load(LoadConfig::closed_loop(2))
+            .with_annotator(Annotator {
+                seen: 0,
+                typo: false,
+            })
+            .with_sink(sink);
+    let outcome = speedbench_client::run_profile(
+        run,
+        speedbench_client::StopHandle::new(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let file = read_records_file(&outcome.records_path).unwrap();
+    assert_eq!(
+        file.custom_columns
+            .iter()
+            .map(|c| c.name())
+            .collect::<Vec<_>>(),
+        ["x_seen", "x_tokens_even"]
+    );
+    // Every record numbered in the order the file holds them, each with
+    // its own token parity.
+    for (i, r) in file.records.iter().enumerate() {
+        assert_eq!(r.custom["x_seen"], CustomValue::Int64(i as i64));
+        let even = r.completion_tokens.unwrap().is_multiple_of(2);
+        assert_eq!(r.custom["x_tokens_even"], CustomValue::Boolean(even));
+    }
+    let mut streamed = Vec::new();
+    while let Ok(r) = rx.try_recv() {
+        streamed.push(r);
+    }
+    assert_eq!(streamed, file.records, "the sink saw the annotated records");
+
+    // A value in a column nobody declared fails the run, naming it; the
+    // file is still readable.
+    let dir = tempfile::tempdir().unwrap();
+    let run =
+        speedbench_client::ProfileRun::new(single_turns(3), target(&server.url()), dir.path())
+            .with_annotator(Annotator {
+                seen: 0,
+                typo: true,
+            });
+    let outcome = speedbench_client::run_profile(
+        run,
+        speedbench_client::StopHandle::new(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    match &outcome.status {
+        RunStatus::Failed(why) => assert!(
+            why.contains("x_typo") && why.contains("not declared"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    read_records_file(&outcome.records_path).unwrap();
     server.shutdown().await;
 }

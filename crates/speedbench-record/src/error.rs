@@ -71,6 +71,16 @@ pub enum RecordError {
         /// What is wrong with the value.
         message: String,
     },
+    /// A custom column's name or value breaks the rules of
+    /// [`crate::custom`] (no `x_` prefix, declared twice, not declared, a
+    /// value of another kind).
+    #[error("custom column {column:?}: {message}")]
+    CustomColumn {
+        /// The column's name.
+        column: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The run metadata stored in the file is not valid JSON of the expected shape.
     #[error("{path}: run metadata: {message}")]
     Metadata {

@@ -13,10 +13,13 @@ mod salvage;
 
 pub use salvage::ClosedRecords;
 
+use crate::custom::{CustomColumn, check_unique};
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
 use crate::record::RequestRecord;
-use crate::schema::{BatchBuilder, SCHEMA_VERSION, batch_to_records, conform_batch, record_schema};
+use crate::schema::{
+    BatchBuilder, SCHEMA_VERSION, batch_to_records, conform_batch, custom_columns_of, schema_with,
+};
 
 /// Conventional file name of a run's records inside its artifact directory.
 pub const RECORDS_FILE_NAME: &str = "records.parquet";
@@ -36,12 +39,24 @@ pub struct RecordWriter {
     path: PathBuf,
     writer: ArrowWriter<File>,
     buffer: BatchBuilder,
+    custom: Vec<CustomColumn>,
     rows_written: u64,
 }
 
 impl RecordWriter {
     /// Creates (or truncates) `path` and writes the Parquet header.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, RecordError> {
+        Self::create_with_columns(path, &[])
+    }
+
+    /// Creates (or truncates) `path` for records that also carry `custom`
+    /// columns (see [`crate::custom`]), stored after the record schema's, in
+    /// the order given. Two columns of one name are refused.
+    pub fn create_with_columns(
+        path: impl AsRef<Path>,
+        custom: &[CustomColumn],
+    ) -> Result<Self, RecordError> {
+        check_unique(custom)?;
         let path = path.as_ref().to_path_buf();
         let file = File::create(&path).map_err(|source| RecordError::Io {
             path: path.clone(),
@@ -56,7 +71,7 @@ impl RecordWriter {
             )]))
             .build();
         let writer =
-            ArrowWriter::try_new(file, record_schema(), Some(props)).map_err(|source| {
+            ArrowWriter::try_new(file, schema_with(custom), Some(props)).map_err(|source| {
                 RecordError::Parquet {
                     path: path.clone(),
                     source,
@@ -65,7 +80,8 @@ impl RecordWriter {
         Ok(RecordWriter {
             path,
             writer,
-            buffer: BatchBuilder::new(),
+            buffer: BatchBuilder::new(custom),
+            custom: custom.to_vec(),
             rows_written: 0,
         })
     }
@@ -75,9 +91,26 @@ impl RecordWriter {
         &self.path
     }
 
+    /// The custom columns this file was created with.
+    pub fn custom_columns(&self) -> &[CustomColumn] {
+        &self.custom
+    }
+
     /// Buffers one record; nothing reaches the file until [`Self::flush`].
-    pub fn append(&mut self, record: &RequestRecord) {
-        self.buffer.push(record);
+    ///
+    /// A custom value whose column was not declared, or of another kind
+    /// than its column's, is refused with an error naming the file, the row
+    /// it would have been and the column; the record is not buffered.
+    pub fn append(&mut self, record: &RequestRecord) -> Result<(), RecordError> {
+        let row = self.rows_written as usize + self.buffer.len();
+        self.buffer
+            .push(record)
+            .map_err(|(column, message)| RecordError::InvalidValue {
+                path: self.path.clone(),
+                row,
+                column,
+                message,
+            })
     }
 
     /// Number of records appended but not yet flushed.
@@ -144,6 +177,10 @@ pub struct RecordsFile {
     pub manifest: Option<RunManifest>,
     /// Every record, in the order they were written.
     pub records: Vec<RequestRecord>,
+    /// The file's custom (`x_`) columns, in file order, with the kind each
+    /// was read as: pass them to [`RecordWriter::create_with_columns`] to
+    /// write the records again with their values.
+    pub custom_columns: Vec<CustomColumn>,
 }
 
 /// Reads every record of a records file, checking the schema as it goes.
@@ -193,6 +230,7 @@ pub fn read_records_file_with(
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
         builder = builder.with_projection(mask);
     }
+    let custom_columns = custom_columns_of(builder.schema(), columns, &path.display().to_string())?;
     let reader = builder.with_batch_size(8192).build().map_err(parquet_err)?;
     let source = path.display().to_string();
     let mut records = Vec::new();
@@ -203,10 +241,20 @@ pub fn read_records_file_with(
         })?;
         let first_row = records.len();
         // Other tools' widths (LargeUtf8, Utf8View, LargeList, ...) become ours.
-        let batch = conform_batch(&batch, &source, first_row, columns.is_some())?;
-        batch_to_records(&batch, &source, first_row, &mut records)?;
+        let batch = conform_batch(
+            &batch,
+            &source,
+            first_row,
+            columns.is_some(),
+            &custom_columns,
+        )?;
+        batch_to_records(&batch, &source, first_row, &custom_columns, &mut records)?;
     }
-    Ok(RecordsFile { manifest, records })
+    Ok(RecordsFile {
+        manifest,
+        records,
+        custom_columns,
+    })
 }
 
 /// Reads only the records of a records file (see [`read_records_file`]).

@@ -36,7 +36,7 @@
 //!         ..Default::default()
 //!     }),
 //!     ..Default::default()
-//! });
+//! })?;
 //! writer.flush()?; // one row group is now on disk
 //! writer.close(&RunManifest { run_id: "run-1".into(), ..Default::default() })?;
 //!
@@ -53,6 +53,7 @@
 
 mod categories;
 pub mod columns;
+pub mod custom;
 mod error;
 #[cfg(feature = "parquet")]
 mod io;
@@ -64,6 +65,7 @@ mod rundir;
 mod schema;
 
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
+pub use custom::{CUSTOM_COLUMN_PREFIX, CustomColumn, CustomKind, CustomValue};
 pub use error::RecordError;
 #[cfg(feature = "parquet")]
 pub use io::{

@@ -1,6 +1,10 @@
 //! The in-memory form of one request record.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::custom::CustomValue;
 
 /// One request (one turn of one conversation) as the client measured it.
 ///
@@ -67,6 +71,11 @@ pub struct RequestRecord {
     pub spec: Option<SpecDecodeStats>,
     /// Server-side timings, when the server reported them (llama.cpp).
     pub server_timings: Option<ServerTimings>,
+    /// Values of caller-defined columns (names start with `x_`; see
+    /// [`crate::custom`]), by column name. Columns a record leaves out are
+    /// stored as null.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom: BTreeMap<String, CustomValue>,
 }
 
 impl RequestRecord {

@@ -14,6 +14,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::columns;
+use crate::custom::{CUSTOM_COLUMN_PREFIX, CustomColumn, CustomKind, CustomValue};
 use crate::error::RecordError;
 use crate::record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 
@@ -121,6 +122,8 @@ pub(crate) struct BatchBuilder {
     t_pred_n: UInt64Builder,
     t_pred_ms: Float64Builder,
     t_pred_ps: Float64Builder,
+    custom: Vec<(CustomColumn, CustomBuilder)>,
+    schema: SchemaRef,
     len: usize,
 }
 
@@ -132,8 +135,73 @@ fn list_u32() -> ListBuilder<UInt32Builder> {
     ListBuilder::new(UInt32Builder::new())
 }
 
+/// The Arrow type a custom column of `kind` is written as.
+pub(crate) fn custom_data_type(kind: CustomKind) -> DataType {
+    match kind {
+        CustomKind::Int64 => DataType::Int64,
+        CustomKind::Float64 => DataType::Float64,
+        CustomKind::Utf8 => DataType::Utf8,
+        CustomKind::Boolean => DataType::Boolean,
+    }
+}
+
+/// The record schema followed by `custom`'s columns (nullable).
+pub(crate) fn schema_with(custom: &[CustomColumn]) -> SchemaRef {
+    if custom.is_empty() {
+        return record_schema();
+    }
+    let mut fields: Vec<Field> = SCHEMA.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(
+        custom
+            .iter()
+            .map(|c| Field::new(c.name(), custom_data_type(c.kind()), true)),
+    );
+    Arc::new(Schema::new(fields))
+}
+
+enum CustomBuilder {
+    Int64(arrow_array::builder::Int64Builder),
+    Float64(Float64Builder),
+    Utf8(StringBuilder),
+    Boolean(BooleanBuilder),
+}
+
+impl CustomBuilder {
+    fn new(kind: CustomKind) -> Self {
+        match kind {
+            CustomKind::Int64 => CustomBuilder::Int64(Default::default()),
+            CustomKind::Float64 => CustomBuilder::Float64(Default::default()),
+            CustomKind::Utf8 => CustomBuilder::Utf8(Default::default()),
+            CustomKind::Boolean => CustomBuilder::Boolean(Default::default()),
+        }
+    }
+
+    /// Appends `value` (already checked to be of this builder's kind) or null.
+    fn append(&mut self, value: Option<&CustomValue>) {
+        match (self, value) {
+            (CustomBuilder::Int64(b), Some(CustomValue::Int64(v))) => b.append_value(*v),
+            (CustomBuilder::Float64(b), Some(CustomValue::Float64(v))) => b.append_value(*v),
+            (CustomBuilder::Utf8(b), Some(CustomValue::Utf8(v))) => b.append_value(v),
+            (CustomBuilder::Boolean(b), Some(CustomValue::Boolean(v))) => b.append_value(*v),
+            (CustomBuilder::Int64(b), _) => b.append_null(),
+            (CustomBuilder::Float64(b), _) => b.append_null(),
+            (CustomBuilder::Utf8(b), _) => b.append_null(),
+            (CustomBuilder::Boolean(b), _) => b.append_null(),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            CustomBuilder::Int64(b) => Arc::new(b.finish()),
+            CustomBuilder::Float64(b) => Arc::new(b.finish()),
+            CustomBuilder::Utf8(b) => Arc::new(b.finish()),
+            CustomBuilder::Boolean(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
 impl BatchBuilder {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(custom: &[CustomColumn]) -> Self {
         BatchBuilder {
             run_id: StringBuilder::new(),
             request_index: UInt64Builder::new(),
@@ -172,6 +240,11 @@ impl BatchBuilder {
             t_pred_n: UInt64Builder::new(),
             t_pred_ms: Float64Builder::new(),
             t_pred_ps: Float64Builder::new(),
+            custom: custom
+                .iter()
+                .map(|c| (c.clone(), CustomBuilder::new(c.kind())))
+                .collect(),
+            schema: schema_with(custom),
             len: 0,
         }
     }
@@ -180,7 +253,46 @@ impl BatchBuilder {
         self.len
     }
 
-    pub(crate) fn push(&mut self, r: &RequestRecord) {
+    /// The schema of the batches this builder makes.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Appends one record; a custom value whose column is not declared or
+    /// holds another kind is refused (`(column, why)`), and nothing of the
+    /// record is appended then.
+    pub(crate) fn push(&mut self, r: &RequestRecord) -> Result<(), (String, String)> {
+        for (name, value) in &r.custom {
+            match self.custom.iter().find(|(c, _)| c.name() == name) {
+                None => {
+                    return Err((
+                        name.clone(),
+                        format!(
+                            "not declared (this file's custom columns: {})",
+                            if self.custom.is_empty() {
+                                "none".to_string()
+                            } else {
+                                self.custom
+                                    .iter()
+                                    .map(|(c, _)| c.name())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ),
+                    ));
+                }
+                Some((c, _)) if c.kind() != value.kind() => {
+                    return Err((
+                        name.clone(),
+                        format!("a {} value in a {} column", value.kind(), c.kind()),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        for (column, builder) in &mut self.custom {
+            builder.append(r.custom.get(column.name()));
+        }
         self.run_id.append_value(&r.run_id);
         self.request_index.append_value(r.request_index);
         self.conversation_id.append_value(&r.conversation_id);
@@ -208,6 +320,7 @@ impl BatchBuilder {
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
+        Ok(())
     }
 
     fn push_spec(&mut self, spec: Option<&SpecDecodeStats>) {
@@ -290,7 +403,9 @@ impl BatchBuilder {
             Arc::new(self.t_pred_ps.finish()),
             Arc::new(self.prompt_sha256.finish()),
         ];
-        RecordBatch::try_new(record_schema(), columns)
+        let mut columns = columns;
+        columns.extend(self.custom.iter_mut().map(|(_, b)| b.finish()));
+        RecordBatch::try_new(self.schema.clone(), columns)
     }
 }
 
@@ -325,6 +440,7 @@ pub(crate) fn conform_batch(
     source: &str,
     first_row: usize,
     fill_missing: bool,
+    custom: &[CustomColumn],
 ) -> Result<RecordBatch, RecordError> {
     let rows = batch.num_rows();
     let mut fields = Vec::with_capacity(SCHEMA.fields().len());
@@ -352,6 +468,19 @@ pub(crate) fn conform_batch(
         };
         fields.push(field.as_ref().clone().with_nullable(true));
         columns.push(column);
+    }
+    for c in custom {
+        let Some(col) = batch.column_by_name(c.name()) else {
+            continue;
+        };
+        let target = custom_data_type(c.kind());
+        let ctx = Ctx {
+            source,
+            column: c.name(),
+            first_row,
+        };
+        columns.push(conform_array(&ctx, col, &target)?);
+        fields.push(Field::new(c.name(), target, true));
     }
     let schema = Arc::new(Schema::new(fields));
     let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
@@ -419,6 +548,7 @@ fn conform_array(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRe
         UInt32 => to_unsigned::<UInt32Type>(ctx, col, target),
         UInt16 => to_unsigned::<UInt16Type>(ctx, col, target),
         Float64 => to_floats(ctx, col, target),
+        Int64 => to_signed(ctx, col, target),
         Timestamp(TimeUnit::Nanosecond, _) => to_timestamps(ctx, col, target),
         List(item) => to_list(ctx, col, target, item.data_type()),
         _ => Err(ctx.type_err(target, found)),
@@ -458,6 +588,62 @@ fn utf8_of<'b>(
 
 /// Every value of an integer column (or a float column holding whole
 /// numbers) as `i128`, nulls kept.
+fn to_signed(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ArrayRef, RecordError> {
+    let values = integers(ctx, col, target)?;
+    let out: arrow_array::Int64Array = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            None => Ok(None),
+            Some(x) => i64::try_from(x)
+                .map(Some)
+                .map_err(|_| ctx.value_err(i, format!("{x} does not fit in int64"))),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Arc::new(out))
+}
+
+/// The custom (`x_`) columns of a file's schema, each with the kind its
+/// values are read as, keeping only those in `projection` when there is one.
+/// Any integer width is [`CustomKind::Int64`], any float width
+/// [`CustomKind::Float64`], any string or binary width (and an all-null
+/// column) [`CustomKind::Utf8`]; dictionaries take their values' kind.
+pub(crate) fn custom_columns_of(
+    file: &Schema,
+    projection: Option<&[&str]>,
+    source: &str,
+) -> Result<Vec<CustomColumn>, RecordError> {
+    fn kind_of(t: &DataType) -> Option<CustomKind> {
+        use DataType::*;
+        Some(match t {
+            Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => CustomKind::Int64,
+            Float16 | Float32 | Float64 => CustomKind::Float64,
+            Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | Null => {
+                CustomKind::Utf8
+            }
+            Boolean => CustomKind::Boolean,
+            Dictionary(_, values) => kind_of(values)?,
+            _ => return None,
+        })
+    }
+    file.fields()
+        .iter()
+        .filter(|f| f.name().starts_with(CUSTOM_COLUMN_PREFIX))
+        .filter(|f| projection.is_none_or(|p| p.contains(&f.name().as_str())))
+        .map(|f| {
+            let kind = kind_of(f.data_type()).ok_or_else(|| RecordError::Schema {
+                path: source.into(),
+                column: f.name().clone(),
+                message: format!(
+                    "a custom column holds integers, floats, strings or booleans, found {}",
+                    f.data_type()
+                ),
+            })?;
+            Ok(CustomColumn::read(f.name(), kind))
+        })
+        .collect()
+}
+
 fn integers(
     ctx: &Ctx,
     col: &ArrayRef,
@@ -775,6 +961,21 @@ fn list_values<T: arrow_array::ArrowPrimitiveType>(
     Some(prim.iter().flatten().collect())
 }
 
+/// Row `i` of a conformed custom column, `None` when null.
+fn custom_value(col: &ArrayRef, i: usize) -> Option<CustomValue> {
+    if col.is_null(i) {
+        return None;
+    }
+    Some(match col.data_type() {
+        DataType::Int64 => {
+            CustomValue::Int64(col.as_primitive::<arrow_array::types::Int64Type>().value(i))
+        }
+        DataType::Float64 => CustomValue::Float64(col.as_primitive::<Float64Type>().value(i)),
+        DataType::Boolean => CustomValue::Boolean(col.as_boolean().value(i)),
+        _ => CustomValue::Utf8(col.as_string::<i32>().value(i).to_string()),
+    })
+}
+
 /// Converts one batch back into records, checking every column's type.
 ///
 /// `source` names the file in error messages; `first_row` is the index of the
@@ -783,9 +984,15 @@ pub(crate) fn batch_to_records(
     batch: &RecordBatch,
     source: &str,
     first_row: usize,
+    custom: &[CustomColumn],
     out: &mut Vec<RequestRecord>,
 ) -> Result<(), RecordError> {
     let c = Columns { batch, source };
+    // Conformed by `conform_batch`: each holds its kind's Arrow type.
+    let custom: Vec<(&str, &ArrayRef)> = custom
+        .iter()
+        .filter_map(|c| Some((c.name(), batch.column_by_name(c.name())?)))
+        .collect();
     let run_id = c.strings(columns::RUN_ID)?;
     let request_index = c.u64s(columns::REQUEST_INDEX)?;
     let conversation_id = c.strings(columns::CONVERSATION_ID)?;
@@ -901,6 +1108,10 @@ pub(crate) fn batch_to_records(
             spec,
             server_timings,
             prompt_sha256: opt_str(prompt_sha256, i),
+            custom: custom
+                .iter()
+                .filter_map(|(name, col)| Some((name.to_string(), custom_value(col, i)?)))
+                .collect(),
         });
     }
     Ok(())

@@ -49,6 +49,7 @@ fn full_record(i: u64) -> RequestRecord {
             predicted_per_second: Some(89.8),
         }),
         prompt_sha256: (i != 4).then(|| format!("{:064x}", i * 7919)),
+        custom: Default::default(),
     }
 }
 
@@ -59,7 +60,7 @@ fn every_field_survives_a_round_trip_across_row_groups() {
     let mut w = RecordWriter::create(&path).unwrap();
     let records: Vec<_> = (0..7).map(full_record).collect();
     for (n, r) in records.iter().enumerate() {
-        w.append(r);
+        w.append(r).unwrap();
         if n % 3 == 2 {
             w.flush().unwrap();
         }
@@ -86,7 +87,7 @@ fn a_truncated_file_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("records.parquet");
     let mut w = RecordWriter::create(&path).unwrap();
-    w.append(&full_record(1));
+    w.append(&full_record(1)).unwrap();
     w.close(&RunManifest::default()).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -136,8 +137,8 @@ fn an_unknown_error_kind_names_row_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.parquet");
     let mut w = RecordWriter::create(&good).unwrap();
-    w.append(&full_record(3));
-    w.append(&full_record(3));
+    w.append(&full_record(3)).unwrap();
+    w.append(&full_record(3)).unwrap();
     w.close(&RunManifest::default()).unwrap();
     // Rewrite the second row's error_kind to a value no version ever wrote.
     let batch = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
@@ -175,7 +176,7 @@ fn a_projected_read_decodes_only_the_named_columns() {
     let mut w = RecordWriter::create(&path).unwrap();
     let records: Vec<_> = (0..5).map(full_record).collect();
     for r in &records {
-        w.append(r);
+        w.append(r).unwrap();
     }
     w.close(&RunManifest::default()).unwrap();
     let cols = [
@@ -222,7 +223,7 @@ fn a_file_without_the_later_columns_reads_with_nulls() {
     let dir = tempfile::tempdir().unwrap();
     let new = dir.path().join("new.parquet");
     let mut w = RecordWriter::create(&new).unwrap();
-    w.append(&full_record(1));
+    w.append(&full_record(1)).unwrap();
     w.close(&RunManifest::default()).unwrap();
     let batch = read_batches(&new);
     let keep: Vec<usize> = (0..batch.num_columns())

@@ -217,6 +217,7 @@ pub(crate) fn record_from_line(
         server_timings: None,
         // AIPerf's export carries no prompt text to hash.
         prompt_sha256: None,
+        custom: Default::default(),
     })
 }
 

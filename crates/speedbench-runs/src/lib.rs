@@ -33,7 +33,7 @@
 //!     ..Default::default()
 //! };
 //! let mut writer = RecordWriter::create(dir.join("records.parquet"))?;
-//! writer.append(&RequestRecord { model: "my-model".into(), ..Default::default() });
+//! writer.append(&RequestRecord { model: "my-model".into(), ..Default::default() })?;
 //! writer.close(&manifest)?;
 //!
 //! let dirs = find_run_dirs(&[parent.path().to_path_buf()])?;

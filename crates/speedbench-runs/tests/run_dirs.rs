@@ -45,7 +45,7 @@ fn write_run(dir: &Path, outcome: &str, records: &[RequestRecord]) {
     };
     let mut w = RecordWriter::create(dir.join("records.parquet")).unwrap();
     for r in records {
-        w.append(r);
+        w.append(r).unwrap();
     }
     w.close(&manifest).unwrap();
 }

@@ -23,6 +23,7 @@ pub use control::{Progress, StopHandle};
 pub use load::LoadConfig;
 pub use outcome::{RequestTally, RunOutcome, RunStatus, RunSummary};
 
+use crate::RecordAnnotator;
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
 use crate::recorder::{Recorder, RecorderMsg};
@@ -65,6 +66,9 @@ pub struct ProfileRun {
     /// [`ProfileRun::with_sink`]); behind a mutex only so the run's shared
     /// state stays `Sync` while sinks need only be `Send`.
     sinks: std::sync::Mutex<Vec<Box<dyn RecordSink>>>,
+    /// Fill caller-defined columns (see [`ProfileRun::with_annotator`]);
+    /// behind a mutex for the same reason as `sinks`.
+    annotators: std::sync::Mutex<Vec<Box<dyn RecordAnnotator>>>,
 }
 
 impl ProfileRun {
@@ -84,6 +88,7 @@ impl ProfileRun {
             overwrite: false,
             max_error_rate: None,
             sinks: Default::default(),
+            annotators: Default::default(),
         }
     }
 
@@ -126,6 +131,17 @@ impl ProfileRun {
     /// Sends every record to `sink` too (see [`RecordSink`]).
     pub fn with_sink(mut self, sink: impl RecordSink + 'static) -> Self {
         self.sinks_mut().push(Box::new(sink));
+        self
+    }
+
+    /// Adds `annotator`'s custom columns to `records.parquet` and lets it
+    /// fill them in every record (see [`RecordAnnotator`]); the sinks get
+    /// the annotated records.
+    pub fn with_annotator(mut self, annotator: impl RecordAnnotator + 'static) -> Self {
+        self.annotators
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Box::new(annotator));
         self
     }
 
@@ -234,6 +250,11 @@ pub async fn run_profile(
     }
     let mut run = run;
     let sinks = Sinks::new(std::mem::take(run.sinks_mut()));
+    let annotators = std::mem::take(
+        run.annotators
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
     let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
     let partial_path = run.output_dir.join(PARTIAL_RECORDS_FILE_NAME);
     let manifest_path = run.output_dir.join(RunManifest::FILE_NAME);
@@ -252,7 +273,7 @@ pub async fn run_profile(
         config: run.config.clone(),
     };
     write_json(&manifest_path, &manifest)?;
-    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks)?;
+    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks, annotators)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),

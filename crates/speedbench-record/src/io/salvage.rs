@@ -18,7 +18,7 @@ use super::{RecordWriter, SCHEMA_VERSION_KEY};
 use crate::error::RecordError;
 use crate::manifest::RunManifest;
 use crate::rundir::outcome;
-use crate::schema::{SCHEMA_VERSION, record_schema};
+use crate::schema::SCHEMA_VERSION;
 
 /// Parquet files start with these four bytes.
 const MAGIC_LEN: u64 = 4;
@@ -60,6 +60,8 @@ impl ClosedRecords {
 struct Snapshot {
     file: File,
     row_groups: Vec<RowGroupMetaData>,
+    /// The file's Arrow schema (the record schema and any custom columns).
+    schema: arrow_schema::SchemaRef,
 }
 
 impl RecordWriter {
@@ -119,6 +121,7 @@ impl RecordWriter {
         Ok(Snapshot {
             file,
             row_groups: self.writer.flushed_row_groups().to_vec(),
+            schema: self.buffer.schema().clone(),
         })
     }
 }
@@ -173,7 +176,7 @@ impl Snapshot {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let arrow_schema = record_schema();
+        let arrow_schema = self.schema.clone();
         // The writer's own conversion (ArrowWriter with default options).
         let schema = ArrowSchemaConverter::new()
             .convert(&arrow_schema)
@@ -264,7 +267,7 @@ mod tests {
         let mut w = RecordWriter::create(&path).unwrap();
         for batch in [0..3u64, 3..5] {
             for i in batch {
-                w.append(&record(i));
+                w.append(&record(i)).unwrap();
             }
             w.flush().unwrap();
         }
@@ -276,7 +279,7 @@ mod tests {
             .unwrap()
             .write_all(&[7; 999])
             .unwrap();
-        w.append(&record(5));
+        w.append(&record(5)).unwrap();
         let manifest = RunManifest {
             run_id: "r".into(),
             outcome: "failed".into(),
@@ -302,9 +305,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records.parquet");
         let mut w = RecordWriter::create(&path).unwrap();
-        w.append(&record(0));
+        w.append(&record(0)).unwrap();
         w.flush().unwrap();
-        w.append(&record(1));
+        w.append(&record(1)).unwrap();
         let manifest = RunManifest {
             outcome: "completed".into(),
             ..Default::default()
@@ -322,7 +325,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records.parquet.partial");
         let mut w = RecordWriter::create(&path).unwrap();
-        w.append(&record(0));
+        w.append(&record(0)).unwrap();
         let err = RecordError::Metadata {
             path: path.clone(),
             message: "disk full".into(),
