@@ -22,7 +22,7 @@ use speedbench_metrics::{
 };
 use speedbench_record::{RecordError, RunManifest, read_records_file};
 use speedbench_report::{
-    AcceptanceMatrix, MatrixMetric, check_output_free, render_run_summary,
+    AcceptanceMatrix, MatrixMetric, ReportError, check_output_free, render_run_summary,
     render_speed_bench_py_records, write_speed_bench_py_json,
 };
 
@@ -373,8 +373,16 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
     let server_metrics = args.client.scrape(&target)?;
     // Refused before the run, not after it (the write checks again).
     if let Some(path) = &args.output {
-        check_output_free(path, args.overwrite)
-            .context("--output (give --overwrite to replace it)")?;
+        check_output_free(path, args.overwrite).map_err(|e| {
+            let exists = matches!(&e, ReportError::Write { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists);
+            let what = if exists {
+                "--output (give --overwrite to replace it)"
+            } else {
+                "--output"
+            };
+            Err::<(), _>(e).context(what).unwrap_err()
+        })?;
     }
     let speed_bench_config = speed_bench_py_config(&args, &dataset, &model, &target);
     let mut run = ProfileRun::new(dataset, target, &output_dir)

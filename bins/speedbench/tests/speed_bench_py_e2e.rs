@@ -465,6 +465,14 @@ async fn output_over_an_existing_file_is_refused_before_the_run_unless_overwrite
     assert_eq!(server.ground_truth().requests, 0);
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "keep me");
     assert!(!first.join("records.parquet").exists());
+    // So is a file in a directory that does not exist, even with --overwrite.
+    let mut args = profile_args(&url, &first, &dir.path().join("no/such/out.json"));
+    args.push("--overwrite".into());
+    let out = run_strings(&args).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("directory does not exist"), "{stderr}");
+    assert_eq!(server.ground_truth().requests, 0);
 
     // With --overwrite the file is replaced by the run's JSON, through a
     // temporary file that does not stay behind.

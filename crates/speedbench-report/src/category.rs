@@ -112,11 +112,22 @@ pub fn render_speed_bench_py_records(records: &[RequestRecord]) -> String {
 }
 
 /// Fails with [`ReportError::Write`] (kind `AlreadyExists`) when `path`
-/// exists and `overwrite` is false: the check to make before a run that
-/// will end in [`write_speed_bench_py_json`].
+/// exists and `overwrite` is false, or (kind `NotFound`) when its
+/// directory does not exist: the check to make before a run that will end
+/// in [`write_speed_bench_py_json`].
 pub fn check_output_free(path: &Path, overwrite: bool) -> Result<(), ReportError> {
     if !overwrite && std::fs::symlink_metadata(path).is_ok() {
         return Err(already_exists(path));
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if parent.is_some_and(|p| !p.is_dir()) {
+        return Err(ReportError::Write {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "its directory does not exist",
+            ),
+        });
     }
     Ok(())
 }
@@ -356,9 +367,16 @@ overall        3        233.33          30.00         2.000s       0.5000       
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["out.json"]);
-        // A missing directory names the temporary file it could not create.
-        let err = write_speed_bench_py_json(&dir.path().join("no/out.json"), &output(), false)
-            .unwrap_err();
+        // A missing directory is refused by the check; the write names the
+        // temporary file it could not create.
+        let missing = dir.path().join("no/out.json");
+        let err = check_output_free(&missing, true).unwrap_err();
+        assert!(
+            err.to_string().contains("directory does not exist"),
+            "{err}"
+        );
+        check_output_free(Path::new("bare-name.json"), false).unwrap();
+        let err = write_speed_bench_py_json(&missing, &output(), false).unwrap_err();
         assert!(err.to_string().contains(".out.json.tmp-"), "{err}");
     }
 }
