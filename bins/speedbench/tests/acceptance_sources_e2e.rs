@@ -19,12 +19,8 @@ fn partial_drafting() -> SimConfig {
         .with_flavor(SpecFlavor::LlamaCpp)
         .with_chunking(Chunking::PerToken)
         .with_default_spec(profile(0.5))
-        .with_categories(
-            [("qa", 0.0), ("math", 0.2)]
-                .into_iter()
-                .map(|(c, p)| (c.to_string(), profile(p)))
-                .collect(),
-        )
+        .with_category("qa", profile(0.0))
+        .with_category("math", profile(0.2))
 }
 
 async fn profile_run(url: &str, out_dir: &Path) {
