@@ -56,7 +56,7 @@ fn run_dir(parent: &Path, name: &str, records: &[RequestRecord]) -> std::path::P
     std::fs::create_dir_all(&dir).unwrap();
     let mut w = RecordWriter::create(dir.join("records.parquet")).unwrap();
     for r in records {
-        w.append(r);
+        w.append(r).unwrap();
     }
     w.close(&RunManifest::default()).unwrap();
     dir

@@ -130,7 +130,7 @@ fn round_trip(dir: &Path, records: &[RequestRecord]) -> Vec<RequestRecord> {
     let path = dir.join(format!("{}.parquet", records[0].run_id));
     let mut writer = RecordWriter::create(&path).unwrap();
     for r in records {
-        writer.append(r);
+        writer.append(r).unwrap();
     }
     writer
         .close(&RunManifest {
