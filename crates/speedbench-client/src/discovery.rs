@@ -59,14 +59,16 @@ pub async fn discover_model_with_headers(
     let url = base_url.join("/v1/models");
     let send = request_headers(api_key, headers)?;
     let secrets = Secrets::for_credentials(api_key, headers);
-    let failed = |message: String| ClientError::Discovery {
+    let failed_by = |message: String, failure| ClientError::Discovery {
         url: url.clone(),
         message: secrets.scrub(&message).into_owned(),
+        failure,
     };
+    let failed = |message: String| failed_by(message, None);
     let client = control_client(extra_roots_pem)?;
     let resp = get(&client, &url, &send, Duration::from_secs(10))
         .await
-        .map_err(|e| failed(fetch_failure(&url, &e)))?;
+        .map_err(|e| failed_by(fetch_failure(&url, &e), e.connect_failure()))?;
     if resp.status != 200 {
         return Err(failed(format!(
             "HTTP {}; name the model instead of asking the server",
@@ -96,16 +98,42 @@ pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<()
     let client = control_client(&[])?;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no attempt");
+    let mut failure = None;
     while tokio::time::Instant::now() < deadline {
         match get(&client, &url, &[], Duration::from_secs(2)).await {
             Ok(resp) if resp.status == 200 => return Ok(()),
-            Ok(resp) => last = format!("HTTP {}", resp.status),
-            Err(e) => last = fetch_failure(&url, &e),
+            Ok(resp) => (last, failure) = (format!("HTTP {}", resp.status), None),
+            Err(e) => (last, failure) = (fetch_failure(&url, &e), e.connect_failure()),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Err(ClientError::Discovery {
         url,
         message: format!("not healthy within {timeout:?} (last: {last})"),
+        failure,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_http::ConnectFailure;
+
+    #[tokio::test]
+    async fn a_refused_model_list_says_refused() {
+        // A loopback port nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = BaseUrl::parse(&format!("127.0.0.1:{port}")).unwrap();
+        match discover_model(&url, None).await {
+            Err(ClientError::Discovery { failure, url, .. }) => {
+                assert_eq!(failure, Some(ConnectFailure::Refused));
+                assert!(url.ends_with("/v1/models"), "{url}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

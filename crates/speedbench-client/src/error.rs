@@ -90,6 +90,9 @@ pub enum ClientError {
         url: String,
         /// What went wrong.
         message: String,
+        /// When no answer came, what stopped the connection (refused, DNS,
+        /// TLS, closed).
+        failure: Option<speedbench_http::ConnectFailure>,
     },
     /// The TLS setup failed (e.g. an unreadable `SSL_CERT_FILE`).
     #[error("TLS setup: {0}")]

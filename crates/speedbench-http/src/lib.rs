@@ -16,12 +16,13 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use speedbench_http::{ClientOptions, HttpError, get, new_client};
+//! use speedbench_http::{ClientOptions, ConnectFailure, HttpError, get, new_client};
 //!
 //! let client = new_client(&ClientOptions::default()).unwrap();
 //! // Nothing listens on port 9 of loopback: the error says so, with the URL.
 //! let err = get(&client, "http://127.0.0.1:9/health", &[], Duration::from_secs(2)).await.unwrap_err();
 //! assert!(matches!(err, HttpError::Connect { .. }));
+//! assert_eq!(err.connect_failure(), Some(ConnectFailure::Refused));
 //! # }
 //! ```
 
@@ -72,12 +73,16 @@ pub enum HttpError {
         message: String,
     },
     /// No connection, or the connection broke.
+    /// [`HttpError::connect_failure`] tells refused from TLS from DNS.
     #[error("{url}: {message}")]
     Connect {
         /// The URL.
         url: String,
-        /// The error and its causes.
+        /// The error and its causes, in words.
         message: String,
+        /// The error itself (hyper's, with its causes below it).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// No complete answer before the deadline.
     #[error("{url}: no complete answer within {timeout:?}")]
@@ -93,6 +98,76 @@ pub enum HttpError {
         /// The first URL.
         url: String,
     },
+}
+
+/// What stopped a connection, as far as its causes tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectFailure {
+    /// Nothing listens there (the peer refused the connection).
+    Refused,
+    /// The host name did not resolve.
+    Dns,
+    /// The TLS handshake or a TLS record failed (a certificate not trusted,
+    /// a plain-HTTP server on an `https://` URL).
+    Tls,
+    /// The connection was reset or closed before the answer was complete.
+    Closed,
+    /// Anything else.
+    Other,
+}
+
+impl ConnectFailure {
+    /// Classifies `error` by the first cause in its chain that says which
+    /// failure it is.
+    pub fn of(error: &(dyn std::error::Error + 'static)) -> ConnectFailure {
+        use std::io::ErrorKind;
+        let mut next = Some(error);
+        while let Some(e) = next {
+            if e.downcast_ref::<rustls::Error>().is_some() {
+                return ConnectFailure::Tls;
+            }
+            // An io::Error's `source` skips the error it wraps, which may be
+            // another io::Error (hyper-rustls wraps tokio-rustls's).
+            let mut io = e.downcast_ref::<std::io::Error>();
+            while let Some(err) = io {
+                let inner = err.get_ref();
+                if inner.is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some()) {
+                    return ConnectFailure::Tls;
+                }
+                match err.kind() {
+                    ErrorKind::ConnectionRefused => return ConnectFailure::Refused,
+                    ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof => return ConnectFailure::Closed,
+                    _ => {}
+                }
+                io = inner.and_then(|i| i.downcast_ref::<std::io::Error>());
+            }
+            if let Some(h) = e.downcast_ref::<hyper::Error>()
+                && (h.is_incomplete_message() || h.is_closed())
+            {
+                return ConnectFailure::Closed;
+            }
+            // hyper-util's connector names resolution failures so.
+            if e.to_string() == "dns error" {
+                return ConnectFailure::Dns;
+            }
+            next = e.source();
+        }
+        ConnectFailure::Other
+    }
+}
+
+impl HttpError {
+    /// For [`HttpError::Connect`], what stopped the connection.
+    pub fn connect_failure(&self) -> Option<ConnectFailure> {
+        match self {
+            HttpError::Connect { source, .. } => Some(ConnectFailure::of(source.as_ref())),
+            _ => None,
+        }
+    }
 }
 
 /// Redirects [`get`] follows before giving up.
@@ -196,8 +271,13 @@ pub fn describe(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
+        // An error that already spells its causes out (as
+        // `HttpError::Connect` does) is not repeated.
+        let text = c.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
         cause = c.source();
     }
     msg
@@ -263,11 +343,15 @@ pub async fn get(
                     url: current.to_string(),
                     message: e.to_string(),
                 })?;
-            let connect = |e: &dyn std::error::Error| HttpError::Connect {
+            let connect = |e: Box<dyn std::error::Error + Send + Sync>| HttpError::Connect {
                 url: current.to_string(),
-                message: describe(e),
+                message: describe(e.as_ref()),
+                source: e,
             };
-            let resp = client.request(req).await.map_err(|e| connect(&e))?;
+            let resp = client
+                .request(req)
+                .await
+                .map_err(|e| connect(Box::new(e)))?;
             let status = resp.status();
             if status.is_redirection()
                 && let Some(loc) = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok())
@@ -286,7 +370,7 @@ pub async fn get(
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| connect(&e))?
+                .map_err(|e| connect(Box::new(e)))?
                 .to_bytes();
             return Ok(Buffered {
                 status,
