@@ -84,8 +84,9 @@ pub use run::{
 };
 pub use spec::{PooledHistogram, SpecDecodeMetrics};
 pub use speed_bench_py::{
-    OVERALL, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow, SpeedBenchPySample,
-    has_llamacpp_timings, speed_bench_py_elapsed_s, speed_bench_py_rows, speed_bench_py_summary,
+    OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow,
+    SpeedBenchPySample, has_llamacpp_timings, speed_bench_py_compare, speed_bench_py_elapsed_s,
+    speed_bench_py_rows, speed_bench_py_summary,
 };
 pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};

@@ -499,6 +499,73 @@ impl SpeedBenchPyOutput {
     }
 }
 
+/// One row of llama.cpp `speed_bench_compare.py`'s comparison of a
+/// baseline and a speculative `--output` file (its `compare_rows`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedBenchPyComparisonRow {
+    /// The category (or [`OVERALL`]), as the speculative row names it.
+    pub category: String,
+    /// The baseline row's `avg_pred_t_s`, tokens/s.
+    pub base_avg_pred_t_s: Option<f64>,
+    /// The speculative row's `avg_pred_t_s`, tokens/s.
+    pub spec_avg_pred_t_s: Option<f64>,
+    /// `spec_avg_pred_t_s / base_avg_pred_t_s`; `None` when either is
+    /// missing or 0.
+    pub decode_speedup: Option<f64>,
+    /// The baseline row's `avg_latency`, seconds per sample.
+    pub base_avg_latency: Option<f64>,
+    /// The speculative row's `avg_latency`, seconds per sample.
+    pub spec_avg_latency: Option<f64>,
+    /// `base_avg_latency / spec_avg_latency`; `None` when either is
+    /// missing or 0.
+    pub latency_speedup: Option<f64>,
+    /// The speculative row's `accept_rate` (a fraction).
+    pub accept_rate: Option<f64>,
+}
+
+/// `a / b` as speed_bench_compare.py guards it (`a / b if b and a else
+/// None`): `None` when either side is missing or zero.
+fn guarded_ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if a != 0.0 && b != 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// speed_bench_compare.py's `compare_rows`: for each `speculative` summary
+/// row, in its order, the `baseline` row of the same category (the last
+/// one when a category repeats), skipping categories the baseline lacks.
+/// The `overall` rows are compared like any other, so the result ends with
+/// `overall` when both sides have one.
+///
+/// `decode_speedup = spec avg_pred_t_s / base avg_pred_t_s` and
+/// `latency_speedup = base avg_latency / spec avg_latency`, each `None`
+/// when either value is missing or 0; `accept_rate` is the speculative
+/// row's. An empty result means no category overlaps.
+pub fn speed_bench_py_compare(
+    baseline: &[SpeedBenchPyRow],
+    speculative: &[SpeedBenchPyRow],
+) -> Vec<SpeedBenchPyComparisonRow> {
+    let base_by_category: HashMap<&str, &SpeedBenchPyRow> =
+        baseline.iter().map(|r| (r.category.as_str(), r)).collect();
+    speculative
+        .iter()
+        .filter_map(|spec| {
+            let base = base_by_category.get(spec.category.as_str())?;
+            Some(SpeedBenchPyComparisonRow {
+                category: spec.category.clone(),
+                base_avg_pred_t_s: base.avg_pred_t_s,
+                spec_avg_pred_t_s: spec.avg_pred_t_s,
+                decode_speedup: guarded_ratio(spec.avg_pred_t_s, base.avg_pred_t_s),
+                base_avg_latency: base.avg_latency,
+                spec_avg_latency: spec.avg_latency,
+                latency_speedup: guarded_ratio(base.avg_latency, spec.avg_latency),
+                accept_rate: spec.accept_rate,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -919,5 +986,82 @@ mod tests {
         assert_eq!(out.results[0].prompt_n, None);
         assert_eq!(out.summary[0].accepted, 47);
         assert_eq!(out.summary[0].avg_uncached_prompt_t_s, None);
+    }
+
+    fn row(
+        category: &str,
+        pred: Option<f64>,
+        latency: Option<f64>,
+        rate: Option<f64>,
+    ) -> SpeedBenchPyRow {
+        SpeedBenchPyRow {
+            category: category.into(),
+            requests: 1,
+            turns: 1,
+            failed: 0,
+            avg_prompt_t_s: None,
+            avg_pred_t_s: pred,
+            avg_latency: latency,
+            draft_n: 0,
+            accepted: 0,
+            accept_rate: rate,
+            avg_uncached_prompt_t_s: None,
+        }
+    }
+
+    #[test]
+    fn compare_rows_as_speed_bench_compare_py_does() {
+        // Baseline: coding 40 t/s 2.0 s; math 50 t/s 3.0 s; qa 0 t/s (a
+        // zero, not missing) 1.0 s; rag missing speed, 0 s latency; a
+        // repeated "math" whose last occurrence (25 t/s, 1.5 s) wins;
+        // overall 45 t/s 2.5 s.
+        let baseline = [
+            row("coding", Some(40.0), Some(2.0), None),
+            row("math", Some(50.0), Some(3.0), None),
+            row("qa", Some(0.0), Some(1.0), None),
+            row("rag", None, Some(0.0), None),
+            row("math", Some(25.0), Some(1.5), None),
+            row(OVERALL, Some(45.0), Some(2.5), None),
+        ];
+        // Speculative, in its own order: math first; "writing" is not in
+        // the baseline and is skipped; coding has no latency.
+        let speculative = [
+            row("math", Some(100.0), Some(0.5), Some(0.75)),
+            row("writing", Some(99.0), Some(9.0), Some(0.5)),
+            row("coding", Some(60.0), None, Some(0.25)),
+            row("qa", Some(30.0), Some(0.8), None),
+            row("rag", Some(20.0), Some(0.4), Some(0.1)),
+            row(OVERALL, Some(90.0), Some(2.0), Some(0.6)),
+        ];
+        let rows = speed_bench_py_compare(&baseline, &speculative);
+        let names: Vec<&str> = rows.iter().map(|r| r.category.as_str()).collect();
+        assert_eq!(names, ["math", "coding", "qa", "rag", OVERALL]);
+        // math: 100 / 25 = 4, 1.5 / 0.5 = 3 (the last baseline "math").
+        assert_eq!(rows[0].decode_speedup, Some(4.0));
+        assert_eq!(rows[0].latency_speedup, Some(3.0));
+        assert_eq!(
+            (rows[0].base_avg_pred_t_s, rows[0].base_avg_latency),
+            (Some(25.0), Some(1.5))
+        );
+        assert_eq!(rows[0].accept_rate, Some(0.75));
+        // coding: 60 / 40 = 1.5; no speculative latency -> None.
+        assert_eq!(rows[1].decode_speedup, Some(1.5));
+        assert_eq!(rows[1].latency_speedup, None);
+        assert_eq!(rows[1].spec_avg_latency, None);
+        // qa: a zero baseline speed gives no decode speedup; 1.0 / 0.8.
+        assert_eq!(rows[2].decode_speedup, None);
+        assert_eq!(rows[2].latency_speedup, Some(1.25));
+        assert_eq!(rows[2].accept_rate, None);
+        // rag: missing baseline speed, zero baseline latency -> both None.
+        assert_eq!(
+            (rows[3].decode_speedup, rows[3].latency_speedup),
+            (None, None)
+        );
+        // overall: 90 / 45 = 2, 2.5 / 2 = 1.25.
+        assert_eq!(rows[4].decode_speedup, Some(2.0));
+        assert_eq!(rows[4].latency_speedup, Some(1.25));
+        assert_eq!(rows[4].accept_rate, Some(0.6));
+        // No overlap: nothing.
+        assert!(speed_bench_py_compare(&baseline[..1], &speculative[..1]).is_empty());
     }
 }
