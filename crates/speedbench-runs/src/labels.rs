@@ -5,10 +5,49 @@ use std::path::{Path, PathBuf};
 use crate::RunsError;
 use crate::load::{RunData, dir_name};
 
+/// A model id as a table shows it: an id that is a path (it contains `/`
+/// or `\\`, or ends in `.gguf`, as llama-server reports the GGUF file it
+/// serves) by its file stem, anything else as it is.
+///
+/// ```
+/// use speedbench_runs::display_model;
+/// assert_eq!(display_model("/models/llama/SmolLM2-135M-Instruct-Q8_0.gguf"), "SmolLM2-135M-Instruct-Q8_0");
+/// assert_eq!(display_model("qwen2.5-0.5b.GGUF"), "qwen2.5-0.5b");
+/// assert_eq!(display_model("meta-llama/Llama-3.1-8B-Instruct"), "Llama-3.1-8B-Instruct");
+/// assert_eq!(display_model("gpt-oss-20b"), "gpt-oss-20b");
+/// ```
+///
+/// The full id stays where the run keeps it ([`RunData::model`], `run.json`)
+/// and in JSON outputs.
+pub fn display_model(model: &str) -> String {
+    let is_gguf = |s: &str| {
+        s.len()
+            .checked_sub(5)
+            .and_then(|i| s.get(i..))
+            .is_some_and(|e| e.eq_ignore_ascii_case(".gguf"))
+    };
+    if !(model.contains('/') || model.contains('\\') || is_gguf(model)) {
+        return model.to_string();
+    }
+    let trimmed = model.trim_end_matches(['/', '\\']);
+    let name = trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed);
+    let stem = if is_gguf(name) {
+        &name[..name.len() - 5]
+    } else {
+        name
+    };
+    if stem.is_empty() {
+        model.to_string()
+    } else {
+        stem.to_string()
+    }
+}
+
 /// Makes the runs' labels unique: `overrides` (`(dir, name)` pairs, from
-/// `--label DIR=NAME`) first, then the model name, and where two runs'
-/// labels collide, the model followed by the run directory's name
-/// (`model (dir)`), or its whole path if the names collide too.
+/// `--label DIR=NAME`) first, then the model as shown
+/// ([`display_model`]), and where two runs' labels collide, that name
+/// followed by the run directory's name (`model (dir)`), or its whole path
+/// if the names collide too.
 ///
 /// An override naming a directory that is not one of the runs, or two runs
 /// given the same name, is an error. A directory matches when it is the
@@ -57,7 +96,7 @@ pub fn assign_labels(
     let base: Vec<String> = runs
         .iter()
         .zip(&fixed)
-        .map(|(r, f)| f.clone().unwrap_or_else(|| r.model.clone()))
+        .map(|(r, f)| f.clone().unwrap_or_else(|| display_model(&r.model)))
         .collect();
     let count = |labels: &[String], l: &str| labels.iter().filter(|x| x.as_str() == l).count();
     let with_name: Vec<String> = runs
@@ -66,7 +105,7 @@ pub fn assign_labels(
         .zip(&base)
         .map(|((r, f), b)| match f {
             Some(name) => name.clone(),
-            None if count(&base, b) > 1 => format!("{} ({})", r.model, dir_name(&r.dir)),
+            None if count(&base, b) > 1 => format!("{b} ({})", dir_name(&r.dir)),
             None => b.clone(),
         })
         .collect();
@@ -74,8 +113,9 @@ pub fn assign_labels(
         .iter()
         .zip(&fixed)
         .zip(&with_name)
-        .map(|((r, f), l)| match f {
-            None if count(&with_name, l) > 1 => format!("{} ({})", r.model, r.dir.display()),
+        .zip(&base)
+        .map(|(((r, f), l), b)| match f {
+            None if count(&with_name, l) > 1 => format!("{b} ({})", r.dir.display()),
             _ => l.clone(),
         })
         .collect();
@@ -92,4 +132,55 @@ pub fn assign_labels(
         run.label = label;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RunFormat, RunStatus};
+
+    fn run(dir: &str, model: &str) -> RunData {
+        RunData {
+            dir: PathBuf::from(dir),
+            format: RunFormat::Speedbench,
+            label: display_model(model),
+            model: model.into(),
+            status: RunStatus::Completed,
+            status_reason: None,
+            speed_bench: true,
+            dataset: String::new(),
+            manifest: None,
+            records: None,
+            summary: None,
+            server: None,
+            speed_bench_py: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn paths_show_their_stem_and_colliding_stems_get_the_directory() {
+        assert_eq!(display_model("C:\\models\\tiny.gguf"), "tiny");
+        assert_eq!(display_model("/models/dir/"), "dir");
+        assert_eq!(display_model(".gguf"), ".gguf");
+        assert_eq!(display_model("é.gguf"), "é");
+        assert_eq!(display_model("ééé"), "ééé");
+        let mut runs = [
+            run("/runs/base", "/srv/a/SmolLM2-135M.gguf"),
+            run("/runs/spec", "/srv/b/SmolLM2-135M.gguf"),
+            run("/runs/other", "/srv/a/Qwen.gguf"),
+        ];
+        assign_labels(&mut runs, &[]).unwrap();
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["SmolLM2-135M (base)", "SmolLM2-135M (spec)", "Qwen"]
+        );
+        // The full ids stay.
+        assert_eq!(runs[0].model, "/srv/a/SmolLM2-135M.gguf");
+        // An override wins over the stem.
+        assign_labels(&mut runs, &[(PathBuf::from("spec"), "draft".into())]).unwrap();
+        assert_eq!(runs[1].label, "draft");
+        assert_eq!(runs[0].label, "SmolLM2-135M");
+    }
 }

@@ -1,12 +1,16 @@
 //! Benchmark runs as they lie on disk: finding them and loading them.
 //!
-//! A run directory is either speedbench's (`records.parquet`, with
+//! A run is a directory, either speedbench's (`records.parquet`, with
 //! `run.json`, `summary.json` and `server_metrics_export.json` beside it
 //! when present; `records.parquet.partial` while it runs or after it died)
 //! or AIPerf's (`profile_export_aiperf.json`, `profile_export.jsonl`,
-//! `server_metrics_export.json`). Both load into one [`RunData`]: AIPerf's
-//! per-request lines become the same [`RequestRecord`]s speedbench writes,
-//! so every statistic and every report has one code path.
+//! `server_metrics_export.json`), or a llama.cpp `speed_bench.py`
+//! `--output` JSON file (per-category summary rows and per-sample results,
+//! written by speed_bench.py or by `speedbench profile --output`). All load
+//! into one [`RunData`]: AIPerf's per-request lines become the same
+//! [`RequestRecord`]s speedbench writes, so every statistic and every
+//! report has one code path; a speed_bench.py file has no per-request
+//! records and carries its content in [`RunData::speed_bench_py`].
 //!
 //! - [`find_run_dirs`]: the run directories among paths (each path, or its
 //!   children);
@@ -14,7 +18,8 @@
 //!   only the named ones;
 //! - [`RunStatus`]: how the run ended (completed, interrupted, failed,
 //!   died, still running), from its manifest and its lock;
-//! - [`assign_labels`]: unique labels for the runs of one report.
+//! - [`assign_labels`]: unique labels for the runs of one report;
+//!   [`display_model`]: a model id as a label (a GGUF path's file stem).
 //!
 //! This crate reads; it computes no statistic (that is
 //! `speedbench-metrics`) and renders nothing (that is `speedbench-report`).
@@ -54,12 +59,14 @@ mod aiperf;
 mod error;
 mod labels;
 mod load;
+mod speed_bench_py;
 mod status;
 
 pub use aiperf::{
     PROFILE_JSON as AIPERF_PROFILE_FILE_NAME, PROFILE_JSONL as AIPERF_RECORDS_FILE_NAME,
 };
 pub use error::RunsError;
-pub use labels::assign_labels;
+pub use labels::{assign_labels, display_model};
 pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
+pub use speed_bench_py::SPEED_BENCH_PY_KEYS;
 pub use status::RunStatus;

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use speedbench_metrics::{RequestCounts, RunMetrics};
+use speedbench_metrics::{RequestCounts, RunMetrics, SpeedBenchPyOutput};
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest,
     SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, read_records_file_with,
@@ -11,7 +11,7 @@ use speedbench_record::{
 use speedbench_scrape::ServerMetricsExport;
 
 use crate::status::{RunStatus, aiperf_status, speedbench_status};
-use crate::{RunsError, aiperf};
+use crate::{RunsError, aiperf, speed_bench_py};
 
 /// Which tool wrote a run directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,10 @@ pub enum RunFormat {
     Speedbench,
     /// AIPerf (`profile_export_aiperf.json`).
     Aiperf,
+    /// llama.cpp `speed_bench.py`'s `--output` JSON file (written by it or
+    /// by `speedbench profile --output`): per-category summary rows and
+    /// per-sample results, no per-request records.
+    SpeedBenchPy,
 }
 
 /// Run-level numbers from a run's summary file.
@@ -36,14 +40,17 @@ pub struct RunSummary {
 /// Everything a report can use from one run directory.
 #[derive(Debug, Clone)]
 pub struct RunData {
-    /// The directory.
+    /// The run directory; for a [`RunFormat::SpeedBenchPy`] run, the file.
     pub dir: PathBuf,
     /// Who wrote it.
     pub format: RunFormat,
-    /// Row label: the model when loaded; [`assign_labels`](crate::assign_labels)
-    /// makes it unique across the runs of one report.
+    /// Row label: when loaded, the model as shown
+    /// ([`display_model`](crate::display_model): a GGUF path's file stem);
+    /// [`assign_labels`](crate::assign_labels) makes it unique across the
+    /// runs of one report.
     pub label: String,
-    /// The model the run measured (`label` before any disambiguation).
+    /// The model the run measured, in full, as the server or the manifest
+    /// names it (a GGUF path stays a path).
     pub model: String,
     /// How the run ended.
     pub status: RunStatus,
@@ -58,13 +65,17 @@ pub struct RunData {
     /// The run's manifest (`run.json`, else the records file's footer);
     /// `None` for AIPerf directories and runs that have neither.
     pub manifest: Option<RunManifest>,
-    /// Per-request records, when the run has them.
+    /// Per-request records, when the run has them (never for a
+    /// [`RunFormat::SpeedBenchPy`] run: its samples sum their turns).
     pub records: Option<Vec<RequestRecord>>,
     /// Run-level summary, when the run has one.
     pub summary: Option<RunSummary>,
     /// The server-metrics export, when the run has one (speedbench's or
     /// AIPerf's layout, read typed).
     pub server: Option<ServerMetricsExport>,
+    /// The speed_bench.py `--output` file's content, for a
+    /// [`RunFormat::SpeedBenchPy`] run; `None` otherwise.
+    pub speed_bench_py: Option<SpeedBenchPyOutput>,
     /// Things worth telling the user (skipped lines and the like).
     pub warnings: Vec<String>,
 }
@@ -75,17 +86,27 @@ fn is_run_dir(dir: &Path) -> bool {
         || dir.join(aiperf::PROFILE_JSON).is_file()
 }
 
-/// Run directories among `paths`: each path that is one, else its immediate
-/// children that are (in name order). Errors when a path is not a directory
-/// or nothing is found.
+/// Runs among `paths`: each path that is a run directory or a `.json`
+/// file, else its immediate children that are run directories or
+/// speed_bench.py files (in name order). Errors when a path is missing, is
+/// a file other than `.json`, or nothing is found.
 ///
 /// A path is a run directory when it holds `records.parquet`,
-/// `records.parquet.partial` or AIPerf's `profile_export_aiperf.json`.
+/// `records.parquet.partial` or AIPerf's `profile_export_aiperf.json`. A
+/// `.json` file given itself is taken as a speed_bench.py `--output` file
+/// (loading it says what is wrong if it is not one). Among a directory's
+/// children, a `.json` file is taken only when it is recognisably that
+/// layout (a top-level object with both `summary` and `results`); other
+/// JSON files there are not runs and are passed over.
 pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
     let mut dirs = Vec::new();
     for path in paths {
         if !path.exists() {
             return Err(RunsError::Missing(path.clone()));
+        }
+        if path.is_file() && speed_bench_py::has_json_extension(path) {
+            dirs.push(path.clone());
+            continue;
         }
         if !path.is_dir() {
             return Err(RunsError::NotADirectory(path.clone()));
@@ -100,7 +121,7 @@ pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
         })?;
         let mut children: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| is_run_dir(p))
+            .filter(|p| is_run_dir(p) || speed_bench_py::looks_like_speed_bench_py(p))
             .collect();
         children.sort();
         dirs.extend(children);
@@ -117,7 +138,7 @@ pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
     Ok(dirs)
 }
 
-fn read_json(path: &Path) -> Result<Value, RunsError> {
+pub(crate) fn read_json(path: &Path) -> Result<Value, RunsError> {
     let text = std::fs::read_to_string(path).map_err(|source| RunsError::Io {
         path: path.to_path_buf(),
         source,
@@ -139,7 +160,8 @@ fn optional_json(path: &Path) -> Result<Option<Value>, RunsError> {
     }
 }
 
-/// Loads one run directory of either format, every record column included.
+/// Loads one run directory of either format, or a speed_bench.py
+/// `--output` file, every record column included.
 pub fn load_run(dir: &Path) -> Result<RunData, RunsError> {
     load_run_with(dir, None)
 }
@@ -147,10 +169,15 @@ pub fn load_run(dir: &Path) -> Result<RunData, RunsError> {
 /// Loads one run directory, decoding only the record `columns` named (see
 /// [`speedbench_record::columns`]; all of them for `None`): a million-row
 /// matrix then skips the output text and latency lists it never reads.
-/// Fields of records outside `columns` keep their defaults.
+/// Fields of records outside `columns` keep their defaults. A `.json` file
+/// is read as a speed_bench.py `--output` file ([`RunFormat::SpeedBenchPy`];
+/// an error names the file and the field at fault).
 pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, RunsError> {
     if !dir.exists() {
         return Err(RunsError::Missing(dir.to_path_buf()));
+    }
+    if dir.is_file() && speed_bench_py::has_json_extension(dir) {
+        return speed_bench_py::load(dir);
     }
     if !dir.is_dir() {
         return Err(RunsError::NotADirectory(dir.to_path_buf()));
@@ -240,7 +267,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         return Ok(RunData {
             dir: dir.to_path_buf(),
             format: RunFormat::Speedbench,
-            label: model.clone(),
+            label: crate::labels::display_model(&model),
             model,
             status,
             status_reason,
@@ -250,6 +277,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
             records,
             summary,
             server,
+            speed_bench_py: None,
             warnings,
         });
     }
@@ -282,7 +310,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     Ok(RunData {
         dir: dir.to_path_buf(),
         format: RunFormat::Aiperf,
-        label: label.clone(),
+        label: crate::labels::display_model(&label),
         model: label,
         status,
         status_reason,
@@ -292,6 +320,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         records,
         summary: Some(summary),
         server,
+        speed_bench_py: None,
         warnings,
     })
 }
