@@ -121,6 +121,18 @@ struct Measured {
     peak_rss_delta_kb: u64,
     /// (conversation id, TTFT) of each request that has one.
     ttft_ns: Vec<(String, u64)>,
+    /// Requests in flight on average: Σ end-to-end latency / the records'
+    /// span, the formula applied to AIPerf's export too (Little's law).
+    achieved_concurrency: f64,
+}
+
+/// Σ latency / span: the mean number of requests in flight.
+fn achieved_concurrency(latency_sum_s: f64, span_s: f64) -> f64 {
+    if span_s > 0.0 {
+        latency_sum_s / span_s
+    } else {
+        0.0
+    }
 }
 
 async fn drive(
@@ -167,6 +179,12 @@ async fn drive(
             .iter()
             .filter_map(|r| Some((r.conversation_id.clone(), r.ttft_ns?)))
             .collect(),
+        achieved_concurrency: {
+            let start = records.iter().map(|r| r.start_unix_ns).min().unwrap_or(0);
+            let end = records.iter().map(|r| r.end_unix_ns).max().unwrap_or(0);
+            let latency: u64 = records.iter().map(|r| r.e2e_latency_ns).sum();
+            achieved_concurrency(latency as f64 / 1e9, (end - start) as f64 / 1e9)
+        },
     })
 }
 
@@ -216,16 +234,25 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         let url = server.url();
         println!("speedbench client against the simulated server at {url} (zero delay, {OUTPUT_TOKENS} tokens per response, streaming)");
         println!(
-            "{:>11} {:>9} {:>8} {:>10} {:>12} {:>16} {:>14}",
-            "concurrency", "requests", "failed", "req/s", "tokens/s", "KiB/in-flight", "aiperf req/s"
+            "{:>11} {:>9} {:>8} {:>10} {:>12} {:>16} {:>9} {:>14} {:>9}",
+            "concurrency",
+            "requests",
+            "failed",
+            "req/s",
+            "tokens/s",
+            "KiB/in-flight",
+            "achieved",
+            "aiperf req/s",
+            "achieved"
         );
+        let mut equal_load = Vec::new();
         for c in LEVELS {
             // Warm the connection pool and the allocator first.
             drive(&url, c, (c as u64).max(64), &out.join(format!("warm-c{c}"))).await?;
             let m = drive(&url, c, o.requests, &out.join(format!("c{c}"))).await?;
             let secs = m.wall.as_secs_f64();
             let aiperf = if o.aiperf {
-                match aiperf_rate(root, &url, c, o.requests) {
+                match aiperf_run(root, &url, c, o.requests) {
                     Ok(r) => Some(r),
                     Err(e) => {
                         eprintln!("aiperf at concurrency {c}: {e}");
@@ -237,13 +264,46 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             };
             let rate = m.requests as f64 / secs;
             println!(
-                "{c:>11} {:>9} {:>8} {rate:>10.0} {:>12.0} {:>16.1} {:>14}",
+                "{c:>11} {:>9} {:>8} {rate:>10.0} {:>12.0} {:>16.1} {:>9.1} {:>14} {:>9}",
                 m.requests,
                 m.failed,
                 m.tokens as f64 / secs,
                 m.peak_rss_delta_kb as f64 / c as f64,
-                aiperf.map_or("-".to_string(), |a| format!("{a:.0} ({:.1}x)", rate / a)),
+                m.achieved_concurrency,
+                aiperf
+                    .as_ref()
+                    .map_or("-".to_string(), |a| format!("{:.0} ({:.1}x)", a.rate, rate / a.rate)),
+                aiperf
+                    .as_ref()
+                    .map_or("-".to_string(), |a| format!("{:.1}", a.achieved_concurrency)),
             );
+            if let Some(a) = aiperf {
+                equal_load.push((c, a));
+            }
+        }
+        // Equal settings are not equal load when one tool keeps fewer
+        // requests in flight than asked: drive speedbench at the concurrency
+        // AIPerf achieved, and compare the rates there too.
+        if !equal_load.is_empty() {
+            println!(
+                "at equal achieved load (speedbench at the concurrency AIPerf kept in flight):"
+            );
+            println!(
+                "{:>20} {:>11} {:>10} {:>9} {:>13} {:>7}",
+                "aiperf requested", "speedbench c", "req/s", "achieved", "aiperf req/s", "ratio"
+            );
+            for (c, a) in equal_load {
+                let matched = (a.achieved_concurrency.round() as usize).clamp(1, c);
+                let dir = out.join(format!("matched-c{c}"));
+                let m = drive(&url, matched, o.requests, &dir).await?;
+                let rate = m.requests as f64 / m.wall.as_secs_f64();
+                println!(
+                    "{c:>20} {matched:>11} {rate:>10.0} {:>9.1} {:>13.0} {:>6.1}x",
+                    m.achieved_concurrency,
+                    a.rate,
+                    rate / a.rate
+                );
+            }
         }
         server.shutdown().await;
 
@@ -412,11 +472,31 @@ fn serve_sim(ttft_ms: f64) -> Result<(), String> {
     })
 }
 
-/// Installs AIPerf into `target/bench-venv` if needed.
+/// The AIPerf release the comparison is made against (the one speedbench's
+/// figures were checked against to full precision).
+const AIPERF_VERSION: &str = "0.13.0";
+
+/// The AIPerf version installed in `venv`, if any.
+fn installed_aiperf(venv: &Path) -> Option<String> {
+    let out = Command::new(venv.join("bin/python"))
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('aiperf'))",
+        ])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Installs AIPerf [`AIPERF_VERSION`] into `target/bench-venv` unless that
+/// exact version is there.
 fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target/bench-venv");
     let bin = venv.join("bin/aiperf");
-    if bin.is_file() {
+    let installed = installed_aiperf(&venv);
+    if bin.is_file() && installed.as_deref() == Some(AIPERF_VERSION) {
         return Ok(bin);
     }
     let run = |cmd: &mut Command| -> Result<(), String> {
@@ -431,10 +511,25 @@ fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
                 .to_string())
         }
     };
-    eprintln!("installing aiperf into {} (once)", venv.display());
-    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    run(Command::new(venv.join("bin/pip")).args(["install", "-q", "aiperf"]))?;
-    Ok(bin)
+    eprintln!(
+        "installing aiperf=={AIPERF_VERSION} into {} (once{})",
+        venv.display(),
+        installed.map_or(String::new(), |v| format!("; it holds aiperf {v}"))
+    );
+    if !venv.join("bin/pip").is_file() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        &format!("aiperf=={AIPERF_VERSION}"),
+    ]))?;
+    match installed_aiperf(&venv) {
+        Some(v) if v == AIPERF_VERSION => Ok(bin),
+        other => Err(format!(
+            "pip installed aiperf {other:?}, not {AIPERF_VERSION}"
+        )),
+    }
 }
 
 /// A tiny word-level Hugging Face tokenizer for AIPerf: its `builtin`
@@ -472,8 +567,22 @@ fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// AIPerf's request throughput for the same shape, from its JSON export.
-fn aiperf_rate(root: &Path, url: &str, concurrency: usize, requests: u64) -> Result<f64, String> {
+/// What AIPerf measured for one shape.
+struct AiperfRun {
+    /// Its request throughput (`request_throughput.avg`).
+    rate: f64,
+    /// Requests it kept in flight: `request_latency.sum` over
+    /// `benchmark_duration`, the formula applied to speedbench's records.
+    achieved_concurrency: f64,
+}
+
+/// AIPerf's figures for the same shape, from its JSON export.
+fn aiperf_run(
+    root: &Path,
+    url: &str,
+    concurrency: usize,
+    requests: u64,
+) -> Result<AiperfRun, String> {
     let bin = aiperf_bin(root)?;
     let tokenizer = local_tokenizer(root)?;
     let dir = root.join(format!("target/bench-client/aiperf-c{concurrency}"));
@@ -504,7 +613,46 @@ fn aiperf_rate(root: &Path, url: &str, concurrency: usize, requests: u64) -> Res
         )
     })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    v.pointer("/request_throughput/avg")
-        .and_then(serde_json::Value::as_f64)
-        .ok_or_else(|| "no request_throughput.avg in AIPerf's export".into())
+    aiperf_figures(&v)
+}
+
+/// Reads [`AiperfRun`] from a `profile_export_aiperf.json`.
+fn aiperf_figures(v: &serde_json::Value) -> Result<AiperfRun, String> {
+    let number = |path: &str| {
+        v.pointer(path)
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| format!("no {path} in AIPerf's export"))
+    };
+    let unit = |path: &str, want: &str| match v.pointer(path).and_then(|u| u.as_str()) {
+        Some(u) if u == want => Ok(()),
+        other => Err(format!("{path} is {other:?}, expected {want:?}")),
+    };
+    unit("/request_latency/unit", "ms")?;
+    unit("/benchmark_duration/unit", "sec")?;
+    Ok(AiperfRun {
+        rate: number("/request_throughput/avg")?,
+        achieved_concurrency: achieved_concurrency(
+            number("/request_latency/sum")? / 1e3,
+            number("/benchmark_duration/avg")?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aiperf_achieved_concurrency_from_its_export() {
+        // A real AIPerf 0.13.0 export: 8 requests, Σ latency 739.744 ms over
+        // 0.200469 s: 3.69 requests in flight on average.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let path = root.join("fixtures/aiperf/run3-speed_bench_coding/profile_export_aiperf.json");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let a = aiperf_figures(&v).unwrap();
+        assert!((a.achieved_concurrency - 0.7397440899999999 / 0.200469248).abs() < 1e-12);
+        assert!((a.rate - 37.043362877236525).abs() < 1e-12);
+        assert_eq!(achieved_concurrency(1.0, 0.0), 0.0);
+    }
 }
