@@ -1,15 +1,18 @@
-//! llama.cpp `speed_bench.py`'s per-category table, and its `--output`
-//! JSON file written safely.
+//! llama.cpp `speed_bench.py`'s per-category table, its `--output` JSON
+//! file written safely, `speed_bench_compare.py`'s comparison table, and
+//! what such a file gives a matrix.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use speedbench_metrics::{
-    SpeedBenchPyOutput, SpeedBenchPyRow, speed_bench_py_elapsed_s, speed_bench_py_rows,
+    OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyOutput, SpeedBenchPyRow,
+    speed_bench_py_elapsed_s, speed_bench_py_rows,
 };
 use speedbench_record::RequestRecord;
 
 use crate::ReportError;
+use crate::matrix::{Cell, MatrixMetric, RunCells};
 
 /// The columns of [`render_category_table`]: speed_bench.py's six, then
 /// speedbench's cache-correct prefill rate.
@@ -59,26 +62,138 @@ pub fn render_category_table(rows: &[SpeedBenchPyRow]) -> String {
             ]
         })
         .collect();
-    let mut widths = SPEED_BENCH_PY_COLUMNS.map(|h| h.chars().count());
+    left_table(
+        &SPEED_BENCH_PY_COLUMNS,
+        cells.into_iter().map(Vec::from).collect(),
+    )
+}
+
+/// speed_bench.py's `print_rows`: every cell left-justified to its column's
+/// width (the header's included), cells joined by two spaces, the header
+/// underlined with dashes, each line ending in a newline.
+fn left_table(headers: &[&str], cells: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &cells {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |row: Vec<String>| -> String {
+    let line = |row: &[String]| -> String {
         let padded: Vec<String> = row
             .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
+            .zip(&widths)
+            .map(|(cell, &w)| format!("{cell:<w$}"))
             .collect();
         padded.join("  ") + "\n"
     };
-    let mut out = line(SPEED_BENCH_PY_COLUMNS.map(String::from).to_vec());
-    out.push_str(&line(widths.iter().map(|&w| "-".repeat(w)).collect()));
-    for row in cells {
-        out.push_str(&line(row.to_vec()));
+    let mut out = line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    out.push_str(&line(
+        &widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>(),
+    ));
+    for row in &cells {
+        out.push_str(&line(row));
     }
     out
+}
+
+/// The columns of [`render_speed_bench_py_comparison`], speed_bench_compare.py's.
+pub const SPEED_BENCH_PY_COMPARE_COLUMNS: [&str; 8] = [
+    "category",
+    "base_avg_pred_t/s",
+    "spec_avg_pred_t/s",
+    "decode_speedup",
+    "base_avg_latency",
+    "spec_avg_latency",
+    "latency_speedup",
+    "accept_rate",
+];
+
+/// What [`render_speed_bench_py_comparison`] prints when no category is in
+/// both runs (speed_bench_compare.py's words).
+pub const NO_OVERLAP: &str = "No overlapping categories found for comparison.";
+
+/// `rows` (from [`speedbench_metrics::speed_bench_py_compare`]) as
+/// speed_bench_compare.py prints them: columns
+/// [`SPEED_BENCH_PY_COMPARE_COLUMNS`], speeds `%.2f`, speedups `%.2fx`,
+/// latencies `%.3fs`, the rate `%.4f`, `n/a` for a missing value, laid out
+/// as speed_bench.py's table; [`NO_OVERLAP`] when `rows` is empty. Ends
+/// with a newline.
+pub fn render_speed_bench_py_comparison(rows: &[SpeedBenchPyComparisonRow]) -> String {
+    if rows.is_empty() {
+        return format!("{NO_OVERLAP}\n");
+    }
+    let or_na = |v: Option<String>| v.unwrap_or_else(|| "n/a".to_string());
+    let speed = |v: Option<f64>| or_na(v.map(|v| format!("{v:.2}")));
+    let speedup = |v: Option<f64>| or_na(v.map(|v| format!("{v:.2}x")));
+    let seconds = |v: Option<f64>| or_na(v.map(|v| format!("{v:.3}s")));
+    let cells = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.category.clone(),
+                speed(r.base_avg_pred_t_s),
+                speed(r.spec_avg_pred_t_s),
+                speedup(r.decode_speedup),
+                seconds(r.base_avg_latency),
+                seconds(r.spec_avg_latency),
+                speedup(r.latency_speedup),
+                or_na(r.accept_rate.map(|v| format!("{v:.4}"))),
+            ]
+        })
+        .collect();
+    left_table(&SPEED_BENCH_PY_COMPARE_COLUMNS, cells)
+}
+
+/// The matrix cells a speed_bench.py `--output` file gives for `metric`:
+/// for `accept_rate`, each category row's `accepted / draft_n` (a column
+/// with no value where nothing was drafted; `requests` its successful
+/// samples), the `overall` row left out (the matrix makes its own
+/// `Overall`); for any other metric, none ([`speed_bench_py_matrix_gap`]
+/// says why).
+pub fn speed_bench_py_cells(output: &SpeedBenchPyOutput, metric: MatrixMetric) -> RunCells {
+    if metric != MatrixMetric::AcceptRate {
+        return RunCells::new();
+    }
+    output
+        .summary
+        .iter()
+        .filter(|r| r.category != OVERALL)
+        .map(|r| {
+            (
+                r.category.clone(),
+                Cell {
+                    value: r.accept_rate,
+                    requests: r.requests,
+                    time_averaged: false,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Why a speed_bench.py `--output` file gives no `metric` cells
+/// ([`speed_bench_py_cells`]); `None` for `accept_rate`, which it gives.
+pub fn speed_bench_py_matrix_gap(metric: MatrixMetric) -> Option<&'static str> {
+    match metric {
+        MatrixMetric::AcceptRate => None,
+        MatrixMetric::AcceptLength => Some(
+            "a speed_bench.py file counts drafted and accepted tokens but not verify steps, so it \
+             gives no acceptance length (accept_rate it gives)",
+        ),
+        MatrixMetric::Throughput => Some(
+            "a speed_bench.py file records no run duration, so it gives no output-token throughput",
+        ),
+        MatrixMetric::DecodeTps => Some(
+            "a speed_bench.py file holds per-sample means (a multi-turn sample's turns summed), \
+             not the per-request decode speeds this matrix averages; see its avg_pred_t/s with \
+             --format speed-bench-py",
+        ),
+        MatrixMetric::Latency => Some(
+            "a speed_bench.py file holds per-sample latencies in seconds (a multi-turn sample's \
+             turns summed), not the per-request latencies this matrix averages; see its \
+             avg_latency with --format speed-bench-py",
+        ),
+    }
 }
 
 /// The whole summary: a title line (`elapsed_s`, when known, as
@@ -378,5 +493,69 @@ overall        3        233.33          30.00         2.000s       0.5000       
         check_output_free(Path::new("bare-name.json"), false).unwrap();
         let err = write_speed_bench_py_json(&missing, &output(), false).unwrap_err();
         assert!(err.to_string().contains(".out.json.tmp-"), "{err}");
+    }
+
+    #[test]
+    fn comparison_layout_exact_and_no_overlap() {
+        let rows = [
+            SpeedBenchPyComparisonRow {
+                category: "coding".into(),
+                base_avg_pred_t_s: Some(40.0),
+                spec_avg_pred_t_s: Some(100.0),
+                decode_speedup: Some(2.5),
+                base_avg_latency: Some(3.0),
+                spec_avg_latency: Some(1.5),
+                latency_speedup: Some(2.0),
+                accept_rate: Some(0.75),
+            },
+            SpeedBenchPyComparisonRow {
+                category: OVERALL.into(),
+                base_avg_pred_t_s: None,
+                spec_avg_pred_t_s: Some(1234.567),
+                decode_speedup: None,
+                base_avg_latency: Some(0.25),
+                spec_avg_latency: Some(0.5),
+                latency_speedup: Some(0.5),
+                accept_rate: None,
+            },
+        ];
+        let want = "\
+category  base_avg_pred_t/s  spec_avg_pred_t/s  decode_speedup  base_avg_latency  spec_avg_latency  latency_speedup  accept_rate
+--------  -----------------  -----------------  --------------  ----------------  ----------------  ---------------  -----------
+coding    40.00              100.00             2.50x           3.000s            1.500s            2.00x            0.7500     
+overall   n/a                1234.57            n/a             0.250s            0.500s            0.50x            n/a        
+";
+        assert_eq!(render_speed_bench_py_comparison(&rows), want);
+        assert_eq!(
+            render_speed_bench_py_comparison(&[]),
+            "No overlapping categories found for comparison.\n"
+        );
+    }
+
+    #[test]
+    fn a_file_gives_accept_rate_cells_per_category_and_says_why_not_the_rest() {
+        let mut math = row("math", 2, None, None, None, Some(0.5), None, 0);
+        math.draft_n = 10;
+        let qa = row("qa", 1, None, None, None, None, None, 1);
+        let overall = row(OVERALL, 3, None, None, None, Some(0.5), None, 1);
+        let mut out = output();
+        out.summary = vec![math, qa, overall];
+        let cells = speed_bench_py_cells(&out, MatrixMetric::AcceptRate);
+        assert_eq!(cells.keys().collect::<Vec<_>>(), ["math", "qa"]);
+        assert_eq!(
+            (cells["math"].value, cells["math"].requests),
+            (Some(0.5), 2)
+        );
+        assert_eq!(cells["qa"].value, None);
+        assert_eq!(speed_bench_py_matrix_gap(MatrixMetric::AcceptRate), None);
+        for metric in [
+            MatrixMetric::AcceptLength,
+            MatrixMetric::Throughput,
+            MatrixMetric::DecodeTps,
+            MatrixMetric::Latency,
+        ] {
+            assert!(speed_bench_py_cells(&out, metric).is_empty());
+            assert!(speed_bench_py_matrix_gap(metric).is_some());
+        }
     }
 }

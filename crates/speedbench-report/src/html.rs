@@ -697,6 +697,7 @@ mod tests {
         let mut matrix = AcceptanceMatrix::from_runs(MatrixMetric::AcceptLength, &runs);
         matrix.rows[0].run = Some(RowRun {
             dir: "runs/a".into(),
+            model: "m".into(),
             status: RunStatus::Died,
             status_reason: Some("the process died".into()),
             counts: None,

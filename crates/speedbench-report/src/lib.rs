@@ -62,8 +62,10 @@ mod summary;
 mod table;
 
 pub use category::{
-    SPEED_BENCH_PY_COLUMNS, SPEED_BENCH_PY_LEGEND, check_output_free, render_category_table,
-    render_speed_bench_py_records, render_speed_bench_py_summary, write_speed_bench_py_json,
+    NO_OVERLAP, SPEED_BENCH_PY_COLUMNS, SPEED_BENCH_PY_COMPARE_COLUMNS, SPEED_BENCH_PY_LEGEND,
+    check_output_free, render_category_table, render_speed_bench_py_comparison,
+    render_speed_bench_py_records, render_speed_bench_py_summary, speed_bench_py_cells,
+    speed_bench_py_matrix_gap, write_speed_bench_py_json,
 };
 pub use compare::{
     BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, Divergence,

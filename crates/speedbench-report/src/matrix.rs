@@ -161,8 +161,11 @@ pub struct MatrixRow {
 /// The run behind a matrix row: where it came from and how far it got.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowRun {
-    /// The run directory.
+    /// The run directory (or speed_bench.py file).
     pub dir: std::path::PathBuf,
+    /// The model the run measured, in full (the row's label may show a GGUF
+    /// path by its file stem); in JSON as `model`.
+    pub model: String,
     /// How the run ended.
     pub status: RunStatus,
     /// Why the run is incomplete, in words.
@@ -401,6 +404,7 @@ impl AcceptanceMatrix {
                 });
                 if let (Some(run), Some(obj)) = (&r.run, row.as_object_mut()) {
                     obj.insert("dir".into(), json!(run.dir.display().to_string()));
+                    obj.insert("model".into(), json!(run.model));
                     obj.insert("status_reason".into(), json!(run.status_reason));
                     let count = |f: fn(&RequestCounts) -> u64| run.counts.as_ref().map(f);
                     obj.insert("succeeded".into(), json!(count(|c| c.succeeded)));
@@ -689,6 +693,7 @@ mod tests {
         );
         m.rows[1].run = Some(RowRun {
             dir: "runs/b".into(),
+            model: "b".into(),
             status: RunStatus::Interrupted,
             status_reason: Some("interrupted".into()),
             counts: Some(RequestCounts {

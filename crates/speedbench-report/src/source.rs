@@ -195,6 +195,14 @@ pub fn run_cells(
                 Some(records) => (records_cells(metric, records), ResolvedSource::Records),
                 None => continue,
             },
+            // A speed_bench.py file's summary rows are per category.
+            SourceChoice::Summary if run.speed_bench_py.is_some() => (
+                run.speed_bench_py
+                    .as_ref()
+                    .map(|file| crate::category::speed_bench_py_cells(file, metric))
+                    .unwrap_or_default(),
+                ResolvedSource::Summary,
+            ),
             SourceChoice::Summary => {
                 let Some(summary) = &run.summary else {
                     continue;
@@ -268,6 +276,7 @@ pub fn build_matrix(
         }
         row.run = Some(RowRun {
             dir: run.dir.clone(),
+            model: run.model.clone(),
             status: run.status,
             status_reason: run.status_reason.clone(),
             counts: run.counts(),
