@@ -94,6 +94,9 @@ pub enum ClientError {
         /// TLS, closed).
         failure: Option<speedbench_http::ConnectFailure>,
     },
+    /// An export level that is none of `summary`, `records` and `raw`.
+    #[error("unknown export level {0:?}: use summary, records or raw")]
+    UnknownExportLevel(String),
     /// The TLS setup failed (e.g. an unreadable `SSL_CERT_FILE`).
     #[error("TLS setup: {0}")]
     Tls(String),

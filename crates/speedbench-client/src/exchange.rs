@@ -25,6 +25,8 @@ pub(crate) struct HttpClient {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// Scrubs what the server sends back before anyone stores or logs it.
     secrets: Secrets,
+    /// Keep each response's body bytes ([`Exchange::raw`]).
+    capture_raw: bool,
 }
 
 /// True when a request failed because its connection closed before any
@@ -51,6 +53,13 @@ pub(crate) struct Exchange {
     pub error: Option<(ErrorKind, String)>,
     /// The answering connection's clock, once a response arrived.
     clock: Option<ConnectionClock>,
+    /// The response's `Content-Type`, scrubbed.
+    pub content_type: Option<String>,
+    /// With raw capture on: the body as received (lossy UTF-8), scrubbed
+    /// with [`Secrets::scrub_raw`]; `None` when capture is off.
+    pub raw: Option<String>,
+    /// The body bytes while they arrive (raw capture only).
+    raw_bytes: Option<Vec<u8>>,
 }
 
 impl HttpClient {
@@ -76,7 +85,14 @@ impl HttpClient {
             url,
             headers,
             secrets: target.secrets(),
+            capture_raw: false,
         })
+    }
+
+    /// Keeps every response body as received ([`Exchange::raw`]).
+    pub(crate) fn with_raw_capture(mut self, on: bool) -> HttpClient {
+        self.capture_raw = on;
+        self
     }
 
     /// Sends one request and reads the whole response, never failing: every
@@ -92,6 +108,9 @@ impl HttpClient {
             state: ResponseState::new(&target.spec_adapters),
             error: None,
             clock: None,
+            content_type: None,
+            raw: None,
+            raw_bytes: self.capture_raw.then(Vec::new),
         };
         let result =
             tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
@@ -120,6 +139,13 @@ impl HttpClient {
             self.secrets.scrub_in_place(msg);
         }
         ex.state.scrub(&self.secrets);
+        if let Some(ct) = &mut ex.content_type {
+            self.secrets.scrub_in_place(ct);
+        }
+        if let Some(bytes) = ex.raw_bytes.take() {
+            let text = String::from_utf8_lossy(&bytes);
+            ex.raw = Some(self.secrets.scrub_raw(&text).into_owned());
+        }
         ex
     }
 
@@ -161,11 +187,14 @@ impl HttpClient {
         };
         let status = resp.status();
         ex.status = Some(status.as_u16());
-        let is_sse = resp
+        let content_type = resp
             .headers()
             .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let is_sse = content_type
+            .as_deref()
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        ex.content_type = content_type;
         // The request is timed from when its bytes were written and frames
         // from when their connection read them, not from when this task got
         // round to either (see `ConnectionClock`).
@@ -188,6 +217,9 @@ impl HttpClient {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
+            if let Some(raw) = &mut ex.raw_bytes {
+                raw.extend_from_slice(&data);
+            }
             if !status.is_success() || !is_sse {
                 whole.extend_from_slice(&data);
                 continue;

@@ -47,6 +47,7 @@ mod annotate;
 mod discovery;
 mod error;
 mod exchange;
+mod export;
 mod recorder;
 mod response;
 mod runner;
@@ -63,6 +64,7 @@ pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
 pub use error::{ClientError, OwnedField};
+pub use export::{ExportLevel, RawResponse};
 pub use runner::{
     LoadConfig, ProfileRun, Progress, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
     new_run_id, run_profile,

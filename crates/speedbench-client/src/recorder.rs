@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::RecordAnnotator;
+use crate::export::{RawResponse, RawWriter};
 use crate::sink::Sinks;
 use speedbench_record::{
     ClosedRecords, RecordError, RecordWriter, RequestRecord, RunManifest, outcome,
@@ -23,6 +24,9 @@ const FLUSH_ROWS: usize = 1024;
 
 pub(crate) enum RecorderMsg {
     Record(Box<RequestRecord>),
+    /// A raw response body (`--export-level raw`), written as it arrives
+    /// and dropped: the bodies never pile up in memory.
+    Raw(Box<RawResponse>),
     Finish(Box<RunManifest>),
 }
 
@@ -33,19 +37,21 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Creates the records file; `manifest` goes into its footer should a
-    /// write fail before the run ends.
+    /// write fail before the run ends. `raw` receives the raw response
+    /// bodies, when they are kept.
     pub(crate) fn start(
         path: &Path,
         manifest: RunManifest,
         sinks: Sinks,
         annotators: Vec<Box<dyn RecordAnnotator>>,
+        raw: Option<RawWriter>,
     ) -> Result<Recorder, RecordError> {
         let columns: Vec<_> = annotators.iter().flat_map(|a| a.columns()).collect();
         let writer = RecordWriter::create_with_columns(path, &columns)?;
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
-            .spawn(move || record_loop(writer, rx, manifest, sinks, annotators))
+            .spawn(move || record_loop(writer, rx, manifest, sinks, annotators, raw))
             .map_err(|source| RecordError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -54,7 +60,7 @@ impl Recorder {
     }
 
     /// Closes the file with `manifest`; returns how, and the errors of the
-    /// extra sinks.
+    /// extra sinks and of the raw responses file.
     pub(crate) fn finish(self, manifest: RunManifest) -> (ClosedRecords, Vec<String>) {
         // If the thread already stopped, its result comes out of join below.
         let _ = self.tx.send(RecorderMsg::Finish(Box::new(manifest)));
@@ -80,6 +86,7 @@ fn record_loop(
     mut manifest: RunManifest,
     mut sinks: Sinks,
     mut annotators: Vec<Box<dyn RecordAnnotator>>,
+    mut raw: Option<RawWriter>,
 ) -> (ClosedRecords, Vec<String>) {
     let mut annotate = |r: &mut RequestRecord| {
         for a in &mut annotators {
@@ -97,11 +104,26 @@ fn record_loop(
                 }
                 sinks.record(&r);
             }
+            Ok(RecorderMsg::Raw(body)) => {
+                if let Some(w) = &mut raw {
+                    w.append(&body);
+                }
+            }
             Ok(RecorderMsg::Finish(m)) => {
                 manifest = *m;
                 // Records sent before Finish are already queued ahead of it.
                 let mut refused = None;
-                while let Ok(RecorderMsg::Record(mut r)) = rx.try_recv() {
+                while let Ok(msg) = rx.try_recv() {
+                    let mut r = match msg {
+                        RecorderMsg::Record(r) => r,
+                        RecorderMsg::Raw(body) => {
+                            if let Some(w) = &mut raw {
+                                w.append(&body);
+                            }
+                            continue;
+                        }
+                        RecorderMsg::Finish(_) => break,
+                    };
                     annotate(&mut r);
                     if let Err(e) = writer.append(&r) {
                         refused = Some(e);
@@ -125,10 +147,14 @@ fn record_loop(
                 break writer.close_after_error(&manifest, e);
             }
             sinks.flush();
+            if let Some(w) = &mut raw {
+                w.flush();
+            }
             last_flush = Instant::now();
         }
     };
     manifest.record_count = closed.rows;
-    let sink_errors = sinks.finish(&manifest);
-    (closed, sink_errors)
+    let mut errors = sinks.finish(&manifest);
+    errors.extend(raw.and_then(RawWriter::finish));
+    (closed, errors)
 }

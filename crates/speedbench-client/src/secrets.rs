@@ -148,6 +148,31 @@ impl Secrets {
         }
     }
 
+    /// `text` scrubbed as [`Secrets::scrub`] does, and also of each known
+    /// value as it reads inside a JSON string (a value holding `"`, `\` or
+    /// a control character is escaped there): for raw response bodies,
+    /// which are JSON or SSE lines of JSON.
+    ///
+    /// ```
+    /// use speedbench_client::Secrets;
+    /// let s = Secrets::new(["tok\"quoted\"1".to_string()]);
+    /// let body = r#"{"echo": "tok\"quoted\"1"}"#;
+    /// assert_eq!(s.scrub_raw(body), r#"{"echo": "<redacted>"}"#);
+    /// ```
+    pub fn scrub_raw<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = self.scrub(text);
+        for v in self.values.iter() {
+            let Ok(quoted) = serde_json::to_string(v) else {
+                continue;
+            };
+            let escaped = &quoted[1..quoted.len() - 1];
+            if escaped != v.as_str() && out.contains(escaped) {
+                out = Cow::Owned(out.replace(escaped, REDACTED));
+            }
+        }
+        out
+    }
+
     /// Scrubs a string in place (as [`Secrets::scrub`]).
     pub fn scrub_in_place(&self, text: &mut String) {
         if let Cow::Owned(clean) = self.scrub(text) {

@@ -76,7 +76,7 @@ pub use manifest::{RunManifest, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 #[cfg(feature = "parquet")]
 pub use rundir::{
-    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
+    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
     SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, outcome, run_is_live,
 };
 #[cfg(feature = "parquet")]

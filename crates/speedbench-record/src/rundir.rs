@@ -20,17 +20,23 @@ pub const PARTIAL_RECORDS_FILE_NAME: &str = "records.parquet.partial";
 pub const SUMMARY_FILE_NAME: &str = "summary.json";
 /// The server-metrics scrape export.
 pub const SERVER_METRICS_FILE_NAME: &str = "server_metrics_export.json";
+/// The raw response bodies of a run profiled at `--export-level raw`: one
+/// JSON object per line, keyed by `request_index` (join it with
+/// [`crate::RECORDS_FILE_NAME`]); AIPerf calls its counterpart
+/// `profile_export_raw.jsonl`.
+pub const RAW_RESPONSES_FILE_NAME: &str = "raw_responses.jsonl";
 /// The lock file a running profile holds exclusively.
 pub const LOCK_FILE_NAME: &str = ".speedbench.lock";
 
 /// Every file a finished or dead run leaves behind, in the order a reader
 /// looks for them.
-pub const RUN_FILE_NAMES: [&str; 5] = [
+pub const RUN_FILE_NAMES: [&str; 6] = [
     RECORDS_FILE_NAME,
     PARTIAL_RECORDS_FILE_NAME,
     RunManifest::FILE_NAME,
     SUMMARY_FILE_NAME,
     SERVER_METRICS_FILE_NAME,
+    RAW_RESPONSES_FILE_NAME,
 ];
 
 /// How a run ended, as `run.json`'s `outcome` and `summary.json` store it.

@@ -84,6 +84,16 @@ fn is_run_dir(dir: &Path) -> bool {
     dir.join(RECORDS_FILE_NAME).is_file()
         || dir.join(PARTIAL_RECORDS_FILE_NAME).is_file()
         || dir.join(aiperf::PROFILE_JSON).is_file()
+        || is_summary_only_run(dir)
+}
+
+/// A speedbench run without a records file but with `run.json` and
+/// `summary.json`: what `--export-level summary` leaves.
+pub(crate) fn is_summary_only_run(dir: &Path) -> bool {
+    !dir.join(RECORDS_FILE_NAME).is_file()
+        && !dir.join(PARTIAL_RECORDS_FILE_NAME).is_file()
+        && dir.join(RunManifest::FILE_NAME).is_file()
+        && dir.join(SUMMARY_FILE_NAME).is_file()
 }
 
 /// Runs among `paths`: each path that is a run directory or a `.json`
@@ -92,7 +102,9 @@ fn is_run_dir(dir: &Path) -> bool {
 /// a file other than `.json`, or nothing is found.
 ///
 /// A path is a run directory when it holds `records.parquet`,
-/// `records.parquet.partial` or AIPerf's `profile_export_aiperf.json`. A
+/// `records.parquet.partial`, `run.json` with `summary.json` (a run
+/// profiled at `--export-level summary`), or AIPerf's
+/// `profile_export_aiperf.json`. A
 /// `.json` file given itself is taken as a speed_bench.py `--output` file
 /// (loading it says what is wrong if it is not one). Among a directory's
 /// children, a `.json` file is taken only when it is recognisably that
@@ -193,12 +205,14 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     };
     let closed = dir.join(RECORDS_FILE_NAME);
     let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
-    if closed.is_file() || partial.is_file() {
-        let only_partial = !closed.is_file();
+    let summary_only = is_summary_only_run(dir);
+    if closed.is_file() || partial.is_file() || summary_only {
+        let only_partial = !closed.is_file() && !summary_only;
         let records_path = if only_partial { &partial } else { &closed };
         let mut warnings = Vec::new();
-        let file = match read_records_file_with(records_path, columns) {
-            Ok(file) => Some(file),
+        let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
+        let file = match read.transpose() {
+            Ok(file) => file,
             // A run killed mid-write leaves a file without its Parquet
             // footer: the run is still shown, with no readable records.
             Err(e) if only_partial => {
@@ -243,6 +257,9 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         // run.json is rewritten as the run goes; the footer copy is written
         // once, at close. The newest word wins.
         let manifest = run_json.or(footer);
+        if summary_only {
+            warnings.push(summary_only_warning(dir, manifest.as_ref()));
+        }
         let recorded = manifest
             .as_ref()
             .map(|m| m.outcome.clone())
@@ -325,6 +342,23 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     })
 }
 
+/// What a run without records offers, and why it has none.
+fn summary_only_warning(dir: &Path, manifest: Option<&RunManifest>) -> String {
+    let level = manifest
+        .and_then(|m| m.config.get("export_level"))
+        .and_then(Value::as_str);
+    let why = match level {
+        Some("summary") => "it was profiled with --export-level summary".to_string(),
+        _ => format!("{RECORDS_FILE_NAME} is missing"),
+    };
+    format!(
+        "{}: no per-request records ({why}): its figures are the run-level ones of \
+         {SUMMARY_FILE_NAME} and the server scrape (one column for the whole run, no \
+         per-category split, latency or decode speed)",
+        dir.display()
+    )
+}
+
 /// The last component of `dir` (the whole path when it has none).
 pub(crate) fn dir_name(dir: &Path) -> String {
     dir.file_name()
@@ -362,5 +396,53 @@ impl RunData {
                 .collect::<std::collections::BTreeSet<_>>()
                 .len()
         })
+    }
+}
+
+#[cfg(test)]
+mod summary_only_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_with_summary_and_manifest_but_no_records_is_a_run() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("summary-level");
+        std::fs::create_dir(&dir).unwrap();
+        let manifest = RunManifest {
+            model: "m".into(),
+            dataset: "speed_bench_coding".into(),
+            outcome: "completed".into(),
+            config: serde_json::json!({"export_level": "summary"}),
+            ..Default::default()
+        };
+        std::fs::write(
+            dir.join(RunManifest::FILE_NAME),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        // A summary alone is not a run: run.json is what says one ran here.
+        let mut summary = serde_json::to_value(RunMetrics::from_records(&[])).unwrap();
+        summary["outcome"] = "completed".into();
+        std::fs::write(parent.path().join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
+        assert!(!is_run_dir(parent.path()));
+        std::fs::write(dir.join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
+        assert_eq!(
+            find_run_dirs(&[parent.path().to_path_buf()]).unwrap(),
+            [dir.clone()]
+        );
+        let run = load_run(&dir).unwrap();
+        assert_eq!(
+            (run.format, run.status),
+            (RunFormat::Speedbench, RunStatus::Completed)
+        );
+        assert!(run.records.is_none() && run.summary.is_some());
+        assert_eq!(run.label, "m");
+        assert_eq!(run.warnings.len(), 1, "{:?}", run.warnings);
+        assert!(
+            run.warnings[0]
+                .contains("no per-request records (it was profiled with --export-level summary)"),
+            "{:?}",
+            run.warnings
+        );
     }
 }

@@ -15,8 +15,8 @@ use serde_json::Value;
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
-    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RunDirLock, RunManifest, SUMMARY_FILE_NAME,
-    outcome as run_outcome, read_records_file, redact_url,
+    PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME, RunDirLock, RunManifest,
+    SUMMARY_FILE_NAME, outcome as run_outcome, read_records_file, redact_url,
 };
 
 pub use control::{Progress, StopHandle};
@@ -26,6 +26,7 @@ pub use outcome::{RequestTally, RunOutcome, RunStatus, RunSummary};
 use crate::RecordAnnotator;
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
+use crate::export::{ExportLevel, RawWriter};
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
 use crate::scrape::{SERVER_METRICS_FILE_NAME, ScrapeConfig, Scraper};
@@ -62,6 +63,8 @@ pub struct ProfileRun {
     /// The run fails when a larger share of its profiled requests failed
     /// (0.0 to 1.0); `None` fails it only when no request succeeded.
     pub max_error_rate: Option<f64>,
+    /// Which files the run keeps (see [`ProfileRun::with_export_level`]).
+    pub export_level: ExportLevel,
     /// Where every record goes besides `records.parquet` (see
     /// [`ProfileRun::with_sink`]); behind a mutex only so the run's shared
     /// state stays `Sync` while sinks need only be `Send`.
@@ -87,6 +90,7 @@ impl ProfileRun {
             server_metrics: None,
             overwrite: false,
             max_error_rate: None,
+            export_level: ExportLevel::default(),
             sinks: Default::default(),
             annotators: Default::default(),
         }
@@ -125,6 +129,18 @@ impl ProfileRun {
     /// Fails the run when more than `rate` (0.0 to 1.0) of its requests failed.
     pub fn with_max_error_rate(mut self, rate: f64) -> Self {
         self.max_error_rate = Some(rate);
+        self
+    }
+
+    /// Sets which files the run keeps, as AIPerf's `--export-level` does:
+    /// [`ExportLevel::Summary`] removes `records.parquet` once
+    /// `summary.json` is written, [`ExportLevel::Records`] (the default)
+    /// keeps it, [`ExportLevel::Raw`] also writes every response body,
+    /// scrubbed of the target's credentials, to `raw_responses.jsonl` (one
+    /// [`crate::RawResponse`] per line, written as requests finish). The
+    /// level is stored in `run.json` as `config.export_level`.
+    pub fn with_export_level(mut self, level: ExportLevel) -> Self {
+        self.export_level = level;
         self
     }
 
@@ -168,6 +184,7 @@ impl std::fmt::Debug for ProfileRun {
             .field("server_metrics", &self.server_metrics)
             .field("overwrite", &self.overwrite)
             .field("max_error_rate", &self.max_error_rate)
+            .field("export_level", &self.export_level)
             .field("sinks", &sinks)
             .finish()
     }
@@ -272,8 +289,17 @@ pub async fn run_profile(
         record_count: 0,
         config: run.config.clone(),
     };
+    let level = run.export_level;
+    if let Value::Object(config) = &mut manifest.config {
+        config.insert("export_level".into(), level.as_str().into());
+    }
     write_json(&manifest_path, &manifest)?;
-    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks, annotators)?;
+    let raw_path = run.output_dir.join(RAW_RESPONSES_FILE_NAME);
+    let raw = level
+        .keeps_raw_responses()
+        .then(|| RawWriter::create(&raw_path))
+        .transpose()?;
+    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks, annotators, raw)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),
@@ -285,7 +311,7 @@ pub async fn run_profile(
             ))
         }
     };
-    let client = HttpClient::new(&run.target, pool)?;
+    let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
     let scraper = run
         .server_metrics
         .clone()
@@ -417,6 +443,21 @@ pub async fn run_profile(
         write_errors.push(e.to_string());
         status = judge(interrupted, &requests, max_error_rate, &write_errors);
     }
+    // At the summary level the records go once summary.json holds their
+    // statistics; without a summary they are all the run has, and stay.
+    let mut records_removed = false;
+    if !level.keeps_records() && summary_path.is_some() {
+        match std::fs::remove_file(&records_path) {
+            Ok(()) => records_removed = true,
+            Err(e) => {
+                write_errors.push(format!(
+                    "{}: cannot remove (--export-level summary): {e}",
+                    records_path.display()
+                ));
+                status = judge(interrupted, &requests, max_error_rate, &write_errors);
+            }
+        }
+    }
     drop(lock);
     Ok(RunOutcome {
         records_path,
@@ -429,6 +470,9 @@ pub async fn run_profile(
         write_errors,
         schedule,
         server_metrics_path,
+        export_level: level,
+        records_removed,
+        raw_responses_path: level.keeps_raw_responses().then_some(raw_path),
     })
 }
 

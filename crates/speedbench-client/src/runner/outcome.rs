@@ -62,7 +62,7 @@ pub struct RunSummary {
 /// What a finished (or interrupted) run left behind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
-    /// The records file.
+    /// The records file (gone when [`RunOutcome::records_removed`]).
     pub records_path: PathBuf,
     /// The manifest file beside it.
     pub manifest_path: PathBuf,
@@ -83,6 +83,14 @@ pub struct RunOutcome {
     pub schedule: Option<ScheduleStats>,
     /// The server-metrics export, when scraping was enabled.
     pub server_metrics_path: Option<PathBuf>,
+    /// The export level the run was made at.
+    pub export_level: crate::ExportLevel,
+    /// True when the records file was removed after `summary.json` was
+    /// written ([`crate::ExportLevel::Summary`]); a run whose summary could
+    /// not be written keeps its records whatever the level.
+    pub records_removed: bool,
+    /// `raw_responses.jsonl`, at [`crate::ExportLevel::Raw`].
+    pub raw_responses_path: Option<PathBuf>,
 }
 
 /// How the run ended, from what it measured and what it could write.

@@ -10,6 +10,7 @@ use speedbench_record::{ErrorKind, RequestRecord};
 use super::Shared;
 use super::control::StopHandle;
 use super::record::{base_record, cancelled_record, to_record};
+use crate::export::RawResponse;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
 
@@ -218,7 +219,24 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
             _ = phase.cancel.stopped() => Err("still in flight when the grace period after the benchmark duration ended"),
         };
         let record = match exchange {
-            Ok(ex) => to_record(shared, conv, turn_index, request_index, warmup, ex),
+            Ok(mut ex) => {
+                if let Some(body) = ex.raw.take() {
+                    send_raw(
+                        shared,
+                        RawResponse {
+                            run_id: shared.run.run_id.clone(),
+                            request_index,
+                            conversation_id: conv.id.clone(),
+                            turn_index: turn_index as u32,
+                            warmup,
+                            http_status: ex.status,
+                            content_type: ex.content_type.take(),
+                            body,
+                        },
+                    );
+                }
+                to_record(shared, conv, turn_index, request_index, warmup, ex)
+            }
             Err(why) => cancelled_record(
                 shared,
                 conv,
@@ -272,6 +290,13 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
     }
     true
+}
+
+/// Hands a raw response body to the recorder (which writes and drops it).
+/// If the recorder is gone the records file failed: [`send_record`] stops
+/// the run.
+fn send_raw(shared: &Shared, raw: RawResponse) {
+    let _ = shared.sink.send(RecorderMsg::Raw(Box::new(raw)));
 }
 
 /// Hands a record to the recorder; if the records file is gone, stops the
