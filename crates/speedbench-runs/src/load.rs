@@ -428,7 +428,7 @@ mod summary_only_tests {
         std::fs::write(dir.join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
         assert_eq!(
             find_run_dirs(&[parent.path().to_path_buf()]).unwrap(),
-            [dir.clone()]
+            std::slice::from_ref(&dir)
         );
         let run = load_run(&dir).unwrap();
         assert_eq!(
