@@ -15,6 +15,14 @@
 //! the same dataset, requests, categories, prompts (each record's
 //! `prompt_sha256`, and the first turns' `prompt_tokens` for files written
 //! before the hash), `--osl` and sampling fields.
+//!
+//! Either side may instead be a llama.cpp `speed_bench.py` `--output` JSON
+//! file (written by speed_bench.py or by `speedbench profile --output`).
+//! Such a file has no per-request records, so a comparison with one is
+//! speed_bench_compare.py's: [`compare_speed_bench_py`] over both sides'
+//! speed_bench.py summary rows (a run directory's computed from its
+//! records, as `report --format speed-bench-py` does), checked by
+//! [`check_speed_bench_py_match`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,12 +30,17 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 use speedbench_metrics::{
-    Bootstrap, Interval, OVERALL, Speedups, SplitMix64, is_measured, run_speculates,
+    Bootstrap, Interval, OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyOutput, SpeedBenchPyRow,
+    SpeedBenchPySample, Speedups, SplitMix64, is_measured, run_speculates, speed_bench_py_compare,
+    speed_bench_py_rows,
 };
 use speedbench_record::{
-    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, outcome,
+    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, SUMMARY_FILE_NAME,
+    outcome,
 };
-use speedbench_runs::{AIPERF_PROFILE_FILE_NAME, AIPERF_RECORDS_FILE_NAME, RunStatus, RunsError};
+use speedbench_runs::{
+    AIPERF_PROFILE_FILE_NAME, AIPERF_RECORDS_FILE_NAME, RunFormat, RunStatus, RunsError,
+};
 
 use crate::ReportError;
 use crate::format::thousands;
@@ -311,18 +324,24 @@ pub fn compare(
     })
 }
 
-/// One side of a comparison, read from its run directory.
+/// One side of a comparison, read from its run directory or its
+/// speed_bench.py file.
 #[derive(Debug, Clone)]
 pub struct CompareRun {
-    /// The run directory.
+    /// The run directory, or the speed_bench.py `--output` file.
     pub dir: PathBuf,
-    /// Every record of the run.
+    /// Every record of the run (none for a speed_bench.py file).
     pub records: Vec<RequestRecord>,
     /// The run's manifest (`run.json`, else the records file's footer);
     /// `None` for AIPerf directories.
     pub manifest: Option<RunManifest>,
     /// True while a process holds the directory's run lock.
     pub live: bool,
+    /// The model the run measured, in full (a GGUF path stays a path).
+    pub model: String,
+    /// The file's content when this side is a speed_bench.py `--output`
+    /// file; `None` for a run directory.
+    pub speed_bench_py: Option<SpeedBenchPyOutput>,
 }
 
 impl CompareRun {
@@ -354,12 +373,38 @@ impl CompareRun {
 /// A missing directory, a path that is not a directory, a directory with
 /// no run, a run whose records file was never closed, and a run without
 /// per-request records are errors naming the directory.
+///
+/// A `.json` file is read as a speed_bench.py `--output` file (its errors
+/// name the file and the field); it gives a side with no records and
+/// [`CompareRun::speed_bench_py`] set.
 pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportError> {
     if !dir.exists() {
         return Err(ReportError::Compare(format!(
             "the {role} run directory {} does not exist",
             dir.display()
         )));
+    }
+    if dir.is_file() {
+        let is_json = dir
+            .extension()
+            .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case("json"));
+        if !is_json {
+            return Err(ReportError::Compare(format!(
+                "the {role} path {} is a file but not a .json file: give a run directory, or \
+                 a speed_bench.py --output .json file",
+                dir.display()
+            )));
+        }
+        let run = speedbench_runs::load_run(dir)?;
+        debug_assert_eq!(run.format, RunFormat::SpeedBenchPy);
+        return Ok(CompareRun {
+            dir: dir.to_path_buf(),
+            records: Vec::new(),
+            manifest: None,
+            live: false,
+            model: run.model,
+            speed_bench_py: run.speed_bench_py,
+        });
     }
     if !dir.is_dir() {
         return Err(RunsError::NotADirectory(dir.to_path_buf()).into());
@@ -368,6 +413,18 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         .iter()
         .map(|name| dir.join(name))
         .find(|p| p.is_file());
+    if records_path.is_none()
+        && dir.join(RunManifest::FILE_NAME).is_file()
+        && dir.join(SUMMARY_FILE_NAME).is_file()
+    {
+        return Err(ReportError::Compare(format!(
+            "the {role} run {} has only {SUMMARY_FILE_NAME}, no {RECORDS_FILE_NAME} (profiled \
+             with --export-level summary?): a comparison pairs the two runs' requests, so both \
+             need their per-request records; profile it again with --export-level records \
+             (the default), or compare the run-level figures with `speedbench report`",
+            dir.display()
+        )));
+    }
     if records_path.is_none() && !dir.join(AIPERF_PROFILE_FILE_NAME).is_file() {
         return Err(ReportError::Compare(format!(
             "the {role} run directory {}: it holds no run ({RECORDS_FILE_NAME} of speedbench, \
@@ -396,6 +453,8 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         records,
         manifest: run.manifest,
         live: run.status == RunStatus::Running,
+        model: run.model,
+        speed_bench_py: None,
     })
 }
 
@@ -501,25 +560,7 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         }
         let extra = |c: &Value| c.get("extra_inputs").and_then(Value::as_object).cloned();
         let (be, se) = (extra(bc).unwrap_or_default(), extra(sc).unwrap_or_default());
-        let keys: BTreeSet<&String> = be.keys().chain(se.keys()).collect();
-        for key in keys {
-            let (x, y) = (be.get(key), se.get(key));
-            if x == y {
-                continue;
-            }
-            let line = format!(
-                "extra input {key}: baseline {}, speculative {}",
-                shown(x),
-                shown(y)
-            );
-            if SAMPLING_FIELDS.contains(&key.as_str()) {
-                check.mismatches.push(format!("sampling field {line}"));
-            } else {
-                check
-                    .warnings
-                    .push(format!("{line} (not a sampling field)"));
-            }
-        }
+        check_extra_inputs(&be, &se, &mut check);
         if be.get("temperature").and_then(Value::as_f64) != Some(0.0) {
             check.warnings.push(format!(
                 "the baseline does not pin temperature 0 (an extra input temperature of 0; \
@@ -651,6 +692,281 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         ));
     }
     check
+}
+
+/// The two runs' `--extra-inputs`: a differing [`SAMPLING_FIELDS`] entry is
+/// a mismatch, any other differing field a warning.
+fn check_extra_inputs(
+    be: &serde_json::Map<String, Value>,
+    se: &serde_json::Map<String, Value>,
+    check: &mut RunCheck,
+) {
+    let keys: BTreeSet<&String> = be.keys().chain(se.keys()).collect();
+    for key in keys {
+        let (x, y) = (be.get(key), se.get(key));
+        if x == y {
+            continue;
+        }
+        let line = format!(
+            "extra input {key}: baseline {}, speculative {}",
+            shown(x),
+            shown(y)
+        );
+        if SAMPLING_FIELDS.contains(&key.as_str()) {
+            check.mismatches.push(format!("sampling field {line}"));
+        } else {
+            check
+                .warnings
+                .push(format!("{line} (not a sampling field)"));
+        }
+    }
+}
+
+impl CompareRun {
+    /// True when this side is a speed_bench.py `--output` file.
+    pub fn is_speed_bench_py_file(&self) -> bool {
+        self.speed_bench_py.is_some()
+    }
+
+    /// This side's speed_bench.py summary rows: a file's as written, a run
+    /// directory's computed from its records
+    /// ([`speedbench_metrics::speed_bench_py_rows`], as `report --format
+    /// speed-bench-py` prints them).
+    pub fn speed_bench_py_rows(&self) -> Vec<SpeedBenchPyRow> {
+        match &self.speed_bench_py {
+            Some(file) => file.summary.clone(),
+            None => speed_bench_py_rows(&self.records),
+        }
+    }
+
+    /// This side's samples (`results` of a file; joined from the records
+    /// of a run directory).
+    fn speed_bench_py_samples(&self) -> Vec<SpeedBenchPySample> {
+        match &self.speed_bench_py {
+            Some(file) => file.results.clone(),
+            None => SpeedBenchPySample::from_records_in_dispatch_order(&self.records),
+        }
+    }
+
+    /// What the side says it ran: its dataset (a file's `bench`) without a
+    /// `speed_bench_` prefix, `--osl`, `--limit` and `--extra-inputs`.
+    fn speed_bench_py_settings(&self) -> Settings {
+        let strip = |d: &str| d.strip_prefix("speed_bench_").unwrap_or(d).to_string();
+        match (&self.speed_bench_py, &self.manifest) {
+            (Some(file), _) => Settings {
+                dataset: file.config.bench.as_deref().map(strip),
+                osl: Some(file.config.osl),
+                limit: file.config.limit,
+                extra_inputs: Some(file.config.extra_inputs.clone()),
+            },
+            (None, Some(m)) => Settings {
+                dataset: (!m.dataset.is_empty()).then(|| strip(&m.dataset)),
+                osl: Some(m.config.get("osl").and_then(Value::as_u64)),
+                limit: m.limit_per_category(),
+                extra_inputs: m
+                    .config
+                    .get("extra_inputs")
+                    .and_then(Value::as_object)
+                    .cloned(),
+            },
+            (None, None) => Settings::default(),
+        }
+    }
+
+    fn describe(&self) -> &'static str {
+        if self.is_speed_bench_py_file() {
+            "speed_bench.py file"
+        } else {
+            "run"
+        }
+    }
+}
+
+/// What one side of a speed_bench.py comparison says it ran; `None` where
+/// it does not say.
+#[derive(Debug, Default)]
+struct Settings {
+    dataset: Option<String>,
+    /// `Some(None)`: known to have sent no cap.
+    osl: Option<Option<u64>>,
+    limit: Option<u64>,
+    extra_inputs: Option<serde_json::Map<String, Value>>,
+}
+
+/// Checks that two sides of a speed_bench.py comparison (either one a
+/// speed_bench.py file, either one a run directory) ran the same thing.
+///
+/// Mismatches: a different dataset (a file's `bench` against a run's
+/// dataset, `speed_bench_` prefix aside), `osl`, `limit` (when both
+/// sides record it), a differing [`SAMPLING_FIELDS`] entry of
+/// `extra_inputs`, a category only one side has, and different samples
+/// (each category's sample ids, as often). A run directory that did not
+/// complete turns the category and sample differences into warnings. A
+/// differing model, a differing non-sampling extra input, and settings
+/// only one side records are warnings.
+pub fn check_speed_bench_py_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
+    let mut check = RunCheck::default();
+    let mut incomplete = false;
+    for (role, run) in [("baseline", base), ("speculative", spec)] {
+        if let Some(why) = run.incomplete() {
+            incomplete = true;
+            check.warnings.push(format!(
+                "the {role} run {} {why}: only the samples it finished are summarized",
+                run.dir.display()
+            ));
+        }
+    }
+    let (bs, ss) = (
+        base.speed_bench_py_settings(),
+        spec.speed_bench_py_settings(),
+    );
+    if let (Some(x), Some(y)) = (&bs.dataset, &ss.dataset)
+        && x != y
+    {
+        check.mismatches.push(format!(
+            "dataset (bench): baseline {x:?}, speculative {y:?}"
+        ));
+    }
+    if let (Some(x), Some(y)) = (bs.osl, ss.osl)
+        && x != y
+    {
+        let show = |v: Option<u64>| v.map_or("not set".to_string(), |v| v.to_string());
+        check.mismatches.push(format!(
+            "osl (max_tokens): baseline {}, speculative {}",
+            show(x),
+            show(y)
+        ));
+    }
+    match (bs.limit, ss.limit) {
+        (Some(x), Some(y)) if x != y => check.mismatches.push(format!(
+            "limit (samples per category): baseline {x}, speculative {y}"
+        )),
+        _ => {}
+    }
+    if let (Some(be), Some(se)) = (&bs.extra_inputs, &ss.extra_inputs) {
+        check_extra_inputs(be, se, &mut check);
+    }
+    if base.model != spec.model {
+        check.warnings.push(format!(
+            "models: baseline {:?}, speculative {:?}",
+            base.model, spec.model
+        ));
+    }
+    let categories = |rows: Vec<SpeedBenchPyRow>| -> BTreeSet<String> {
+        rows.into_iter()
+            .map(|r| r.category)
+            .filter(|c| c != OVERALL)
+            .collect()
+    };
+    let (bcat, scat) = (
+        categories(base.speed_bench_py_rows()),
+        categories(spec.speed_bench_py_rows()),
+    );
+    let mut differences = Vec::new();
+    for (cat, only_in) in bcat
+        .difference(&scat)
+        .map(|c| (c, "baseline"))
+        .chain(scat.difference(&bcat).map(|c| (c, "speculative")))
+    {
+        differences.push(format!(
+            "category {cat:?} is only in the {only_in} {} (speed_bench_compare.py skips it)",
+            if only_in == "baseline" {
+                base.describe()
+            } else {
+                spec.describe()
+            }
+        ));
+    }
+    let ids = |samples: Vec<SpeedBenchPySample>| -> BTreeMap<(String, String), usize> {
+        let mut counts = BTreeMap::new();
+        for s in samples {
+            *counts
+                .entry((s.category.unwrap_or_default(), s.id))
+                .or_default() += 1;
+        }
+        counts
+    };
+    let (bi, si) = (
+        ids(base.speed_bench_py_samples()),
+        ids(spec.speed_bench_py_samples()),
+    );
+    let keys: BTreeSet<&(String, String)> = bi.keys().chain(si.keys()).collect();
+    let sample_lines: Vec<String> = keys
+        .into_iter()
+        .filter_map(|key| {
+            let (x, y) = (
+                bi.get(key).copied().unwrap_or(0),
+                si.get(key).copied().unwrap_or(0),
+            );
+            (x != y).then(|| {
+                format!(
+                    "sample {:?} (category {:?}): {x} in the baseline, {y} in the speculative side",
+                    key.1, key.0
+                )
+            })
+        })
+        .collect();
+    if let Some(first) = sample_lines.first() {
+        differences.push(format!(
+            "the sides ran different samples ({} sample id(s) differ); first: {first}",
+            sample_lines.len()
+        ));
+    }
+    if incomplete {
+        check.warnings.extend(differences);
+    } else {
+        check.mismatches.extend(differences);
+    }
+    check
+}
+
+/// speed_bench_compare.py's comparison of a baseline and a speculative
+/// side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpeedBenchPyComparison {
+    /// The baseline's path (run directory or speed_bench.py file).
+    pub baseline: PathBuf,
+    /// The speculative side's path.
+    pub speculative: PathBuf,
+    /// The baseline's model, in full.
+    pub baseline_model: String,
+    /// The speculative side's model, in full.
+    pub speculative_model: String,
+    /// [`speed_bench_py_compare`]'s rows: the speculative side's categories
+    /// in its order that the baseline has too, `overall` last.
+    pub rows: Vec<SpeedBenchPyComparisonRow>,
+}
+
+/// speed_bench_compare.py over two sides, each a speed_bench.py file or a
+/// run directory (whose summary rows come from its records, see
+/// [`CompareRun::speed_bench_py_rows`]): one code path for both.
+pub fn compare_speed_bench_py(base: &CompareRun, spec: &CompareRun) -> SpeedBenchPyComparison {
+    SpeedBenchPyComparison {
+        baseline: base.dir.clone(),
+        speculative: spec.dir.clone(),
+        baseline_model: base.model.clone(),
+        speculative_model: spec.model.clone(),
+        rows: speed_bench_py_compare(&base.speed_bench_py_rows(), &spec.speed_bench_py_rows()),
+    }
+}
+
+impl SpeedBenchPyComparison {
+    /// What speed_bench_compare.py prints: `Comparison: baseline=PATH
+    /// speculative=PATH`, then its table
+    /// ([`crate::render_speed_bench_py_comparison`]).
+    pub fn to_console(&self) -> String {
+        format!(
+            "Comparison: baseline={} speculative={}\n{}",
+            self.baseline.display(),
+            self.speculative.display(),
+            crate::render_speed_bench_py_comparison(&self.rows)
+        )
+    }
+
+    /// The comparison as JSON, at full precision (`null` for n/a).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
 }
 
 fn opt(v: Option<f64>) -> String {

@@ -69,7 +69,8 @@ pub use category::{
 };
 pub use compare::{
     BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, Divergence,
-    MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, check_runs_match, compare, load_compare_run,
+    MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, SpeedBenchPyComparison, check_runs_match,
+    check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
 };
 pub use error::ReportError;
 pub use html::{HtmlReport, HtmlRun, render_html};
