@@ -54,6 +54,7 @@ mod runner;
 mod schedule;
 pub mod scrape;
 mod secrets;
+mod shard;
 mod sink;
 pub mod spec;
 pub mod sse;
@@ -71,5 +72,6 @@ pub use runner::{
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
+pub use shard::{Shard, StartBarrier};
 pub use sink::{ChannelSink, RecordSink, RecordsHandle, VecSink};
 pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs, parse_header};

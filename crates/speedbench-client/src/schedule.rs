@@ -9,6 +9,8 @@
 use speedbench_metrics::{SplitMix64, percentile_sorted};
 use std::time::Duration;
 
+use crate::shard::Shard;
+
 /// How arrivals are spaced at a given mean rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Arrival {
@@ -63,6 +65,8 @@ pub struct ArrivalSchedule {
     rng: SplitMix64,
     index: u64,
     offset_s: f64,
+    /// Keep only the arrivals of this shard (see [`ArrivalSchedule::with_shard`]).
+    shard: Option<Shard>,
 }
 
 impl ArrivalSchedule {
@@ -75,14 +79,33 @@ impl ArrivalSchedule {
             rng: SplitMix64::new(seed),
             index: 0,
             offset_s: 0.0,
+            shard: None,
         }
     }
-}
 
-impl Iterator for ArrivalSchedule {
-    type Item = Duration;
+    /// Keeps only the arrivals of `shard`: those whose index `j` (from 0)
+    /// has `j mod N == I`. Every shard draws the whole schedule, so the
+    /// union of the N shards' arrivals is the unsharded schedule, offset
+    /// for offset; each shard keeps every N-th arrival (a mean rate of
+    /// `rate / N`).
+    ///
+    /// ```
+    /// use speedbench_client::{Arrival, ArrivalSchedule, Shard};
+    /// let whole: Vec<_> = ArrivalSchedule::new(50.0, Arrival::Poisson, 3).take(6).collect();
+    /// let second: Vec<_> = ArrivalSchedule::new(50.0, Arrival::Poisson, 3)
+    ///     .with_shard(Shard::new(1, 3)?)
+    ///     .take(2)
+    ///     .collect();
+    /// assert_eq!(second, [whole[1], whole[4]]);
+    /// # Ok::<(), speedbench_client::ClientError>(())
+    /// ```
+    pub fn with_shard(mut self, shard: Shard) -> ArrivalSchedule {
+        self.shard = Some(shard);
+        self
+    }
 
-    fn next(&mut self) -> Option<Duration> {
+    /// The next arrival of the whole schedule, with its index.
+    fn draw(&mut self) -> (u64, Duration) {
         let i = self.index;
         self.index += 1;
         let offset = match self.arrival {
@@ -97,7 +120,20 @@ impl Iterator for ArrivalSchedule {
                 self.offset_s
             }
         };
-        Some(Duration::from_secs_f64(offset))
+        (i, Duration::from_secs_f64(offset))
+    }
+}
+
+impl Iterator for ArrivalSchedule {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        loop {
+            let (i, offset) = self.draw();
+            if self.shard.is_none_or(|s| s.owns(i)) {
+                return Some(offset);
+            }
+        }
     }
 }
 

@@ -72,7 +72,7 @@ pub use io::{
     ClosedRecords, RECORDS_FILE_NAME, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, read_records,
     read_records_file, read_records_file_with,
 };
-pub use manifest::{RunManifest, redact_url};
+pub use manifest::{MeasuredStart, RunManifest, RunShard, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 #[cfg(feature = "parquet")]
 pub use rundir::{

@@ -33,6 +33,53 @@ pub struct RunManifest {
     pub record_count: u64,
     /// The run's configuration (load shape, request options), secrets removed.
     pub config: serde_json::Value,
+    /// Which share of a sharded run this run is (`profile --shard I/N`);
+    /// `None` for a run that is not a shard (and for manifests written
+    /// before shards existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<RunShard>,
+    /// When the measured phase was planned to start and when it did
+    /// (`profile --start-at` / `--start-after-barrier`); `None` when the
+    /// run waited for no start barrier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<MeasuredStart>,
+}
+
+/// A run's place in a sharded run: shard `index` of `count`, all of them
+/// sharing `group`.
+///
+/// Every shard's [`RunManifest::run_id`] (and every record's `run_id`) is
+/// `{group}-shard{index}of{count}`; `speedbench report` merges the shards
+/// of one group into one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RunShard {
+    /// The id of the whole sharded run (`profile --run-id`), the same on
+    /// every shard.
+    pub group: String,
+    /// This shard's index, `0..count`.
+    pub index: u32,
+    /// How many shards the run was split into.
+    pub count: u32,
+}
+
+/// When a run's measured phase was planned to start and when it did.
+///
+/// `offset_ns` is `measured_unix_ns - planned_unix_ns`, both read from
+/// this host's wall clock: how late this process began against the shared
+/// start instant (positive: late). It is not a measure of the skew
+/// between hosts' clocks, which no process can see alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MeasuredStart {
+    /// What the run waited for: `at` (a wall-clock instant) or
+    /// `file:PATH` (a file to appear).
+    pub barrier: String,
+    /// The planned start, nanoseconds since the Unix epoch: the instant
+    /// given, or the barrier file's modification time.
+    pub planned_unix_ns: i64,
+    /// When the measured phase began on this host's clock.
+    pub measured_unix_ns: i64,
+    /// `measured_unix_ns - planned_unix_ns`.
+    pub offset_ns: i64,
 }
 
 impl RunManifest {

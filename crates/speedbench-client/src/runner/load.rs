@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::ClientError;
 use crate::schedule::Arrival;
+use crate::shard::{Shard, StartBarrier};
 
 /// How much load to apply and for how long.
 ///
@@ -45,6 +46,13 @@ pub struct LoadConfig {
     /// Requests sent first and recorded with `warmup = true` (in the same
     /// load shape, without the duration limit).
     pub warmup_request_count: u64,
+    /// Run only this shard's share of the work described by the other
+    /// fields, which keep their unsharded values (see [`Shard`] for the
+    /// split); `None` runs all of it.
+    pub shard: Option<Shard>,
+    /// Wait for this before the measured phase (after the warmup), so that
+    /// the shards of one run start together; `None` starts at once.
+    pub start_barrier: Option<StartBarrier>,
 }
 
 impl Default for LoadConfig {
@@ -62,6 +70,8 @@ impl Default for LoadConfig {
             request_count: None,
             num_conversations: None,
             warmup_request_count: 0,
+            shard: None,
+            start_barrier: None,
         }
     }
 }
@@ -141,6 +151,27 @@ impl LoadConfig {
     /// Request-rate mode: at most this many conversations in flight.
     pub fn with_max_concurrency(mut self, max: usize) -> Self {
         self.max_concurrency = Some(max);
+        self
+    }
+
+    /// Runs only `shard`'s share of this load (see [`Shard`]).
+    ///
+    /// ```
+    /// use speedbench_client::{LoadConfig, Shard};
+    /// let load = LoadConfig::closed_loop(64)
+    ///     .with_request_count(1000)
+    ///     .with_shard("1/4".parse::<Shard>()?);
+    /// assert_eq!(load.shard.map(|s| s.index()), Some(1));
+    /// # Ok::<(), speedbench_client::ClientError>(())
+    /// ```
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    /// Waits for `barrier` before the measured phase.
+    pub fn with_start_barrier(mut self, barrier: StartBarrier) -> Self {
+        self.start_barrier = Some(barrier);
         self
     }
 

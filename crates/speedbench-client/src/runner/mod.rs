@@ -15,8 +15,9 @@ use serde_json::Value;
 use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
-    PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME, RunDirLock, RunManifest,
-    SUMMARY_FILE_NAME, outcome as run_outcome, read_records_file, redact_url,
+    MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
+    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, outcome as run_outcome,
+    read_records_file, redact_url,
 };
 
 pub use control::{Progress, StopHandle};
@@ -216,7 +217,7 @@ struct Shared {
     sink_broken: AtomicBool,
 }
 
-fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
+pub(crate) fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
     let n = dataset.conversations.len() as u64;
     let turns_of = |sessions: u64| -> u64 {
         (0..sessions)
@@ -266,6 +267,22 @@ pub async fn run_profile(
         )));
     }
     let mut run = run;
+    // A shard runs its share: its own rows, counts and concurrency, and
+    // its own run id within the group the caller's id names.
+    let mut shard_info = None;
+    if let Some(shard) = run.load.shard {
+        let (dataset, load) = shard.plan(&run.dataset, &run.load)?;
+        load.validate()?;
+        run.dataset = dataset;
+        run.load = load;
+        let group = std::mem::take(&mut run.run_id);
+        run.run_id = shard.run_id(&group);
+        shard_info = Some(RunShard {
+            group,
+            index: shard.index(),
+            count: shard.count(),
+        });
+    }
     let sinks = Sinks::new(std::mem::take(run.sinks_mut()));
     let annotators = std::mem::take(
         run.annotators
@@ -288,6 +305,8 @@ pub async fn run_profile(
         outcome: run_outcome::RUNNING.into(),
         record_count: 0,
         config: run.config.clone(),
+        shard: shard_info,
+        start: None,
     };
     let level = run.export_level;
     if let Value::Object(config) = &mut manifest.config {
@@ -339,6 +358,22 @@ pub async fn run_profile(
         run_phase(&shared, Arc::new(warmup)).await;
     }
     let mut schedule = None;
+    if let Some(barrier) = shared.run.load.start_barrier.clone()
+        && !stop.is_stopped()
+    {
+        tokio::select! {
+            planned = barrier.wait() => {
+                let measured = clock.unix_ns(Instant::now());
+                manifest.start = Some(MeasuredStart {
+                    barrier: barrier.describe(),
+                    planned_unix_ns: planned,
+                    measured_unix_ns: measured,
+                    offset_ns: measured - planned,
+                });
+            }
+            _ = stop.stopped() => {}
+        }
+    }
     if !stop.is_stopped() {
         if let Some(s) = &scraper {
             s.mark_profiling_start().await;
@@ -473,6 +508,7 @@ pub async fn run_profile(
         export_level: level,
         records_removed,
         raw_responses_path: level.keeps_raw_responses().then_some(raw_path),
+        start: manifest.start,
     })
 }
 

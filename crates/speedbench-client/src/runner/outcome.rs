@@ -91,6 +91,9 @@ pub struct RunOutcome {
     pub records_removed: bool,
     /// `raw_responses.jsonl`, at [`crate::ExportLevel::Raw`].
     pub raw_responses_path: Option<PathBuf>,
+    /// With a [`crate::StartBarrier`]: when the measured phase was planned
+    /// to start and when it did (also in `run.json`).
+    pub start: Option<speedbench_record::MeasuredStart>,
 }
 
 /// How the run ended, from what it measured and what it could write.

@@ -117,7 +117,12 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         Some(rate) => {
             // Warmup and profiling draw different (but seeded) schedules.
             let seed = load.random_seed ^ u64::from(phase.warmup);
-            arrivals = Some(ArrivalSchedule::new(rate, load.arrival, seed));
+            let schedule = ArrivalSchedule::new(rate, load.arrival, seed);
+            // A shard keeps its own arrivals of the shared schedule.
+            arrivals = Some(match load.shard {
+                Some(shard) => schedule.with_shard(shard),
+                None => schedule,
+            });
         }
     }
     // Arrivals at or after the deadline never happen.
