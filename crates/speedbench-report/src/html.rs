@@ -52,11 +52,13 @@ pub struct HtmlRun<'a> {
     pub records: Option<&'a [RequestRecord]>,
 }
 
-const PALETTE: [&str; 8] = [
+/// Bar colours, one per series.
+pub(crate) const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f",
 ];
 
-fn esc(s: &str) -> String {
+/// `s` escaped for HTML text and attribute values.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -136,7 +138,7 @@ fn value_axis_title(metric: MatrixMetric) -> &'static str {
 
 /// Horizontal grid lines and tick labels of a vertical value axis, plus
 /// its rotated title.
-fn y_axis(svg: &mut String, scale: &Scale, left: f64, right: f64, h: f64, title: &str) {
+pub(crate) fn y_axis(svg: &mut String, scale: &Scale, left: f64, right: f64, h: f64, title: &str) {
     for t in scale.ticks() {
         let y = h - h * t / scale.top;
         let _ = write!(
@@ -229,7 +231,8 @@ fn bar_chart(matrix: &AcceptanceMatrix) -> String {
     svg
 }
 
-fn legend<'a>(labels: impl Iterator<Item = &'a str>) -> String {
+/// A colour key: one swatch per label, in [`PALETTE`] order.
+pub(crate) fn legend<'a>(labels: impl Iterator<Item = &'a str>) -> String {
     let mut out = String::from("<p class=\"legend\">");
     for (i, label) in labels.enumerate() {
         let _ = write!(
@@ -479,9 +482,10 @@ fn latency_chart(label: &str, summaries: &[(String, BoxStats)], scale: &Scale) -
     svg
 }
 
-/// Renders the whole page.
-pub fn render_html(report: &HtmlReport<'_>) -> String {
-    let mut out = format!(
+/// The page's opening: doctype, the one inline style sheet, and the
+/// title as `<title>` and `<h1>`.
+pub(crate) fn page_start(title: &str) -> String {
+    format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\
          body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px}}\
@@ -489,9 +493,22 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
          .badge.incomplete{{background:#c62828;color:#fff;border-radius:3px;padding:1px 6px;font-size:0.8em;font-weight:bold}}\
          .legend span{{margin-right:1em}}.legend i{{display:inline-block;width:10px;height:10px;margin-right:4px}}\
          .note{{color:#555;font-size:0.9em;margin:0.2em 0}}figure{{margin:1em 0}}</style></head><body><h1>{}</h1>",
-        esc(&report.title),
-        esc(&report.title)
-    );
+        esc(title),
+        esc(title)
+    )
+}
+
+/// The page's end: the version footer.
+pub(crate) fn page_end() -> String {
+    format!(
+        "<footer><p>speedbench {}</p></footer></body></html>\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Renders the whole page.
+pub fn render_html(report: &HtmlReport<'_>) -> String {
+    let mut out = page_start(&report.title);
     if !report.runs.is_empty() {
         out.push_str("<section><h2>Runs</h2>");
         out.push_str(&runs_table(&report.runs));
@@ -567,10 +584,7 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         }
         out.push_str("</section>");
     }
-    out.push_str(&format!(
-        "<footer><p>speedbench {}</p></footer></body></html>\n",
-        env!("CARGO_PKG_VERSION")
-    ));
+    out.push_str(&page_end());
     out
 }
 

@@ -52,6 +52,7 @@
 
 mod category;
 mod compare;
+mod compare_html;
 mod error;
 mod format;
 mod html;
@@ -72,6 +73,7 @@ pub use compare::{
     MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, SpeedBenchPyComparison, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
 };
+pub use compare_html::{CompareHtml, render_compare_html};
 pub use error::ReportError;
 pub use html::{HtmlReport, HtmlRun, render_html};
 pub use matrix::{

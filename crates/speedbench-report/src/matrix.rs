@@ -528,7 +528,8 @@ fn cell_text(v: Option<f64>, missing: &str) -> String {
     }
 }
 
-fn push_csv_line(out: &mut String, fields: impl Iterator<Item = String>) {
+/// Appends one CRLF-terminated CSV line, quoting fields that need it.
+pub(crate) fn push_csv_line(out: &mut String, fields: impl Iterator<Item = String>) {
     let fields: Vec<String> = fields
         .map(|f| {
             if f.contains([',', '"', '\r', '\n']) {
@@ -542,7 +543,8 @@ fn push_csv_line(out: &mut String, fields: impl Iterator<Item = String>) {
     out.push_str("\r\n");
 }
 
-fn markdown_line(cells: impl IntoIterator<Item = String>) -> String {
+/// One Markdown table line, `|` escaped in cells.
+pub(crate) fn markdown_line(cells: impl IntoIterator<Item = String>) -> String {
     let cells: Vec<String> = cells.into_iter().map(|c| c.replace('|', "\\|")).collect();
     format!("| {} |\n", cells.join(" | "))
 }
