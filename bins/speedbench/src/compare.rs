@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
-    CompareOptions, MAX_BOOTSTRAP_SAMPLES, check_runs_match, compare, load_compare_run,
+    CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
+    check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
 };
 
 use crate::{CliError, Context, Outcome, fail};
@@ -21,10 +22,12 @@ pub(crate) enum CompareFormat {
 /// Options of `speedbench compare`.
 #[derive(Args, Debug)]
 pub(crate) struct CompareArgs {
-    /// Run directory of the baseline (speculation off).
+    /// Run directory of the baseline (speculation off), or a llama.cpp
+    /// speed_bench.py --output .json file.
     #[arg(long)]
     pub baseline: PathBuf,
-    /// Run directory of the speculative run (same dataset, categories and sampling).
+    /// Run directory of the speculative run (same dataset, categories and
+    /// sampling), or a speed_bench.py --output .json file.
     #[arg(long)]
     pub speculative: PathBuf,
     /// Bootstrap resamples per confidence interval (0 turns them off; at most 1,000,000).
@@ -62,7 +65,34 @@ pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
     }
     let base = load_compare_run(&args.baseline, "baseline").context("--baseline")?;
     let spec = load_compare_run(&args.speculative, "speculative").context("--speculative")?;
+    if base.is_speed_bench_py_file() || spec.is_speed_bench_py_file() {
+        return speed_bench_py(&args, &base, &spec);
+    }
     let check = check_runs_match(&base, &spec);
+    refuse_mismatch(&args, &check)?;
+    let options = CompareOptions {
+        bootstrap_samples: args.bootstrap,
+        confidence: args.confidence,
+        seed: args.seed,
+    };
+    let comparison = compare(&base.records, &spec.records, &options).context("comparing")?;
+    eprintln!(
+        "Comparison: baseline={} speculative={}",
+        args.baseline.display(),
+        args.speculative.display()
+    );
+    match args.format {
+        CompareFormat::Console => print!("{}", comparison.to_console()),
+        CompareFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default()
+        ),
+    }
+    Ok(Outcome::Done)
+}
+
+/// Prints `check`'s warnings; refuses its mismatches unless `--force`.
+fn refuse_mismatch(args: &CompareArgs, check: &RunCheck) -> Result<(), CliError> {
     for w in &check.warnings {
         eprintln!("warning: {w}");
     }
@@ -84,23 +114,59 @@ pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
             eprintln!("warning: the runs differ (--force): {m}");
         }
     }
-    let options = CompareOptions {
-        bootstrap_samples: args.bootstrap,
-        confidence: args.confidence,
-        seed: args.seed,
+    Ok(())
+}
+
+/// A comparison where a side is a speed_bench.py file: speed_bench_compare.py's
+/// table over both sides' speed_bench.py summaries (see
+/// docs/speed-bench-py.md).
+fn speed_bench_py(
+    args: &CompareArgs,
+    base: &CompareRun,
+    spec: &CompareRun,
+) -> Result<Outcome, CliError> {
+    refuse_mismatch(args, &check_speed_bench_py_match(base, spec))?;
+    let files: Vec<String> = [base, spec]
+        .iter()
+        .filter(|r| r.is_speed_bench_py_file())
+        .map(|r| r.dir.display().to_string())
+        .collect();
+    let is = if files.len() == 1 {
+        "is a speed_bench.py file"
+    } else {
+        "are speed_bench.py files"
     };
-    let comparison = compare(&base.records, &spec.records, &options).context("comparing")?;
     eprintln!(
-        "Comparison: baseline={} speculative={}",
-        args.baseline.display(),
-        args.speculative.display()
+        "note: {} {is} (no per-request records): comparing as \
+         speed_bench_compare.py does, per sample, from server-reported decode rates \
+         (avg_pred_t/s) and client latency summed over each sample's turns; the byte-identical \
+         check and the bootstrap intervals need two run directories",
+        files.join(" and ")
     );
+    let comparison = compare_speed_bench_py(base, spec);
     match args.format {
         CompareFormat::Console => print!("{}", comparison.to_console()),
-        CompareFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default()
-        ),
+        CompareFormat::Json => {
+            eprintln!(
+                "Comparison: baseline={} speculative={}",
+                args.baseline.display(),
+                args.speculative.display()
+            );
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default()
+            )
+        }
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(fail(
+                "--format",
+                format!(
+                    "{other:?} is not available when a side is a speed_bench.py file; use \
+                     console or json"
+                ),
+            ));
+        }
     }
     Ok(Outcome::Done)
 }

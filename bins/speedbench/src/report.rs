@@ -6,8 +6,9 @@ use clap::{Args, ValueEnum};
 use speedbench_report::{
     AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, SourceChoice,
     build_matrix, matrix_columns, render_html, render_speed_bench_py_records,
+    render_speed_bench_py_summary, speed_bench_py_matrix_gap,
 };
-use speedbench_runs::{RunData, assign_labels, find_run_dirs, load_run_with};
+use speedbench_runs::{RunData, RunFormat, assign_labels, find_run_dirs, load_run_with};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -36,8 +37,10 @@ pub(crate) enum Format {
 /// Options of `speedbench report`.
 #[derive(Args, Debug)]
 pub(crate) struct ReportArgs {
-    /// Run directories, or directories whose immediate children are run
-    /// directories (speedbench's records.parquet or AIPerf's profile_export_aiperf.json).
+    /// Run directories, llama.cpp speed_bench.py --output .json files, or
+    /// directories whose immediate children are run directories
+    /// (speedbench's records.parquet or AIPerf's profile_export_aiperf.json)
+    /// or speed_bench.py files (.json with `summary` and `results`).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// What fills the cells: accept_length, accept_rate, throughput, decode_tps or latency.
@@ -114,10 +117,17 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     let (matrix, sources) = build_matrix(args.metric, args.source, &runs);
     for (run, source) in runs.iter().zip(&sources) {
         if *source == ResolvedSource::None {
-            let why = if args.source == SourceChoice::Server && !args.metric.is_acceptance() {
-                " (the server scrape gives acceptance only)"
+            let why = if run.format == RunFormat::SpeedBenchPy {
+                match speed_bench_py_matrix_gap(args.metric) {
+                    Some(gap) => format!(" ({gap})"),
+                    None => " (a speed_bench.py file gives accept_rate from its summary rows \
+                              only, and none of them drafted)"
+                        .to_string(),
+                }
+            } else if args.source == SourceChoice::Server && !args.metric.is_acceptance() {
+                " (the server scrape gives acceptance only)".to_string()
             } else {
-                ""
+                String::new()
             };
             eprintln!(
                 "warning: {} (row {:?}) has no {} value in {}{why}",
@@ -213,11 +223,20 @@ fn html_page(args: &ReportArgs, matrix: AcceptanceMatrix, runs: &[RunData]) -> S
 }
 
 /// `--format speed-bench-py`: each run's speed_bench.py summary, headed by
-/// its label and directory; runs without per-request records are named
-/// and passed over.
+/// its label and directory (a speed_bench.py file's summary rows as
+/// written); runs without per-request records are named and passed over.
 fn speed_bench_py_tables(runs: &[RunData]) -> Result<Outcome, CliError> {
     let mut printed = 0;
     for run in runs {
+        if let Some(file) = &run.speed_bench_py {
+            if printed > 0 {
+                println!();
+            }
+            println!("{} ({})", run.label, run.dir.display());
+            print!("{}", render_speed_bench_py_summary(&file.summary, None));
+            printed += 1;
+            continue;
+        }
         let Some(records) = run.records.as_deref() else {
             eprintln!(
                 "warning: {} (row {:?}) has no per-request records, so no speed_bench.py summary",
@@ -236,7 +255,8 @@ fn speed_bench_py_tables(runs: &[RunData]) -> Result<Outcome, CliError> {
     if printed == 0 {
         return Err(fail(
             "--format speed-bench-py",
-            "no run has per-request records (speedbench's records.parquet or AIPerf's profile_export.jsonl)",
+            "no run has per-request records (speedbench's records.parquet or AIPerf's \
+             profile_export.jsonl) or is a speed_bench.py file",
         ));
     }
     Ok(Outcome::Done)
