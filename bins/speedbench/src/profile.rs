@@ -440,7 +440,10 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
                 eprintln!("warning: {warning}");
             }
             print!("{}", render_run_summary(&metrics));
-            let label = file.manifest.as_ref().map_or(model, |m| m.model.clone());
+            // A GGUF path (llama-server's model id) shows as its file stem.
+            let label = speedbench_runs::display_model(
+                &file.manifest.as_ref().map_or(model, |m| m.model.clone()),
+            );
             for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
                 let matrix = AcceptanceMatrix::from_runs(
                     metric,
