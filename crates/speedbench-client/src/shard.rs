@@ -246,7 +246,7 @@ impl StartBarrier {
     /// # Ok::<(), speedbench_client::ClientError>(())
     /// ```
     pub fn at_unix_seconds(seconds: f64) -> Result<StartBarrier, ClientError> {
-        if !(seconds.is_finite() && seconds >= 0.0 && seconds < 9.2e9) {
+        if !(0.0..9.2e9).contains(&seconds) {
             return Err(ClientError::InvalidLoad(format!(
                 "start time {seconds}: not a Unix time in seconds"
             )));

@@ -52,6 +52,10 @@ pub enum RunsError {
         /// What is wrong.
         message: String,
     },
+    /// The shards of one sharded run do not fit together (two claim one
+    /// index, or they disagree on the shard count, model or dataset).
+    #[error("{0}")]
+    Shards(String),
     /// A records file is unreadable.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),

@@ -18,6 +18,9 @@
 //!   only the named ones;
 //! - [`RunStatus`]: how the run ended (completed, interrupted, failed,
 //!   died, still running), from its manifest and its lock;
+//! - [`merge_shards`]: the shards of a sharded run (`profile --shard I/N`)
+//!   merged into one run over their pooled records, a missing or failed
+//!   shard named ([`load_shard_group`]: one directory of shards);
 //! - [`assign_labels`]: unique labels for the runs of one report;
 //!   [`display_model`]: a model id as a label (a GGUF path's file stem).
 //!
@@ -59,6 +62,7 @@ mod aiperf;
 mod error;
 mod labels;
 mod load;
+mod shards;
 mod speed_bench_py;
 mod status;
 
@@ -68,5 +72,8 @@ pub use aiperf::{
 pub use error::RunsError;
 pub use labels::{assign_labels, display_model};
 pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
+pub use shards::{
+    FoundShard, MERGED_INCOMPLETE, MergedRun, ShardSet, load_shard_group, merge_shards,
+};
 pub use speed_bench_py::SPEED_BENCH_PY_KEYS;
 pub use status::RunStatus;
