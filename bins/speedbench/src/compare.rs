@@ -1,11 +1,12 @@
 //! `speedbench compare`: a baseline run against a speculative run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
-    CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
+    CompareHtml, CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
+    render_compare_html,
 };
 
 use crate::{CliError, Context, Outcome, fail};
@@ -17,6 +18,14 @@ pub(crate) enum CompareFormat {
     Console,
     /// JSON on stdout.
     Json,
+    /// CSV written to `--output`.
+    Csv,
+    /// A Markdown table on stdout.
+    Markdown,
+    /// Console table and CSV.
+    Both,
+    /// A self-contained HTML page with SVG charts, written to `--html-output`.
+    Html,
 }
 
 /// Options of `speedbench compare`.
@@ -42,6 +51,12 @@ pub(crate) struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "console")]
     pub format: CompareFormat,
+    /// CSV destination for `--format csv|both`.
+    #[arg(long, default_value = "speed_bench_compare.csv")]
+    pub output: PathBuf,
+    /// HTML destination for `--format html`.
+    #[arg(long, default_value = "speed_bench_compare.html")]
+    pub html_output: PathBuf,
     /// Compare even when the runs differ in dataset, requests, categories,
     /// prompts, --osl or sampling fields (each difference is printed).
     #[arg(long)]
@@ -87,8 +102,45 @@ pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
             "{}",
             serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default()
         ),
+        CompareFormat::Markdown => print!("{}", comparison.to_markdown()),
+        CompareFormat::Csv | CompareFormat::Both => {
+            if args.format == CompareFormat::Both {
+                print!("{}", comparison.to_console());
+            }
+            write(&args.output, &comparison.to_csv(), "CSV")?;
+        }
+        CompareFormat::Html => {
+            // The page repeats what stderr said about the runs.
+            let warnings = check
+                .warnings
+                .iter()
+                .cloned()
+                .chain(
+                    check
+                        .mismatches
+                        .iter()
+                        .map(|m| format!("the runs differ (--force): {m}")),
+                )
+                .collect();
+            let page = render_compare_html(&CompareHtml {
+                title: "speedbench compare".into(),
+                baseline: args.baseline.display().to_string(),
+                speculative: args.speculative.display().to_string(),
+                bootstrap_samples: args.bootstrap,
+                seed: args.seed,
+                warnings,
+                comparison: &comparison,
+            });
+            write(&args.html_output, &page, "HTML")?;
+        }
     }
     Ok(Outcome::Done)
+}
+
+fn write(path: &Path, text: &str, what: &str) -> Result<(), CliError> {
+    std::fs::write(path, text).context(format!("writing {}", path.display()))?;
+    eprintln!("{what} written to {}", path.display());
+    Ok(())
 }
 
 /// Prints `check`'s warnings; refuses its mismatches unless `--force`.
