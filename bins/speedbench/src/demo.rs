@@ -70,6 +70,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
             server_metrics_shutdown_delay: 0.0,
             ..Default::default()
         }),
+        config: None,
+        dry_run: false,
     };
     let outcome = crate::profile::execute(args, dataset).await;
     server.shutdown().await;

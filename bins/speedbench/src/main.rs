@@ -14,6 +14,7 @@ mod profile;
 mod progress;
 mod report;
 mod sim;
+mod sweep;
 
 /// Benchmark speculative decoding on OpenAI-compatible inference servers.
 #[derive(Parser)]

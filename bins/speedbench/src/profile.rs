@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use clap::builder::PossibleValuesParser;
 use serde_json::json;
-use speedbench::process::{EXIT_SIGINT, SignalEvent, stop_on_signals};
+use speedbench::process::{EXIT_SIGINT, SignalEvent, SignalWatch, stop_on_signals};
 use speedbench_client::{
     ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, OwnedField, ProfileRun, Progress,
     RunStatus, StopHandle, Target, discover_model_with_headers, new_run_id, parse_extra_inputs,
@@ -115,6 +115,15 @@ pub(crate) struct ProfileArgs {
     /// Load shape, TLS and server-metrics options.
     #[command(flatten)]
     pub client: Box<ClientArgs>,
+    /// A sweep file (TOML; docs/sweeps/README.md): every variation it lists
+    /// is one run, each in its own directory under --output-artifact-dir,
+    /// then one report over them. Flags given beside it apply to every
+    /// variation and win over the file.
+    #[arg(long, value_name = "SWEEP.toml", group = "dataset_source")]
+    pub config: Option<PathBuf>,
+    /// With --config: check every variation and print the plan; send nothing.
+    #[arg(long, requires = "config")]
+    pub dry_run: bool,
 }
 
 /// The client's connection, load-shape and server-scrape options.
@@ -268,41 +277,54 @@ fn hinted(what: &str, e: ClientError) -> CliError {
     Err::<(), _>(e).context(what).unwrap_err()
 }
 
-/// Runs `speedbench profile`.
+/// Runs `speedbench profile` (a sweep with `--config`).
 pub(crate) async fn run(mut args: ProfileArgs) -> Result<Outcome, CliError> {
-    if let Some(config) = &args.bench {
-        // `--bench CONFIG` is `--public-dataset speed_bench_CONFIG`, and is
-        // recorded as such (with `bench` beside it).
-        let spec = bench_dataset(config).context(format!("--bench {config}"))?;
-        args.public.public_dataset = Some(spec.name);
+    if let Some(file) = args.config.clone() {
+        return crate::sweep::run(&file, &args).await;
     }
-    let dataset = match (&args.input_file, &args.public.public_dataset) {
-        (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file")?,
-        (None, Some(name)) => crate::datasets::load_public(name, &args.public).await?,
-        _ => {
-            return Err(fail(
-                "profile",
-                "give exactly one of --input-file, --public-dataset and --bench",
-            ));
-        }
-    };
+    let dataset = load_dataset(&mut args).await?;
     execute(args, dataset).await
 }
 
-/// Profiles an already loaded dataset (shared with `speedbench demo`).
-pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, CliError> {
-    let categories = CategorySelection::parse(&args.category).context("--category")?;
-    let mut dataset = dataset
-        .select_categories(&categories)
-        .context("filtering categories")?;
-    if let Some(limit) = args.limit {
-        let before = dataset.conversations.len();
-        dataset = dataset.limit_per_category(limit);
-        eprintln!(
-            "--limit {limit}: {} of {before} rows kept (the first {limit} of each category)",
-            dataset.conversations.len()
-        );
+/// `--bench CONFIG` as `--public-dataset speed_bench_CONFIG`, and is
+/// recorded as such (with `bench` beside it).
+pub(crate) fn apply_bench(args: &mut ProfileArgs) -> Result<(), CliError> {
+    if let Some(config) = &args.bench {
+        let spec = bench_dataset(config).context(format!("--bench {config}"))?;
+        args.public.public_dataset = Some(spec.name);
     }
+    Ok(())
+}
+
+/// Loads the dataset `--input-file`, `--public-dataset` or `--bench` names.
+pub(crate) async fn load_dataset(args: &mut ProfileArgs) -> Result<Dataset, CliError> {
+    apply_bench(args)?;
+    match (&args.input_file, &args.public.public_dataset) {
+        (Some(path), None) => Dataset::from_jsonl_file(path).context("loading the input file"),
+        (None, Some(name)) => crate::datasets::load_public(name, &args.public).await,
+        _ => Err(fail(
+            "profile",
+            "give exactly one of --input-file, --public-dataset and --bench",
+        )),
+    }
+}
+
+/// What [`check`] made of the options: everything a run needs but the
+/// dataset and the served model's name.
+pub(crate) struct Checked {
+    pub(crate) categories: CategorySelection,
+    base_url: BaseUrl,
+    /// The request target; its `model` is `--model`, or empty until asked
+    /// of the server.
+    target: Target,
+    load: LoadConfig,
+    server_metrics: Option<ScrapeConfig>,
+}
+
+/// Checks every option `execute` would refuse before its first request,
+/// sending nothing: flag values, request fields, CA files, and `--output`.
+pub(crate) fn check(args: &ProfileArgs) -> Result<Checked, CliError> {
+    let categories = CategorySelection::parse(&args.category).context("--category")?;
     let base_url = BaseUrl::parse(&args.url).context("--url")?;
     let api_key = args
         .api_key
@@ -315,16 +337,10 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
         .iter()
         .map(|h| parse_header(h).context("--header"))
         .collect::<Result<_, _>>()?;
-    let model = match &args.model {
-        Some(m) => m.clone(),
-        None => discover_model_with_headers(&base_url, api_key.as_ref(), &headers, &extra_roots)
-            .await
-            .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
-    };
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(fail("--timeout", "must be a positive number of seconds"));
     }
-    let mut target = Target::new(base_url.clone(), model.clone());
+    let mut target = Target::new(base_url.clone(), args.model.clone().unwrap_or_default());
     target.api = args.endpoint_type;
     target.streaming = args.streaming;
     target.max_tokens = args.osl;
@@ -337,17 +353,106 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
     target
         .validate()
         .map_err(|e| hinted("checking the request options", e))?;
+    let mut load = LoadConfig::closed_loop(args.concurrency);
+    load.request_count = args.request_count;
+    load.num_conversations = args.num_conversations;
+    load.warmup_request_count = args.warmup_request_count;
+    let load = args.client.load(load)?;
+    let server_metrics = args.client.scrape(&target)?;
+    // Refused before the run, not after it (the write checks again).
+    if let Some(path) = &args.output {
+        check_output_free(path, args.overwrite).map_err(|e| {
+            let exists = matches!(&e, ReportError::Write { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists);
+            let what = if exists {
+                "--output (give --overwrite to replace it)"
+            } else {
+                "--output"
+            };
+            Err::<(), _>(e).context(what).unwrap_err()
+        })?;
+    }
+    Ok(Checked {
+        categories,
+        base_url,
+        target,
+        load,
+        server_metrics,
+    })
+}
+
+/// Narrows `dataset` to `--category` and `--limit`.
+pub(crate) fn select_rows(
+    args: &ProfileArgs,
+    categories: &CategorySelection,
+    dataset: Dataset,
+) -> Result<Dataset, CliError> {
+    let mut dataset = dataset
+        .select_categories(categories)
+        .context("filtering categories")?;
+    if let Some(limit) = args.limit {
+        let before = dataset.conversations.len();
+        dataset = dataset.limit_per_category(limit);
+        eprintln!(
+            "--limit {limit}: {} of {before} rows kept (the first {limit} of each category)",
+            dataset.conversations.len()
+        );
+    }
+    Ok(dataset)
+}
+
+/// Profiles an already loaded dataset (shared with `speedbench demo`); the
+/// first Ctrl-C (or SIGTERM) stops the run, a second exits at once.
+pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outcome, CliError> {
+    let stop = StopHandle::new();
+    let signals = stop_on_signals(stop.clone(), notify_signal);
+    execute_with(args, dataset, stop, &signals).await
+}
+
+/// What the terminal is told when a signal comes.
+pub(crate) fn notify_signal(event: SignalEvent) {
+    match event {
+        SignalEvent::Stopping { .. } => {
+            eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)")
+        }
+        _ => eprintln!("aborted"),
+    }
+}
+
+/// [`execute`] with the caller's stop handle and signal watch (a sweep
+/// keeps one of each for all its runs).
+pub(crate) async fn execute_with(
+    args: ProfileArgs,
+    dataset: Dataset,
+    stop: StopHandle,
+    signals: &SignalWatch,
+) -> Result<Outcome, CliError> {
+    let Checked {
+        categories,
+        base_url,
+        mut target,
+        load,
+        server_metrics,
+    } = check(&args)?;
+    let dataset = select_rows(&args, &categories, dataset)?;
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => discover_model_with_headers(
+            &base_url,
+            target.api_key.as_ref(),
+            &target.headers,
+            &target.extra_roots_pem,
+        )
+        .await
+        .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
+    };
+    target.model = model.clone();
 
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let output_dir = args
         .output_artifact_dir
         .clone()
         .unwrap_or_else(|| Path::new("artifacts").join(format!("{}-{run_id}", dataset.name)));
-    let mut load = LoadConfig::closed_loop(args.concurrency);
-    load.request_count = args.request_count;
-    load.num_conversations = args.num_conversations;
-    load.warmup_request_count = args.warmup_request_count;
-    let load = args.client.load(load)?;
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
@@ -370,20 +475,6 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
         "api_key_set": target.api_key.is_some(),
         "client": args.client.config(),
     });
-    let server_metrics = args.client.scrape(&target)?;
-    // Refused before the run, not after it (the write checks again).
-    if let Some(path) = &args.output {
-        check_output_free(path, args.overwrite).map_err(|e| {
-            let exists = matches!(&e, ReportError::Write { source, .. }
-                if source.kind() == std::io::ErrorKind::AlreadyExists);
-            let what = if exists {
-                "--output (give --overwrite to replace it)"
-            } else {
-                "--output"
-            };
-            Err::<(), _>(e).context(what).unwrap_err()
-        })?;
-    }
     let speed_bench_config = speed_bench_py_config(&args, &dataset, &model, &target);
     let mut run = ProfileRun::new(dataset, target, &output_dir)
         .with_load(load)
@@ -393,14 +484,6 @@ pub(crate) async fn execute(args: ProfileArgs, dataset: Dataset) -> Result<Outco
     run.server_metrics = server_metrics;
     run.max_error_rate = args.max_error_rate;
 
-    let stop = StopHandle::new();
-    // The first Ctrl-C (or SIGTERM) stops the run; a second exits at once.
-    let signals = stop_on_signals(stop.clone(), |event| match event {
-        SignalEvent::Stopping { .. } => {
-            eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)")
-        }
-        _ => eprintln!("aborted"),
-    });
     let progress = Arc::new(Progress::default());
     let display = crate::progress::spawn(progress.clone());
     let result = run_profile(run, stop, progress.clone()).await;

@@ -1,0 +1,860 @@
+//! The sweep file of `speedbench profile --config`: what it holds, and how
+//! it expands into one `speedbench profile` argument list per run.
+//!
+//! ```toml
+//! [profile]                 # options every run shares, by flag name
+//! url = "localhost:8000"
+//! streaming = true
+//! output_artifact_dir = "artifacts/ladder"   # the sweep's parent directory
+//!
+//! [matrix]                  # every combination of these lists is one run
+//! concurrency = [1, 4, 16]
+//!
+//! [[variation]]             # or list runs one by one (times the matrix)
+//! name = "mtbench"
+//! public_dataset = "spec_al_mtbench"
+//! num_conversations = 80
+//!
+//! [report]                  # `speedbench report` options for the report
+//! metric = "accept_length"
+//! ```
+//!
+//! Keys are the long flag names (`request_rate` or `request-rate`);
+//! `true` sets a switch, a list repeats a repeatable flag. Nothing here
+//! checks a value: each run's arguments go through the same clap
+//! definition as the command line.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use clap::{ArgAction, Command};
+use serde::Deserialize;
+use toml::{Spanned, Value};
+
+use crate::{CliError, fail};
+
+/// A table of options as written: key and value, each with its place in
+/// the file.
+pub(crate) type Table = std::collections::BTreeMap<Spanned<String>, Spanned<Value>>;
+
+/// A sweep file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SweepFile {
+    /// `speedbench profile` options every run shares.
+    #[serde(default)]
+    pub profile: Table,
+    /// Lists of option values: every combination is one run.
+    #[serde(default)]
+    pub matrix: Table,
+    /// Runs listed one by one, each a table of options and an optional
+    /// `name`; each is run once per matrix combination.
+    #[serde(default, rename = "variation")]
+    pub variations: Vec<Spanned<Table>>,
+    /// `speedbench report` options for the report over the runs.
+    #[serde(default)]
+    pub report: Table,
+}
+
+/// Keys of `[profile]` or a variation that a sweep does not take, and why.
+const RESERVED: [(&str, &str); 4] = [
+    ("config", "a sweep file cannot name another sweep file"),
+    ("dry_run", "give --dry-run on the command line"),
+    ("help", "not an option of a run"),
+    ("version", "not an option of a run"),
+];
+
+/// How a flag takes its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A switch: `true` gives it, `false` leaves it out.
+    Switch,
+    /// One value.
+    One,
+    /// Repeatable: a list gives it once per element.
+    Many,
+}
+
+/// One flag of a clap command.
+#[derive(Debug, Clone)]
+struct Flag {
+    id: String,
+    long: String,
+    kind: Kind,
+}
+
+/// The flags of a command, found by the names a sweep file may use.
+struct Flags {
+    command: String,
+    flags: Vec<(String, Flag)>,
+}
+
+/// `request_rate` and `request-rate` are the same key.
+fn normalize(key: &str) -> String {
+    key.trim().replace('_', "-")
+}
+
+impl Flags {
+    fn of(command: &Command) -> Flags {
+        let mut command = command.clone();
+        command.build();
+        let mut flags = Vec::new();
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let kind = match arg.get_action() {
+                ArgAction::SetTrue | ArgAction::SetFalse => Kind::Switch,
+                ArgAction::Append => Kind::Many,
+                a if a.takes_values() => Kind::One,
+                _ => Kind::Switch,
+            };
+            let flag = Flag {
+                id: arg.get_id().to_string(),
+                long: long.to_string(),
+                kind,
+            };
+            flags.push((long.to_string(), flag.clone()));
+            for alias in arg.get_all_aliases().unwrap_or_default() {
+                flags.push((alias.to_string(), flag.clone()));
+            }
+        }
+        Flags {
+            command: command.get_name().to_string(),
+            flags,
+        }
+    }
+
+    fn find(&self, key: &str) -> Option<&Flag> {
+        let key = normalize(key);
+        self.flags.iter().find(|(n, _)| *n == key).map(|(_, f)| f)
+    }
+
+    fn suggest(&self, key: &str) -> Option<&str> {
+        let key = normalize(key);
+        self.flags
+            .iter()
+            .map(|(n, _)| (speedbench_dataset::registry::edit_distance(&key, n), n))
+            .filter(|(d, _)| *d <= key.len().max(4) / 3)
+            .min()
+            .map(|(_, n)| n.as_str())
+    }
+}
+
+/// The file's text, for turning byte spans into line numbers.
+pub(crate) struct Source<'a> {
+    /// The file as given.
+    pub path: &'a Path,
+    /// Its contents.
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    fn at(&self, span: Range<usize>) -> String {
+        let start = span.start.min(self.text.len());
+        let line = self.text[..start].matches('\n').count() + 1;
+        format!("{}:{line}", self.path.display())
+    }
+}
+
+/// One option a table sets, turned into flags.
+#[derive(Debug, Clone)]
+struct Setting {
+    flag: Flag,
+    /// The flag tokens (`--concurrency=4`; none for a switch set to false).
+    tokens: Vec<OsString>,
+    /// The value as text, for the run's directory name.
+    text: String,
+    /// Where it was written (`sweep.toml:12`).
+    at: String,
+}
+
+/// A value as a flag's value, or why it cannot be one.
+fn scalar(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        Value::Boolean(b) => Ok(b.to_string()),
+        Value::Datetime(_) => Err("a date is not a flag value (quote it)".into()),
+        Value::Array(_) => Err("a list inside a list is not a flag value".into()),
+        Value::Table(_) => Err("a table is not a flag value".into()),
+    }
+}
+
+fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Setting, CliError> {
+    let key = format!("{section} {}", flag.long.replace('-', "_"));
+    let token = |v: &str| OsString::from(format!("--{}={v}", flag.long));
+    let (tokens, text) = match (flag.kind, value) {
+        (Kind::Switch, Value::Boolean(true)) => (
+            vec![OsString::from(format!("--{}", flag.long))],
+            "true".into(),
+        ),
+        (Kind::Switch, Value::Boolean(false)) => (Vec::new(), "false".into()),
+        (Kind::Switch, _) => {
+            return Err(fail(&at, format!("{key}: a switch, so true or false")));
+        }
+        (Kind::One, Value::Array(_)) => {
+            return Err(fail(
+                &at,
+                format!(
+                    "{key}: takes one value, not a list (to run each value, put the list under [matrix])"
+                ),
+            ));
+        }
+        (Kind::Many, Value::Array(items)) => {
+            let texts = items
+                .iter()
+                .map(scalar)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| fail(&at, format!("{key}: {e}")))?;
+            (texts.iter().map(|t| token(t)).collect(), texts.join("+"))
+        }
+        (_, v) => {
+            let text = scalar(v).map_err(|e| fail(&at, format!("{key}: {e}")))?;
+            (vec![token(&text)], text)
+        }
+    };
+    Ok(Setting {
+        flag: flag.clone(),
+        tokens,
+        text,
+        at,
+    })
+}
+
+/// One run of the sweep, as the file describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Variation {
+    /// Its place in the sweep, from 1.
+    pub index: usize,
+    /// Its run directory's name under the parent: `<index>-<description>`.
+    pub dir_name: String,
+    /// What sets it apart from the other runs (`concurrency=4`), or its
+    /// `name`.
+    pub description: String,
+    /// Where the file describes it.
+    pub origin: String,
+    /// Its `speedbench profile` flags from the file, without those the
+    /// command line gives.
+    pub tokens: Vec<OsString>,
+}
+
+/// What a sweep file expands to.
+#[derive(Debug)]
+pub(crate) struct Expanded {
+    /// The runs, in order.
+    pub variations: Vec<Variation>,
+    /// `[profile] output_artifact_dir`: the parent of the runs.
+    pub parent: Option<PathBuf>,
+    /// The `speedbench report` flags of `[report]`.
+    pub report_tokens: Vec<OsString>,
+}
+
+/// Where a table's key sends it.
+enum Key<'a> {
+    /// A flag of the command.
+    Flag(&'a Flag),
+    /// `name` of a variation.
+    Name,
+    /// `output_artifact_dir` of `[profile]`: the parent.
+    Parent,
+}
+
+/// A key of a table, its value, and what the key names.
+type Entry<'t, 'f> = (&'t Spanned<String>, &'t Spanned<Value>, Key<'f>);
+
+/// The table's keys, in file order, with what each names; refuses keys
+/// that are not flags or not allowed in `section`.
+fn keys<'t, 'f>(
+    source: &Source<'_>,
+    section: &str,
+    table: &'t Table,
+    flags: &'f Flags,
+) -> Result<Vec<Entry<'t, 'f>>, CliError> {
+    let mut entries: Vec<_> = table.iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    let mut out: Vec<Entry<'t, 'f>> = Vec::new();
+    for (key, value) in entries {
+        let at = source.at(key.span());
+        let name = normalize(key.get_ref()).replace('-', "_");
+        if let Some((_, why)) = RESERVED.iter().find(|(r, _)| *r == name) {
+            return Err(fail(&at, format!("{section} {}: {why}", key.get_ref())));
+        }
+        let what = match (section, name.as_str()) {
+            ("[[variation]]", "name") => Key::Name,
+            ("[profile]", "output_artifact_dir") => Key::Parent,
+            (_, "output_artifact_dir") if section != "[report]" => {
+                return Err(fail(
+                    &at,
+                    format!(
+                        "{section} output_artifact_dir: each run's directory is named by the sweep \
+                         (PARENT/<index>-<description>); set the parent in [profile] or with \
+                         --output-artifact-dir"
+                    ),
+                ));
+            }
+            ("[profile]", "run_id") => {
+                return Err(fail(
+                    &at,
+                    "[profile] run_id: each run gets its own id; set run_id in a [[variation]]",
+                ));
+            }
+            ("[matrix]", "run_id") => {
+                return Err(fail(&at, "[matrix] run_id: set run_id in a [[variation]]"));
+            }
+            _ => match flags.find(key.get_ref()) {
+                Some(flag) => Key::Flag(flag),
+                None => {
+                    let hint = flags.suggest(key.get_ref()).map_or(String::new(), |s| {
+                        format!(" (did you mean {}?)", s.replace('-', "_"))
+                    });
+                    return Err(fail(
+                        &at,
+                        format!(
+                            "{section} {}: not an option of `speedbench {}`{hint}",
+                            key.get_ref(),
+                            flags.command
+                        ),
+                    ));
+                }
+            },
+        };
+        if let Key::Flag(flag) = &what
+            && let Some((earlier, _, _)) = out
+                .iter()
+                .find(|(_, _, k)| matches!(k, Key::Flag(f) if f.id == flag.id))
+        {
+            return Err(fail(
+                &at,
+                format!(
+                    "{section} {}: the same option as {} (line above); give it once",
+                    key.get_ref(),
+                    earlier.get_ref()
+                ),
+            ));
+        }
+        out.push((key, value, what));
+    }
+    Ok(out)
+}
+
+/// What `[profile]` or a variation sets.
+struct Section {
+    settings: Vec<Setting>,
+    /// A variation's `name`.
+    name: Option<String>,
+    /// `[profile] output_artifact_dir`.
+    parent: Option<PathBuf>,
+}
+
+/// The flags of `[profile]` or a variation, the command line's left out;
+/// `Err` names the first that cannot be a flag.
+fn settings(
+    source: &Source<'_>,
+    section: &str,
+    table: &Table,
+    flags: &Flags,
+) -> Result<Section, CliError> {
+    let mut out = Vec::new();
+    let mut name = None;
+    let mut parent = None;
+    for (key, value, what) in keys(source, section, table, flags)? {
+        let at = source.at(key.span());
+        match what {
+            Key::Flag(flag) => out.push(setting(section, flag, value.get_ref(), at)?),
+            Key::Name => match value.get_ref() {
+                Value::String(s) if !s.trim().is_empty() => name = Some(s.trim().to_string()),
+                _ => return Err(fail(&at, format!("{section} name: a non-empty string"))),
+            },
+            Key::Parent => match value.get_ref() {
+                Value::String(s) if !s.is_empty() => parent = Some(PathBuf::from(s)),
+                _ => {
+                    return Err(fail(
+                        &at,
+                        "[profile] output_artifact_dir: a directory path (a string)",
+                    ));
+                }
+            },
+        }
+    }
+    Ok(Section {
+        settings: out,
+        name,
+        parent,
+    })
+}
+
+/// Keys whose value alone names a run (a dataset, a category): the
+/// directory is `03-speed_bench_coding`, not `03-public-dataset-...`.
+const VALUE_ONLY: [&str; 4] = ["public-dataset", "bench", "input-file", "category"];
+
+/// Whether a setting names the run's rows (a dataset, a category).
+fn names_the_data(s: &Setting) -> bool {
+    VALUE_ONLY.contains(&s.flag.long.as_str())
+}
+
+/// A setting as a part of a run's description (`concurrency=4`).
+fn describe(s: &Setting) -> String {
+    if names_the_data(s) {
+        let text = if s.flag.long == "input-file" {
+            Path::new(&s.text)
+                .file_stem()
+                .map_or(s.text.clone(), |n| n.to_string_lossy().into_owned())
+        } else {
+            s.text.clone()
+        };
+        return text;
+    }
+    format!("{}={}", s.flag.long.replace('-', "_"), s.text)
+}
+
+/// A description as a directory name: letters, digits, `.`, `_`, `+` and
+/// `-`, at most 64 bytes.
+fn dir_safe(description: &str) -> String {
+    let mut out = String::new();
+    for c in description.chars() {
+        let c = match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '+' | '-' => c,
+            '=' | ' ' => '-',
+            _ => '-',
+        };
+        if c == '-' && out.ends_with('-') {
+            continue;
+        }
+        out.push(c);
+    }
+    let mut out = out.trim_matches(|c| c == '-' || c == '.').to_string();
+    out.truncate(64);
+    let out = out.trim_end_matches(['-', '.']).to_string();
+    if out.is_empty() {
+        "run".to_string()
+    } else {
+        out
+    }
+}
+
+/// Expands a sweep file into its runs.
+///
+/// `profile` and `report` are the clap commands whose flags the file may
+/// set; `cli` are the ids of the profile flags the command line gives,
+/// which every run takes from there (a `[matrix]` or variation key among
+/// them is refused: it would make the runs alike).
+pub(crate) fn expand(
+    source: &Source<'_>,
+    profile: &Command,
+    report: &Command,
+    cli: &BTreeSet<String>,
+) -> Result<Expanded, CliError> {
+    let file: SweepFile = toml::from_str(source.text).map_err(|e| {
+        fail(
+            &source.path.display().to_string(),
+            e.to_string().trim_end().to_string(),
+        )
+    })?;
+    let profile_flags = Flags::of(profile);
+    let Section {
+        settings: shared,
+        parent,
+        ..
+    } = settings(source, "[profile]", &file.profile, &profile_flags)?;
+
+    // The matrix: each key a non-empty list, in file order.
+    let mut matrix: Vec<Vec<Setting>> = Vec::new();
+    for (key, value, what) in keys(source, "[matrix]", &file.matrix, &profile_flags)? {
+        let at = source.at(key.span());
+        let Key::Flag(flag) = what else {
+            return Err(fail(
+                &at,
+                format!("[matrix] {}: not a matrix key", key.get_ref()),
+            ));
+        };
+        let values = match value.get_ref() {
+            Value::Array(items) if !items.is_empty() => items,
+            _ => {
+                return Err(fail(
+                    &at,
+                    format!(
+                        "[matrix] {}: a non-empty list of values, one per run (e.g. [1, 4, 16])",
+                        key.get_ref()
+                    ),
+                ));
+            }
+        };
+        matrix.push(
+            values
+                .iter()
+                .map(|v| setting("[matrix]", flag, v, at.clone()))
+                .collect::<Result<_, _>>()?,
+        );
+    }
+
+    // The listed variations (one empty one when none is).
+    let mut listed: Vec<(Vec<Setting>, Option<String>, Option<String>)> = Vec::new();
+    for (i, table) in file.variations.iter().enumerate() {
+        let at = source.at(table.span());
+        let Section {
+            settings: own,
+            name,
+            ..
+        } = settings(source, "[[variation]]", table.get_ref(), &profile_flags)?;
+        for s in &own {
+            if let Some(m) = matrix.iter().find(|m| m[0].flag.id == s.flag.id) {
+                return Err(fail(
+                    &s.at,
+                    format!(
+                        "[[variation]] {}: also a [matrix] key (at {}); give it in one place",
+                        s.flag.long.replace('-', "_"),
+                        m[0].at
+                    ),
+                ));
+            }
+        }
+        listed.push((own, name, Some(format!("[[variation]] {} at {at}", i + 1))));
+    }
+    if listed.is_empty() {
+        listed.push((Vec::new(), None, None));
+    }
+
+    // The command line wins over [profile]; over a key that tells runs
+    // apart it would make them alike.
+    for s in matrix
+        .iter()
+        .map(|m| &m[0])
+        .chain(listed.iter().flat_map(|(own, _, _)| own))
+    {
+        if cli.contains(&s.flag.id) {
+            return Err(fail(
+                &s.at,
+                format!(
+                    "--{} on the command line would replace what this sets for each run, \
+                     making the runs alike; change it in the file instead",
+                    s.flag.long
+                ),
+            ));
+        }
+    }
+
+    let combinations: usize = matrix.iter().map(Vec::len).product();
+    let total = listed.len() * combinations;
+    let width = total.to_string().len().max(2);
+    let mut variations = Vec::with_capacity(total);
+    for (own, name, origin) in &listed {
+        for c in 0..combinations {
+            // The first matrix key varies slowest.
+            let mut rest = c;
+            let mut picked = vec![0; matrix.len()];
+            for (k, m) in matrix.iter().enumerate().rev() {
+                picked[k] = rest % m.len();
+                rest /= m.len();
+            }
+            let chosen: Vec<&Setting> = matrix.iter().zip(&picked).map(|(m, &i)| &m[i]).collect();
+            let mut merged: Vec<&Setting> = Vec::new();
+            for s in shared
+                .iter()
+                .chain(own.iter())
+                .chain(chosen.iter().copied())
+            {
+                merged.retain(|m| m.flag.id != s.flag.id);
+                merged.push(s);
+            }
+            let tokens = merged
+                .iter()
+                .filter(|s| !cli.contains(&s.flag.id))
+                .flat_map(|s| s.tokens.iter().cloned())
+                .collect();
+            // A listed variation is named by its `name`, else by its
+            // dataset or category, else by every option it sets.
+            let mut parts: Vec<String> = match name {
+                Some(n) => vec![n.clone()],
+                None if own.iter().any(names_the_data) => own
+                    .iter()
+                    .filter(|s| names_the_data(s))
+                    .map(describe)
+                    .collect(),
+                None => own.iter().map(describe).collect(),
+            };
+            parts.extend(chosen.iter().map(|s| describe(s)));
+            let description = if parts.is_empty() {
+                "run".to_string()
+            } else {
+                parts.join(", ")
+            };
+            let index = variations.len() + 1;
+            let dir_name = format!("{index:0width$}-{}", dir_safe(&parts.join("_")));
+            let origin = match (origin, combinations > 1) {
+                (Some(o), true) => format!("{o}, [matrix] combination {} of {combinations}", c + 1),
+                (None, true) => format!("[matrix] combination {} of {combinations}", c + 1),
+                (Some(o), false) => o.clone(),
+                (None, false) => "[profile]".to_string(),
+            };
+            variations.push(Variation {
+                index,
+                dir_name,
+                description,
+                origin,
+                tokens,
+            });
+        }
+    }
+
+    // [report]: `speedbench report` options.
+    let report_flags = Flags::of(report);
+    let mut report_tokens = Vec::new();
+    for (key, value, what) in keys(source, "[report]", &file.report, &report_flags)? {
+        let Key::Flag(flag) = what else {
+            return Err(fail(
+                &source.at(key.span()),
+                format!("[report] {}: not a report option", key.get_ref()),
+            ));
+        };
+        report_tokens
+            .extend(setting("[report]", flag, value.get_ref(), source.at(key.span()))?.tokens);
+    }
+    Ok(Expanded {
+        variations,
+        parent,
+        report_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, ArgAction};
+
+    /// A small command with each kind of flag.
+    fn profile() -> Command {
+        Command::new("profile")
+            .arg(Arg::new("concurrency").long("concurrency"))
+            .arg(Arg::new("request_rate").long("request-rate"))
+            .arg(Arg::new("public_dataset").long("public-dataset"))
+            .arg(
+                Arg::new("streaming")
+                    .long("streaming")
+                    .action(ArgAction::SetTrue),
+            )
+            .arg(
+                Arg::new("category")
+                    .long("category")
+                    .action(ArgAction::Append),
+            )
+            .arg(Arg::new("run_id").long("run-id"))
+            .arg(Arg::new("output_artifact_dir").long("output-artifact-dir"))
+            .arg(
+                Arg::new("arrival")
+                    .long("arrival")
+                    .alias("request-rate-mode"),
+            )
+    }
+
+    fn report() -> Command {
+        Command::new("report")
+            .arg(Arg::new("paths").action(ArgAction::Append))
+            .arg(Arg::new("metric").long("metric"))
+    }
+
+    fn expand_text(text: &str, cli: &[&str]) -> Result<Expanded, String> {
+        let path = Path::new("s.toml");
+        let cli: BTreeSet<String> = cli.iter().map(|s| s.to_string()).collect();
+        expand(&Source { path, text }, &profile(), &report(), &cli).map_err(|e| e.to_string())
+    }
+
+    fn tokens(v: &Variation) -> Vec<String> {
+        v.tokens
+            .iter()
+            .map(|t| t.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_matrix_is_every_combination_with_the_first_key_slowest() {
+        let e = expand_text(
+            "[profile]\nstreaming = true\noutput_artifact_dir = \"out\"\n\
+             [matrix]\npublic_dataset = [\"a\", \"b\"]\nconcurrency = [1, 4, 16]\n",
+            &[],
+        )
+        .unwrap();
+        let names: Vec<&str> = e.variations.iter().map(|v| v.dir_name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "01-a_concurrency-1",
+                "02-a_concurrency-4",
+                "03-a_concurrency-16",
+                "04-b_concurrency-1",
+                "05-b_concurrency-4",
+                "06-b_concurrency-16",
+            ]
+        );
+        assert_eq!(
+            tokens(&e.variations[4]),
+            ["--streaming", "--public-dataset=b", "--concurrency=4"]
+        );
+        assert_eq!(e.variations[4].description, "b, concurrency=4");
+        assert_eq!(e.variations[4].origin, "[matrix] combination 5 of 6");
+        assert_eq!(e.parent, Some(PathBuf::from("out")));
+    }
+
+    #[test]
+    fn variations_replace_shared_options_and_run_once_per_combination() {
+        let e = expand_text(
+            "[profile]\nconcurrency = 2\n\
+             [matrix]\nrequest_rate = [1.5, 3]\n\
+             [[variation]]\nname = \"first try\"\nconcurrency = 8\n\
+             [[variation]]\ncategory = [\"coding\", \"math\"]\nrun_id = \"r2\"\n",
+            &[],
+        )
+        .unwrap();
+        let names: Vec<&str> = e.variations.iter().map(|v| v.dir_name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "01-first-try_request_rate-1.5",
+                "02-first-try_request_rate-3",
+                "03-coding+math_request_rate-1.5",
+                "04-coding+math_request_rate-3",
+            ]
+        );
+        assert_eq!(
+            tokens(&e.variations[0]),
+            ["--concurrency=8", "--request-rate=1.5"]
+        );
+        assert_eq!(
+            tokens(&e.variations[3]),
+            [
+                "--concurrency=2",
+                "--category=coding",
+                "--category=math",
+                "--run-id=r2",
+                "--request-rate=3"
+            ]
+        );
+        assert_eq!(
+            e.variations[2].origin,
+            "[[variation]] 2 at s.toml:8, [matrix] combination 1 of 2"
+        );
+    }
+
+    #[test]
+    fn a_file_without_matrix_or_variations_is_one_run() {
+        let e = expand_text("[profile]\nconcurrency = 2\n", &[]).unwrap();
+        assert_eq!(e.variations.len(), 1);
+        assert_eq!(e.variations[0].dir_name, "01-run");
+        assert_eq!(tokens(&e.variations[0]), ["--concurrency=2"]);
+    }
+
+    #[test]
+    fn the_command_line_replaces_shared_options_but_not_the_ones_that_vary() {
+        let e = expand_text(
+            "[profile]\nconcurrency = 2\nstreaming = true\n[matrix]\npublic_dataset = [\"a\"]\n",
+            &["concurrency"],
+        )
+        .unwrap();
+        assert_eq!(
+            tokens(&e.variations[0]),
+            ["--streaming", "--public-dataset=a"]
+        );
+        let err = expand_text("[matrix]\nconcurrency = [1, 2]\n", &["concurrency"]).unwrap_err();
+        assert!(
+            err.contains("s.toml:2") && err.contains("making the runs alike"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn keys_are_flag_names_with_dashes_or_underscores_and_aliases() {
+        let e = expand_text(
+            "[profile]\nrequest-rate = 2\nrequest_rate_mode = \"constant\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            tokens(&e.variations[0]),
+            ["--request-rate=2", "--arrival=constant"]
+        );
+        let err = expand_text("[profile]\nrequest-rate = 2\nrequest_rate = 3\n", &[]).unwrap_err();
+        assert!(
+            err.contains("s.toml:3") && err.contains("give it once"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_their_line() {
+        let cases = [
+            (
+                "[profile]\n\nconcurency = 3\n",
+                "s.toml:3: [profile] concurency: not an option of `speedbench profile` (did you mean concurrency?)",
+            ),
+            (
+                "[profile]\nstreaming = 1\n",
+                "s.toml:2: [profile] streaming: a switch",
+            ),
+            (
+                "[profile]\nconcurrency = [1, 2]\n",
+                "s.toml:2: [profile] concurrency: takes one value, not a list",
+            ),
+            (
+                "[matrix]\nconcurrency = 4\n",
+                "s.toml:2: [matrix] concurrency: a non-empty list",
+            ),
+            (
+                "[matrix]\nconcurrency = []\n",
+                "s.toml:2: [matrix] concurrency: a non-empty list",
+            ),
+            (
+                "[matrix]\nconcurrency = [1]\n[[variation]]\nconcurrency = 2\n",
+                "s.toml:4: [[variation]] concurrency: also a [matrix] key (at s.toml:2)",
+            ),
+            (
+                "[[variation]]\noutput_artifact_dir = \"x\"\n",
+                "s.toml:2: [[variation]] output_artifact_dir: each run's directory is named by the sweep",
+            ),
+            (
+                "[profile]\nrun_id = \"x\"\n",
+                "s.toml:2: [profile] run_id: each run gets its own id",
+            ),
+            (
+                "[profile]\nconfig = \"x\"\n",
+                "s.toml:2: [profile] config: a sweep file cannot",
+            ),
+            (
+                "[[variation]]\nname = 3\n",
+                "s.toml:2: [[variation]] name: a non-empty string",
+            ),
+            (
+                "[report]\npaths = [\"x\"]\n",
+                "s.toml:2: [report] paths: not an option of `speedbench report`",
+            ),
+            (
+                "[profile]\nconcurrency = 1979-05-27\n",
+                "s.toml:2: [profile] concurrency: a date",
+            ),
+            ("[profil]\n", "unknown field `profil`"),
+        ];
+        for (text, wanted) in cases {
+            let err = expand_text(text, &[]).unwrap_err();
+            assert!(err.contains(wanted), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn report_options_become_report_flags() {
+        let e = expand_text("[report]\nmetric = \"accept_rate\"\n", &[]).unwrap();
+        let t: Vec<String> = e
+            .report_tokens
+            .iter()
+            .map(|t| t.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(t, ["--metric=accept_rate"]);
+    }
+
+    #[test]
+    fn directory_names_keep_to_safe_characters_and_64_bytes() {
+        assert_eq!(dir_safe("a b/c=d"), "a-b-c-d");
+        assert_eq!(dir_safe("--x--"), "x");
+        assert_eq!(dir_safe("ü"), "run");
+        assert_eq!(dir_safe(&"x".repeat(100)).len(), 64);
+    }
+}
