@@ -10,9 +10,9 @@ use clap::builder::PossibleValuesParser;
 use serde_json::json;
 use speedbench::process::{EXIT_SIGINT, SignalEvent, SignalWatch, stop_on_signals};
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, LoadConfig, OwnedField, ProfileRun, Progress,
-    RunStatus, StopHandle, Target, discover_model_with_headers, new_run_id, parse_extra_inputs,
-    parse_header, run_profile,
+    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, ExportLevel, LoadConfig, OwnedField,
+    ProfileRun, Progress, RunStatus, RunSummary, StopHandle, Target, discover_model_with_headers,
+    new_run_id, parse_extra_inputs, parse_header, run_profile,
     scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
@@ -164,6 +164,12 @@ pub(crate) struct ClientArgs {
     /// counter updates; it stops once two scrapes in a row show no change.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub server_metrics_shutdown_delay: f64,
+    /// Files kept, as AIPerf's --export-level: `summary` (run.json,
+    /// summary.json and the scrape; no records.parquet), `records`
+    /// (also records.parquet) or `raw` (also raw_responses.jsonl: every
+    /// response body, credentials scrubbed).
+    #[arg(long, value_name = "LEVEL", default_value = "records")]
+    pub export_level: ExportLevel,
 }
 
 impl Default for ClientArgs {
@@ -179,6 +185,7 @@ impl Default for ClientArgs {
             server_metrics: Vec::new(),
             no_server_metrics: false,
             server_metrics_shutdown_delay: 2.0,
+            export_level: ExportLevel::default(),
         }
     }
 }
@@ -359,6 +366,13 @@ pub(crate) fn check(args: &ProfileArgs) -> Result<Checked, CliError> {
     load.warmup_request_count = args.warmup_request_count;
     let load = args.client.load(load)?;
     let server_metrics = args.client.scrape(&target)?;
+    if args.output.is_some() && !args.client.export_level.keeps_records() {
+        return Err(fail(
+            "--output",
+            "speed_bench.py's JSON is built from the per-request records, which \
+             --export-level summary does not keep (use --export-level records)",
+        ));
+    }
     // Refused before the run, not after it (the write checks again).
     if let Some(path) = &args.output {
         check_output_free(path, args.overwrite).map_err(|e| {
@@ -480,7 +494,8 @@ pub(crate) async fn execute_with(
         .with_load(load)
         .with_run_id(run_id)
         .with_config(config)
-        .with_overwrite(args.overwrite);
+        .with_overwrite(args.overwrite)
+        .with_export_level(args.client.export_level);
     run.server_metrics = server_metrics;
     run.max_error_rate = args.max_error_rate;
 
@@ -515,8 +530,9 @@ pub(crate) async fn execute_with(
     }
     let mut request_throughput = None;
     let mut output_error = None;
-    match read_records_file(&outcome.records_path) {
-        Ok(file) => {
+    match (!outcome.records_removed).then(|| read_records_file(&outcome.records_path)) {
+        None => request_throughput = summary_only(&outcome)?,
+        Some(Ok(file)) => {
             let metrics = RunMetrics::from_records(&file.records);
             request_throughput = metrics.request_throughput;
             for warning in &metrics.timing_warnings {
@@ -548,10 +564,10 @@ pub(crate) async fn execute_with(
             }
         }
         // The failure is already reported; the summary cannot be printed.
-        Err(e) if matches!(outcome.status, RunStatus::Failed(_)) => {
+        Some(Err(e)) if matches!(outcome.status, RunStatus::Failed(_)) => {
             eprintln!("error: reading the records back: {e}");
         }
-        Err(e) => return Err(e).context("reading the records back"),
+        Some(Err(e)) => return Err(e).context("reading the records back"),
     }
     eprintln!(
         "{}",
@@ -563,8 +579,16 @@ pub(crate) async fn execute_with(
             outcome.unsaved
         );
     }
+    if let Some(path) = &outcome.raw_responses_path {
+        eprintln!("raw response bodies in {}", path.display());
+    }
+    let kept = if outcome.records_removed {
+        "summarised, not kept (--export-level summary), from"
+    } else {
+        "in"
+    };
     eprintln!(
-        "{} records in {} (manifest {}{})",
+        "{} records {kept} {} (manifest {}{})",
         outcome.record_count,
         outcome.records_path.display(),
         outcome.manifest_path.display(),
@@ -583,6 +607,25 @@ pub(crate) async fn execute_with(
         )),
         RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
     }
+}
+
+/// The end-of-run summary of a run whose records were not kept: from
+/// `summary.json`. Returns the request throughput.
+fn summary_only(outcome: &speedbench_client::RunOutcome) -> Result<Option<f64>, CliError> {
+    let Some(path) = &outcome.summary_path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
+    let summary: RunSummary = serde_json::from_str(&text)
+        .map_err(|e| fail(&format!("reading {}", path.display()), e.to_string()))?;
+    print!("{}", render_run_summary(&summary.metrics));
+    eprintln!(
+        "note: --export-level summary: the per-category matrices need the per-request \
+         records, which were not kept; `speedbench report` shows the run-level figures \
+         of {} and the server scrape",
+        path.display()
+    );
+    Ok(summary.metrics.request_throughput)
 }
 
 /// One stderr line with the acceptance the server scrape gives: the
