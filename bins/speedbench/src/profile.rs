@@ -28,6 +28,9 @@ use speedbench_report::{
 
 use crate::{CliError, Context, Outcome, fail};
 
+mod shard;
+use shard::ShardArgs;
+
 /// Options of `speedbench profile`.
 #[derive(Args, Debug, Clone)]
 #[command(group = clap::ArgGroup::new("dataset_source").required(true).multiple(false))]
@@ -164,6 +167,9 @@ pub(crate) struct ClientArgs {
     /// counter updates; it stops once two scrapes in a row show no change.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub server_metrics_shutdown_delay: f64,
+    /// `--shard`, `--start-at`, `--start-after-barrier` (docs/distributed.md).
+    #[command(flatten)]
+    pub shard: ShardArgs,
     /// Files kept, as AIPerf's --export-level: `summary` (run.json,
     /// summary.json and the scrape; no records.parquet), `records`
     /// (also records.parquet) or `raw` (also raw_responses.jsonl: every
@@ -185,6 +191,7 @@ impl Default for ClientArgs {
             server_metrics: Vec::new(),
             no_server_metrics: false,
             server_metrics_shutdown_delay: 2.0,
+            shard: ShardArgs::default(),
             export_level: ExportLevel::default(),
         }
     }
@@ -221,6 +228,7 @@ impl ClientArgs {
             .map(|d| seconds("--benchmark-duration", d))
             .transpose()?;
         load.grace_period = seconds("--benchmark-grace-period", self.benchmark_grace_period)?;
+        self.shard.apply(&mut load)?;
         Ok(load)
     }
 
@@ -462,11 +470,12 @@ pub(crate) async fn execute_with(
     };
     target.model = model.clone();
 
+    shard::check_run_id(args.run_id.as_deref(), &load)?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let output_dir = args
         .output_artifact_dir
         .clone()
-        .unwrap_or_else(|| Path::new("artifacts").join(format!("{}-{run_id}", dataset.name)));
+        .unwrap_or_else(|| Path::new("artifacts").join(format!("{}-{}", dataset.name, shard::dir_id(&run_id, &load))));
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
@@ -511,6 +520,7 @@ pub(crate) async fn execute_with(
         }
         other => other.context("running the profile")?,
     };
+    shard::print_start(&outcome);
     if let Some(s) = &outcome.schedule {
         eprintln!(
             "schedule: {} arrivals, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
