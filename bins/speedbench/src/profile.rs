@@ -472,10 +472,13 @@ pub(crate) async fn execute_with(
 
     shard::check_run_id(args.run_id.as_deref(), &load)?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    let output_dir = args
-        .output_artifact_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("artifacts").join(format!("{}-{}", dataset.name, shard::dir_id(&run_id, &load))));
+    let output_dir = args.output_artifact_dir.clone().unwrap_or_else(|| {
+        Path::new("artifacts").join(format!(
+            "{}-{}",
+            dataset.name,
+            shard::dir_id(&run_id, &load)
+        ))
+    });
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),

@@ -514,3 +514,152 @@ async fn runs_of_different_prompts_are_refused_by_their_hashes() {
         "{err}"
     );
 }
+
+/// A request of the format checks below: `e2e_s` and `ttft_s` set the
+/// client decode speed `(tokens - 1) / (e2e - ttft)`.
+fn timed(
+    index: u64,
+    id: &str,
+    category: &str,
+    (e2e_s, ttft_s, tokens): (f64, f64, u64),
+    text: &str,
+    spec: Option<(u64, u64, u64)>,
+) -> RequestRecord {
+    RequestRecord {
+        e2e_latency_ns: (e2e_s * 1e9).round() as u64,
+        ttft_ns: Some((ttft_s * 1e9).round() as u64),
+        completion_tokens: Some(tokens),
+        spec: spec.map(|(accepted, proposed, steps)| SpecDecodeStats {
+            accepted_draft_tokens: accepted,
+            proposed_draft_tokens: proposed,
+            verify_steps: Some(steps),
+            ..Default::default()
+        }),
+        ..rec(index, id, 0, category, text)
+    }
+}
+
+/// The comparison's CSV, JSON and Markdown, each worked out by hand from
+/// the records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_formats_carry_the_numbers_worked_by_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Baseline: every request decodes at 10 tokens/s (18/1.8, 36/3.6, 9/0.9).
+    let base = vec![
+        timed(0, "a", "math", (2.0, 0.2, 19), "same", None),
+        timed(1, "b", "math", (4.0, 0.4, 37), "p q", None),
+        timed(2, "c", "qa", (1.0, 0.1, 10), "same too", None),
+    ];
+    // Speculative: a 18/0.6 = 30, b 36/1.8 = 20, c 9/0.45 = 20 tokens/s.
+    let spec = vec![
+        timed(0, "a", "math", (1.0, 0.4, 19), "same", Some((30, 40, 10))),
+        timed(1, "b", "math", (2.0, 0.2, 37), "p r", Some((10, 40, 10))),
+        timed(2, "c", "qa", (0.5, 0.05, 10), "same too", Some((5, 10, 5))),
+    ];
+    let base = synth_run(&tmp.path().join("base"), &base, "completed", greedy());
+    let spec = synth_run(&tmp.path().join("spec"), &spec, "completed", greedy());
+
+    let csv_path = tmp.path().join("compare.csv");
+    let out = compare_dirs(
+        &base,
+        &spec,
+        &["--format", "csv", "--output", csv_path.to_str().unwrap()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "csv goes to --output only");
+    assert!(stderr(&out).contains(&format!("CSV written to {}", csv_path.display())));
+    // math: decode (30+20)/2 = 25 over 10 = 2.50x; latency (2+4)/2 = 3 s
+    // over (1+2)/2 = 1.5 s = 2.00x; acceptance 40/80 = 0.5, 1 + 40/20 = 3.
+    // qa: 20/10 = 2.00x, 1/0.5 = 2.00x; 5/10 = 0.5, 1 + 5/5 = 2.
+    // overall: 23.33/10 = 2.33x; 2.333/1.167 = 2.00x; 45/90, 1 + 45/25 = 2.8.
+    // Outputs: b differs at "q"/"r": 1 of 2 in math, 2 of 3 overall.
+    // --bootstrap 0: no interval columns.
+    let expected = "category,base_requests,spec_requests,base_decode_tps,spec_decode_tps,\
+        decode_speedup,decode_speedup_low,decode_speedup_high,base_latency_s,spec_latency_s,\
+        latency_speedup,latency_speedup_low,latency_speedup_high,accept_rate,accept_length,\
+        accept_length_low,accept_length_high,paired,identical,identical_share,decode_source\r\n\
+        math,2,2,10.00,25.00,2.50,,,3.000,1.500,2.00,,,0.5000,3.00,,,2,1,0.5000,client\r\n\
+        qa,1,1,10.00,20.00,2.00,,,1.000,0.500,2.00,,,0.5000,2.00,,,1,1,1.0000,client\r\n\
+        overall,3,3,10.00,23.33,2.33,,,2.333,1.167,2.00,,,0.5000,2.80,,,3,2,0.6667,client\r\n";
+    assert_eq!(std::fs::read_to_string(&csv_path).unwrap(), expected);
+
+    // JSON: the same numbers at full precision.
+    let out = compare_dirs(&base, &spec, &["--format", "json"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let close = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+    for (row, (cat, decode, latency, al)) in rows.iter().zip([
+        ("math", 2.5, 2.0, 3.0),
+        ("qa", 2.0, 2.0, 2.0),
+        ("overall", 70.0 / 30.0, 2.0, 2.8),
+    ]) {
+        assert_eq!(row["category"], cat);
+        assert!(close(&row["decode_speedup"], decode), "{row}");
+        assert!(close(&row["latency_speedup"], latency), "{row}");
+        assert!(close(&row["accept_length"], al), "{row}");
+        assert!(close(&row["accept_rate"], 0.5), "{row}");
+        assert_eq!(row["decode_speedup_ci"], serde_json::Value::Null);
+    }
+    assert_eq!(
+        (rows[2]["paired"].as_u64(), rows[2]["identical"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(json["diverging"], 1);
+
+    // Markdown: the console's columns, intervals (none here) in brackets.
+    let out = compare_dirs(&base, &spec, &["--format", "markdown"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = String::from_utf8(out.stdout).unwrap();
+    let mut lines = md.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "| category | base_decode_t/s | spec_decode_t/s | decode_speedup | base_latency | \
+             spec_latency | latency_speedup | accept_rate | accept_length | byte_identical |"
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "| math | 10.00 | 25.00 | 2.50x | 3.000s | 1.500s | 2.00x | 0.5000 | 3.00 | 1/2 (50%) |"
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "| qa | 10.00 | 20.00 | 2.00x | 1.000s | 0.500s | 2.00x | 0.5000 | 2.00 | 1/1 (100%) |"
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "| overall | 10.00 | 23.33 | 2.33x | 2.333s | 1.167s | 2.00x | 0.5000 | 2.80 | 2/3 (67%) |"
+        )
+    );
+    assert!(
+        md.contains("Byte-identical outputs: 2 of 3 paired requests (66.7%); 1 differ."),
+        "{md}"
+    );
+    assert!(
+        md.contains("- `b` turn 0: first difference at byte 2: base \"q\" vs spec \"r\""),
+        "{md}"
+    );
+
+    // both: the console table on stdout and the CSV beside it.
+    let both = tmp.path().join("both.csv");
+    let out = compare_dirs(
+        &base,
+        &spec,
+        &["--format", "both", "--output", both.to_str().unwrap()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2.50x"));
+    assert_eq!(std::fs::read_to_string(&both).unwrap(), expected);
+}
