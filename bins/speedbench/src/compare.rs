@@ -78,8 +78,8 @@ pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
             ),
         ));
     }
-    let base = load_compare_run(&args.baseline, "baseline").context("--baseline")?;
-    let spec = load_compare_run(&args.speculative, "speculative").context("--speculative")?;
+    let base = load_side(&args.baseline, "baseline", "--baseline")?;
+    let spec = load_side(&args.speculative, "speculative", "--speculative")?;
     if base.is_speed_bench_py_file() || spec.is_speed_bench_py_file() {
         return speed_bench_py(&args, &base, &spec);
     }
@@ -221,4 +221,44 @@ fn speed_bench_py(
         }
     }
     Ok(Outcome::Done)
+}
+
+/// One side: a run directory, or a directory of one sharded run's shards
+/// merged into one run over their pooled records (docs/distributed.md;
+/// a missing or failed shard is named on stderr).
+fn load_side(dir: &std::path::Path, role: &str, flag: &str) -> Result<CompareRun, CliError> {
+    let merged = speedbench_runs::load_shard_group(dir).context(flag)?;
+    let Some(merged) = merged else {
+        return load_compare_run(dir, role).context(flag);
+    };
+    let Some(set) = merged.shards else {
+        return load_compare_run(dir, role).context(flag);
+    };
+    for w in &merged.run.warnings {
+        eprintln!("warning: {w}");
+    }
+    if set.is_complete() {
+        eprintln!("note: the {role} {}: {}", dir.display(), set.describe());
+    } else {
+        eprintln!(
+            "warning: the {role} {} is an INCOMPLETE run: {}",
+            dir.display(),
+            set.describe()
+        );
+    }
+    let run = merged.run;
+    let records = run.records.ok_or_else(|| {
+        fail(
+            flag,
+            format!("no shard of {} has readable records", dir.display()),
+        )
+    })?;
+    Ok(CompareRun {
+        dir: dir.to_path_buf(),
+        records,
+        live: run.status == speedbench_runs::RunStatus::Running,
+        manifest: run.manifest,
+        model: run.model,
+        speed_bench_py: None,
+    })
 }

@@ -8,7 +8,9 @@ use speedbench_report::{
     build_matrix, matrix_columns, render_html, render_speed_bench_py_records,
     render_speed_bench_py_summary, speed_bench_py_matrix_gap,
 };
-use speedbench_runs::{RunData, RunFormat, assign_labels, find_run_dirs, load_run_with};
+use speedbench_runs::{
+    RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with, merge_shards,
+};
 
 use crate::{CliError, Context, Outcome, fail};
 
@@ -110,6 +112,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         }
         runs.push(run);
     }
+    let (mut runs, shard_sets) = merge_shard_runs(runs)?;
     assign_labels(&mut runs, &args.labels).context("labelling the runs (--label DIR=NAME)")?;
     if args.format == Format::SpeedBenchPy {
         return speed_bench_py_tables(&runs);
@@ -175,10 +178,14 @@ pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
         // Printed above, without a matrix.
         Format::SpeedBenchPy => return speed_bench_py_tables(&runs),
         Format::Console => print!("{}", matrix.to_console()),
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&matrix.to_json()).unwrap_or_default()
-        ),
+        Format::Json => {
+            let mut json = matrix.to_json();
+            add_shard_sets(&mut json, &runs, &shard_sets);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json).unwrap_or_default()
+            );
+        }
         Format::Markdown => print!("{}", matrix.to_markdown()),
         Format::Csv | Format::Both => {
             if args.format == Format::Both {
@@ -260,4 +267,61 @@ fn speed_bench_py_tables(runs: &[RunData]) -> Result<Outcome, CliError> {
         ));
     }
     Ok(Outcome::Done)
+}
+
+/// The shards of each sharded run merged into one run (docs/distributed.md),
+/// each merge named on stderr: `merged N shards`, or the shards missing or
+/// at fault; the sets line up with the runs.
+fn merge_shard_runs(runs: Vec<RunData>) -> Result<(Vec<RunData>, Vec<Option<ShardSet>>), CliError> {
+    let merged = merge_shards(runs).context("merging the shards of a sharded run")?;
+    let mut out = (Vec::new(), Vec::new());
+    for m in merged {
+        if let Some(set) = &m.shards {
+            for note in &set.notes {
+                eprintln!("warning: {note}");
+            }
+            if set.is_complete() {
+                eprintln!("note: {}: {}", m.run.dir.display(), set.describe());
+            } else {
+                eprintln!(
+                    "warning: {} is an INCOMPLETE run ({}): {}; its cells cover only the shards and requests that finished",
+                    m.run.dir.display(),
+                    m.run.status,
+                    set.describe()
+                );
+            }
+            if let Some(spread) = set.start_spread_ns() {
+                eprintln!(
+                    "note: {}: the shards' measured phases started within {:.3} ms of each other",
+                    m.run.dir.display(),
+                    spread as f64 / 1e6
+                );
+            }
+        }
+        out.0.push(m.run);
+        out.1.push(m.shards);
+    }
+    Ok(out)
+}
+
+/// Adds `shards` (see [`ShardSet::to_json`]) to the JSON row of each
+/// merged run.
+fn add_shard_sets(json: &mut serde_json::Value, runs: &[RunData], sets: &[Option<ShardSet>]) {
+    let Some(rows) = json.get_mut("rows").and_then(|r| r.as_array_mut()) else {
+        return;
+    };
+    for row in rows {
+        let label = row
+            .get("label")
+            .and_then(|l| l.as_str())
+            .map(str::to_string);
+        let set = runs
+            .iter()
+            .zip(sets)
+            .find(|(r, _)| Some(&r.label) == label.as_ref())
+            .and_then(|(_, s)| s.as_ref());
+        if let (Some(set), Some(obj)) = (set, row.as_object_mut()) {
+            obj.insert("shards".into(), set.to_json());
+        }
+    }
 }

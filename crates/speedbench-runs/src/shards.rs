@@ -40,6 +40,10 @@ pub struct ShardSet {
     pub found: Vec<FoundShard>,
     /// Indices of shards no run given holds, in order.
     pub missing: Vec<u32>,
+    /// What the merge itself found worth telling (shards run with
+    /// different options, server-metrics exports left out); also in the
+    /// merged run's warnings, after the shards' own.
+    pub notes: Vec<String>,
 }
 
 /// One shard found of a [`ShardSet`].
@@ -119,6 +123,37 @@ impl ShardSet {
             self.group,
             problems.join("; ")
         )
+    }
+
+    /// The set as JSON, for a report row: `group`, `count`, `merged` (the
+    /// indices found), `missing`, `incomplete` (index, dir, status, reason
+    /// of each shard at fault), `complete`, `note` ([`Self::describe`])
+    /// and `start_spread_ms` ([`Self::start_spread_ns`]).
+    pub fn to_json(&self) -> serde_json::Value {
+        let incomplete: Vec<serde_json::Value> = self
+            .found
+            .iter()
+            .filter(|s| !s.status.is_complete() || s.records.is_none())
+            .map(|s| {
+                serde_json::json!({
+                    "index": s.index,
+                    "dir": s.dir.display().to_string(),
+                    "status": s.status.as_str(),
+                    "status_reason": s.status_reason,
+                    "records_readable": s.records.is_some(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "group": self.group,
+            "count": self.count,
+            "merged": self.found.iter().map(|s| s.index).collect::<Vec<_>>(),
+            "missing": self.missing,
+            "incomplete": incomplete,
+            "complete": self.is_complete(),
+            "note": self.describe(),
+            "start_spread_ms": self.start_spread_ns().map(|ns| ns as f64 / 1e6),
+        })
     }
 
     /// The spread of the shards' measured starts (latest minus earliest
@@ -297,6 +332,7 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
         count,
         found,
         missing,
+        notes: warnings,
     };
     let status = merged_status(&set);
     let dir = common_parent(shards.iter().map(|r| r.dir.as_path()));
@@ -343,7 +379,7 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
             RunStatus::Unfinished => MERGED_INCOMPLETE.into(),
         };
     }
-    warnings_of_shards.extend(warnings);
+    warnings_of_shards.extend(set.notes.iter().cloned());
     merged.warnings = warnings_of_shards;
     merged.dir = dir;
     merged.status = status;
