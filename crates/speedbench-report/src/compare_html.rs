@@ -185,7 +185,10 @@ fn grouped_chart(
 
 /// The table: the CSV's columns and text, `-` where the CSV is empty.
 fn table(c: &Comparison) -> String {
-    let mut out = String::from("<table class=\"comparison\"><thead><tr><th>category</th>");
+    // Twenty columns: the table scrolls sideways rather than the page.
+    let mut out = String::from(
+        "<div style=\"overflow-x:auto\"><table class=\"comparison\"><thead><tr><th>category</th>",
+    );
     for col in COMPARE_COLUMNS.iter() {
         let _ = write!(out, "<th>{}</th>", col.name);
     }
@@ -219,7 +222,7 @@ fn table(c: &Comparison) -> String {
             if source.is_empty() { "-" } else { &source }
         );
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table></div>");
     out
 }
 
