@@ -1,7 +1,8 @@
 //! End-to-end: `speedbench profile --config SWEEP.toml` (issue 15, point 7):
 //! one run directory per variation with that variation's settings, a
 //! report over them; a sweep with a bad variation, or an occupied run
-//! directory, refused before any request; Ctrl-C during a run keeps the
+//! directory, refused before any request; a failed run does not stop the
+//! sweep but fails its exit code; Ctrl-C during a run keeps the
 //! finished runs, marks that one interrupted and starts no other; every
 //! shipped example in docs/sweeps parses and checks.
 
@@ -158,6 +159,55 @@ async fn a_matrix_gives_one_run_per_combination_with_its_settings() {
     }
     assert_eq!(server.ground_truth().requests, 9);
     assert!(stdout(&out).contains("=== report over 3 run(s) of the sweep ==="));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_does_not_stop_the_sweep_and_makes_the_exit_code_1() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("sweep");
+    // The second run's server is a port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let file = sweep_file(
+        dir.path(),
+        &format!(
+            "url = {:?}\nrequest_count = 2\n\
+             [[variation]]\nname = \"a\"\n\
+             [[variation]]\nname = \"down\"\nurl = \"127.0.0.1:{closed}\"\n\
+             [[variation]]\nname = \"c\"\n",
+            server.url()
+        ),
+    );
+    let out = run(&[
+        "profile",
+        "--config",
+        file.to_str().unwrap(),
+        "--output-artifact-dir",
+        parent.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(server.ground_truth().requests, 4, "runs 1 and 3 ran");
+    assert_eq!(run_json(&parent.join("01-a"))["outcome"], "completed");
+    assert_eq!(run_json(&parent.join("02-down"))["outcome"], "failed");
+    assert_eq!(run_json(&parent.join("03-c"))["outcome"], "completed");
+    let stdout = stdout(&out);
+    assert!(
+        summary_line(&stdout, "02-down").contains("failed: "),
+        "{stdout}"
+    );
+    assert!(summary_line(&stdout, "03-c").contains("completed"));
+    assert!(
+        stdout.contains("=== report over 2 run(s) of the sweep ==="),
+        "{stdout}"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("1 of 3 runs failed: 02-down"), "{err}");
     server.shutdown().await;
 }
 
