@@ -512,4 +512,22 @@ mod tests {
             }
         }
     }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_file_barrier_opens_when_the_file_appears_and_plans_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("go");
+        let barrier = StartBarrier::File(path.clone());
+        assert_eq!(barrier.describe(), format!("file:{}", path.display()));
+        let waiting = tokio::spawn(async move { barrier.wait().await });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "no file yet");
+        std::fs::write(&path, b"").unwrap();
+        let planned = waiting.await.unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let want = mtime.duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
+        assert_eq!(planned, want);
+        // An instant already past opens at once and is the planned start.
+        assert_eq!(StartBarrier::At(5).wait().await, 5);
+    }
 }
