@@ -24,7 +24,7 @@
 //! cannot be installed or run, the reason is printed and its column is empty.
 //!
 //! Options: `--requests N` (requests per concurrency level, default 5000),
-//! `--no-aiperf`.
+//! `--no-aiperf`, `--memory-only` (only the memory section).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,6 +47,11 @@ struct Options {
     aiperf: bool,
     /// Internal: serve a simulator with this TTFT (ms) for the TTFT part.
     serve_sim: Option<f64>,
+    /// Internal: measure this process's memory at this concurrency against
+    /// the simulator at this URL, print it and exit.
+    memory_child: Option<(usize, String)>,
+    /// Only the memory section.
+    memory_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -54,6 +59,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
         requests: 5_000,
         aiperf: true,
         serve_sim: None,
+        memory_child: None,
+        memory_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -66,12 +73,21 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or("--requests needs a positive number")?;
             }
             "--no-aiperf" => o.aiperf = false,
+            "--memory-only" => o.memory_only = true,
             "--serve-sim" => {
                 o.serve_sim = Some(
                     it.next()
                         .and_then(|v| v.parse().ok())
                         .ok_or("--serve-sim needs a TTFT in milliseconds")?,
                 );
+            }
+            "--memory-child" => {
+                let c = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--memory-child needs a concurrency")?;
+                let url = it.next().ok_or("--memory-child needs a URL")?.clone();
+                o.memory_child = Some((c, url));
             }
             other => return Err(format!("bench client: unknown option {other:?}")),
         }
@@ -119,6 +135,9 @@ struct Measured {
     wall: Duration,
     tokens: u64,
     peak_rss_delta_kb: u64,
+    /// This process's RSS before the run, and its peak during it (KiB).
+    baseline_kb: u64,
+    peak_kb: u64,
     /// (conversation id, TTFT) of each request that has one.
     ttft_ns: Vec<(String, u64)>,
     /// Requests in flight on average: Σ end-to-end latency / the records'
@@ -175,6 +194,8 @@ async fn drive(
         wall,
         tokens: records.iter().filter_map(|r| r.completion_tokens).sum(),
         peak_rss_delta_kb: peak.load(Ordering::Relaxed).saturating_sub(baseline),
+        baseline_kb: baseline,
+        peak_kb: peak.load(Ordering::Relaxed),
         ttft_ns: records
             .iter()
             .filter_map(|r| Some((r.conversation_id.clone(), r.ttft_ns?)))
@@ -196,6 +217,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     if let Some(ttft_ms) = o.serve_sim {
         return serve_sim(ttft_ms);
+    }
+    if let Some((c, url)) = &o.memory_child {
+        return memory_child(root, *c, url);
     }
     if cfg!(debug_assertions) {
         eprintln!("bench client: re-running as an optimised build (cargo run --release -p xtask)");
@@ -227,6 +251,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let out = root.join("target/bench-client");
     let _ = std::fs::remove_dir_all(&out);
+    if o.memory_only {
+        return memory_section(root);
+    }
     runtime.block_on(async {
         let server = SimServer::start(sim_config(0.0), ([127, 0, 0, 1], 0).into())
             .await
@@ -286,25 +313,46 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         // AIPerf achieved, and compare the rates there too.
         if !equal_load.is_empty() {
             println!(
-                "at equal achieved load (speedbench at the concurrency AIPerf kept in flight):"
+                "at equal achieved load (speedbench's setting tuned until it keeps as many requests in flight as AIPerf did):"
             );
             println!(
                 "{:>20} {:>11} {:>10} {:>9} {:>13} {:>7}",
                 "aiperf requested", "speedbench c", "req/s", "achieved", "aiperf req/s", "ratio"
             );
             for (c, a) in equal_load {
-                let matched = (a.achieved_concurrency.round() as usize).clamp(1, c);
-                let dir = out.join(format!("matched-c{c}"));
-                let m = drive(&url, matched, o.requests, &dir).await?;
+                // Achieved load is not linear in the setting: a few rounds
+                // of scaling the setting by target / achieved, keeping the
+                // closest.
+                let target = a.achieved_concurrency.max(0.1);
+                let mut setting = (target.round() as usize).max(1);
+                let mut best: Option<(usize, Measured)> = None;
+                for round in 0..5 {
+                    let dir = out.join(format!("matched-c{c}-{round}"));
+                    let m = drive(&url, setting, o.requests, &dir).await?;
+                    let off = |m: &Measured| (m.achieved_concurrency / target).ln().abs();
+                    let next = ((setting as f64) * target / m.achieved_concurrency.max(0.01))
+                        .round()
+                        .clamp(1.0, 65_536.0) as usize;
+                    let close = off(&m) < 0.1_f64.ln_1p();
+                    if best.as_ref().is_none_or(|(_, b)| off(&m) < off(b)) {
+                        best = Some((setting, m));
+                    }
+                    if close || next == setting {
+                        break;
+                    }
+                    setting = next;
+                }
+                let (setting, m) = best.expect("at least one round");
                 let rate = m.requests as f64 / m.wall.as_secs_f64();
                 println!(
-                    "{c:>20} {matched:>11} {rate:>10.0} {:>9.1} {:>13.0} {:>6.1}x",
+                    "{c:>20} {setting:>11} {rate:>10.0} {:>9.1} {:>13.0} {:>6.1}x",
                     m.achieved_concurrency,
                     a.rate,
                     rate / a.rate
                 );
             }
         }
+        memory_section(root)?;
         server.shutdown().await;
 
         let server = SimServer::start(sim_config(TTFT_INJECTED_MS), ([127, 0, 0, 1], 0).into())
@@ -448,8 +496,98 @@ impl Drop for SimProcess {
     }
 }
 
+/// TTFT of the simulator the memory section runs against: long enough that
+/// every request of a level is in flight at once.
+const MEMORY_TTFT_MS: f64 = 500.0;
+
+/// Memory per in-flight request, the client process alone: each level runs
+/// in a child process of its own against a simulator in another, so
+/// neither the simulator's side of the connections nor what an earlier
+/// level left in the allocator is counted.
+fn memory_section(root: &Path) -> Result<(), String> {
+    let sim = SimProcess::start(MEMORY_TTFT_MS)?;
+    println!();
+    println!(
+        "memory, the client process alone (each level in its own process; simulator in another, {MEMORY_TTFT_MS} ms TTFT so every request of a level is in flight at once; growth = peak RSS - RSS after one warm-up request):"
+    );
+    println!(
+        "{:>11} {:>12} {:>12} {:>12} {:>16} {:>14}",
+        "concurrency", "base MiB", "peak MiB", "growth MiB", "KiB/in-flight", "vs 8 KiB goal"
+    );
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    for c in [1usize, 64, 1024, 4096] {
+        let out = Command::new(&exe)
+            .args([
+                "bench",
+                "client",
+                "--memory-child",
+                &c.to_string(),
+                &sim.url,
+            ])
+            .current_dir(root)
+            .output()
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let numbers: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let [base, peak, failed] = numbers[..] else {
+            return Err(format!(
+                "memory child at c={c} printed {text:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        };
+        if failed > 0 {
+            eprintln!("memory at c={c}: {failed} requests failed");
+        }
+        let growth = peak.saturating_sub(base);
+        if c == 1 {
+            // One request cannot be told from the process's own growth.
+            println!(
+                "{c:>11} {:>12.1} {:>12.1} {:>12.1} {:>16} {:>14}",
+                base as f64 / 1024.0,
+                peak as f64 / 1024.0,
+                growth as f64 / 1024.0,
+                "(process growth)",
+                "-"
+            );
+        } else {
+            let per = growth as f64 / c as f64;
+            println!(
+                "{c:>11} {:>12.1} {:>12.1} {:>12.1} {per:>16.1} {:>13.2}x",
+                base as f64 / 1024.0,
+                peak as f64 / 1024.0,
+                growth as f64 / 1024.0,
+                per / 8.0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The child side of [`memory_section`]: one warm-up request, then `c`
+/// requests at concurrency `c`; prints `base_kb peak_kb failed`.
+fn memory_child(root: &Path, c: usize, url: &str) -> Result<(), String> {
+    // One socket per in-flight request, plus the runtime's and the files'.
+    speedbench::process::raise_open_files(c as u64 + 256);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let out = root.join(format!("target/bench-client/memory-c{c}"));
+    runtime.block_on(async {
+        drive(url, 1, 1, &out.join("warm")).await?;
+        let m = drive(url, c, c as u64, &out.join("run")).await?;
+        println!("{} {} {}", m.baseline_kb, m.peak_kb, m.failed);
+        Ok(())
+    })
+}
+
 /// The child side of [`SimProcess`]: serves until stdin closes.
 fn serve_sim(ttft_ms: f64) -> Result<(), String> {
+    speedbench::process::raise_open_files(16_384);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

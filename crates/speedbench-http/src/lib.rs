@@ -261,6 +261,7 @@ pub fn new_connector(options: &ClientOptions) -> Result<Connector, HttpError> {
 /// Builds a pooled keep-alive client.
 pub fn new_client(options: &ClientOptions) -> Result<HttpClient, HttpError> {
     Ok(Client::builder(TokioExecutor::new())
+        .http1_read_buf_exact_size(4096)
         .pool_max_idle_per_host(options.max_idle_per_host)
         .pool_idle_timeout(Duration::from_secs(90))
         .build(new_connector(options)?))
