@@ -470,16 +470,21 @@ pub fn load_shard_group(path: &Path) -> Result<Option<MergedRun>, RunsError> {
         Ok(dirs) => dirs,
         Err(_) => return Ok(None),
     };
+    // Only `run.json` is read to tell: a plain run's records are loaded
+    // once, by the caller.
+    let all_shards = dirs.iter().all(|d| {
+        std::fs::read(d.join(RunManifest::FILE_NAME))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<RunManifest>(&bytes).ok())
+            .is_some_and(|m| m.shard.is_some())
+    });
+    if !all_shards {
+        return Ok(None);
+    }
     let runs = dirs
         .iter()
         .map(|d| load_run(d))
         .collect::<Result<Vec<_>, _>>()?;
-    if !runs
-        .iter()
-        .all(|r| r.manifest.as_ref().is_some_and(|m| m.shard.is_some()))
-    {
-        return Ok(None);
-    }
     let mut merged = merge_shards(runs)?;
     if merged.len() > 1 {
         let groups: Vec<String> = merged
