@@ -8,7 +8,9 @@
 # 2. runs `speedbench profile` over fixtures/llama_e2e.jsonl at temperature 0
 #    against a speculative server, then against the same server with
 #    `--spec-type none`, each stopped by its PID;
-# 3. runs the checks in bins/speedbench/tests/llama_e2e.rs on those runs.
+# 3. runs llama.cpp's speed_bench.py workflow (--limit, --output JSON) on a
+#    fresh speculative and a fresh baseline server, and compares the files;
+# 4. runs the checks in bins/speedbench/tests/llama_e2e.rs on those runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -96,6 +98,28 @@ echo "== baseline run (--spec-type none)"
 start_server "$OUT/server-base.log" --spec-type none
 profile "$OUT/base"
 stop_server
+
+# llama.cpp's speed_bench.py workflow, one command per run: non-streaming
+# chat completions, the model named by the server (its GGUF path; tables
+# show the file stem), at most one sample per category, its JSON layout
+# written with --output. n-gram and draft-model speculation keep state
+# across requests, so each run gets a freshly started server.
+speed_bench_py() { # run-dir output-json
+    "$SPEEDBENCH" profile --url "127.0.0.1:$PORT" --input-file fixtures/llama_e2e.jsonl \
+        --category all --limit 1 --osl 64 --concurrency 1 --timeout 300 \
+        --extra-inputs temperature:0 cache_prompt:false \
+        --output "$2" --output-artifact-dir "$1"
+}
+echo "== speed_bench.py workflow: speculative (fresh server), --limit 1, --output"
+start_server "$OUT/server-py-spec.log" -md "$MODEL" --spec-type draft-simple --spec-draft-n-max 4
+speed_bench_py "$OUT/py-spec" "$OUT/py-spec.json"
+stop_server
+echo "== speed_bench.py workflow: baseline --spec-type none (fresh server)"
+start_server "$OUT/server-py-base.log" --spec-type none
+speed_bench_py "$OUT/py-base" "$OUT/py-base.json"
+stop_server
+"$SPEEDBENCH" compare --baseline "$OUT/py-base.json" --speculative "$OUT/py-spec.json"
+"$SPEEDBENCH" report "$OUT/py-base.json" "$OUT/py-spec.json" --format speed-bench-py
 
 "$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source records --format console
 "$SPEEDBENCH" report "$OUT/spec" --metric accept_rate --source server --format console

@@ -3,7 +3,9 @@
 //! The script sets `SPEEDBENCH_LLAMA_E2E` to a directory holding `spec/`
 //! (the model as its own draft), `ngram/` (`--spec-type ngram-mod`, which
 //! drafts only on some steps) and `base/` (`--spec-type none`) run
-//! directories of the same prompts at temperature 0. Without it (a plain `cargo test`) the
+//! directories of the same prompts at temperature 0, and `py-spec/`, `py-base/` with their
+//! `py-spec.json`, `py-base.json` (llama.cpp speed_bench.py's workflow: `--limit 1`, `--output`,
+//! a fresh server each). Without it (a plain `cargo test`) the
 //! test has nothing to check and says so.
 
 mod common;
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use common::{read_run, run};
 use serde_json::Value;
+use speedbench_metrics::SpeedBenchPyOutput;
 use speedbench_record::RequestRecord;
 
 fn runs() -> Option<PathBuf> {
@@ -264,4 +267,185 @@ async fn sources_agree(dir: &Path, records: &[RequestRecord]) {
         accepted,
         "per-position counters, which appear only once the server drafts"
     );
+}
+
+/// speed_bench.py's rate for one sample, computed here from its records:
+/// the server's own `timings.predicted_per_second` for a single turn,
+/// Σ completion tokens / Σ `predicted_ms` over the turns of a multi-turn one.
+fn sample_pred_rate(turns: &[&RequestRecord]) -> f64 {
+    match turns {
+        [one] => one
+            .server_timings
+            .as_ref()
+            .and_then(|t| t.predicted_per_second)
+            .unwrap(),
+        many => {
+            let tokens: u64 = many
+                .iter()
+                .map(|r| {
+                    r.completion_tokens
+                        .filter(|&n| n != 0)
+                        .or(r.server_timings.as_ref().and_then(|t| t.predicted_n))
+                        .unwrap()
+                })
+                .sum();
+            let ms: f64 = many
+                .iter()
+                .map(|r| r.server_timings.as_ref().unwrap().predicted_ms.unwrap())
+                .sum();
+            tokens as f64 / (ms / 1000.0)
+        }
+    }
+}
+
+fn close(a: f64, b: f64, what: &str) {
+    assert!(
+        (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+        "{what}: {a} vs {b}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speed_bench_py_workflow_checks_out() {
+    let Some(root) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_LLAMA_E2E is not set (run .ci/llama-server-e2e.sh)");
+        return;
+    };
+    let mut summaries = Vec::new();
+    for name in ["py-base", "py-spec"] {
+        let dir = root.join(name);
+        let records = records(&dir);
+        let file: SpeedBenchPyOutput = serde_json::from_str(
+            &std::fs::read_to_string(root.join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        // --limit 1 --category all: the first row of each of the five
+        // categories, in file order; coding-1 has two turns.
+        let mut ids: Vec<&str> = file.results.iter().map(|s| s.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            ["coding-1", "math-1", "qa-1", "summarization-1", "writing-1"],
+            "{name}"
+        );
+        assert_eq!(
+            (
+                file.selected_samples,
+                file.completed_samples,
+                file.failed_samples
+            ),
+            (5, 5, 0)
+        );
+        assert_eq!(records.len(), 6, "{name}: 5 samples, one of two turns");
+        assert!(
+            records
+                .iter()
+                .all(|r| r.is_success() && r.ttft_ns.is_none())
+        );
+
+        // avg_pred_t/s: the mean over a category's samples of the rates the
+        // server sent, per category and over every sample.
+        let turns_of = |id: &str| -> Vec<&RequestRecord> {
+            let mut t: Vec<&RequestRecord> =
+                records.iter().filter(|r| r.conversation_id == id).collect();
+            t.sort_by_key(|r| r.turn_index);
+            t
+        };
+        let mut all = Vec::new();
+        for row in &file.summary {
+            let rates: Vec<f64> = file
+                .results
+                .iter()
+                .filter(|s| {
+                    row.category == "overall" || s.category.as_deref() == Some(&row.category)
+                })
+                .map(|s| sample_pred_rate(&turns_of(&s.id)))
+                .collect();
+            let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+            close(
+                row.avg_pred_t_s.unwrap(),
+                mean,
+                &format!("{name} {} avg_pred_t/s", row.category),
+            );
+            if row.category != "overall" {
+                all.extend(rates);
+            }
+        }
+        assert_eq!(all.len(), 5);
+
+        // accept_rate over the whole run equals the server's own counters.
+        let export: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("server_metrics_export.json")).unwrap(),
+        )
+        .unwrap();
+        let overall = file
+            .summary
+            .iter()
+            .find(|r| r.category == "overall")
+            .unwrap();
+        if name == "py-spec" {
+            let accepted = counter_total(&export, "llamacpp:spec_decode_num_accepted_tokens");
+            let drafted = counter_total(&export, "llamacpp:spec_decode_num_draft_tokens");
+            assert!(drafted > 0.0, "the speculative server drafted nothing");
+            assert_eq!(
+                (overall.accepted as f64, overall.draft_n as f64),
+                (accepted, drafted)
+            );
+            close(
+                overall.accept_rate.unwrap(),
+                accepted / drafted,
+                "accept_rate",
+            );
+        } else {
+            assert_eq!(overall.draft_n, 0);
+            assert_eq!(overall.accept_rate, None, "n/a when nothing was drafted");
+        }
+
+        // The model id is the GGUF path: run.json keeps it, tables show its stem.
+        let manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        let model = manifest["model"].as_str().unwrap();
+        assert!(model.ends_with(".gguf"), "{model}");
+        let stem = Path::new(model)
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let out = run(&["report", dir.to_str().unwrap(), "--metric", "latency"]).await;
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains(&stem) && !table.contains(model), "{table}");
+        summaries.push(file.summary);
+    }
+
+    // compare over the two files: speed_bench_compare.py's speedups.
+    let cmp = json_of(&[
+        "compare",
+        "--baseline",
+        root.join("py-base.json").to_str().unwrap(),
+        "--speculative",
+        root.join("py-spec.json").to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+    .await;
+    let rows = cmp["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "five categories and overall: {cmp}");
+    for row in rows {
+        let category = row["category"].as_str().unwrap();
+        let find = |s: &Vec<speedbench_metrics::SpeedBenchPyRow>| {
+            s.iter().find(|r| r.category == category).unwrap().clone()
+        };
+        let (base, spec) = (find(&summaries[0]), find(&summaries[1]));
+        close(
+            row["decode_speedup"].as_f64().unwrap(),
+            spec.avg_pred_t_s.unwrap() / base.avg_pred_t_s.unwrap(),
+            &format!("{category} decode_speedup"),
+        );
+        close(
+            row["latency_speedup"].as_f64().unwrap(),
+            base.avg_latency.unwrap() / spec.avg_latency.unwrap(),
+            &format!("{category} latency_speedup"),
+        );
+    }
 }
