@@ -136,6 +136,11 @@ pub(crate) struct ClientArgs {
     /// `SSL_CERT_FILE` works too.
     #[arg(long = "ca-cert", value_name = "FILE")]
     pub ca_cert: Vec<PathBuf>,
+    /// Source address(es) for the connections, taken in turn (repeatable or
+    /// a comma list, e.g. `127.0.0.2,127.0.0.3`): one client can then hold
+    /// more connections to one server than one address has ephemeral ports.
+    #[arg(long = "local-addr", value_name = "ADDR", value_delimiter = ',')]
+    pub local_addr: Vec<std::net::IpAddr>,
     /// Open-loop load: conversation starts per second (requests per second
     /// for single-turn rows); `--concurrency` is then unused.
     #[arg(long)]
@@ -182,6 +187,7 @@ impl Default for ClientArgs {
     fn default() -> Self {
         ClientArgs {
             ca_cert: Vec::new(),
+            local_addr: Vec::new(),
             request_rate: None,
             arrival: Arrival::Poisson,
             random_seed: 0,
@@ -247,6 +253,7 @@ impl ClientArgs {
     fn config(&self) -> serde_json::Value {
         json!({
             "ca_cert": self.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "local_addr": self.local_addr.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "request_rate": self.request_rate,
             "arrival": self.arrival.name(),
             "random_seed": self.random_seed,
@@ -283,6 +290,7 @@ fn hinted(what: &str, e: ClientError) -> CliError {
         ClientError::EndpointMismatch { named, .. } => {
             Some(format!("pass --endpoint-type {}", named.name()))
         }
+        ClientError::LocalAddr { .. } => Some("check --local-addr".to_string()),
         _ => None,
     };
     let what = match hint {
@@ -365,6 +373,7 @@ pub(crate) fn check(args: &ProfileArgs) -> Result<Checked, CliError> {
     target.headers = headers;
     target.timeout = Duration::from_secs_f64(args.timeout);
     target.extra_roots_pem = extra_roots;
+    target.local_addrs = args.client.local_addr.clone();
     target
         .validate()
         .map_err(|e| hinted("checking the request options", e))?;

@@ -100,6 +100,15 @@ pub enum ClientError {
     /// The TLS setup failed (e.g. an unreadable `SSL_CERT_FILE`).
     #[error("TLS setup: {0}")]
     Tls(String),
+    /// A source address for connections ([`crate::Target::local_addrs`])
+    /// is not one of this machine's addresses, or was given twice.
+    #[error("source address {addr}: {message}")]
+    LocalAddr {
+        /// The address.
+        addr: std::net::IpAddr,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The records file failed.
     #[error(transparent)]
     Record(#[from] speedbench_record::RecordError),

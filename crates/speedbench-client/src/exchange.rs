@@ -77,9 +77,10 @@ impl HttpClient {
         let client = new_client(&ClientOptions {
             max_idle_per_host: max_connections,
             extra_roots_pem: target.extra_roots_pem.clone(),
+            local_addrs: target.local_addrs.clone(),
             ..Default::default()
         })
-        .map_err(|e| ClientError::Tls(e.to_string()))?;
+        .map_err(ClientError::from_http)?;
         Ok(HttpClient {
             client,
             url,
@@ -280,6 +281,18 @@ impl HttpClient {
             ex.state.absorb(&v, at);
         }
         Ok(())
+    }
+}
+
+impl ClientError {
+    /// A client-building failure: a bad source address, or else the TLS setup.
+    pub(crate) fn from_http(e: speedbench_http::HttpError) -> ClientError {
+        match e {
+            speedbench_http::HttpError::LocalAddr { addr, message } => {
+                ClientError::LocalAddr { addr, message }
+            }
+            other => ClientError::Tls(other.to_string()),
+        }
     }
 }
 

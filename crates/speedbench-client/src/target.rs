@@ -1,6 +1,7 @@
 //! Where requests go and what they carry.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -289,6 +290,11 @@ pub struct Target {
     /// Readers of spec-decode statistics for engines speedbench does not
     /// know, asked before the built-in ones ([`Target::with_spec_adapter`]).
     pub spec_adapters: Vec<Arc<dyn SpecAdapter>>,
+    /// Source addresses the run's connections take in turn (round-robin),
+    /// so one client can hold more connections to one server than one
+    /// source address has ephemeral ports; empty lets the system pick
+    /// ([`Target::with_local_addrs`]).
+    pub local_addrs: Vec<IpAddr>,
 }
 
 impl Target {
@@ -307,6 +313,7 @@ impl Target {
             timeout: Duration::from_secs(600),
             extra_roots_pem: Vec::new(),
             spec_adapters: Vec::new(),
+            local_addrs: Vec::new(),
         }
     }
 
@@ -377,12 +384,31 @@ impl Target {
         self
     }
 
+    /// Opens the run's connections from `addrs` in turn (each must be an
+    /// address of this machine, checked by [`Target::validate`]).
+    ///
+    /// ```
+    /// use speedbench_client::{BaseUrl, ClientError, Target};
+    /// let t = Target::new(BaseUrl::parse("127.0.0.1:8000")?, "m")
+    ///     .with_local_addrs(["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()]);
+    /// assert!(t.validate().is_ok());
+    /// // 192.0.2.0/24 is for documentation only: no machine has it.
+    /// let err = t.with_local_addrs(["192.0.2.9".parse().unwrap()]).validate().unwrap_err();
+    /// assert!(matches!(err, ClientError::LocalAddr { .. }), "{err}");
+    /// # Ok::<(), speedbench_client::ClientError>(())
+    /// ```
+    pub fn with_local_addrs(mut self, addrs: impl IntoIterator<Item = IpAddr>) -> Self {
+        self.local_addrs = addrs.into_iter().collect();
+        self
+    }
+
     /// Checks what can be checked before any request: header names and
     /// values, an `Authorization` header against an API key, extra body
-    /// fields that would replace the ones speedbench sets, and a full
-    /// endpoint URL against the API in use.
+    /// fields that would replace the ones speedbench sets, a full
+    /// endpoint URL against the API in use, and source addresses.
     pub fn validate(&self) -> Result<(), ClientError> {
         request_headers(self.api_key.as_ref(), &self.headers)?;
+        speedbench_http::check_local_addrs(&self.local_addrs).map_err(ClientError::from_http)?;
         if let Some(field) = OwnedField::ALL
             .into_iter()
             .find(|f| self.extra_body.contains_key(f.name()))

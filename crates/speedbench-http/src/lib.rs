@@ -27,7 +27,13 @@
 //! ```
 
 #![doc(test(attr(deny(warnings))))]
+use std::future::Future;
+use std::net::IpAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -47,7 +53,105 @@ pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteSt
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response
 /// carries in its extensions.
-pub type Connector = HttpsConnector<TimedConnector>;
+pub type Connector = HttpsConnector<TcpConnector>;
+
+/// The TCP layer of [`Connector`]: hyper-util's connector (through
+/// [`TimedConnector`]), one per source address of
+/// [`ClientOptions::local_addrs`], each new connection taking the next
+/// address in turn (round-robin), so that one client can open more
+/// connections to one server than one source address has ephemeral ports.
+/// Without source addresses the system picks one, as usual.
+#[derive(Debug, Clone)]
+pub struct TcpConnector {
+    /// One connector per source address (one unbound connector without any).
+    connectors: Arc<[TimedConnector]>,
+    /// How many connections were started: the next address's index, modulo.
+    next: Arc<AtomicUsize>,
+}
+
+impl TcpConnector {
+    /// A connector (with `TCP_NODELAY`) taking `local_addrs` in turn as the
+    /// source address of new connections; checks first that each is an
+    /// address of this machine and that none is given twice
+    /// ([`HttpError::LocalAddr`]).
+    pub fn new(local_addrs: &[IpAddr]) -> Result<TcpConnector, HttpError> {
+        check_local_addrs(local_addrs)?;
+        let one = |addr: Option<IpAddr>| {
+            let mut http = HttpConnector::new();
+            http.set_nodelay(true);
+            http.enforce_http(false);
+            http.set_local_address(addr);
+            TimedConnector(http)
+        };
+        let connectors: Arc<[TimedConnector]> = if local_addrs.is_empty() {
+            Arc::new([one(None)])
+        } else {
+            local_addrs.iter().map(|&a| one(Some(a))).collect()
+        };
+        Ok(TcpConnector {
+            connectors,
+            next: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// How many source addresses new connections take in turn (1 when the
+    /// system picks it).
+    pub fn source_count(&self) -> usize {
+        self.connectors.len()
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<hyper::Uri> for TcpConnector {
+    type Response = TimedStream;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<TimedStream, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // hyper-util's connector is always ready; each call clones one.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.connectors.len();
+        // A clone of hyper-util's connector shares its configuration (an Arc).
+        let mut connector = self.connectors[i].clone();
+        connector.call(uri)
+    }
+}
+
+/// Checks that every address in `addrs` can be a source address here (one
+/// of this machine's addresses: a socket can be bound to it) and that none
+/// is given twice; the error names the address.
+///
+/// ```
+/// use std::net::{IpAddr, Ipv4Addr};
+/// use speedbench_http::{HttpError, check_local_addrs};
+///
+/// assert!(check_local_addrs(&[IpAddr::V4(Ipv4Addr::LOCALHOST)]).is_ok());
+/// // 192.0.2.0/24 is reserved for documentation: no machine has it.
+/// let err = check_local_addrs(&["192.0.2.7".parse().unwrap()]).unwrap_err();
+/// assert!(matches!(err, HttpError::LocalAddr { .. }));
+/// assert!(err.to_string().contains("192.0.2.7"), "{err}");
+/// ```
+pub fn check_local_addrs(addrs: &[IpAddr]) -> Result<(), HttpError> {
+    for (i, &addr) in addrs.iter().enumerate() {
+        if addrs[..i].contains(&addr) {
+            return Err(HttpError::LocalAddr {
+                addr,
+                message: "given twice".into(),
+            });
+        }
+        // Binding a UDP socket to port 0 claims nothing lasting and fails
+        // just as a TCP bind would for an address this machine lacks.
+        std::net::UdpSocket::bind((addr, 0)).map_err(|e| HttpError::LocalAddr {
+            addr,
+            message: format!("not usable as a source address on this machine ({e})"),
+        })?;
+    }
+    Ok(())
+}
 
 /// A pooled client whose request bodies are buffered [`Bytes`].
 pub type HttpClient = Client<Connector, Full<Bytes>>;
@@ -91,6 +195,15 @@ pub enum HttpError {
         url: String,
         /// The deadline.
         timeout: Duration,
+    },
+    /// A source address for connections is not one of this machine's
+    /// addresses, or was given twice.
+    #[error("source address {addr}: {message}")]
+    LocalAddr {
+        /// The address.
+        addr: IpAddr,
+        /// What is wrong with it.
+        message: String,
     },
     /// Redirects did not end.
     #[error("{url}: more than {MAX_REDIRECTS} redirects")]
@@ -182,6 +295,9 @@ pub struct ClientOptions {
     pub extra_roots_pem: Vec<Vec<u8>>,
     /// Read extra roots from the file named by `SSL_CERT_FILE`, if set.
     pub use_ssl_cert_file: bool,
+    /// Source addresses new connections take in turn ([`TcpConnector`]);
+    /// empty lets the system pick.
+    pub local_addrs: Vec<IpAddr>,
 }
 
 impl Default for ClientOptions {
@@ -190,6 +306,7 @@ impl Default for ClientOptions {
             max_idle_per_host: 64,
             extra_roots_pem: Vec::new(),
             use_ssl_cert_file: true,
+            local_addrs: Vec::new(),
         }
     }
 }
@@ -246,16 +363,15 @@ fn tls_config(options: &ClientOptions) -> Result<rustls::ClientConfig, HttpError
 }
 
 /// Builds the HTTP/HTTPS connector with `TCP_NODELAY` (latency matters more
-/// than packet count for a benchmark).
+/// than packet count for a benchmark), taking the source addresses of
+/// [`ClientOptions::local_addrs`] in turn.
 pub fn new_connector(options: &ClientOptions) -> Result<Connector, HttpError> {
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    http.enforce_http(false);
+    let tcp = TcpConnector::new(&options.local_addrs)?;
     Ok(HttpsConnectorBuilder::new()
         .with_tls_config(tls_config(options)?)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(TimedConnector(http)))
+        .wrap_connector(tcp))
 }
 
 /// Builds a pooled keep-alive client.
@@ -402,6 +518,51 @@ mod tests {
         assert_eq!(resolve_location(&base, "/cdn/f"), "http://h:1/cdn/f");
         assert_eq!(resolve_location(&base, "y"), "http://h:1/api/datasets/y");
         assert_eq!(resolve_location(&base, "https://cdn/z"), "https://cdn/z");
+    }
+
+    #[tokio::test]
+    async fn new_connections_take_the_source_addresses_in_turn() {
+        use tower_service::Service;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: hyper::Uri = format!("http://{}/", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let addrs: Vec<IpAddr> = vec!["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()];
+        let mut tcp = TcpConnector::new(&addrs).unwrap();
+        assert_eq!(tcp.source_count(), 2);
+        let mut peers = Vec::new();
+        let mut streams = Vec::new();
+        for _ in 0..4 {
+            streams.push(tcp.call(uri.clone()).await.unwrap());
+            let (_, peer) = listener.accept().await.unwrap();
+            peers.push(peer.ip().to_string());
+        }
+        assert_eq!(peers, ["127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"]);
+        // Without addresses, the system picks (127.0.0.1 towards 127.0.0.1).
+        let mut tcp = TcpConnector::new(&[]).unwrap();
+        let _s = tcp.call(uri).await.unwrap();
+        let (_, peer) = listener.accept().await.unwrap();
+        assert_eq!(peer.ip().to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn source_addresses_are_checked_and_named() {
+        let twice: Vec<IpAddr> = vec!["127.0.0.2".parse().unwrap(); 2];
+        let err = new_client(&ClientOptions {
+            local_addrs: twice,
+            use_ssl_cert_file: false,
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(err, "source address 127.0.0.2: given twice");
+        let err = check_local_addrs(&["192.0.2.1".parse().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("source address 192.0.2.1: not usable as a source address"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! this module reads the request, keeps the accounting and sends the bytes
 //! on their schedule.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -55,6 +55,8 @@ struct Shared {
     /// connection, possibly after the request was recorded (hyper may
     /// still hold the frame when the body ends).
     content_sends: Mutex<Vec<ContentSend>>,
+    /// Connections accepted, by the client's (source) address.
+    peers: Mutex<BTreeMap<IpAddr, u64>>,
 }
 
 /// Where to find when a recorded request's first content actually left.
@@ -599,7 +601,13 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
         tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
+                    *shared
+                        .peers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(peer.ip())
+                        .or_default() += 1;
                     // Small SSE frames must leave immediately for honest timing.
                     let _ = stream.set_nodelay(true);
                     let shared = Arc::clone(&shared);
@@ -674,6 +682,7 @@ impl SimServer {
                 .map_or(0.0, |d| d.as_secs_f64()),
             metrics_baseline: Mutex::new(MetricsBaseline::default()),
             content_sends: Mutex::new(Vec::new()),
+            peers: Mutex::new(BTreeMap::new()),
         });
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));
@@ -709,6 +718,17 @@ impl SimServer {
     /// A snapshot of the completed-request accounting.
     pub fn ground_truth(&self) -> GroundTruth {
         self.shared.truth_snapshot()
+    }
+
+    /// How many connections the server accepted from each client (source)
+    /// address, e.g. to check that a client spread its connections over
+    /// several source addresses.
+    pub fn connections_by_peer(&self) -> BTreeMap<IpAddr, u64> {
+        self.shared
+            .peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops accepting, aborts open connections (including in-flight
