@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod compare;
 mod datasets;
 mod demo;
+mod kube;
 mod profile;
 mod progress;
 mod report;
@@ -38,6 +39,8 @@ enum Command {
     Report(report::ReportArgs),
     /// Compare a baseline run with a speculative run: speedups, lossless check, intervals.
     Compare(compare::CompareArgs),
+    /// Kubernetes: print the Indexed Job of a sharded run (docs/distributed.md).
+    Kube(kube::KubeArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
             Command::Report(args) => report::run(args),
             Command::Datasets(args) => datasets::run(args).await,
             Command::Compare(args) => compare::run(args),
+            Command::Kube(args) => kube::run(args),
         }
     });
     match result {

@@ -1,0 +1,505 @@
+use super::*;
+
+fn input() -> ShardedJob {
+    ShardedJob {
+        name: "bench1".into(),
+        namespace: "perf".into(),
+        image: "registry.example/speedbench:0.1.0".into(),
+        image_pull_policy: Some(PullPolicy::IfNotPresent),
+        command: vec!["speedbench".into()],
+        shards: 4,
+        run_id: "bench1".into(),
+        profile_args: ["--url", "http://vllm:8000", "--bench", "qualitative"]
+            .map(String::from)
+            .to_vec(),
+        start_at_unix: 1_800_000_000.5,
+        resources: Resources {
+            requests: BTreeMap::from([("cpu".into(), "2".into()), ("memory".into(), "1Gi".into())]),
+            limits: BTreeMap::from([("memory".into(), "2Gi".into())]),
+        },
+        secrets: vec!["OPENAI_API_KEY=llm-api:key".parse().unwrap()],
+        output: PvcOutput {
+            claim: "bench-results".into(),
+            mount_path: "/results".into(),
+        },
+        labels: BTreeMap::from([("team".into(), "serving".into())]),
+        spread: Spread::Preferred,
+        active_deadline_seconds: Some(3600),
+    }
+}
+
+fn built() -> Job {
+    build_job(&input()).unwrap()
+}
+
+fn reason(e: KubeError) -> String {
+    e.to_string()
+}
+
+fn refused(job: &ShardedJob) -> String {
+    reason(build_job(job).expect_err("accepted"))
+}
+
+fn container_mut(job: &mut Job) -> &mut Container {
+    &mut job
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+}
+
+#[test]
+fn the_job_is_indexed_one_pod_per_shard_never_retried() {
+    let job = built();
+    let spec = job.spec.as_ref().unwrap();
+    assert_eq!(spec.completion_mode.as_deref(), Some("Indexed"));
+    assert_eq!(spec.completions, Some(4));
+    assert_eq!(spec.parallelism, Some(4));
+    assert_eq!(spec.backoff_limit_per_index, Some(0));
+    assert_eq!(spec.active_deadline_seconds, Some(3600));
+    let pod = spec.template.spec.as_ref().unwrap();
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    let c = &pod.containers[0];
+    assert_eq!(c.command.as_deref(), Some(&["speedbench".to_string()][..]));
+    let args = c.args.as_ref().unwrap();
+    assert_eq!(
+        args,
+        &[
+            "profile",
+            "--url",
+            "http://vllm:8000",
+            "--bench",
+            "qualitative",
+            "--shard-count",
+            "4",
+            "--shard-index",
+            "$(SPEEDBENCH_SHARD_INDEX)",
+            "--run-id",
+            "bench1",
+            "--start-at",
+            "1800000000.5",
+            "--output-artifact-dir",
+            "/results/bench1/shard$(SPEEDBENCH_SHARD_INDEX)of4",
+        ]
+    );
+    let env = c.env.as_ref().unwrap();
+    assert_eq!(env[0].name, SHARD_INDEX_ENV);
+    assert_eq!(
+        env[0]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path,
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    );
+    assert_eq!(env[1].name, "OPENAI_API_KEY");
+    assert_eq!(env[1].value, None);
+    let secret = env[1]
+        .value_from
+        .as_ref()
+        .unwrap()
+        .secret_key_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (secret.name.as_str(), secret.key.as_str()),
+        ("llm-api", "key")
+    );
+    let labels = job.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels[RUN_ID_LABEL], "bench1");
+    assert_eq!(labels["team"], "serving");
+    let spread = &pod.topology_spread_constraints.as_ref().unwrap()[0];
+    assert_eq!(spread.when_unsatisfiable, "ScheduleAnyway");
+    assert_eq!(spread.topology_key, "kubernetes.io/hostname");
+}
+
+#[test]
+fn the_json_round_trips_through_the_types_and_still_passes_the_checks() {
+    let job = built();
+    let text = serde_json::to_string_pretty(&job).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["apiVersion"], "batch/v1");
+    assert_eq!(value["kind"], "Job");
+    assert_eq!(value["spec"]["completionMode"], "Indexed");
+    assert_eq!(value["spec"]["backoffLimitPerIndex"], 0);
+    assert_eq!(
+        value["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]["name"],
+        "llm-api"
+    );
+    assert_eq!(
+        value["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "2Gi"
+    );
+    assert!(value.get("status").is_none(), "a status in a manifest");
+    let back: Job = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, job);
+    check_job(&back).unwrap();
+    assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
+}
+
+#[test]
+fn expanded_args_are_what_each_pod_runs() {
+    let job = built();
+    let args = expanded_args(&job, 3, "SECRET");
+    assert_eq!(args[8], "3");
+    assert_eq!(args[14], "/results/bench1/shard3of4");
+    let mut env = BTreeMap::new();
+    env.insert("A", "x".to_string());
+    assert_eq!(expand("$(A)-$(B)-$$(A)-$-$(", &env), "x-$(B)-$(A)-$-$(");
+}
+
+#[test]
+fn no_spread_and_no_resources_leave_the_fields_out() {
+    let mut i = input();
+    i.spread = Spread::None;
+    i.resources = Resources::default();
+    i.secrets.clear();
+    i.image_pull_policy = None;
+    i.active_deadline_seconds = None;
+    let job = build_job(&i).unwrap();
+    let value = serde_json::to_value(&job).unwrap();
+    let pod = &value["spec"]["template"]["spec"];
+    assert!(pod.get("topologySpreadConstraints").is_none());
+    assert!(pod["containers"][0].get("resources").is_none());
+    assert!(pod["containers"][0].get("imagePullPolicy").is_none());
+    let mut r = input();
+    r.spread = Spread::Required;
+    let job = build_job(&r).unwrap();
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    assert_eq!(
+        pod.topology_spread_constraints.unwrap()[0].when_unsatisfiable,
+        "DoNotSchedule"
+    );
+}
+
+#[test]
+fn bad_names_are_refused() {
+    let mut i = input();
+    i.name = "Bench_1".into();
+    assert!(
+        refused(&i).contains("metadata.name \"Bench_1\""),
+        "{}",
+        refused(&i)
+    );
+    let mut i = input();
+    i.namespace = "perf.team".into();
+    assert!(refused(&i).contains("metadata.namespace"));
+    let mut i = input();
+    i.name = "a".repeat(62);
+    assert!(
+        refused(&i).contains("hostnames NAME-INDEX reach 64"),
+        "{}",
+        refused(&i)
+    );
+    let mut i = input();
+    i.name = "a".repeat(61);
+    build_job(&i).unwrap();
+    i.shards = 11;
+    assert!(refused(&i).contains("reach 64"));
+    let mut i = input();
+    i.run_id = "bench 1".into();
+    assert!(refused(&i).contains("run id"));
+    let mut i = input();
+    i.run_id = String::new();
+    assert!(refused(&i).contains("run id is required"));
+}
+
+#[test]
+fn bad_labels_are_refused() {
+    let mut i = input();
+    i.labels.insert("team".into(), "-x".into());
+    assert!(
+        refused(&i).contains("metadata.labels team"),
+        "{}",
+        refused(&i)
+    );
+    let mut i = input();
+    i.labels.insert("Bad_Prefix/x".into(), "y".into());
+    assert!(refused(&i).contains("metadata.labels key"));
+    let mut i = input();
+    i.labels.insert(RUN_ID_LABEL.into(), "other".into());
+    assert!(refused(&i).contains("set by speedbench itself"));
+}
+
+#[test]
+fn shard_counts_outside_the_api_limits_are_refused() {
+    for n in [0, MAX_SHARDS + 1] {
+        let mut i = input();
+        i.shards = n;
+        assert!(refused(&i).contains("must be 1 to 100000"), "{n}");
+    }
+    let mut i = input();
+    i.name = "b".into();
+    i.shards = 1;
+    build_job(&i).unwrap();
+}
+
+#[test]
+fn an_image_is_required_and_whole() {
+    let mut i = input();
+    i.image = String::new();
+    assert!(refused(&i).contains("image is required"));
+    let mut i = input();
+    i.image = " speedbench:1".into();
+    assert!(refused(&i).contains("whitespace"));
+    let mut i = input();
+    i.command = vec![];
+    assert!(refused(&i).contains("command is required"));
+}
+
+#[test]
+fn quantities_that_do_not_parse_or_exceed_their_limit_are_refused() {
+    let mut i = input();
+    i.resources.requests.insert("memory".into(), "1GB".into());
+    assert!(
+        refused(&i).contains("resources.requests.memory \"1GB\""),
+        "{}",
+        refused(&i)
+    );
+    let mut i = input();
+    i.resources.limits.insert("cpu".into(), "-1".into());
+    assert!(refused(&i).contains("negative"));
+    let mut i = input();
+    i.resources.requests.insert("memory".into(), "3Gi".into());
+    assert!(refused(&i).contains("more than its limit 2Gi"));
+    let mut i = input();
+    i.resources
+        .requests
+        .insert("memory".into(), "2048Mi".into());
+    build_job(&i).unwrap();
+    let mut i = input();
+    i.resources.requests.insert("gpu".into(), "1".into());
+    assert!(refused(&i).contains("extended resource with a domain prefix"));
+    let mut i = input();
+    i.resources
+        .requests
+        .insert("nvidia.com/gpu".into(), "1".into());
+    assert!(refused(&i).contains("needs a limit too"));
+    i.resources
+        .limits
+        .insert("nvidia.com/gpu".into(), "2".into());
+    assert!(refused(&i).contains("must equal its limit 2"));
+    i.resources
+        .limits
+        .insert("nvidia.com/gpu".into(), "1".into());
+    build_job(&i).unwrap();
+    i.resources
+        .limits
+        .insert("nvidia.com/gpu".into(), "500m".into());
+    assert!(refused(&i).contains("whole number"));
+}
+
+#[test]
+fn secret_references_are_checked_and_literals_refused() {
+    let literal = "OPENAI_API_KEY=sk-123".parse::<SecretEnv>().unwrap_err();
+    assert!(
+        matches!(literal, KubeError::LiteralSecret { .. }),
+        "{literal}"
+    );
+    assert!(
+        "1KEY=s:k"
+            .parse::<SecretEnv>()
+            .unwrap_err()
+            .to_string()
+            .contains("environment variable name")
+    );
+    assert!(
+        "HF_TOKEN=Bad_Secret:k"
+            .parse::<SecretEnv>()
+            .unwrap_err()
+            .to_string()
+            .contains("secret name of HF_TOKEN")
+    );
+    assert!(
+        "HF_TOKEN=hf:a/b"
+            .parse::<SecretEnv>()
+            .unwrap_err()
+            .to_string()
+            .contains("secret key of HF_TOKEN")
+    );
+    assert!("HF_TOKEN".parse::<SecretEnv>().is_err());
+    let mut i = input();
+    i.secrets.push(i.secrets[0].clone());
+    assert!(refused(&i).contains("env \"OPENAI_API_KEY\" is given twice"));
+    let mut i = input();
+    i.secrets.push(SecretEnv {
+        env: SHARD_INDEX_ENV.into(),
+        secret: "s".into(),
+        key: "k".into(),
+    });
+    assert!(refused(&i).contains("given twice"));
+}
+
+#[test]
+fn a_literal_credential_in_a_job_is_refused_by_the_checks() {
+    let mut job = built();
+    let env = container_mut(&mut job).env.as_mut().unwrap();
+    env[1].value_from = None;
+    env[1].value = Some("sk-123".into());
+    assert!(matches!(
+        check_job(&job),
+        Err(KubeError::LiteralSecret { .. })
+    ));
+    let mut job = built();
+    let env = container_mut(&mut job).env.as_mut().unwrap();
+    env[1].value = Some("x".into());
+    assert!(reason(check_job(&job).unwrap_err()).contains("not both"));
+}
+
+#[test]
+fn profile_flags_the_manifest_sets_or_literal_credentials_are_refused() {
+    for (flag, value) in [
+        ("--shard", Some("0/4")),
+        ("--shard-count", Some("4")),
+        ("--shard-index", Some("0")),
+        ("--run-id", Some("x")),
+        ("--start-at", Some("1")),
+        ("--start-after-barrier", Some("/f")),
+        ("--output-artifact-dir", Some("/x")),
+        ("--overwrite", None),
+        ("--output", Some("x.json")),
+        ("--api-key", Some("sk-1")),
+        ("--config", Some("s.toml")),
+    ] {
+        for form in [
+            value.map_or(vec![flag.to_string()], |v| {
+                vec![flag.to_string(), v.to_string()]
+            }),
+            value.map_or(vec![], |v| vec![format!("{flag}={v}")]),
+        ] {
+            if form.is_empty() {
+                continue;
+            }
+            let mut i = input();
+            i.profile_args.extend(form.clone());
+            let e = build_job(&i).unwrap_err();
+            assert!(
+                matches!(&e, KubeError::ReservedFlag { flag: f, .. } if f == flag),
+                "{form:?}: {e}"
+            );
+        }
+    }
+    for header in [
+        vec!["-H", "Authorization:Bearer sk-1"],
+        vec!["--header", "X-Api-Key: sk-1"],
+        vec!["--header=Authorization:Bearer sk-1"],
+        vec!["-HAuthorization:Bearer sk-1"],
+    ] {
+        let mut i = input();
+        i.profile_args.extend(header.iter().map(|s| s.to_string()));
+        assert!(
+            matches!(build_job(&i), Err(KubeError::LiteralSecret { .. })),
+            "{header:?}"
+        );
+    }
+    let mut i = input();
+    i.profile_args.extend(
+        [
+            "-H",
+            "Authorization:Bearer $(OPENAI_API_KEY)",
+            "-H",
+            "X-Team:a",
+        ]
+        .map(String::from),
+    );
+    build_job(&i).unwrap();
+    let mut i = input();
+    i.profile_args.clear();
+    assert!(refused(&i).contains("profile flags is required"));
+    let mut i = input();
+    i.profile_args.insert(0, "profile".into());
+    assert!(refused(&i).contains("give the flags only"));
+}
+
+#[test]
+fn outputs_and_start_times_are_checked() {
+    let mut i = input();
+    i.output.mount_path = "results".into();
+    assert!(refused(&i).contains("absolute"));
+    let mut i = input();
+    i.output.mount_path = "/a/../b".into();
+    assert!(refused(&i).contains("'..'"));
+    let mut i = input();
+    i.output.claim = "Results".into();
+    assert!(refused(&i).contains("claimName"));
+    let mut i = input();
+    i.output.claim = "s3://bucket/x".into();
+    assert!(refused(&i).contains("PersistentVolumeClaim"));
+    for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut i = input();
+        i.start_at_unix = t;
+        assert!(refused(&i).contains("Unix time"), "{t}");
+    }
+}
+
+#[test]
+fn job_fields_a_cluster_rejects_are_named() {
+    let mut job = built();
+    job.spec.as_mut().unwrap().parallelism = Some(2);
+    assert!(reason(check_job(&job).unwrap_err()).contains("spec.parallelism \"2\""));
+    let mut job = built();
+    job.spec.as_mut().unwrap().completion_mode = None;
+    assert!(reason(check_job(&job).unwrap_err()).contains("must be Indexed"));
+    let mut job = built();
+    job.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .restart_policy = Some("OnFailure".into());
+    assert!(
+        reason(check_job(&job).unwrap_err()).contains("must be Never with backoffLimitPerIndex")
+    );
+    let mut job = built();
+    job.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .restart_policy = None;
+    assert!(reason(check_job(&job).unwrap_err()).contains("Never or OnFailure"));
+    let mut job = built();
+    job.spec.as_mut().unwrap().backoff_limit_per_index = Some(-1);
+    assert!(reason(check_job(&job).unwrap_err()).contains("negative"));
+    let mut job = built();
+    container_mut(&mut job).name = "Speed".into();
+    assert!(reason(check_job(&job).unwrap_err()).contains("container name"));
+    let mut job = built();
+    container_mut(&mut job).image_pull_policy = Some("Sometimes".into());
+    assert!(reason(check_job(&job).unwrap_err()).contains("imagePullPolicy"));
+    let mut job = built();
+    container_mut(&mut job).volume_mounts.as_mut().unwrap()[0].name = "other".into();
+    assert!(reason(check_job(&job).unwrap_err()).contains("names no volume"));
+    let mut job = built();
+    let spread = job
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .topology_spread_constraints
+        .as_mut()
+        .unwrap();
+    spread[0].max_skew = 0;
+    assert!(reason(check_job(&job).unwrap_err()).contains("maxSkew"));
+    let mut job = built();
+    job.spec.as_mut().unwrap().selector = Some(LabelSelector::default());
+    assert!(reason(check_job(&job).unwrap_err()).contains("spec.selector"));
+    let mut job = built();
+    let env = container_mut(&mut job).env.as_mut().unwrap();
+    env[1].value_from.as_mut().unwrap().field_ref = Some(ObjectFieldSelector::default());
+    assert!(reason(check_job(&job).unwrap_err()).contains("exactly one source"));
+}
