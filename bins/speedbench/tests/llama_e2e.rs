@@ -412,7 +412,15 @@ async fn speed_bench_py_workflow_checks_out() {
             .to_str()
             .unwrap()
             .to_string();
-        let out = run(&["report", dir.to_str().unwrap(), "--metric", "latency"]).await;
+        let out = run(&[
+            "report",
+            dir.to_str().unwrap(),
+            "--metric",
+            "latency",
+            "--format",
+            "console",
+        ])
+        .await;
         let table = String::from_utf8_lossy(&out.stdout);
         assert!(table.contains(&stem) && !table.contains(model), "{table}");
         summaries.push(file.summary);
