@@ -16,7 +16,7 @@ use crate::compare::{
     COMPARE_COLUMNS, CategoryComparison, CompareColumn, Comparison, DECODE_SOURCE_COLUMN,
     decode_source_text,
 };
-use crate::html::{PALETTE, Scale, esc, legend, page_end, page_start, y_axis};
+use crate::html::{PALETTE, Scale, esc, legend, page_end, page_start, x_axis_category, y_axis};
 
 /// What the comparison page shows besides the [`Comparison`] itself.
 #[derive(Debug, Clone)]
@@ -173,12 +173,7 @@ fn grouped_chart(
             esc(label)
         );
     }
-    let _ = write!(
-        svg,
-        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">category</text></svg>",
-        left + (w - left) / 2.0,
-        h + bottom - 6.0
-    );
+    x_axis_category(&mut svg, left, w, h, bottom);
     svg.push_str(&legend(series.iter().map(|s| s.label)));
     svg
 }

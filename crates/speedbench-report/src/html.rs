@@ -161,6 +161,16 @@ pub(crate) fn y_axis(svg: &mut String, scale: &Scale, left: f64, right: f64, h: 
 }
 
 /// A grouped bar chart: one group per column, one bar per row label.
+/// The "category" title under a chart's x axis, and the end of its `<svg>`.
+pub(crate) fn x_axis_category(svg: &mut String, left: f64, w: f64, h: f64, bottom: f64) {
+    let _ = write!(
+        svg,
+        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">category</text></svg>",
+        left + (w - left) / 2.0,
+        h + bottom - 6.0
+    );
+}
+
 fn bar_chart(matrix: &AcceptanceMatrix) -> String {
     let max = matrix
         .rows
@@ -221,12 +231,7 @@ fn bar_chart(matrix: &AcceptanceMatrix) -> String {
             esc(column)
         );
     }
-    let _ = write!(
-        svg,
-        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">category</text></svg>",
-        left + (w - left) / 2.0,
-        h + bottom - 6.0
-    );
+    x_axis_category(&mut svg, left, w, h, bottom);
     svg.push_str(&legend(matrix.rows.iter().map(|r| r.label.as_str())));
     svg
 }
