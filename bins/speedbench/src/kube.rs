@@ -134,15 +134,24 @@ pub(crate) fn run(args: KubeArgs) -> Result<Outcome, CliError> {
 }
 
 fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| fail("--start-in", format!("the clock is before 1970: {e}")))?;
     let start_at_unix = match args.start_at {
-        Some(t) => t,
-        None => {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_err(|e| fail("--start-in", format!("the clock is before 1970: {e}")))?;
-            // Whole seconds: the value is read by people and by `date -d @T`.
-            (now.as_secs() + 1 + args.start_in) as f64
+        // A start already past would let every Pod begin whenever it is
+        // scheduled: no shared start at all.
+        Some(t) if t <= now.as_secs_f64() => {
+            return Err(fail(
+                "--start-at",
+                format!(
+                    "{t} is {:.0} s in the past; give a time after the Job's Pods will be                      running, or --start-in SECONDS",
+                    now.as_secs_f64() - t
+                ),
+            ));
         }
+        Some(t) => t,
+        // Whole seconds: the value is read by people and by `date -d @T`.
+        None => (now.as_secs() + 1 + args.start_in) as f64,
     };
     let secrets = args
         .secret_env

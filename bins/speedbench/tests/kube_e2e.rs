@@ -228,7 +228,7 @@ async fn the_manifest_round_trips_and_its_pods_run_as_one_sharded_run() {
 async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
     let input = "rows.jsonl";
     let url = "http://vllm:8000";
-    let at = "1800000000";
+    let at = "4000000000"; // 2096: always in the future
     // Each case: extra manifest flags, profile flags, and what stderr must
     // say; no case may echo the credential.
     let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
@@ -298,12 +298,14 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
             "metadata.labels tier \"-x\"",
         ),
         (vec!["--pvc", "Results"], vec![], "claimName \"Results\""),
+        (vec!["--start-at", "1000"], vec![], "--start-at: 1000 is"),
     ];
     for (extra, profile, want) in cases {
         let mut args = manifest_args(url, at, input, &[]);
-        // A later --name/--namespace/--pvc would be a repeated flag: swap the value.
+        // A second --name/--namespace/--pvc/--start-at would be a repeated
+        // flag: swap the value.
         let mut extra = extra.clone();
-        for flag in ["--name", "--namespace", "--pvc"] {
+        for flag in ["--name", "--namespace", "--pvc", "--start-at"] {
             if extra.first() == Some(&flag) {
                 let i = args.iter().position(|a| *a == flag).unwrap();
                 args[i + 1] = extra[1];
