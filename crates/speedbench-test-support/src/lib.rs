@@ -23,6 +23,8 @@
 //! `cargo xtask prepare-venv` makes the same venv ahead of time
 //! ([`Venv::ensure`]).
 
+pub mod s3;
+
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, TryLockError};
 use std::io::{self, Write};
@@ -105,6 +107,7 @@ pub struct Venv {
     base_python: OsString,
     requirements: String,
     check: String,
+    purpose: String,
 }
 
 /// A venv that [`Venv::ensure`] found or made ready.
@@ -145,7 +148,14 @@ impl Venv {
             base_python: base_python.into(),
             requirements: requirements.to_string(),
             check: check.to_string(),
+            purpose: "the SPEED-Bench prepare-step tests".to_string(),
         }
+    }
+
+    /// Names what the venv is for in the line announcing its install.
+    pub fn with_purpose(mut self, purpose: &str) -> Venv {
+        self.purpose = purpose.to_string();
+        self
     }
 
     /// The venv's directory.
@@ -222,10 +232,10 @@ impl Venv {
         let runs = python.exists() && run(Command::new(&python).args(["-c", ""]), "").is_ok();
         let _ = writeln!(
             progress,
-            "{} {} for the SPEED-Bench prepare-step tests (pip install {} pinned packages: {}), \
-             once; later runs reuse it",
+            "{} {} for {} (pip install {} pinned packages: {}), once; later runs reuse it",
             if runs { "updating" } else { "creating" },
             self.dir.display(),
+            self.purpose,
             packages.len(),
             self.top_level_names(),
         );
