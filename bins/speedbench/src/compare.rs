@@ -63,8 +63,16 @@ pub(crate) struct CompareArgs {
     pub force: bool,
 }
 
-/// Runs `speedbench compare`.
-pub(crate) fn run(args: CompareArgs) -> Result<Outcome, CliError> {
+/// Runs `speedbench compare`; a side given as a store URL is fetched first.
+pub(crate) async fn run(mut args: CompareArgs) -> Result<Outcome, CliError> {
+    let mut sides = [args.baseline.clone(), args.speculative.clone()];
+    let _fetched = crate::remote::localize(&mut sides, "--baseline/--speculative").await?;
+    [args.baseline, args.speculative] = sides;
+    run_local(args)
+}
+
+/// `speedbench compare` over local paths.
+fn run_local(args: CompareArgs) -> Result<Outcome, CliError> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         return Err(fail("--confidence", "must lie strictly between 0 and 1"));
     }

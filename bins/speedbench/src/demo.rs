@@ -58,6 +58,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
         extra_inputs: vec!["temperature:0".into()],
         timeout: 60.0,
         output_artifact_dir: Some(args.output_artifact_dir),
+        staging_dir: None,
         output: None,
         api_key: None,
         headers: Vec::new(),

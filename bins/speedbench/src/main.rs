@@ -13,6 +13,7 @@ mod demo;
 mod kube;
 mod profile;
 mod progress;
+mod remote;
 mod report;
 mod sim;
 mod sweep;
@@ -78,9 +79,9 @@ fn main() -> ExitCode {
             Command::Profile(args) => profile::run(*args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
-            Command::Report(args) => report::run(args),
+            Command::Report(args) => report::run(args).await,
             Command::Datasets(args) => datasets::run(args).await,
-            Command::Compare(args) => compare::run(args),
+            Command::Compare(args) => compare::run(args).await,
             Command::Kube(args) => kube::run(args),
         }
     });

@@ -90,9 +90,18 @@ pub(crate) struct ProfileArgs {
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
-    /// Directory for `records.parquet`, `run.json` and `summary.json`.
+    /// Directory for `records.parquet`, `run.json` and `summary.json`, or a
+    /// store URL (`s3://bucket/prefix`, `gs://...`, `az://...`; credentials
+    /// from the store's standard environment variables): the run is staged
+    /// locally, its records stream up as it goes and the rest follows at
+    /// the end (docs/distributed.md).
     #[arg(long)]
     pub output_artifact_dir: Option<PathBuf>,
+    /// With a store URL as --output-artifact-dir: the local directory the
+    /// run is staged in (kept); by default a new temporary directory,
+    /// removed once the upload succeeded.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    pub staging_dir: Option<PathBuf>,
     /// Also write llama.cpp speed_bench.py's `--output` JSON (config,
     /// per-category summary, per-sample results; docs/speed-bench-py.md)
     /// to this file, atomically; an existing file is refused unless
@@ -481,13 +490,33 @@ pub(crate) async fn execute_with(
 
     shard::check_run_id(args.run_id.as_deref(), &load)?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
-    let output_dir = args.output_artifact_dir.clone().unwrap_or_else(|| {
-        Path::new("artifacts").join(format!(
+    let remote_url = match &args.output_artifact_dir {
+        Some(dir) => crate::remote::store_url(dir, "--output-artifact-dir")?,
+        None => None,
+    };
+    if remote_url.is_none() && args.staging_dir.is_some() {
+        return Err(fail(
+            "--staging-dir",
+            "only with a store URL (s3://, gs://, az://) as --output-artifact-dir",
+        ));
+    }
+    // Before anything is sent: a store that refuses the credentials or
+    // already holds a run stops the run here.
+    let staged = match remote_url {
+        Some(url) => Some(
+            crate::remote::StagedRun::begin(url, args.staging_dir.clone(), args.overwrite).await?,
+        ),
+        None => None,
+    };
+    let output_dir = match (&staged, &args.output_artifact_dir) {
+        (Some(staged), _) => staged.dir.clone(),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => Path::new("artifacts").join(format!(
             "{}-{}",
             dataset.name,
             shard::dir_id(&run_id, &load)
-        ))
-    });
+        )),
+    };
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
@@ -531,6 +560,20 @@ pub(crate) async fn execute_with(
             return Err(e).context("not overwriting a run (give --overwrite to replace it)");
         }
         other => other.context("running the profile")?,
+    };
+    // Every finished run goes up, whatever its outcome; a failed upload is
+    // reported after the run's own summary.
+    let shown = |path: &Path| match &staged {
+        Some(staged) => staged.shown(path),
+        None => path.display().to_string(),
+    };
+    let records_shown = shown(&outcome.records_path);
+    let manifest_shown = shown(&outcome.manifest_path);
+    let summary_shown = outcome.summary_path.as_deref().map(shown);
+    let raw_shown = outcome.raw_responses_path.as_deref().map(shown);
+    let upload = match staged {
+        Some(staged) => Some(staged.finish().await),
+        None => None,
     };
     shard::print_start(&outcome);
     if let Some(s) = &outcome.schedule {
@@ -601,8 +644,8 @@ pub(crate) async fn execute_with(
             outcome.unsaved
         );
     }
-    if let Some(path) = &outcome.raw_responses_path {
-        eprintln!("raw response bodies in {}", path.display());
+    if let Some(path) = raw_shown {
+        eprintln!("raw response bodies in {path}");
     }
     let kept = if outcome.records_removed {
         "summarised, not kept (--export-level summary), from"
@@ -610,17 +653,17 @@ pub(crate) async fn execute_with(
         "in"
     };
     eprintln!(
-        "{} records {kept} {} (manifest {}{})",
+        "{} records {kept} {records_shown} (manifest {manifest_shown}{})",
         outcome.record_count,
-        outcome.records_path.display(),
-        outcome.manifest_path.display(),
-        outcome
-            .summary_path
-            .as_ref()
-            .map_or(String::new(), |p| format!(", summary {}", p.display()))
+        summary_shown.map_or(String::new(), |p| format!(", summary {p}"))
     );
     if let Some(e) = output_error {
         return Err(e).context("writing --output");
+    }
+    match upload {
+        Some(Ok(uploaded)) => uploaded.clean_up(),
+        Some(Err(e)) => return Err(e),
+        None => {}
     }
     match outcome.status {
         RunStatus::Completed => Ok(Outcome::Done),

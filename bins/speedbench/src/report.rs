@@ -78,8 +78,17 @@ fn parse_label(s: &str) -> Result<(PathBuf, String), String> {
     }
 }
 
-/// Runs `speedbench report`.
-pub(crate) fn run(args: ReportArgs) -> Result<Outcome, CliError> {
+/// Runs `speedbench report`; store URLs among the paths are fetched first.
+pub(crate) async fn run(mut args: ReportArgs) -> Result<Outcome, CliError> {
+    let fetched = crate::remote::localize(&mut args.paths, "a run path").await?;
+    for (dir, _) in &mut args.labels {
+        *dir = fetched.local(dir);
+    }
+    run_local(args)
+}
+
+/// `speedbench report` over local paths.
+fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
     let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
     let mut runs = Vec::new();

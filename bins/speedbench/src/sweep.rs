@@ -394,7 +394,11 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
         let report = ReportCli::try_parse_from(report_tokens(&kept))
             .map_err(|e| fail("[report]", clap_message(&e)))
             .map(|r| r.report);
-        if let Err(e) = report.and_then(crate::report::run) {
+        let result = match report {
+            Ok(report) => crate::report::run(report).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
             report_failed = Some(e.to_string());
         }
     }

@@ -1,0 +1,202 @@
+//! Store URLs (`s3://`, `gs://`, `az://`) where the commands take run
+//! directories: `profile --output-artifact-dir` uploads, `report` and
+//! `compare` fetch. The work is speedbench-store's; this module gives it
+//! the command line's words.
+
+use std::path::{Path, PathBuf};
+
+use speedbench_store::{RunUpload, StoreError, StoreOptions, StoreUrl, UploadReport, fetch, open};
+
+use crate::{CliError, Context};
+
+/// The store URL `path` is, if it is one.
+pub(crate) fn store_url(path: &Path, flag: &str) -> Result<Option<StoreUrl>, CliError> {
+    StoreUrl::from_path(path)
+        .transpose()
+        .context(flag.to_string())
+}
+
+/// Local copies of the store URLs among a command's run arguments.
+pub(crate) struct Localized {
+    /// Holds the copies until the command is done.
+    _dir: Option<tempfile::TempDir>,
+    /// Each URL given, with where its copy is.
+    pub(crate) fetched: Vec<(String, PathBuf)>,
+}
+
+impl Localized {
+    /// `path` with a fetched URL prefix replaced by its local copy (for
+    /// `--label URL=NAME`).
+    pub(crate) fn local(&self, path: &Path) -> PathBuf {
+        let text = path.to_string_lossy();
+        for (url, local) in &self.fetched {
+            if let Some(rest) = text.strip_prefix(url.trim_end_matches('/')) {
+                return local.join(rest.trim_start_matches('/'));
+            }
+        }
+        path.to_path_buf()
+    }
+}
+
+/// Fetches every store URL among `paths` into one temporary directory and
+/// puts the local copy in its place; local paths stay as given.
+pub(crate) async fn localize(paths: &mut [PathBuf], flag: &str) -> Result<Localized, CliError> {
+    let mut dir = None;
+    let mut fetched = Vec::new();
+    for (i, path) in paths.iter_mut().enumerate() {
+        let Some(url) = store_url(path, flag)? else {
+            continue;
+        };
+        if dir.is_none() {
+            dir = Some(
+                tempfile::Builder::new()
+                    .prefix("speedbench-fetch-")
+                    .tempdir()
+                    .context("making a directory for the fetched runs")?,
+            );
+        }
+        let into = dir
+            .as_ref()
+            .map(|d| d.path().join(i.to_string()))
+            .unwrap_or_default();
+        let store = open(&url, &StoreOptions::default()).context(format!("opening {url}"))?;
+        let got = fetch(&store, &url, &into)
+            .await
+            .context(format!("fetching {url}"))?;
+        eprintln!(
+            "fetched {url}: {} objects, {} into {}",
+            got.objects,
+            bytes(got.bytes),
+            got.root.display()
+        );
+        fetched.push((path.to_string_lossy().into_owned(), got.root.clone()));
+        *path = got.root;
+    }
+    Ok(Localized { _dir: dir, fetched })
+}
+
+/// A profile run written to a local staging directory and uploaded to its
+/// store URL.
+pub(crate) struct StagedRun {
+    url: StoreUrl,
+    /// The local directory the run writes.
+    pub(crate) dir: PathBuf,
+    /// Made by us under the temporary directory (removed after a good
+    /// upload), not given with --staging-dir.
+    temporary: bool,
+    upload: RunUpload,
+}
+
+impl StagedRun {
+    /// Checks the store (occupied prefix, credentials) and starts the
+    /// upload stream; the staging directory is `staging`, else a new one
+    /// under the system's temporary directory.
+    pub(crate) async fn begin(
+        url: StoreUrl,
+        staging: Option<PathBuf>,
+        overwrite: bool,
+    ) -> Result<StagedRun, CliError> {
+        let (dir, temporary) = match staging {
+            Some(dir) => (dir, false),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("speedbench-staging-")
+                    .tempdir()
+                    .context("making a staging directory for the upload")?;
+                (dir.keep(), true)
+            }
+        };
+        let store = open(&url, &StoreOptions::default()).context(format!("opening {url}"))?;
+        let upload = match RunUpload::begin(store, url.clone(), &dir, overwrite).await {
+            Ok(upload) => upload,
+            Err(e @ StoreError::Occupied { .. }) => {
+                return Err(e).context("not overwriting a run (give --overwrite to replace it)");
+            }
+            Err(e) => {
+                return Err(e).context(format!(
+                    "checking --output-artifact-dir {url} before the run"
+                ));
+            }
+        };
+        eprintln!(
+            "uploading to {url} (the run is staged in {})",
+            dir.display()
+        );
+        Ok(StagedRun {
+            url,
+            dir,
+            temporary,
+            upload,
+        })
+    }
+
+    /// The URL of a staged file, for messages.
+    pub(crate) fn shown(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.dir) {
+            Ok(rel) => self.url.join(&rel.to_string_lossy()).to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// Uploads the finished run; on success a temporary staging directory
+    /// is kept until [`StagedRun::clean_up`].
+    pub(crate) async fn finish(self) -> Result<Uploaded, CliError> {
+        let (url, dir, temporary) = (self.url.clone(), self.dir.clone(), self.temporary);
+        match self.upload.finish().await {
+            Ok(report) => {
+                eprintln!("{}", uploaded_line(&report));
+                Ok(Uploaded { dir, temporary })
+            }
+            Err(e) => Err(e).context(format!(
+                "uploading the run to {url} (every file is kept in {})",
+                dir.display()
+            )),
+        }
+    }
+}
+
+/// A run whose upload succeeded.
+pub(crate) struct Uploaded {
+    dir: PathBuf,
+    temporary: bool,
+}
+
+impl Uploaded {
+    /// Removes a temporary staging directory (the store holds the run).
+    pub(crate) fn clean_up(self) {
+        if self.temporary {
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => {}
+                Err(e) => eprintln!(
+                    "warning: the staging directory {} could not be removed: {e}",
+                    self.dir.display()
+                ),
+            }
+        }
+    }
+}
+
+fn uploaded_line(report: &UploadReport) -> String {
+    let total: u64 = report.objects.iter().map(|o| o.bytes).sum();
+    let mut line = format!(
+        "uploaded {} objects ({}) to {}; {} of the records streamed while the run went",
+        report.objects.len(),
+        bytes(total),
+        report.url,
+        bytes(report.streamed_bytes)
+    );
+    if let Some(why) = &report.restarted {
+        line.push_str(&format!(" (then {why})"));
+    }
+    line
+}
+
+fn bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
