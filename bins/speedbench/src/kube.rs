@@ -8,7 +8,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use speedbench_kube::{
-    PullPolicy, PvcOutput, Resources, SecretEnv, ShardedJob, Spread, build_job, expanded_args,
+    PullPolicy, PvcOutput, Resources, ResultsOutput, SecretEnv, ShardedJob, Spread, build_job,
+    expanded_args,
 };
 
 use crate::{Cli, CliError, Command, Context, Outcome, fail};
@@ -24,7 +25,7 @@ pub(crate) struct KubeArgs {
 enum KubeCommand {
     /// Print the Indexed Job (JSON, as `kubectl apply -f -` takes it) that
     /// runs `speedbench profile` as N shards, one Pod each, with one start.
-    Manifest(ManifestArgs),
+    Manifest(Box<ManifestArgs>),
 }
 
 /// `--image-pull-policy`.
@@ -48,6 +49,7 @@ enum SpreadArg {
 
 /// Options of `speedbench kube manifest`.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("results").required(true).args(["pvc", "results_url"]))]
 struct ManifestArgs {
     /// The Job's name (an RFC 1123 label); Pods are NAME-INDEX.
     #[arg(long)]
@@ -92,10 +94,25 @@ struct ManifestArgs {
     /// The PersistentVolumeClaim the shards write to (ReadWriteMany when
     /// the Pods may land on several nodes).
     #[arg(long, value_name = "CLAIM")]
-    pvc: String,
+    pvc: Option<String>,
     /// Where the claim is mounted; shard I writes MOUNT/RUN_ID/shardIofN.
-    #[arg(long, default_value = "/results")]
+    #[arg(long, default_value = "/results", conflicts_with = "results_url")]
     mount_path: String,
+    /// Instead of a claim, an object-store prefix (s3://bucket/prefix,
+    /// gs://..., az://...): shard I uploads to URL/RUN_ID/shardIofN; give
+    /// the store's credentials with --secret-env (or --service-account)
+    /// and its endpoint or region with --env.
+    #[arg(long, value_name = "URL", conflicts_with = "pvc")]
+    results_url: Option<String>,
+    /// A plain environment variable NAME=VALUE of every Pod (AWS_REGION,
+    /// AWS_ENDPOINT_URL, ...); repeatable. A credential-like name is
+    /// refused: use --secret-env.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// The Pods' service account (a store reached through workload
+    /// identity: IRSA, GKE or Azure workload identity).
+    #[arg(long, value_name = "NAME")]
+    service_account: Option<String>,
     /// A label KEY=VALUE on the Job and its Pods; repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     labels: Vec<String>,
@@ -126,10 +143,28 @@ fn pairs(flag: &str, values: &[String]) -> Result<BTreeMap<String, String>, CliE
     Ok(out)
 }
 
+/// The claim or the store prefix the shards write to; a URL is parsed as
+/// `profile` will parse it.
+fn results_output(
+    pvc: Option<String>,
+    mount_path: String,
+    url: Option<String>,
+) -> Result<ResultsOutput, CliError> {
+    match (pvc, url) {
+        (Some(claim), None) => Ok(ResultsOutput::Pvc(PvcOutput { claim, mount_path })),
+        (None, Some(url)) => {
+            url.parse::<speedbench_store::StoreUrl>()
+                .context("--results-url")?;
+            Ok(ResultsOutput::Store { url })
+        }
+        _ => Err(fail("kube manifest", "give one of --pvc and --results-url")),
+    }
+}
+
 /// Runs `speedbench kube`.
 pub(crate) fn run(args: KubeArgs) -> Result<Outcome, CliError> {
     match args.command {
-        KubeCommand::Manifest(m) => manifest(m),
+        KubeCommand::Manifest(m) => manifest(*m),
     }
 }
 
@@ -144,7 +179,8 @@ fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
             return Err(fail(
                 "--start-at",
                 format!(
-                    "{t} is {:.0} s in the past; give a time after the Job's Pods will be                      running, or --start-in SECONDS",
+                    "{t} is {:.0} s in the past; give a time after the Job's Pods will be \
+                     running, or --start-in SECONDS",
                     now.as_secs_f64() - t
                 ),
             ));
@@ -178,10 +214,9 @@ fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
             limits: pairs("--limit", &args.limits)?,
         },
         secrets,
-        output: PvcOutput {
-            claim: args.pvc,
-            mount_path: args.mount_path,
-        },
+        output: results_output(args.pvc, args.mount_path, args.results_url)?,
+        env: pairs("--env", &args.env)?,
+        service_account: args.service_account,
         labels: pairs("--label", &args.labels)?,
         spread: match args.spread {
             SpreadArg::None => Spread::None,
@@ -308,10 +343,10 @@ mod tests {
             start_at_unix: m.start_at.unwrap(),
             resources: Resources::default(),
             secrets: vec![],
-            output: PvcOutput {
-                claim: m.pvc.clone(),
-                mount_path: m.mount_path.clone(),
-            },
+            output: results_output(m.pvc.clone(), m.mount_path.clone(), None)
+                .unwrap_or_else(|e| panic!("{e}")),
+            env: BTreeMap::new(),
+            service_account: None,
             labels: BTreeMap::new(),
             spread: Spread::None,
             active_deadline_seconds: None,

@@ -288,6 +288,19 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             )),
         }
     }
+    // Run directories in a store: a run already there is refused now, as
+    // a local one is (and credentials the store refuses fail here).
+    for p in &prepared {
+        if p.args.overwrite {
+            continue;
+        }
+        if let Err(e) = crate::remote::check_vacant(&p.dir).await {
+            refused.push(format!(
+                "variation {} ({}; {}): {e}",
+                p.variation.index, p.variation.dir_name, p.variation.origin
+            ));
+        }
+    }
     let mut outputs: HashMap<&Path, usize> = HashMap::new();
     for p in &prepared {
         if let Some(out) = &p.args.output

@@ -224,6 +224,133 @@ async fn the_manifest_round_trips_and_its_pods_run_as_one_sharded_run() {
     assert_eq!(rows[0]["shards"]["merged"], serde_json::json!([0, 1, 2]));
 }
 
+/// With `--results-url` instead of a claim: no volume, the store's
+/// endpoint and region as plain env, its keys as Secret refs; the Pods'
+/// arguments (expanded with the plain env, the Secrets given as the
+/// kubelet would from the Secret) upload three shards to moto, and
+/// `report` over the run's URL merges them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_writing_to_an_object_store_merge_in_a_report_over_the_url() {
+    let Some(s3) = speedbench_test_support::s3::S3Server::start("runs") else {
+        return;
+    };
+    let server = sim(SimConfig::speed_bench_demo().with_output_tokens(4, 16)).await;
+    let url = server.url();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_at = ((now.as_millis() + 2000) as f64 / 1000.0).to_string();
+    let fixture = fixture();
+    let env: Vec<(&str, String)> = s3.env();
+    let plain = |name: &str| {
+        let value = &env.iter().find(|(k, _)| *k == name).unwrap().1;
+        format!("{name}={value}")
+    };
+    let (endpoint, region, allow) = (
+        plain("AWS_ENDPOINT_URL"),
+        plain("AWS_REGION"),
+        plain("AWS_ALLOW_HTTP"),
+    );
+    let mut args = manifest_args(&url, &start_at, fixture.to_str().unwrap(), &[]);
+    let pvc = args.iter().position(|a| *a == "--pvc").unwrap();
+    args.drain(pvc..pvc + 4); // --pvc CLAIM --mount-path PATH
+    let store_flags = [
+        "--results-url",
+        "s3://runs/k8s",
+        "--env",
+        &endpoint,
+        "--env",
+        &region,
+        "--env",
+        &allow,
+        "--secret-env",
+        "AWS_ACCESS_KEY_ID=s3:id",
+        "--secret-env",
+        "AWS_SECRET_ACCESS_KEY=s3:secret",
+        "--service-account",
+        "bench-writer",
+    ];
+    args.splice(pvc..pvc, store_flags);
+    let out = run(&args).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains(&s3.secret_access_key));
+    let job: Job = serde_json::from_str(&text).expect("a batch/v1 Job");
+    speedbench_kube::check_job(&job).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let pod = &value["spec"]["template"]["spec"];
+    assert!(pod.get("volumes").is_none(), "{pod}");
+    assert_eq!(pod["serviceAccountName"], "bench-writer");
+    let c = &pod["containers"][0];
+    assert!(c.get("volumeMounts").is_none(), "{c}");
+    let c_env = c["env"].as_array().unwrap();
+    let named = |n: &str| c_env.iter().find(|e| e["name"] == n).unwrap().clone();
+    assert_eq!(named("AWS_REGION")["value"], s3.region.as_str());
+    assert_eq!(
+        named("AWS_SECRET_ACCESS_KEY")["valueFrom"]["secretKeyRef"]["name"],
+        "s3"
+    );
+
+    let mut handles = Vec::new();
+    for index in 0..SHARDS {
+        let args = pod_args(&job, index);
+        let at = args
+            .iter()
+            .position(|a| a == "--output-artifact-dir")
+            .unwrap();
+        assert_eq!(
+            args[at + 1],
+            format!("s3://runs/k8s/bench-k8s/shard{index}of{SHARDS}")
+        );
+        let mut cmd = bin();
+        // The Pod's environment: the plain env from the manifest, the
+        // Secrets' values from the kubelet.
+        for e in c_env {
+            if let Some(v) = e["value"].as_str() {
+                cmd.env(e["name"].as_str().unwrap(), v);
+            }
+        }
+        cmd.env("AWS_ACCESS_KEY_ID", &s3.access_key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &s3.secret_access_key)
+            .env("OPENAI_API_KEY", "placeholder")
+            .args(&args);
+        handles.push(tokio::spawn(async move {
+            cmd.output().await.expect("the binary runs")
+        }));
+    }
+    for h in handles {
+        let out = h.await.unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("uploaded 4 objects"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(server.ground_truth().requests, REQUESTS);
+    server.shutdown().await;
+
+    let mut report = bin();
+    for (k, v) in &env {
+        report.env(k, v);
+    }
+    let out = report
+        .args(["report", "s3://runs/k8s/bench-k8s", "--format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("merged 3 shards of run bench-k8s"),
+        "{}",
+        stderr(&out)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{json}");
+    assert_eq!(rows[0]["succeeded"], REQUESTS);
+    assert_eq!(rows[0]["complete"], true);
+    assert_eq!(rows[0]["shards"]["merged"], serde_json::json!([0, 1, 2]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
     let input = "rows.jsonl";
@@ -299,6 +426,26 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
         ),
         (vec!["--pvc", "Results"], vec![], "claimName \"Results\""),
         (vec!["--start-at", "1000"], vec![], "--start-at: 1000 is"),
+        (
+            vec!["--results-url", "s3://runs/x"],
+            vec![],
+            "'--pvc <CLAIM>' cannot be used with '--results-url <URL>'",
+        ),
+        (
+            vec!["--env", "AWS_SECRET_ACCESS_KEY=sk-live-123"],
+            vec![],
+            "env AWS_SECRET_ACCESS_KEY would put a credential in the manifest",
+        ),
+        (
+            vec!["--env", "AWS_REGION"],
+            vec![],
+            "--env: \"AWS_REGION\" is not NAME=VALUE",
+        ),
+        (
+            vec!["--service-account", "Bench"],
+            vec![],
+            "serviceAccountName \"Bench\"",
+        ),
     ];
     for (extra, profile, want) in cases {
         let mut args = manifest_args(url, at, input, &[]);
@@ -339,6 +486,39 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
         assert!(
             !stderr(&out).contains("sk-live-123"),
             "{args:?} echoed the credential: {}",
+            stderr(&out)
+        );
+    }
+    // Where the shards write: exactly one of a claim and a store URL, and
+    // a URL speedbench can upload to.
+    let without_claim = |extra: &[&'static str]| {
+        let mut args = manifest_args(url, at, input, &[]);
+        let pvc = args.iter().position(|a| *a == "--pvc").unwrap();
+        args.drain(pvc..pvc + 4);
+        args.splice(pvc..pvc, extra.iter().copied());
+        args
+    };
+    for (extra, want) in [
+        (
+            &[][..],
+            "the following required arguments were not provided",
+        ),
+        (
+            &["--results-url", "ftp://runs/x"][..],
+            "--results-url: ftp://runs/x: unsupported scheme",
+        ),
+        (
+            &["--results-url", "s3://runs", "--mount-path", "/r"][..],
+            "--pvc",
+        ),
+    ] {
+        let args = without_claim(extra);
+        let out = run(&args).await;
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(out.stdout.is_empty(), "{args:?} printed a manifest");
+        assert!(
+            stderr(&out).contains(want),
+            "{args:?}: {} lacks {want:?}",
             stderr(&out)
         );
     }

@@ -362,3 +362,83 @@ async fn an_interrupted_run_never_reads_as_a_complete_one() {
     let file = read_run(&lost).unwrap();
     assert!(file.records.iter().filter(|r| r.is_success()).count() >= 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_into_a_store_uploads_every_run_and_an_occupied_one_is_refused_up_front() {
+    let Some(s3) = S3Server::start("runs") else {
+        return;
+    };
+    let server = sim(SimConfig::default()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let sweep = tmp.path().join("ladder.toml");
+    let write = |levels: &str| {
+        std::fs::write(
+            &sweep,
+            format!(
+                "[profile]\nstreaming = true\nserver_metrics_shutdown_delay = 0\n\
+                 input_file = {:?}\nrequest_count = 4\n\n[matrix]\nconcurrency = [{levels}]\n",
+                fixture().to_str().unwrap()
+            ),
+        )
+        .unwrap()
+    };
+    write("1, 2");
+    let sweep_args = |parent: &str| {
+        vec![
+            "profile".to_string(),
+            "--config".into(),
+            sweep.to_str().unwrap().into(),
+            "--url".into(),
+            server.url(),
+            "-m".into(),
+            "m".into(),
+            "--output-artifact-dir".into(),
+            parent.into(),
+        ]
+    };
+    let out = run_with(&s3, &s3.secret_access_key, &sweep_args("s3://runs/ladder")).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for run in ["01-concurrency-1", "02-concurrency-2"] {
+        assert!(
+            stdout.contains(&format!("s3://runs/ladder/{run}  completed")),
+            "{stdout}"
+        );
+    }
+    assert_eq!(server.ground_truth().requests, 8);
+
+    // The store holds both runs: one report row each, every request there.
+    let out = run_with(
+        &s3,
+        &s3.secret_access_key,
+        &["report", "s3://runs/ladder", "--format", "json"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{json}");
+    assert!(rows.iter().all(|r| r["succeeded"] == 4), "{json}");
+
+    // A wider ladder over the same parent: the two runs there are refused
+    // before anything is sent, and so is a wrong secret.
+    write("1, 2, 3");
+    let out = run_with(&s3, &s3.secret_access_key, &sweep_args("s3://runs/ladder")).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("s3://runs/ladder/01-concurrency-1 already holds a run (run.json exists)")
+            && all.contains("s3://runs/ladder/02-concurrency-2 already holds a run")
+            && all.contains("2 of 3 variations refused (above); nothing was sent"),
+        "{all}"
+    );
+    let wrong = "not-the-secret-0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d";
+    let out = run_with(&s3, wrong, &sweep_args("s3://runs/other")).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the object store refused access") && !text(&out).contains(wrong),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(server.ground_truth().requests, 8, "nothing more was sent");
+}

@@ -6,7 +6,8 @@
 //! (`completions = parallelism = shards`), each running `speedbench profile`
 //! with the caller's flags plus `--shard-count N --shard-index I` (I from the
 //! Pod's completion index), one `--run-id`, one `--start-at` shared by every
-//! Pod, and its own `--output-artifact-dir` on a PersistentVolumeClaim.
+//! Pod, and its own `--output-artifact-dir`: a directory on a
+//! PersistentVolumeClaim, or a URL under an object-store prefix.
 //! Credentials reach the Pods only as `secretKeyRef` environment variables:
 //! a literal credential is refused.
 //!
@@ -74,7 +75,7 @@ pub const RESERVED_FLAGS: &[(&str, &str)] = &[
     ),
     (
         "--output-artifact-dir",
-        "the manifest gives each shard its own directory on the results volume",
+        "the manifest gives each shard its own directory (--pvc) or URL (--results-url)",
     ),
     (
         "--overwrite",
@@ -253,9 +254,7 @@ pub struct Resources {
     pub limits: BTreeMap<String, String>,
 }
 
-/// Where the shards write: a PersistentVolumeClaim mounted in every Pod.
-/// Shard `I` writes to `MOUNT/RUN_ID/shardIofN`, so after the Job,
-/// `speedbench report MOUNT/RUN_ID` merges them.
+/// A PersistentVolumeClaim mounted in every Pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PvcOutput {
     /// The claim's name, in the Job's namespace. With more than one node it
@@ -263,6 +262,33 @@ pub struct PvcOutput {
     pub claim: String,
     /// Where it is mounted in the container (absolute).
     pub mount_path: String,
+}
+
+/// Where the shards write. Shard `I` of `N` writes `BASE/RUN_ID/shardIofN`,
+/// so after the Job `speedbench report BASE/RUN_ID` merges them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultsOutput {
+    /// A claim's mount is `BASE`.
+    Pvc(PvcOutput),
+    /// An object-store prefix (`s3://bucket/prefix`, `gs://...`,
+    /// `az://...`) is `BASE`: each shard stages its run in the container
+    /// and uploads it (speedbench-store); no volume is mounted. The
+    /// store's credentials come from Secret envs (`AWS_ACCESS_KEY_ID`,
+    /// ...) or the Pod's service account (workload identity).
+    Store {
+        /// The prefix URL.
+        url: String,
+    },
+}
+
+impl ResultsOutput {
+    /// `BASE`, without a trailing `/`.
+    fn base(&self) -> &str {
+        match self {
+            ResultsOutput::Pvc(p) => p.mount_path.trim_end_matches('/'),
+            ResultsOutput::Store { url } => url.trim_end_matches('/'),
+        }
+    }
 }
 
 /// Everything a sharded run's Job is made from.
@@ -295,8 +321,15 @@ pub struct ShardedJob {
     pub resources: Resources,
     /// Environment variables from Secrets.
     pub secrets: Vec<SecretEnv>,
-    /// The results volume.
-    pub output: PvcOutput,
+    /// Where the shards write.
+    pub output: ResultsOutput,
+    /// Plain environment variables (a store's endpoint or region, ...);
+    /// a credential-like name (`*KEY*`, `*TOKEN*`, `*SECRET*`, ...) is
+    /// refused: give it in [`ShardedJob::secrets`].
+    pub env: BTreeMap<String, String>,
+    /// `serviceAccountName` of the Pods (for a store reached through
+    /// workload identity); the namespace's default when `None`.
+    pub service_account: Option<String>,
     /// Extra labels on the Job and its Pods.
     pub labels: BTreeMap<String, String>,
     /// Spreading the Pods over nodes.
@@ -410,12 +443,33 @@ fn all_labels(job: &ShardedJob) -> Result<BTreeMap<String, String>, KubeError> {
     Ok(labels)
 }
 
+/// The shape of an object-store prefix a shard can upload under: a scheme
+/// and a bucket, no whitespace, no `$(` (the kubelet would expand it). The
+/// binary parses the URL fully (speedbench-store) before it builds a Job.
+fn check_store_url(url: &str) -> Result<(), KubeError> {
+    let shape = url.split_once("://").filter(|(scheme, rest)| {
+        scheme.starts_with(|c: char| c.is_ascii_lowercase())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && !rest.trim_start_matches('/').is_empty()
+    });
+    if shape.is_none() || url.contains(char::is_whitespace) || url.contains("$(") {
+        return Err(invalid(
+            "results url",
+            url,
+            "must be an object-store prefix such as s3://bucket/prefix",
+        ));
+    }
+    Ok(())
+}
+
 /// The container's arguments: `profile`, the caller's flags, then the
 /// shard, run id, start and output flags.
 fn container_args(job: &ShardedJob) -> Vec<String> {
     let mut args = vec!["profile".to_string()];
     args.extend(job.profile_args.iter().cloned());
-    let mount = job.output.mount_path.trim_end_matches('/');
+    let base = job.output.base();
     args.extend([
         "--shard-count".to_string(),
         job.shards.to_string(),
@@ -427,7 +481,7 @@ fn container_args(job: &ShardedJob) -> Vec<String> {
         job.start_at_unix.to_string(),
         "--output-artifact-dir".to_string(),
         format!(
-            "{mount}/{}/shard$({SHARD_INDEX_ENV})of{}",
+            "{base}/{}/shard$({SHARD_INDEX_ENV})of{}",
             job.run_id, job.shards
         ),
     ]);
@@ -471,23 +525,29 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
             reason: "every shard records under it and the report merges by it".into(),
         });
     }
-    if !input.output.mount_path.starts_with('/') {
-        return Err(invalid(
-            "mount path",
-            &input.output.mount_path,
-            "must be an absolute path",
-        ));
-    }
-    if input.output.mount_path.contains("://") || input.output.claim.contains("://") {
-        return Err(invalid(
-            "output",
-            &input.output.mount_path,
-            "speedbench writes local files; mount a PersistentVolumeClaim (object stores: \
-             copy the claim's files after the Job)",
-        ));
+    match &input.output {
+        ResultsOutput::Pvc(pvc) => {
+            if !pvc.mount_path.starts_with('/') {
+                return Err(invalid(
+                    "mount path",
+                    &pvc.mount_path,
+                    "must be an absolute path",
+                ));
+            }
+        }
+        ResultsOutput::Store { url } => check_store_url(url)?,
     }
     for s in &input.secrets {
         s.check()?;
+    }
+    for name in input.env.keys() {
+        validate::env_name("env name", name)?;
+        if looks_like_credential(name) {
+            return Err(KubeError::LiteralSecret {
+                what: format!("env {name}"),
+                hint: format!("a Secret env {name}=SECRET:KEY"),
+            });
+        }
     }
     check_profile_args(&input.profile_args, &input.secrets)?;
     let labels = all_labels(input)?;
@@ -503,6 +563,11 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
         }),
         ..Default::default()
     }];
+    env.extend(input.env.iter().map(|(name, value)| EnvVar {
+        name: name.clone(),
+        value: Some(value.clone()),
+        ..Default::default()
+    }));
     env.extend(input.secrets.iter().map(|s| EnvVar {
         name: s.env.clone(),
         value_from: Some(EnvVarSource {
@@ -538,11 +603,14 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
         args: Some(container_args(input)),
         env: Some(env),
         resources,
-        volume_mounts: Some(vec![VolumeMount {
-            name: RESULTS_VOLUME.to_string(),
-            mount_path: input.output.mount_path.clone(),
-            ..Default::default()
-        }]),
+        volume_mounts: match &input.output {
+            ResultsOutput::Pvc(pvc) => Some(vec![VolumeMount {
+                name: RESULTS_VOLUME.to_string(),
+                mount_path: pvc.mount_path.clone(),
+                ..Default::default()
+            }]),
+            ResultsOutput::Store { .. } => None,
+        },
         ..Default::default()
     };
 
@@ -589,14 +657,18 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".to_string()),
                     containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: RESULTS_VOLUME.to_string(),
-                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                            claim_name: input.output.claim.clone(),
-                            read_only: None,
-                        }),
-                        ..Default::default()
-                    }]),
+                    volumes: match &input.output {
+                        ResultsOutput::Pvc(pvc) => Some(vec![Volume {
+                            name: RESULTS_VOLUME.to_string(),
+                            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                                claim_name: pvc.claim.clone(),
+                                read_only: None,
+                            }),
+                            ..Default::default()
+                        }]),
+                        ResultsOutput::Store { .. } => None,
+                    },
+                    service_account_name: input.service_account.clone(),
                     topology_spread_constraints: spread,
                     ..Default::default()
                 }),
@@ -888,7 +960,8 @@ fn check_container(c: &Container) -> Result<(), KubeError> {
 /// environment names unique and valid, `valueFrom` with one source, Secret
 /// references, no literal credential), resource quantities (parse, are not
 /// negative, requests within limits, extended resources whole and equal),
-/// volumes and their mounts, and the spread constraints.
+/// volumes and their mounts, the service account's name, and the spread
+/// constraints.
 pub fn check_job(job: &Job) -> Result<(), KubeError> {
     let name = job.metadata.name.as_deref().unwrap_or("");
     validate::dns_label("metadata.name", name)?;
@@ -994,6 +1067,9 @@ pub fn check_job(job: &Job) -> Result<(), KubeError> {
             spec.active_deadline_seconds.unwrap_or(0),
             "must be positive",
         ));
+    }
+    if let Some(sa) = &pod_spec.service_account_name {
+        validate::dns_subdomain("spec.template.spec.serviceAccountName", sa)?;
     }
     if pod_spec.containers.is_empty() {
         return Err(missing("spec.template.spec.containers", "one container"));

@@ -18,10 +18,12 @@ fn input() -> ShardedJob {
             limits: BTreeMap::from([("memory".into(), "2Gi".into())]),
         },
         secrets: vec!["OPENAI_API_KEY=llm-api:key".parse().unwrap()],
-        output: PvcOutput {
+        output: ResultsOutput::Pvc(PvcOutput {
             claim: "bench-results".into(),
             mount_path: "/results".into(),
-        },
+        }),
+        env: BTreeMap::new(),
+        service_account: None,
         labels: BTreeMap::from([("team".into(), "serving".into())]),
         spread: Spread::Preferred,
         active_deadline_seconds: Some(3600),
@@ -418,25 +420,108 @@ fn profile_flags_the_manifest_sets_or_literal_credentials_are_refused() {
     assert!(refused(&i).contains("give the flags only"));
 }
 
+fn pvc_mut(job: &mut ShardedJob) -> &mut PvcOutput {
+    match &mut job.output {
+        ResultsOutput::Pvc(pvc) => pvc,
+        ResultsOutput::Store { .. } => panic!("not a claim"),
+    }
+}
+
+fn store_input(url: &str) -> ShardedJob {
+    let mut i = input();
+    i.output = ResultsOutput::Store { url: url.into() };
+    i.env = BTreeMap::from([
+        ("AWS_REGION".into(), "eu-west-1".into()),
+        ("AWS_ENDPOINT_URL".into(), "https://minio.perf:9000".into()),
+    ]);
+    i.secrets.extend([
+        "AWS_ACCESS_KEY_ID=s3:id".parse().unwrap(),
+        "AWS_SECRET_ACCESS_KEY=s3:secret".parse().unwrap(),
+    ]);
+    i.service_account = Some("bench-writer".into());
+    i
+}
+
 #[test]
 fn outputs_and_start_times_are_checked() {
     let mut i = input();
-    i.output.mount_path = "results".into();
+    pvc_mut(&mut i).mount_path = "results".into();
     assert!(refused(&i).contains("absolute"));
     let mut i = input();
-    i.output.mount_path = "/a/../b".into();
+    pvc_mut(&mut i).mount_path = "/a/../b".into();
     assert!(refused(&i).contains("'..'"));
     let mut i = input();
-    i.output.claim = "Results".into();
+    pvc_mut(&mut i).claim = "Results".into();
     assert!(refused(&i).contains("claimName"));
-    let mut i = input();
-    i.output.claim = "s3://bucket/x".into();
-    assert!(refused(&i).contains("PersistentVolumeClaim"));
+    for bad in [
+        "bucket/x",
+        "s3://",
+        "s3:///",
+        "S3://b",
+        "s3://b/a b",
+        "s3://b/$(X)",
+    ] {
+        assert!(refused(&store_input(bad)).contains("results url"), "{bad}");
+    }
     for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         let mut i = input();
         i.start_at_unix = t;
         assert!(refused(&i).contains("Unix time"), "{t}");
     }
+}
+
+#[test]
+fn a_store_output_mounts_nothing_and_names_each_shards_url() {
+    let job = build_job(&store_input("s3://runs/perf/")).unwrap();
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(pod.volumes, None);
+    assert_eq!(pod.service_account_name.as_deref(), Some("bench-writer"));
+    let c = &pod.containers[0];
+    assert_eq!(c.volume_mounts, None);
+    let env: BTreeMap<&str, Option<&str>> = c
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e.value.as_deref()))
+        .collect();
+    assert_eq!(env["AWS_REGION"], Some("eu-west-1"));
+    assert_eq!(env["AWS_ENDPOINT_URL"], Some("https://minio.perf:9000"));
+    assert_eq!(env["AWS_SECRET_ACCESS_KEY"], None, "a Secret reference");
+    for index in [0, 3] {
+        let args = expanded_args(&job, index, "x");
+        let at = args
+            .iter()
+            .position(|a| a == "--output-artifact-dir")
+            .unwrap();
+        assert_eq!(
+            args[at + 1],
+            format!("s3://runs/perf/bench1/shard{index}of4")
+        );
+    }
+    check_job(&job).unwrap();
+}
+
+#[test]
+fn plain_env_and_the_service_account_are_checked() {
+    let mut i = store_input("s3://runs");
+    i.env.insert("AWS_SECRET_ACCESS_KEY".into(), "abc".into());
+    assert!(matches!(
+        build_job(&i),
+        Err(KubeError::LiteralSecret { .. })
+    ));
+    let mut i = store_input("s3://runs");
+    i.env.insert(SHARD_INDEX_ENV.into(), "0".into());
+    assert!(
+        refused(&i).contains(&format!("{SHARD_INDEX_ENV:?} is given twice")),
+        "{}",
+        refused(&i)
+    );
+    let mut i = store_input("s3://runs");
+    i.env.insert("1BAD".into(), "x".into());
+    assert!(refused(&i).contains("env name"));
+    let mut i = store_input("s3://runs");
+    i.service_account = Some("Bench_Writer".into());
+    assert!(refused(&i).contains("serviceAccountName"));
 }
 
 #[test]

@@ -58,4 +58,4 @@ pub use error::StoreError;
 pub use fetch::{Fetched, fetch};
 pub use location::{Scheme, StoreUrl};
 pub use object_store;
-pub use upload::{PART_SIZE, POLL_INTERVAL, RunUpload, UploadReport, UploadedObject};
+pub use upload::{PART_SIZE, POLL_INTERVAL, RunUpload, UploadReport, UploadedObject, check_vacant};

@@ -104,16 +104,8 @@ impl RunUpload {
         staging: &Path,
         overwrite: bool,
     ) -> Result<RunUpload, StoreError> {
-        let manifest = url.join(RunManifest::FILE_NAME);
-        match store.head(manifest.prefix()).await {
-            Ok(_) if !overwrite => {
-                return Err(StoreError::Occupied {
-                    url: url.to_string(),
-                    file: RunManifest::FILE_NAME.to_string(),
-                });
-            }
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(request_error(&manifest, "looking for a run", e)),
+        if !overwrite {
+            check_vacant(&store, &url).await?;
         }
         let check = url.join(WRITE_CHECK);
         store
@@ -353,6 +345,22 @@ impl RunUpload {
             .await
             .map_err(|e| request_error(&url, "uploading", e))?;
         Ok(UploadedObject { url, bytes: len })
+    }
+}
+
+/// Refuses a `url` that already holds a run (its `run.json` exists), as
+/// [`RunUpload::begin`] does without `overwrite`: for a caller that checks
+/// several URLs before starting any run (a sweep). Being a request to the
+/// store, it also fails on credentials the store refuses.
+pub async fn check_vacant(store: &Arc<dyn ObjectStore>, url: &StoreUrl) -> Result<(), StoreError> {
+    let manifest = url.join(RunManifest::FILE_NAME);
+    match store.head(manifest.prefix()).await {
+        Ok(_) => Err(StoreError::Occupied {
+            url: url.to_string(),
+            file: RunManifest::FILE_NAME.to_string(),
+        }),
+        Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(request_error(&manifest, "looking for a run", e)),
     }
 }
 

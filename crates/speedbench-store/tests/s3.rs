@@ -195,6 +195,7 @@ async fn a_prefix_that_holds_a_run_is_refused_unless_replacing_it_was_asked() {
     let store = store(&server, &url);
     let staging = tempfile::tempdir().unwrap();
     write_run(staging.path(), "completed");
+    speedbench_store::check_vacant(&store, &url).await.unwrap();
     let upload = RunUpload::begin(store.clone(), url.clone(), staging.path(), false)
         .await
         .unwrap();
@@ -206,6 +207,18 @@ async fn a_prefix_that_holds_a_run_is_refused_unless_replacing_it_was_asked() {
         err.to_string(),
         "s3://runs/taken already holds a run (run.json exists)"
     );
+    let err = speedbench_store::check_vacant(&store, &url)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "s3://runs/taken already holds a run (run.json exists)"
+    );
+    // A sibling sharing the name's start is not the run.
+    let sibling: StoreUrl = "s3://runs/take".parse().unwrap();
+    speedbench_store::check_vacant(&store, &sibling)
+        .await
+        .unwrap();
     let upload = RunUpload::begin(store.clone(), url.clone(), staging.path(), true)
         .await
         .unwrap();
