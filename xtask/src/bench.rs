@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use speedbench_client::{
-    BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
+    BaseUrl, HttpClientKind, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::read_records_file;
@@ -48,8 +48,8 @@ struct Options {
     /// Internal: serve a simulator with this TTFT (ms) for the TTFT part.
     serve_sim: Option<f64>,
     /// Internal: measure this process's memory at this concurrency against
-    /// the simulator at this URL, print it and exit.
-    memory_child: Option<(usize, String)>,
+    /// the simulator at this URL with this HTTP client, print it and exit.
+    memory_child: Option<(usize, String, HttpClientKind)>,
     /// Only the memory section.
     memory_only: bool,
 }
@@ -87,7 +87,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .and_then(|v| v.parse().ok())
                     .ok_or("--memory-child needs a concurrency")?;
                 let url = it.next().ok_or("--memory-child needs a URL")?.clone();
-                o.memory_child = Some((c, url));
+                let kind = it
+                    .next()
+                    .ok_or("--memory-child needs an HTTP client (lean or hyper)")?
+                    .parse()?;
+                o.memory_child = Some((c, url, kind));
             }
             other => return Err(format!("bench client: unknown option {other:?}")),
         }
@@ -160,10 +164,22 @@ async fn drive(
     requests: u64,
     dir: &Path,
 ) -> Result<Measured, String> {
+    drive_with(url, concurrency, requests, dir, HttpClientKind::default()).await
+}
+
+/// [`drive`] with the given HTTP client.
+async fn drive_with(
+    url: &str,
+    concurrency: usize,
+    requests: u64,
+    dir: &Path,
+    kind: HttpClientKind,
+) -> Result<Measured, String> {
     let target = Target::new(
         BaseUrl::parse(url).map_err(|e| e.to_string())?,
         "speedbench-sim",
-    );
+    )
+    .with_http_client(kind);
     let run = ProfileRun::new(dataset(256), target, dir)
         .with_load(LoadConfig::closed_loop(concurrency).with_request_count(requests))
         .with_run_id(format!("bench-c{concurrency}"));
@@ -218,8 +234,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if let Some(ttft_ms) = o.serve_sim {
         return serve_sim(ttft_ms);
     }
-    if let Some((c, url)) = &o.memory_child {
-        return memory_child(root, *c, url);
+    if let Some((c, url, kind)) = &o.memory_child {
+        return memory_child(root, *c, url, *kind);
     }
     if cfg!(debug_assertions) {
         eprintln!("bench client: re-running as an optimised build (cargo run --release -p xtask)");
@@ -511,54 +527,79 @@ fn memory_section(root: &Path) -> Result<(), String> {
         "memory, the client process alone (each level in its own process; simulator in another, {MEMORY_TTFT_MS} ms TTFT so every request of a level is in flight at once; growth = peak RSS - RSS after one warm-up request):"
     );
     println!(
-        "{:>11} {:>12} {:>12} {:>12} {:>16} {:>14}",
-        "concurrency", "base MiB", "peak MiB", "growth MiB", "KiB/in-flight", "vs 8 KiB goal"
+        "{:>11} {:>7} {:>10} {:>10} {:>11} {:>14} {:>14} {:>11}",
+        "concurrency",
+        "client",
+        "base MiB",
+        "peak MiB",
+        "growth MiB",
+        "KiB/in-flight",
+        "vs 8 KiB goal",
+        "vs hyper"
     );
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     for c in [1usize, 64, 1024, 4096] {
-        let out = Command::new(&exe)
-            .args([
-                "bench",
-                "client",
-                "--memory-child",
-                &c.to_string(),
-                &sim.url,
-            ])
-            .current_dir(root)
-            .output()
-            .map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let numbers: Vec<u64> = text
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        let [base, peak, failed] = numbers[..] else {
-            return Err(format!(
-                "memory child at c={c} printed {text:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        };
-        if failed > 0 {
-            eprintln!("memory at c={c}: {failed} requests failed");
-        }
-        let growth = peak.saturating_sub(base);
-        if c == 1 {
-            // One request cannot be told from the process's own growth.
-            println!(
-                "{c:>11} {:>12.1} {:>12.1} {:>12.1} {:>16} {:>14}",
-                base as f64 / 1024.0,
-                peak as f64 / 1024.0,
-                growth as f64 / 1024.0,
-                "(process growth)",
-                "-"
-            );
-        } else {
+        // hyper first: the lean client's figure is then printed as a ratio
+        // to the one measured just before it.
+        let mut hyper_per = None;
+        for (kind, name) in [
+            (HttpClientKind::Hyper, "hyper"),
+            (HttpClientKind::Lean, "lean"),
+        ] {
+            let out = Command::new(&exe)
+                .args([
+                    "bench",
+                    "client",
+                    "--memory-child",
+                    &c.to_string(),
+                    &sim.url,
+                    name,
+                ])
+                .current_dir(root)
+                .output()
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let numbers: Vec<u64> = text
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            let [base, peak, failed] = numbers[..] else {
+                return Err(format!(
+                    "memory child at c={c} ({name}) printed {text:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            };
+            if failed > 0 {
+                eprintln!("memory at c={c} ({name}): {failed} requests failed");
+            }
+            let growth = peak.saturating_sub(base);
+            let mib = |kb: u64| kb as f64 / 1024.0;
+            if c == 1 {
+                // One request cannot be told from the process's own growth.
+                println!(
+                    "{c:>11} {name:>7} {:>10.1} {:>10.1} {:>11.1} {:>14} {:>14} {:>11}",
+                    mib(base),
+                    mib(peak),
+                    mib(growth),
+                    "(process)",
+                    "-",
+                    "-"
+                );
+                continue;
+            }
             let per = growth as f64 / c as f64;
+            let vs_hyper = match (kind, hyper_per) {
+                (HttpClientKind::Lean, Some(h)) if h > 0.0 => format!("{:.2}x", per / h),
+                _ => "-".to_string(),
+            };
+            if kind == HttpClientKind::Hyper {
+                hyper_per = Some(per);
+            }
             println!(
-                "{c:>11} {:>12.1} {:>12.1} {:>12.1} {per:>16.1} {:>13.2}x",
-                base as f64 / 1024.0,
-                peak as f64 / 1024.0,
-                growth as f64 / 1024.0,
+                "{c:>11} {name:>7} {:>10.1} {:>10.1} {:>11.1} {per:>14.1} {:>13.2}x {vs_hyper:>11}",
+                mib(base),
+                mib(peak),
+                mib(growth),
                 per / 8.0
             );
         }
@@ -567,8 +608,9 @@ fn memory_section(root: &Path) -> Result<(), String> {
 }
 
 /// The child side of [`memory_section`]: one warm-up request, then `c`
-/// requests at concurrency `c`; prints `base_kb peak_kb failed`.
-fn memory_child(root: &Path, c: usize, url: &str) -> Result<(), String> {
+/// requests at concurrency `c`, through `kind`; prints `base_kb peak_kb
+/// failed`.
+fn memory_child(root: &Path, c: usize, url: &str, kind: HttpClientKind) -> Result<(), String> {
     // One socket per in-flight request, plus the runtime's and the files'.
     speedbench::process::raise_open_files(c as u64 + 256);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -576,10 +618,12 @@ fn memory_child(root: &Path, c: usize, url: &str) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let out = root.join(format!("target/bench-client/memory-c{c}"));
+    let out = root.join(format!("target/bench-client/memory-c{c}-{kind:?}"));
+    // Scratch from an earlier bench: runs refuse an occupied directory.
+    let _ = std::fs::remove_dir_all(&out);
     runtime.block_on(async {
-        drive(url, 1, 1, &out.join("warm")).await?;
-        let m = drive(url, c, c as u64, &out.join("run")).await?;
+        drive_with(url, 1, 1, &out.join("warm"), kind).await?;
+        let m = drive_with(url, c, c as u64, &out.join("run"), kind).await?;
         println!("{} {} {}", m.baseline_kb, m.peak_kb, m.failed);
         Ok(())
     })

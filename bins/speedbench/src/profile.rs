@@ -10,9 +10,9 @@ use clap::builder::PossibleValuesParser;
 use serde_json::json;
 use speedbench::process::{EXIT_SIGINT, SignalEvent, SignalWatch, stop_on_signals};
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, ExportLevel, LoadConfig, OwnedField,
-    ProfileRun, Progress, RunStatus, RunSummary, StopHandle, Target, discover_model_with_headers,
-    new_run_id, parse_extra_inputs, parse_header, run_profile,
+    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, ExportLevel, HttpClientKind, LoadConfig,
+    OwnedField, ProfileRun, Progress, RunStatus, RunSummary, StopHandle, Target,
+    discover_model_with_headers, new_run_id, parse_extra_inputs, parse_header, run_profile,
     scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
@@ -150,6 +150,12 @@ pub(crate) struct ClientArgs {
     /// more connections to one server than one address has ephemeral ports.
     #[arg(long = "local-addr", value_name = "ADDR", value_delimiter = ',')]
     pub local_addr: Vec<std::net::IpAddr>,
+    /// The HTTP client of requests to a plain http:// server: `lean`
+    /// (speedbench's HTTP/1.1 client, a few KiB per request in flight) or
+    /// `hyper` (about 21 KiB more per connection). https:// always uses
+    /// hyper.
+    #[arg(long, value_name = "CLIENT", default_value = "lean")]
+    pub http_client: HttpClientKind,
     /// Open-loop load: conversation starts per second (requests per second
     /// for single-turn rows); `--concurrency` is then unused.
     #[arg(long)]
@@ -197,6 +203,7 @@ impl Default for ClientArgs {
         ClientArgs {
             ca_cert: Vec::new(),
             local_addr: Vec::new(),
+            http_client: HttpClientKind::default(),
             request_rate: None,
             arrival: Arrival::Poisson,
             random_seed: 0,
@@ -263,6 +270,7 @@ impl ClientArgs {
         json!({
             "ca_cert": self.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "local_addr": self.local_addr.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "http_client": self.http_client.name(),
             "request_rate": self.request_rate,
             "arrival": self.arrival.name(),
             "random_seed": self.random_seed,
@@ -383,6 +391,7 @@ pub(crate) fn check(args: &ProfileArgs) -> Result<Checked, CliError> {
     target.timeout = Duration::from_secs_f64(args.timeout);
     target.extra_roots_pem = extra_roots;
     target.local_addrs = args.client.local_addr.clone();
+    target.http_client = args.client.http_client;
     target
         .validate()
         .map_err(|e| hinted("checking the request options", e))?;

@@ -8,19 +8,22 @@ use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{ClientOptions, ConnectionClock, describe, new_client};
+use speedbench_http::{ClientOptions, ConnectionClock, H1Client, describe, new_client};
 use speedbench_record::ErrorKind;
 
 use crate::error::ClientError;
 use crate::response::ResponseState;
 use crate::secrets::Secrets;
 use crate::sse::{SseEvent, SseParser};
-use crate::target::{Target, request_headers};
+use crate::target::{HttpClientKind, Target, request_headers};
 
 /// A pooled keep-alive HTTP client bound to one target.
 #[derive(Clone)]
 pub(crate) struct HttpClient {
     client: speedbench_http::HttpClient,
+    /// The lean HTTP/1.1 client, used instead of `client` for a plain
+    /// `http://` target unless hyper was asked for.
+    lean: Option<H1Client>,
     url: hyper::Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     /// Scrubs what the server sends back before anyone stores or logs it.
@@ -74,15 +77,27 @@ impl HttpClient {
         target.validate()?;
         let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
         headers.extend(request_headers(target.api_key.as_ref(), &target.headers)?);
-        let client = new_client(&ClientOptions {
+        let options = ClientOptions {
             max_idle_per_host: max_connections,
             extra_roots_pem: target.extra_roots_pem.clone(),
             local_addrs: target.local_addrs.clone(),
             ..Default::default()
-        })
-        .map_err(ClientError::from_http)?;
+        };
+        let client = new_client(&options).map_err(ClientError::from_http)?;
+        let lean = match (url.scheme_str(), target.http_client) {
+            (Some("http"), HttpClientKind::Lean) => {
+                Some(H1Client::new(&url, &headers, &options).map_err(|e| {
+                    ClientError::InvalidUrl {
+                        url: url_text.clone(),
+                        message: e.to_string(),
+                    }
+                })?)
+            }
+            _ => None,
+        };
         Ok(HttpClient {
             client,
+            lean,
             url,
             headers,
             secrets: target.secrets(),
@@ -90,7 +105,7 @@ impl HttpClient {
         })
     }
 
-    /// Keeps every response body as received ([`Exchange::raw`]).
+    /// Keeps every response's body bytes ([`Exchange::raw`]).
     pub(crate) fn with_raw_capture(mut self, on: bool) -> HttpClient {
         self.capture_raw = on;
         self
@@ -168,6 +183,41 @@ impl HttpClient {
     }
 
     async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
+        match &self.lean {
+            Some(lean) => Self::run_lean(lean, &body, ex).await,
+            None => self.run_hyper(body, ex).await,
+        }
+    }
+
+    /// The exchange through the lean HTTP/1.1 client (it retries a pooled
+    /// connection the server had closed itself).
+    async fn run_lean(
+        lean: &H1Client,
+        body: &[u8],
+        ex: &mut Exchange,
+    ) -> Result<(), (ErrorKind, String)> {
+        let mut resp = lean
+            .post(body)
+            .await
+            .map_err(|e| (ErrorKind::Connection, describe(&e)))?;
+        let mut fold = BodyFold::start(
+            ex,
+            resp.status,
+            resp.content_type.take(),
+            Some(resp.clock.clone()),
+        );
+        loop {
+            match resp.chunk().await {
+                Ok(Some(data)) => fold.feed(ex, data)?,
+                Ok(None) => break,
+                Err(e) => return Err((ErrorKind::Connection, describe(&e))),
+            }
+        }
+        fold.finish(ex)
+    }
+
+    /// The exchange through hyper's pooled client.
+    async fn run_hyper(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
         let resp = match self.send(body.clone()).await {
             Ok(resp) => resp,
             Err(e) if closed_before_response(&e) => {
@@ -186,12 +236,42 @@ impl HttpClient {
             }
             Err(e) => return Err((ErrorKind::Connection, describe(&e))),
         };
-        let status = resp.status();
-        ex.status = Some(status.as_u16());
         let content_type = resp
             .headers()
             .get(CONTENT_TYPE)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let clock = resp.extensions().get::<ConnectionClock>().cloned();
+        let mut fold = BodyFold::start(ex, resp.status().as_u16(), content_type, clock);
+        let mut body = resp.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| (ErrorKind::Connection, describe(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                fold.feed(ex, &data)?;
+            }
+        }
+        fold.finish(ex)
+    }
+}
+
+/// Folds a response body into an [`Exchange`] as its bytes arrive: SSE
+/// events into the response state, anything else whole.
+struct BodyFold {
+    status: u16,
+    is_sse: bool,
+    sse: SseParser,
+    events: Vec<SseEvent>,
+    whole: Vec<u8>,
+}
+
+impl BodyFold {
+    /// Records the response head in `ex`.
+    fn start(
+        ex: &mut Exchange,
+        status: u16,
+        content_type: Option<String>,
+        clock: Option<ConnectionClock>,
+    ) -> BodyFold {
+        ex.status = Some(status);
         let is_sse = content_type
             .as_deref()
             .is_some_and(|v| v.starts_with("text/event-stream"));
@@ -199,58 +279,68 @@ impl HttpClient {
         // The request is timed from when its bytes were written and frames
         // from when their connection read them, not from when this task got
         // round to either (see `ConnectionClock`).
-        let clock = resp.extensions().get::<ConnectionClock>().cloned();
         if let Some(written) = clock.as_ref().and_then(ConnectionClock::request_written)
             && written >= ex.sent_at
         {
             ex.sent_at = written;
         }
-        ex.clock = clock.clone();
-        let mut body = resp.into_body();
-        let mut sse = SseParser::new();
-        let mut events: Vec<SseEvent> = Vec::new();
-        let mut whole = Vec::new();
-        while let Some(frame) = body.frame().await {
-            // Timestamp before any parsing: this is when the bytes arrived.
-            let now = Instant::now();
-            let at = clock.as_ref().map_or(now, |c| c.arrival(now));
-            let frame = frame.map_err(|e| (ErrorKind::Connection, describe(&e)))?;
-            let Ok(data) = frame.into_data() else {
+        ex.clock = clock;
+        BodyFold {
+            status,
+            is_sse,
+            sse: SseParser::new(),
+            events: Vec::new(),
+            whole: Vec::new(),
+        }
+    }
+
+    fn success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// Takes the body bytes just received.
+    fn feed(&mut self, ex: &mut Exchange, data: &[u8]) -> Result<(), (ErrorKind, String)> {
+        // Timestamp before any parsing: this is when the bytes arrived.
+        let now = Instant::now();
+        let at = ex.clock.as_ref().map_or(now, |c| c.arrival(now));
+        if let Some(raw) = &mut ex.raw_bytes {
+            raw.extend_from_slice(data);
+        }
+        if !self.success() || !self.is_sse {
+            self.whole.extend_from_slice(data);
+            return Ok(());
+        }
+        self.sse.push(data, &mut self.events);
+        if self.sse.invalid_utf8_lines() > 0 {
+            return Err((
+                ErrorKind::Protocol,
+                "stream is not valid UTF-8 (SSE streams must be UTF-8)".into(),
+            ));
+        }
+        for ev in self.events.drain(..) {
+            if ev.data.starts_with("[DONE]") {
+                ex.state.done = true;
                 continue;
-            };
-            if let Some(raw) = &mut ex.raw_bytes {
-                raw.extend_from_slice(&data);
             }
-            if !status.is_success() || !is_sse {
-                whole.extend_from_slice(&data);
-                continue;
-            }
-            sse.push(&data, &mut events);
-            if sse.invalid_utf8_lines() > 0 {
-                return Err((
-                    ErrorKind::Protocol,
-                    "stream is not valid UTF-8 (SSE streams must be UTF-8)".into(),
-                ));
-            }
-            for ev in events.drain(..) {
-                if ev.data.starts_with("[DONE]") {
-                    ex.state.done = true;
-                    continue;
-                }
-                match serde_json::from_str::<Value>(&ev.data) {
-                    Ok(v) => ex.state.absorb(&v, at),
-                    Err(e) => {
-                        return Err((
-                            ErrorKind::Protocol,
-                            format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
-                        ));
-                    }
+            match serde_json::from_str::<Value>(&ev.data) {
+                Ok(v) => ex.state.absorb(&v, at),
+                Err(e) => {
+                    return Err((
+                        ErrorKind::Protocol,
+                        format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
+                    ));
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The body is complete: an error status, a truncated stream or a body
+    /// that is not JSON is the exchange's error.
+    fn finish(self, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
         let at = Instant::now();
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&whole);
+        if !self.success() {
+            let text = String::from_utf8_lossy(&self.whole);
             let detail = serde_json::from_str::<Value>(&text)
                 .ok()
                 .and_then(|v| {
@@ -259,9 +349,11 @@ impl HttpClient {
                     s.server_error
                 })
                 .unwrap_or_else(|| excerpt(&text));
+            let status = hyper::StatusCode::from_u16(self.status)
+                .map_or_else(|_| self.status.to_string(), |s| s.to_string());
             return Err((ErrorKind::HttpStatus, format!("HTTP {status}: {detail}")));
         }
-        if is_sse {
+        if self.is_sse {
             if !ex.state.done {
                 return Err((
                     ErrorKind::Protocol,
@@ -269,12 +361,12 @@ impl HttpClient {
                 ));
             }
         } else {
-            let v: Value = serde_json::from_slice(&whole).map_err(|e| {
+            let v: Value = serde_json::from_slice(&self.whole).map_err(|e| {
                 (
                     ErrorKind::Protocol,
                     format!(
                         "response body is not JSON ({e}): {}",
-                        excerpt(&String::from_utf8_lossy(&whole))
+                        excerpt(&String::from_utf8_lossy(&self.whole))
                     ),
                 )
             })?;

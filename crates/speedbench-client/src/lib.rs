@@ -74,4 +74,6 @@ pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use shard::{Shard, StartBarrier};
 pub use sink::{ChannelSink, RecordSink, RecordsHandle, VecSink};
-pub use target::{ApiKey, ApiKind, BaseUrl, Target, parse_extra_inputs, parse_header};
+pub use target::{
+    ApiKey, ApiKind, BaseUrl, HttpClientKind, Target, parse_extra_inputs, parse_header,
+};

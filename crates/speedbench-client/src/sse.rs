@@ -65,8 +65,13 @@ impl SseParser {
             };
             self.line(&line, out);
         }
-        // Drop consumed bytes once they dominate the buffer, keeping pushes O(n).
-        if self.pos > 4096 && self.pos * 2 > self.buf.len() {
+        // Keep only what is not parsed yet: a stream held open for minutes
+        // must not hold its past. Moving the rest only once it is at most
+        // half the buffer keeps pushes O(n).
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        } else if self.pos * 2 > self.buf.len() {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
@@ -208,6 +213,12 @@ mod tests {
             p.push(b"data: {\"choices\":[]}\n\n", &mut out);
         }
         assert_eq!(out.len(), 10_000);
-        assert!(p.buf.len() < 16 * 1024);
+        // Nothing parsed is kept: the buffer holds at most one push.
+        assert!(p.buf.capacity() <= 64, "{}", p.buf.capacity());
+        // A tail is kept (moved to the front) until its line ends.
+        p.push(b"data: {\"a\"", &mut out);
+        p.push(b":1}\n\n", &mut out);
+        assert_eq!(out.last().unwrap().data, "{\"a\":1}");
+        assert!(p.pending().is_empty());
     }
 }

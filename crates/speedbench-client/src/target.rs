@@ -262,6 +262,42 @@ impl fmt::Display for BaseUrl {
     }
 }
 
+/// Which HTTP client sends a run's requests to a plain `http://` server
+/// (`https://` always goes through hyper and rustls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpClientKind {
+    /// speedbench-http's lean HTTP/1.1 client ([`speedbench_http::H1Client`]):
+    /// a few KiB per request in flight.
+    #[default]
+    Lean,
+    /// hyper's pooled client: about 21 KiB more per connection in flight;
+    /// a fallback should a server's HTTP trip the lean client.
+    Hyper,
+}
+
+impl HttpClientKind {
+    /// `lean` or `hyper`, as [`str::parse`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpClientKind::Lean => "lean",
+            HttpClientKind::Hyper => "hyper",
+        }
+    }
+}
+
+impl std::str::FromStr for HttpClientKind {
+    type Err = String;
+
+    /// `lean` or `hyper`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lean" => Ok(HttpClientKind::Lean),
+            "hyper" => Ok(HttpClientKind::Hyper),
+            other => Err(format!("unknown HTTP client {other:?} (lean or hyper)")),
+        }
+    }
+}
+
 /// Everything about how requests are made, shared by every request of a run.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -295,6 +331,9 @@ pub struct Target {
     /// source address has ephemeral ports; empty lets the system pick
     /// ([`Target::with_local_addrs`]).
     pub local_addrs: Vec<IpAddr>,
+    /// The client of requests to a plain `http://` server
+    /// ([`Target::with_http_client`]).
+    pub http_client: HttpClientKind,
 }
 
 impl Target {
@@ -314,6 +353,7 @@ impl Target {
             extra_roots_pem: Vec::new(),
             spec_adapters: Vec::new(),
             local_addrs: Vec::new(),
+            http_client: HttpClientKind::default(),
         }
     }
 
@@ -399,6 +439,13 @@ impl Target {
     /// ```
     pub fn with_local_addrs(mut self, addrs: impl IntoIterator<Item = IpAddr>) -> Self {
         self.local_addrs = addrs.into_iter().collect();
+        self
+    }
+
+    /// Sends plain-`http://` requests through `kind` (the lean client by
+    /// default; `https://` always uses hyper).
+    pub fn with_http_client(mut self, kind: HttpClientKind) -> Self {
+        self.http_client = kind;
         self
     }
 

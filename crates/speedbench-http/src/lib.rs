@@ -5,7 +5,10 @@
 //! named by `SSL_CERT_FILE`), so the dataset crate's Hub client and the load
 //! generator speak HTTPS the same way. [`get`] is a small buffered GET with a
 //! deadline and redirect following, for control-plane calls (model lists,
-//! health checks, Hub API and file downloads).
+//! health checks, Hub API and file downloads). [`H1Client`] is the lean
+//! HTTP/1.1 client for a load generator's own requests to a plain
+//! `http://` server (a few KiB per request in flight instead of hyper's
+//! ~21 KiB per connection).
 //!
 //! Every connection is a [`TimedStream`], whose reads and writes stamp the
 //! [`ConnectionClock`] each response carries; both come from
@@ -28,7 +31,8 @@
 
 #![doc(test(attr(deny(warnings))))]
 use std::future::Future;
-use std::net::IpAddr;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,8 +51,12 @@ use hyper_util::rt::TokioExecutor;
 use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
+use tokio::net::TcpSocket;
 
 pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
+
+mod h1;
+pub use h1::{H1Client, H1Response, READ_BUF};
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response
@@ -65,6 +73,8 @@ pub type Connector = HttpsConnector<TcpConnector>;
 pub struct TcpConnector {
     /// One connector per source address (one unbound connector without any).
     connectors: Arc<[TimedConnector]>,
+    /// The source addresses, in the order the connectors use them.
+    local_addrs: Arc<[IpAddr]>,
     /// How many connections were started: the next address's index, modulo.
     next: Arc<AtomicUsize>,
 }
@@ -90,8 +100,58 @@ impl TcpConnector {
         };
         Ok(TcpConnector {
             connectors,
+            local_addrs: local_addrs.into(),
             next: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// Connects to `host:port` (an IP literal, bracketed for IPv6, or a
+    /// name) from the next source address, with `TCP_NODELAY`, without
+    /// hyper-util's connector: its boxed connect future costs about 1.8 KiB
+    /// per connection being made, which a load generator opening thousands
+    /// at once pays in full. Names resolve through the system resolver; each
+    /// address is tried in turn, skipping those of the other IP family than
+    /// the source address.
+    pub(crate) async fn connect_direct(&self, host: &str, port: u16) -> io::Result<TimedStream> {
+        let local = match self.local_addrs.len() {
+            0 => None,
+            n => Some(self.local_addrs[self.next.fetch_add(1, Ordering::Relaxed) % n]),
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => tokio::net::lookup_host((bare, port))
+                .await
+                .map_err(|e| io::Error::other(DnsFailure(e)))?
+                .collect(),
+        };
+        let mut last = None;
+        for addr in addrs {
+            if local.is_some_and(|l| l.is_ipv4() != addr.is_ipv4()) {
+                continue;
+            }
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            if let Some(l) = local {
+                socket.bind(SocketAddr::new(l, 0))?;
+            }
+            match socket.connect(addr).await {
+                Ok(stream) => {
+                    stream.set_nodelay(true)?;
+                    return Ok(TimedStream::new(stream));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                format!("{host} has no address of the source address's IP family"),
+            )
+        }))
     }
 
     /// How many source addresses new connections take in turn (1 when the
@@ -102,6 +162,19 @@ impl TcpConnector {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A host name that did not resolve (an [`io::Error`]'s inner error, so that
+/// [`ConnectFailure::of`] tells it apart).
+#[derive(Debug)]
+struct DnsFailure(io::Error);
+
+impl std::fmt::Display for DnsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "dns error: {}", self.0)
+    }
+}
+
+impl std::error::Error for DnsFailure {}
 
 impl tower_service::Service<hyper::Uri> for TcpConnector {
     type Response = TimedStream;
@@ -205,6 +278,15 @@ pub enum HttpError {
         /// What is wrong with it.
         message: String,
     },
+    /// The server's answer is not HTTP/1.1 as [`H1Client`] reads it (a
+    /// malformed head, broken chunked framing).
+    #[error("{url}: {message}")]
+    Protocol {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Redirects did not end.
     #[error("{url}: more than {MAX_REDIRECTS} redirects")]
     TooManyRedirects {
@@ -247,6 +329,9 @@ impl ConnectFailure {
                 let inner = err.get_ref();
                 if inner.is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some()) {
                     return ConnectFailure::Tls;
+                }
+                if inner.is_some_and(|i| i.is::<DnsFailure>()) {
+                    return ConnectFailure::Dns;
                 }
                 match err.kind() {
                     ErrorKind::ConnectionRefused => return ConnectFailure::Refused,

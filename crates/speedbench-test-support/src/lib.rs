@@ -217,7 +217,11 @@ impl Venv {
             }
             Err(TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
-        // The lock is held until `lock` is dropped, at the end of this call.
+        // The lock is held until the end of this call, and released there
+        // explicitly: a process another thread is just starting may hold a
+        // copy of the descriptor until its exec, and closing ours would
+        // leave the lock held by that copy.
+        let _held = HeldLock(lock);
         let python = self.python();
         let stamp = self.dir.join(STAMP);
         let stamped = std::fs::read_to_string(&stamp).is_ok_and(|s| s == self.requirements);
@@ -460,6 +464,15 @@ fn choose(
             .ensure(progress)
             .map(|ready| Some(ready.python))
             .map_err(|e| format!("could not make {}: {e}\n\n{HOW_TO_FIX}", venv.dir.display())),
+    }
+}
+
+/// An exclusive file lock released on drop with an explicit unlock.
+struct HeldLock(File);
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
     }
 }
 

@@ -1,0 +1,880 @@
+//! A lean HTTP/1.1 client for a benchmark's own requests to a plain
+//! `http://` server: one `POST` at a time per connection, the response read
+//! straight from the socket by the task that sent the request.
+//!
+//! Why not hyper for these: a hyper client connection costs about 21 KiB of
+//! user memory whatever its request (heaptrack at 1,024 in flight: its
+//! dispatch channel's first block 9.0 KiB, a write buffer that starts at
+//! 8 KiB, the read buffer 4 KiB), and a load generator holds one per
+//! in-flight request. Here a connection in flight is its socket, its
+//! [`ConnectionClock`] and a read buffer that starts at [`READ_BUF`] bytes
+//! and lives only as long as the response; the request is written from one
+//! buffer that is freed once sent. TLS, redirects and the control-plane
+//! calls stay on hyper ([`crate::new_client`]).
+//!
+//! What it speaks: a response head parsed by `httparse` (1xx heads skipped),
+//! a body framed by `Transfer-Encoding: chunked` (extensions and trailers
+//! skipped), `Content-Length`, or the connection's end; keep-alive unless
+//! either side said `Connection: close` (HTTP/1.0: only with `keep-alive`).
+//! A pooled connection that the server had closed while idle fails before
+//! any response byte; the request is then sent once more on a new
+//! connection, as hyper's pool does. Every connection is a [`TimedStream`],
+//! so the response's clock stamps when bytes reached the socket.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::Uri;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{ClientOptions, ConnectionClock, HttpError, TcpConnector, TimedStream};
+
+/// The read buffer a response starts with. It doubles when a response head
+/// or a chunk-size line does not fit, and when a read fills it whole (a
+/// large body), up to [`MAX_READ_BUF`].
+pub const READ_BUF: usize = 512;
+
+/// The most a read buffer grows to for a large body.
+const MAX_READ_BUF: usize = 16 * 1024;
+
+/// The largest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// The largest chunk-size or trailer line accepted.
+const MAX_LINE: usize = 4096;
+
+/// How long an idle connection is kept for reuse.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Response header slots `httparse` is given.
+const MAX_HEADERS: usize = 100;
+
+/// A pooled keep-alive HTTP/1.1 client for `POST`s to one `http://` URL.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use speedbench_http::{ClientOptions, ConnectFailure, H1Client};
+///
+/// let url: hyper::Uri = "http://127.0.0.1:9/v1/chat/completions".parse().unwrap();
+/// let client = H1Client::new(&url, &[], &ClientOptions::default()).unwrap();
+/// // Nothing listens on port 9 of loopback.
+/// let err = client.post(b"{}").await.unwrap_err();
+/// assert_eq!(err.connect_failure(), Some(ConnectFailure::Refused));
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct H1Client {
+    pool: Arc<Pool>,
+}
+
+#[derive(Debug)]
+struct Pool {
+    connector: TcpConnector,
+    /// The host, as the URL writes it (IPv6 in brackets).
+    host: String,
+    port: u16,
+    /// The URL as errors show it.
+    url: String,
+    /// The request line, `Host` and the caller's headers, each line ended.
+    head: Vec<u8>,
+    idle: Mutex<Vec<(Conn, Instant)>>,
+    max_idle: usize,
+}
+
+#[derive(Debug)]
+struct Conn {
+    io: TokioIo<TimedStream>,
+    clock: ConnectionClock,
+}
+
+/// How one attempt at a request failed.
+enum Failed {
+    /// A reused connection ended before any response byte: nothing was
+    /// answered, so a new connection may try again.
+    Stale(HttpError),
+    /// Anything else.
+    Fatal(HttpError),
+}
+
+impl H1Client {
+    /// A client for `POST`s to `url` (`http://` only) with `headers` on
+    /// every request besides `Host` and `Content-Length`, keeping up to
+    /// `options.max_idle_per_host` idle connections and taking the source
+    /// addresses of `options.local_addrs` in turn.
+    pub fn new(
+        url: &Uri,
+        headers: &[(HeaderName, HeaderValue)],
+        options: &ClientOptions,
+    ) -> Result<H1Client, HttpError> {
+        let invalid = |message: &str| HttpError::InvalidUrl {
+            url: url.to_string(),
+            message: message.to_string(),
+        };
+        if url.scheme_str() != Some("http") {
+            return Err(invalid("the HTTP/1.1 client speaks plain http:// only"));
+        }
+        let authority = url
+            .authority()
+            .ok_or_else(|| invalid("the URL has no host"))?;
+        let path = url.path_and_query().map_or("/", |p| p.as_str());
+        let mut head = format!("POST {path} HTTP/1.1\r\nhost: {authority}\r\n").into_bytes();
+        for (name, value) in headers {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(value.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        Ok(H1Client {
+            pool: Arc::new(Pool {
+                connector: TcpConnector::new(&options.local_addrs)?,
+                host: authority.host().to_string(),
+                port: authority.port_u16().unwrap_or(80),
+                url: url.to_string(),
+                head,
+                idle: Mutex::new(Vec::new()),
+                max_idle: options.max_idle_per_host,
+            }),
+        })
+    }
+
+    /// Sends `body` and reads the response head; the body is read with
+    /// [`H1Response::chunk`]. A pooled connection found closed is replaced
+    /// by a new one once.
+    pub async fn post(&self, body: &[u8]) -> Result<H1Response, HttpError> {
+        if let Some(conn) = self.pool.take_idle() {
+            match self.pool.attempt(conn, body).await {
+                Ok(response) => return Ok(response),
+                Err(Failed::Stale(e)) => {
+                    tracing::debug!("retrying on a new connection: {}", crate::describe(&e));
+                }
+                Err(Failed::Fatal(e)) => return Err(e),
+            }
+        }
+        let conn = self.pool.connect().await?;
+        match self.pool.attempt(conn, body).await {
+            Ok(response) => Ok(response),
+            Err(Failed::Stale(e) | Failed::Fatal(e)) => Err(e),
+        }
+    }
+
+    /// Idle connections held for reuse now.
+    pub fn idle_connections(&self) -> usize {
+        self.pool.idle.lock().map_or(0, |idle| idle.len())
+    }
+}
+
+impl Pool {
+    fn take_idle(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().ok()?;
+        let now = Instant::now();
+        idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
+        idle.pop().map(|(conn, _)| conn)
+    }
+
+    fn give_back(&self, conn: Conn) {
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < self.max_idle
+        {
+            idle.push((conn, Instant::now()));
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, HttpError> {
+        let stream = self
+            .connector
+            .connect_direct(&self.host, self.port)
+            .await
+            .map_err(|e| HttpError::Connect {
+                url: self.url.clone(),
+                message: crate::describe(&e),
+                source: Box::new(e),
+            })?;
+        let clock = stream.clock().clone();
+        Ok(Conn {
+            io: TokioIo::new(stream),
+            clock,
+        })
+    }
+
+    fn io_error(&self, during: &str, e: std::io::Error) -> HttpError {
+        HttpError::Connect {
+            url: self.url.clone(),
+            message: format!("{during}: {e}"),
+            source: Box::new(e),
+        }
+    }
+
+    fn protocol(&self, message: impl Into<String>) -> HttpError {
+        HttpError::Protocol {
+            url: self.url.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Writes the request on `conn` and reads the response head.
+    async fn attempt(self: &Arc<Self>, mut conn: Conn, body: &[u8]) -> Result<H1Response, Failed> {
+        // A reused connection the server closed fails here (a reset) or at
+        // the first read (end of stream); either way nothing was answered.
+        if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
+            return Err(Failed::Stale(self.io_error("writing the request", e)));
+        }
+        let mut buf = ReadBuffer::new();
+        let head = loop {
+            match parse_head(buf.pending()) {
+                Ok(Some((head, len))) => {
+                    buf.consume(len);
+                    // An interim answer (100 Continue, 103 Early Hints):
+                    // the real one follows on the same connection.
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        continue;
+                    }
+                    break head;
+                }
+                Ok(None) => {}
+                Err(message) => return Err(Failed::Fatal(self.protocol(message))),
+            }
+            let received = buf.received;
+            match buf.fill(&mut conn.io, MAX_HEAD).await {
+                Ok(0) if received == 0 => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the connection closed before any response byte",
+                    );
+                    return Err(Failed::Stale(self.io_error("reading the response", e)));
+                }
+                Ok(0) => {
+                    return Err(Failed::Fatal(
+                        self.protocol("the connection closed inside the response head"),
+                    ));
+                }
+                Ok(_) => {}
+                Err(Fill::Io(e)) if received == 0 => {
+                    return Err(Failed::Stale(self.io_error("reading the response", e)));
+                }
+                Err(Fill::Io(e)) => {
+                    return Err(Failed::Fatal(self.io_error("reading the response", e)));
+                }
+                Err(Fill::TooLong) => {
+                    return Err(Failed::Fatal(self.protocol(format!(
+                        "the response head is longer than {MAX_HEAD} bytes"
+                    ))));
+                }
+            }
+        };
+        let framing = if head.status == 101
+            || head.status == 204
+            || head.status == 304
+            || (100..200).contains(&head.status)
+        {
+            Framing::Length(0)
+        } else if head.chunked {
+            Framing::Chunked(Chunk::Size)
+        } else if let Some(n) = head.content_length {
+            Framing::Length(n)
+        } else {
+            Framing::UntilClose
+        };
+        let keep_alive = head.keep_alive && !matches!(framing, Framing::UntilClose);
+        Ok(H1Response {
+            status: head.status,
+            content_type: head.content_type,
+            clock: conn.clock.clone(),
+            conn: Some(conn),
+            buf,
+            framing,
+            keep_alive,
+            pool: self.clone(),
+        })
+    }
+}
+
+/// Writes `head`, the `Content-Length` line and `body` with vectored writes,
+/// copying none of them into a buffer of the request's own.
+async fn write_request(
+    io: &mut TokioIo<TimedStream>,
+    head: &[u8],
+    body: &[u8],
+) -> std::io::Result<()> {
+    use std::io::{IoSlice, Write};
+    let mut length = [0u8; 48];
+    let length_len = {
+        let mut cursor = std::io::Cursor::new(&mut length[..]);
+        write!(cursor, "content-length: {}\r\n\r\n", body.len())?;
+        cursor.position() as usize
+    };
+    let parts: [&[u8]; 3] = [head, &length[..length_len], body];
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let mut written = 0;
+    while written < total {
+        let mut skip = written;
+        let mut slices = [IoSlice::new(&[]); 3];
+        let mut k = 0;
+        for part in parts {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            slices[k] = IoSlice::new(&part[skip..]);
+            skip = 0;
+            k += 1;
+        }
+        let n = io.write_vectored(&slices[..k]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        written += n;
+    }
+    io.flush().await
+}
+
+/// The response head at the start of `bytes` and its length, if all of it
+/// arrived. Not async on purpose: the header slots live on this call's
+/// stack, not in every in-flight request's future.
+fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut headers);
+    match parsed.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => Ok(Some((Head::of(&parsed)?, len))),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(format!("malformed response head: {e}")),
+    }
+}
+
+/// What the response head says.
+#[derive(Debug)]
+struct Head {
+    status: u16,
+    content_type: Option<String>,
+    content_length: Option<u64>,
+    chunked: bool,
+    keep_alive: bool,
+}
+
+impl Head {
+    fn of(parsed: &httparse::Response<'_, '_>) -> Result<Head, String> {
+        let status = parsed.code.ok_or("no status code")?;
+        // HTTP/1.1 keeps the connection unless told; HTTP/1.0 only if told.
+        let mut keep_alive = parsed.version == Some(1);
+        let mut head = Head {
+            status,
+            content_type: None,
+            content_length: None,
+            chunked: false,
+            keep_alive: false,
+        };
+        let mut transfer_encoding = false;
+        for h in parsed.headers.iter() {
+            let value = String::from_utf8_lossy(h.value);
+            let value = value.trim();
+            if h.name.eq_ignore_ascii_case("content-type") {
+                head.content_type = Some(value.to_string());
+            } else if h.name.eq_ignore_ascii_case("content-length") {
+                let n: u64 = value
+                    .parse()
+                    .map_err(|_| format!("Content-Length {value:?} is not a number"))?;
+                if head.content_length.is_some_and(|m| m != n) {
+                    return Err("two different Content-Length headers".into());
+                }
+                head.content_length = Some(n);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                transfer_encoding = true;
+                // Chunked counts only as the last coding (RFC 9112 6.3).
+                head.chunked = value
+                    .rsplit(',')
+                    .next()
+                    .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                for token in value.split(',').map(str::trim) {
+                    if token.eq_ignore_ascii_case("close") {
+                        keep_alive = false;
+                    } else if token.eq_ignore_ascii_case("keep-alive") && parsed.version == Some(0)
+                    {
+                        keep_alive = true;
+                    }
+                }
+            }
+        }
+        if transfer_encoding {
+            // Transfer-Encoding overrides Content-Length; a coding other
+            // than chunked last runs until the connection closes.
+            head.content_length = None;
+            if !head.chunked {
+                keep_alive = false;
+            }
+        }
+        head.keep_alive = keep_alive;
+        Ok(head)
+    }
+}
+
+/// How the body ends.
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    /// This many bytes are left.
+    Length(u64),
+    /// Chunked, at this point of a chunk.
+    Chunked(Chunk),
+    /// At the connection's end.
+    UntilClose,
+    /// Read whole.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Chunk {
+    /// Reading a chunk-size line.
+    Size,
+    /// This many bytes of chunk data are left.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// Trailer lines, up to the empty line.
+    Trailer,
+}
+
+/// A response whose head was read; its body comes in [`H1Response::chunk`].
+#[derive(Debug)]
+pub struct H1Response {
+    /// The status code.
+    pub status: u16,
+    /// `Content-Type`, as sent.
+    pub content_type: Option<String>,
+    /// The connection's clock: when the request was written and when the
+    /// latest bytes reached the socket.
+    pub clock: ConnectionClock,
+    conn: Option<Conn>,
+    buf: ReadBuffer,
+    framing: Framing,
+    keep_alive: bool,
+    pool: Arc<Pool>,
+}
+
+/// One step of the body's framing over what is buffered.
+enum Step {
+    /// These buffered bytes are body data.
+    Data(std::ops::Range<usize>),
+    /// More bytes are needed.
+    More,
+    /// The body is complete.
+    End,
+}
+
+impl H1Response {
+    /// The next piece of the body as it arrived (chunked framing removed),
+    /// `None` once the body is complete; the connection then goes back to
+    /// the pool if both sides keep it. Dropping a response before its end
+    /// closes the connection.
+    pub async fn chunk(&mut self) -> Result<Option<&[u8]>, HttpError> {
+        let range = loop {
+            match self.step()? {
+                Step::Data(range) => break range,
+                Step::End => {
+                    self.framing = Framing::Done;
+                    self.release();
+                    return Ok(None);
+                }
+                Step::More => {}
+            }
+            let Some(conn) = self.conn.as_mut() else {
+                return Ok(None);
+            };
+            match self.buf.fill(&mut conn.io, MAX_LINE).await {
+                Ok(0) if matches!(self.framing, Framing::UntilClose) => {
+                    self.framing = Framing::Done;
+                    self.conn = None;
+                    return Ok(None);
+                }
+                Ok(0) => {
+                    self.conn = None;
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the connection closed before the body was complete",
+                    );
+                    return Err(self.pool.io_error("reading the response body", e));
+                }
+                Ok(_) => {}
+                Err(Fill::Io(e)) => {
+                    self.conn = None;
+                    return Err(self.pool.io_error("reading the response body", e));
+                }
+                Err(Fill::TooLong) => {
+                    self.conn = None;
+                    return Err(self.pool.protocol(format!(
+                        "a chunk-size or trailer line is longer than {MAX_LINE} bytes"
+                    )));
+                }
+            }
+        };
+        Ok(Some(&self.buf.data[range]))
+    }
+
+    /// Advances the framing over the buffered bytes.
+    fn step(&mut self) -> Result<Step, HttpError> {
+        loop {
+            let buf = &mut self.buf;
+            let (step, next) = match self.framing {
+                Framing::Done | Framing::Length(0) => (Step::End, Framing::Done),
+                Framing::Length(left) => {
+                    let n = take(left, buf);
+                    (data_or_more(buf, n), Framing::Length(left - n as u64))
+                }
+                Framing::Chunked(Chunk::Data(left)) => {
+                    let n = take(left, buf);
+                    let next = if left == n as u64 {
+                        Chunk::DataEnd
+                    } else {
+                        Chunk::Data(left - n as u64)
+                    };
+                    (data_or_more(buf, n), Framing::Chunked(next))
+                }
+                Framing::UntilClose => {
+                    let n = buf.pending().len();
+                    (data_or_more(buf, n), Framing::UntilClose)
+                }
+                Framing::Chunked(mut chunk) => {
+                    let framed = chunk_step(&mut chunk, buf);
+                    self.framing = Framing::Chunked(chunk);
+                    match framed {
+                        Ok(ChunkStep::More) => return Ok(Step::More),
+                        Ok(ChunkStep::End) => return Ok(Step::End),
+                        Ok(ChunkStep::InData) => continue,
+                        Err(message) => return Err(self.pool.protocol(message)),
+                    }
+                }
+            };
+            self.framing = next;
+            return Ok(step);
+        }
+    }
+
+    /// Returns the connection to the pool when the body is complete, both
+    /// sides keep it, and nothing past the response was received.
+    fn release(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && self.keep_alive
+            && self.buf.pending().is_empty()
+        {
+            self.pool.give_back(conn);
+        }
+    }
+}
+
+/// Up to `left` pending bytes, as a count.
+fn take(left: u64, buf: &ReadBuffer) -> usize {
+    left.min(buf.pending().len() as u64) as usize
+}
+
+/// The next `n` pending bytes as data (consumed), or a call for more.
+fn data_or_more(buf: &mut ReadBuffer, n: usize) -> Step {
+    if n == 0 {
+        return Step::More;
+    }
+    let start = buf.start;
+    buf.consume(n);
+    Step::Data(start..start + n)
+}
+
+/// Where chunked framing stands after the lines it could read.
+#[derive(Debug, PartialEq, Eq)]
+enum ChunkStep {
+    /// A line is incomplete.
+    More,
+    /// Chunk data comes next (the caller takes it).
+    InData,
+    /// The last chunk and the trailers were read.
+    End,
+}
+
+/// Reads the chunk-size, data-end and trailer lines that are buffered.
+fn chunk_step(chunk: &mut Chunk, buf: &mut ReadBuffer) -> Result<ChunkStep, String> {
+    loop {
+        match *chunk {
+            Chunk::Data(_) => return Ok(ChunkStep::InData),
+            Chunk::Size => {
+                let Some(line) = buf.line() else {
+                    return Ok(ChunkStep::More);
+                };
+                let text = String::from_utf8_lossy(&buf.data[line.clone()]).into_owned();
+                buf.consume_line(line);
+                let digits = text.split(';').next().unwrap_or("").trim();
+                let size = u64::from_str_radix(digits, 16)
+                    .map_err(|_| format!("chunk size {text:?} is not a hex number"))?;
+                *chunk = if size == 0 {
+                    Chunk::Trailer
+                } else {
+                    Chunk::Data(size)
+                };
+            }
+            Chunk::DataEnd => {
+                let Some(line) = buf.line() else {
+                    return Ok(ChunkStep::More);
+                };
+                if !line.is_empty() {
+                    return Err("chunk data is not followed by CRLF".into());
+                }
+                buf.consume_line(line);
+                *chunk = Chunk::Size;
+            }
+            Chunk::Trailer => {
+                let Some(line) = buf.line() else {
+                    return Ok(ChunkStep::More);
+                };
+                let last = line.is_empty();
+                buf.consume_line(line);
+                if last {
+                    return Ok(ChunkStep::End);
+                }
+            }
+        }
+    }
+}
+
+/// Why a buffer could not be filled.
+enum Fill {
+    Io(std::io::Error),
+    /// What is pending already fills `limit` bytes.
+    TooLong,
+}
+
+/// A response's read buffer: `data[start..end]` is received and not yet
+/// consumed.
+#[derive(Debug)]
+struct ReadBuffer {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes received in all.
+    received: u64,
+    /// Where the pending line was searched up to (so a line arriving in
+    /// pieces is scanned once).
+    scanned: usize,
+    /// The last read filled the free space whole: more was probably waiting.
+    filled_whole: bool,
+}
+
+impl ReadBuffer {
+    fn new() -> ReadBuffer {
+        ReadBuffer {
+            data: vec![0; READ_BUF],
+            start: 0,
+            end: 0,
+            received: 0,
+            scanned: 0,
+            filled_whole: false,
+        }
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.scanned = self.start;
+    }
+
+    /// The pending line's contents, without its `\n` or `\r\n`, if its end
+    /// arrived.
+    fn line(&mut self) -> Option<std::ops::Range<usize>> {
+        let from = self.scanned.max(self.start);
+        match self.data[from..self.end].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let nl = from + i;
+                let end = if nl > self.start && self.data[nl - 1] == b'\r' {
+                    nl - 1
+                } else {
+                    nl
+                };
+                Some(self.start..end)
+            }
+            None => {
+                self.scanned = self.end;
+                None
+            }
+        }
+    }
+
+    /// Consumes a line [`ReadBuffer::line`] returned, with its line end.
+    fn consume_line(&mut self, line: std::ops::Range<usize>) {
+        let mut at = line.end;
+        if self.data[at] == b'\r' {
+            at += 1;
+        }
+        self.start = at + 1;
+        self.scanned = self.start;
+    }
+
+    /// Reads once into the free space, making room first (moving pending
+    /// bytes to the front, or doubling the buffer while pending bytes stay
+    /// under `limit`). The count read; 0 at the connection's end.
+    async fn fill(&mut self, io: &mut TokioIo<TimedStream>, limit: usize) -> Result<usize, Fill> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            self.scanned = 0;
+        }
+        if self.filled_whole && self.data.len() < MAX_READ_BUF {
+            self.data.resize(self.data.len() * 2, 0);
+        }
+        if self.end == self.data.len() {
+            if self.start > 0 {
+                self.data.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.scanned -= self.start;
+                self.start = 0;
+            } else if self.data.len() >= limit {
+                return Err(Fill::TooLong);
+            } else {
+                let len = (self.data.len() * 2).min(limit);
+                self.data.resize(len, 0);
+            }
+        }
+        let free = self.data.len() - self.end;
+        let n = io
+            .read(&mut self.data[self.end..])
+            .await
+            .map_err(Fill::Io)?;
+        self.filled_whole = n == free;
+        self.end += n;
+        self.received += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buffer(bytes: &[u8]) -> ReadBuffer {
+        let mut b = ReadBuffer::new();
+        b.data[..bytes.len()].copy_from_slice(bytes);
+        b.end = bytes.len();
+        b
+    }
+
+    /// Runs chunked framing over `wire` fed in pieces of `piece` bytes,
+    /// returning the body and whether the end was reached with nothing
+    /// left over.
+    fn dechunk(wire: &[u8], piece: usize) -> Result<(Vec<u8>, bool), String> {
+        let mut buf = ReadBuffer::new();
+        buf.data = vec![0; wire.len().max(1)];
+        let mut chunk = Chunk::Size;
+        let mut body = Vec::new();
+        let mut fed = 0;
+        loop {
+            let more = match chunk {
+                Chunk::Data(left) => {
+                    let n = take(left, &buf);
+                    if let Step::Data(r) = data_or_more(&mut buf, n) {
+                        body.extend_from_slice(&buf.data[r]);
+                        chunk = if left == n as u64 {
+                            Chunk::DataEnd
+                        } else {
+                            Chunk::Data(left - n as u64)
+                        };
+                        false
+                    } else {
+                        true
+                    }
+                }
+                _ => match chunk_step(&mut chunk, &mut buf)? {
+                    ChunkStep::End => return Ok((body, buf.pending().is_empty())),
+                    ChunkStep::InData => false,
+                    ChunkStep::More => true,
+                },
+            };
+            if more {
+                if fed == wire.len() {
+                    return Ok((body, false));
+                }
+                let n = piece.min(wire.len() - fed);
+                buf.data[buf.end..buf.end + n].copy_from_slice(&wire[fed..fed + n]);
+                buf.end += n;
+                fed += n;
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_bodies_decode_whatever_the_read_sizes() {
+        let wire = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n1\n!\n0\r\nx-trailer: 1\r\n\r\n";
+        for piece in 1..=wire.len() {
+            let (body, clean) = dechunk(wire, piece).unwrap();
+            assert_eq!(body, b"hello, world!", "piece {piece}");
+            assert!(clean, "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn broken_chunked_framing_is_named() {
+        assert!(
+            dechunk(b"zz\r\n", 4)
+                .unwrap_err()
+                .contains("not a hex number")
+        );
+        assert!(
+            dechunk(b"2\r\nabX\r\n", 8)
+                .unwrap_err()
+                .contains("not followed by CRLF")
+        );
+        // Cut short: no end reached.
+        assert_eq!(dechunk(b"5\r\nhel", 3).unwrap(), (b"hel".to_vec(), false));
+    }
+
+    #[test]
+    fn lines_end_at_lf_or_crlf_and_are_scanned_once() {
+        let mut b = buffer(b"ab\r\ncd\nef");
+        let l = b.line().unwrap();
+        assert_eq!(&b.data[l.clone()], b"ab");
+        b.consume_line(l);
+        let l = b.line().unwrap();
+        assert_eq!(&b.data[l.clone()], b"cd");
+        b.consume_line(l);
+        assert!(b.line().is_none());
+        assert_eq!(b.scanned, b.end);
+        assert_eq!(b.pending(), b"ef");
+    }
+
+    fn head(text: &str) -> Result<Head, String> {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut r = httparse::Response::new(&mut headers);
+        r.parse(text.as_bytes()).unwrap();
+        Head::of(&r)
+    }
+
+    #[test]
+    fn heads_say_how_the_body_ends_and_whether_the_connection_stays() {
+        let h = head("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
+        assert!(h.chunked && h.keep_alive);
+        assert_eq!(h.content_type.as_deref(), Some("text/event-stream"));
+        let h = head("HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\n").unwrap();
+        assert_eq!((h.content_length, h.keep_alive), (Some(12), false));
+        let h = head("HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\n").unwrap();
+        assert!(!h.keep_alive);
+        let h =
+            head("HTTP/1.0 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        assert!(h.keep_alive);
+        // Transfer-Encoding wins over Content-Length; a non-chunked last
+        // coding runs to the close.
+        let h = head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        )
+        .unwrap();
+        assert!(h.chunked && h.content_length.is_none() && h.keep_alive);
+        let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n").unwrap();
+        assert!(!h.chunked && !h.keep_alive);
+        assert!(
+            head("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n")
+                .unwrap_err()
+                .contains("two different")
+        );
+        assert!(
+            head("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")
+                .unwrap_err()
+                .contains("not a number")
+        );
+    }
+}
