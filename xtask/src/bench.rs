@@ -33,7 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use speedbench_client::{
-    BaseUrl, HttpClientKind, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
+    BaseUrl, HttpClientKind, LoadConfig, ProfileRun, Progress, RecordSink, StopHandle, Target,
+    run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::read_records_file;
@@ -139,14 +140,33 @@ struct Measured {
     wall: Duration,
     tokens: u64,
     peak_rss_delta_kb: u64,
-    /// This process's RSS before the run, and its peak during it (KiB).
+    /// This process's RSS before the run (KiB).
     baseline_kb: u64,
-    peak_kb: u64,
+    /// The peak until the first request finished: what the requests in
+    /// flight hold, before any record is written (KiB).
+    in_flight_peak_kb: u64,
     /// (conversation id, TTFT) of each request that has one.
     ttft_ns: Vec<(String, u64)>,
     /// Requests in flight on average: Σ end-to-end latency / the records'
     /// span, the formula applied to AIPerf's export too (Little's law).
     achieved_concurrency: f64,
+}
+
+/// Says when the first request of a run finished (a record sink sees every
+/// record as it is made).
+struct FirstRecord(Arc<AtomicBool>);
+
+impl RecordSink for FirstRecord {
+    fn name(&self) -> String {
+        "first-record".into()
+    }
+
+    fn record(&mut self, record: &speedbench_record::RequestRecord) -> Result<(), String> {
+        if !record.warmup {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// Σ latency / span: the mean number of requests in flight.
@@ -180,17 +200,29 @@ async fn drive_with(
         "speedbench-sim",
     )
     .with_http_client(kind);
+    let first_done = Arc::new(AtomicBool::new(false));
     let run = ProfileRun::new(dataset(256), target, dir)
         .with_load(LoadConfig::closed_loop(concurrency).with_request_count(requests))
-        .with_run_id(format!("bench-c{concurrency}"));
+        .with_run_id(format!("bench-c{concurrency}"))
+        .with_sink(FirstRecord(first_done.clone()));
     let baseline = rss_kb();
     let peak = Arc::new(AtomicU64::new(baseline));
+    let in_flight_peak = Arc::new(AtomicU64::new(baseline));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (peak, done) = (peak.clone(), done.clone());
+        let (peak, in_flight_peak, done, first_done) = (
+            peak.clone(),
+            in_flight_peak.clone(),
+            done.clone(),
+            first_done.clone(),
+        );
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kb(), Ordering::Relaxed);
+                let rss = rss_kb();
+                peak.fetch_max(rss, Ordering::Relaxed);
+                if !first_done.load(Ordering::Relaxed) {
+                    in_flight_peak.fetch_max(rss, Ordering::Relaxed);
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
         })
@@ -211,7 +243,7 @@ async fn drive_with(
         tokens: records.iter().filter_map(|r| r.completion_tokens).sum(),
         peak_rss_delta_kb: peak.load(Ordering::Relaxed).saturating_sub(baseline),
         baseline_kb: baseline,
-        peak_kb: peak.load(Ordering::Relaxed),
+        in_flight_peak_kb: in_flight_peak.load(Ordering::Relaxed),
         ttft_ns: records
             .iter()
             .filter_map(|r| Some((r.conversation_id.clone(), r.ttft_ns?)))
@@ -524,70 +556,53 @@ fn memory_section(root: &Path) -> Result<(), String> {
     let sim = SimProcess::start(MEMORY_TTFT_MS)?;
     println!();
     println!(
-        "memory, the client process alone (each level in its own process; simulator in another, {MEMORY_TTFT_MS} ms TTFT so every request of a level is in flight at once; growth = peak RSS - RSS after one warm-up request):"
+        "memory, the client process alone (each level in its own process, {MEMORY_RUNS} times, the median growth kept; simulator in another, {MEMORY_TTFT_MS} ms TTFT so every request of a level is in flight at once; growth = peak RSS while every request is in flight, up to the first one's end (not the records file written after) - RSS after one warm-up request; beyond c=1 = (growth - growth at c=1) / (c - 1), which leaves out what one run costs whatever its concurrency):"
     );
     println!(
-        "{:>11} {:>7} {:>10} {:>10} {:>11} {:>14} {:>14} {:>11}",
+        "{:>11} {:>7} {:>12} {:>14} {:>12} {:>10} {:>11}",
         "concurrency",
         "client",
-        "base MiB",
-        "peak MiB",
         "growth MiB",
         "KiB/in-flight",
-        "vs 8 KiB goal",
+        "beyond c=1",
+        "vs 8 KiB",
         "vs hyper"
     );
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut at_one = [0u64; 2];
     for c in [1usize, 64, 1024, 4096] {
         // hyper first: the lean client's figure is then printed as a ratio
         // to the one measured just before it.
         let mut hyper_per = None;
-        for (kind, name) in [
+        for (slot, (kind, name)) in [
             (HttpClientKind::Hyper, "hyper"),
             (HttpClientKind::Lean, "lean"),
-        ] {
-            let out = Command::new(&exe)
-                .args([
-                    "bench",
-                    "client",
-                    "--memory-child",
-                    &c.to_string(),
-                    &sim.url,
-                    name,
-                ])
-                .current_dir(root)
-                .output()
-                .map_err(|e| e.to_string())?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let numbers: Vec<u64> = text
-                .split_whitespace()
-                .filter_map(|w| w.parse().ok())
-                .collect();
-            let [base, peak, failed] = numbers[..] else {
-                return Err(format!(
-                    "memory child at c={c} ({name}) printed {text:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                ));
-            };
-            if failed > 0 {
-                eprintln!("memory at c={c} ({name}): {failed} requests failed");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut growths = Vec::new();
+            for _ in 0..MEMORY_RUNS {
+                let (base, peak, failed) = memory_child_run(&exe, root, c, &sim.url, name)?;
+                if failed > 0 {
+                    eprintln!("memory at c={c} ({name}): {failed} requests failed");
+                }
+                growths.push(peak.saturating_sub(base));
             }
-            let growth = peak.saturating_sub(base);
-            let mib = |kb: u64| kb as f64 / 1024.0;
+            growths.sort_unstable();
+            let growth = growths[growths.len() / 2];
+            let mib = growth as f64 / 1024.0;
             if c == 1 {
                 // One request cannot be told from the process's own growth.
+                at_one[slot] = growth;
                 println!(
-                    "{c:>11} {name:>7} {:>10.1} {:>10.1} {:>11.1} {:>14} {:>14} {:>11}",
-                    mib(base),
-                    mib(peak),
-                    mib(growth),
-                    "(process)",
-                    "-",
-                    "-"
+                    "{c:>11} {name:>7} {mib:>12.2} {:>14} {:>12} {:>10} {:>11}",
+                    "(process)", "-", "-", "-"
                 );
                 continue;
             }
             let per = growth as f64 / c as f64;
+            let beyond = growth.saturating_sub(at_one[slot]) as f64 / (c - 1) as f64;
             let vs_hyper = match (kind, hyper_per) {
                 (HttpClientKind::Lean, Some(h)) if h > 0.0 => format!("{:.2}x", per / h),
                 _ => "-".to_string(),
@@ -596,15 +611,50 @@ fn memory_section(root: &Path) -> Result<(), String> {
                 hyper_per = Some(per);
             }
             println!(
-                "{c:>11} {name:>7} {:>10.1} {:>10.1} {:>11.1} {per:>14.1} {:>13.2}x {vs_hyper:>11}",
-                mib(base),
-                mib(peak),
-                mib(growth),
+                "{c:>11} {name:>7} {mib:>12.2} {per:>14.1} {beyond:>12.1} {:>9.2}x {vs_hyper:>11}",
                 per / 8.0
             );
         }
     }
     Ok(())
+}
+
+/// Runs of each memory level and client; the median growth is kept (a run
+/// now and then grows by a fixed ~1 MiB, whatever its concurrency).
+const MEMORY_RUNS: usize = 3;
+
+/// One memory child: `(base_kb, peak_kb, failed)`.
+fn memory_child_run(
+    exe: &Path,
+    root: &Path,
+    c: usize,
+    url: &str,
+    client: &str,
+) -> Result<(u64, u64, u64), String> {
+    let out = Command::new(exe)
+        .args([
+            "bench",
+            "client",
+            "--memory-child",
+            &c.to_string(),
+            url,
+            client,
+        ])
+        .current_dir(root)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let numbers: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    match numbers[..] {
+        [base, peak, failed] => Ok((base, peak, failed)),
+        _ => Err(format!(
+            "memory child at c={c} ({client}) printed {text:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
 }
 
 /// The child side of [`memory_section`]: one warm-up request, then `c`
@@ -624,7 +674,7 @@ fn memory_child(root: &Path, c: usize, url: &str, kind: HttpClientKind) -> Resul
     runtime.block_on(async {
         drive_with(url, 1, 1, &out.join("warm"), kind).await?;
         let m = drive_with(url, c, c as u64, &out.join("run"), kind).await?;
-        println!("{} {} {}", m.baseline_kb, m.peak_kb, m.failed);
+        println!("{} {} {}", m.baseline_kb, m.in_flight_peak_kb, m.failed);
         Ok(())
     })
 }

@@ -39,6 +39,9 @@ struct Options {
     concurrency: u64,
     ttft_ms: u64,
     local_addrs: Option<u64>,
+    /// Client and simulator processes (`--processes`); by default as many
+    /// as the hard open-file limit needs.
+    processes: Option<u64>,
     build: bool,
 }
 
@@ -49,12 +52,18 @@ const CONNECTIONS_PER_ADDR: u64 = 16_000;
 /// Open files each process needs beyond one per connection.
 const FD_SLACK: u64 = 512;
 
+/// How much more than an equal share of the connections one simulator
+/// process may get: the kernel spreads connections over the processes
+/// sharing a port by a hash, not evenly.
+const SPREAD_MARGIN: f64 = 1.15;
+
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         requests: 10_000,
         concurrency: 1_024,
         ttft_ms: 0,
         local_addrs: None,
+        processes: None,
         build: true,
     };
     let mut it = args.iter();
@@ -86,10 +95,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 Some("100k") => {
                     o.requests = 100_000;
                     o.concurrency = 100_000;
-                    o.ttft_ms = 5_000;
+                    // Long enough for 100,000 connections to open on 2
+                    // cores before the first stream ends.
+                    o.ttft_ms = 30_000;
                 }
                 other => return Err(format!("--case: unknown case {other:?} (known: 100k)")),
             },
+            "--processes" => o.processes = Some(num("--processes")?),
             "--no-build" => o.build = false,
             other => return Err(format!("bench load: unknown option {other:?}")),
         }
@@ -138,8 +150,10 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The source addresses for `--local-addr`: 127.0.0.2 onwards.
-fn local_addrs(o: &Options) -> Vec<String> {
+/// The source addresses for `--local-addr`: 127.0.0.2 onwards; with
+/// several client processes at least one each (they then share no
+/// ephemeral port range).
+fn local_addrs(o: &Options, processes: u64) -> Vec<String> {
     let n = o
         .local_addrs
         .unwrap_or(if o.concurrency > CONNECTIONS_PER_ADDR {
@@ -147,6 +161,7 @@ fn local_addrs(o: &Options) -> Vec<String> {
         } else {
             0
         });
+    let n = if processes > 1 { n.max(processes) } else { n };
     (0..n).map(|i| format!("127.0.0.{}", i + 2)).collect()
 }
 
@@ -223,19 +238,26 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     // Both children inherit this process's limits and raise their soft
     // limit to the hard one; a hard limit too low cannot be helped here.
     let fd_limit = speedbench::process::raise_open_files(u64::MAX);
-    if let Some(limit) = fd_limit
-        && limit < o.concurrency + FD_SLACK
-    {
-        return Err(format!(
-            "bench load: concurrency {} needs about {} open files in the client and in the simulator, \
-             but the hard open-file limit (RLIMIT_NOFILE) here is {limit}, and raising it needs a \
-             privilege this process lacks (ulimit -Hn); the highest concurrency this machine allows is about {}",
-            o.concurrency,
-            o.concurrency + FD_SLACK,
-            limit.saturating_sub(FD_SLACK)
-        ));
+    // One process holds at most the hard open-file limit: past it the load
+    // is split over client shards and simulator processes sharing one port.
+    let processes = match (o.processes, fd_limit) {
+        (Some(p), _) => p,
+        (None, Some(limit)) if limit < o.concurrency + FD_SLACK => {
+            let per_process = limit.saturating_sub(FD_SLACK) as f64 / SPREAD_MARGIN;
+            (o.concurrency as f64 / per_process).ceil() as u64
+        }
+        (None, _) => 1,
+    };
+    if let Some(limit) = fd_limit {
+        let per_process = (o.concurrency.div_ceil(processes) as f64 * SPREAD_MARGIN) as u64;
+        if per_process + FD_SLACK > limit {
+            return Err(format!(
+                "bench load: {processes} processes would each hold about {per_process} connections, \
+                 more than the hard open-file limit (RLIMIT_NOFILE) {limit} allows; give more --processes"
+            ));
+        }
     }
-    let addrs = local_addrs(&o);
+    let addrs = local_addrs(&o, processes);
     if o.build {
         let status = Command::new(env!("CARGO"))
             .args(["build", "--release", "-p", "speedbench-cli"])
@@ -254,6 +276,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("{} not found (build it first)", bin.display()));
     }
 
+    if processes > 1 {
+        return run_sharded(root, &o, &bin, processes, &addrs);
+    }
     let mut sim = KillOnDrop(
         Command::new(&bin)
             .args(["sim", "--port", "0", "--step-ms", "0"])
@@ -361,6 +386,256 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!(
             "{failed} requests failed, {succeeded} of {} succeeded",
             o.requests
+        ));
+    }
+    Ok(())
+}
+
+/// Starts `speedbench sim` with SO_REUSEPORT on `port` (0: a free one);
+/// returns the process and its URL.
+fn start_shared_sim(bin: &Path, port: u16, ttft_ms: u64) -> Result<(KillOnDrop, String), String> {
+    let mut sim = KillOnDrop(
+        Command::new(bin)
+            .args(["sim", "--reuse-port", "--step-ms", "0"])
+            .args(["--port", &port.to_string()])
+            .args(["--ttft-ms", &ttft_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting a simulator: {e}"))?,
+    );
+    let mut url = String::new();
+    BufReader::new(sim.0.stdout.take().ok_or("no simulator stdout")?)
+        .read_line(&mut url)
+        .map_err(|e| format!("reading the simulator URL: {e}"))?;
+    let url = url.trim().to_owned();
+    if url.is_empty() {
+        return Err("a simulator printed no URL".into());
+    }
+    Ok((sim, url))
+}
+
+/// The load over `processes` client shards (`profile --shard I/N`, one
+/// shared `--start-at`) against as many simulator processes sharing one
+/// port, each process within the open-file limit; the shards' records
+/// merge into one run in `speedbench report`, which the bench checks.
+fn run_sharded(
+    root: &Path,
+    o: &Options,
+    bin: &Path,
+    processes: u64,
+    addrs: &[String],
+) -> Result<(), String> {
+    let (first, url) = start_shared_sim(bin, 0, o.ttft_ms)?;
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .ok_or_else(|| format!("no port in the simulator URL {url}"))?;
+    let mut sims = vec![first];
+    for _ in 1..processes {
+        sims.push(start_shared_sim(bin, port, o.ttft_ms)?.0);
+    }
+    let out_dir =
+        std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let fixture = root.join("fixtures").join("speed_bench_mini.jsonl");
+    let sim_pids: Vec<u32> = sims.iter().map(|s| s.0.id()).collect();
+
+    // One process's own peak without load, as in the one-process bench.
+    let (status, stderr_text, base) = watch(
+        profile_command(
+            bin,
+            &url,
+            &fixture,
+            &addrs[..1],
+            (1, 1),
+            &out_dir.join("base"),
+        ),
+        sim_pids[0],
+        &mut Peaks::default(),
+    )?;
+    if !status.success() {
+        return Err(format!(
+            "the one-request run failed ({status}):\n{stderr_text}"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(out_dir.join("base"));
+
+    // Every shard holds its measured phase until one instant, after all of
+    // them have started.
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs_f64()
+        + 2.0
+        + 0.2 * processes as f64;
+    let run_dir = out_dir.join("run");
+    let mut clients = Vec::new();
+    for i in 0..processes {
+        let mine: Vec<String> = addrs
+            .iter()
+            .skip(i as usize)
+            .step_by(processes as usize)
+            .cloned()
+            .collect();
+        let mut cmd = profile_command(
+            bin,
+            &url,
+            &fixture,
+            &mine,
+            (o.requests, o.concurrency),
+            &run_dir.join(format!("shard{i}")),
+        );
+        cmd.args(["--shard", &format!("{i}/{processes}")])
+            .args(["--run-id", "bench-load"])
+            .args(["--start-at", &format!("{start_at:.3}")]);
+        clients.push(KillOnDrop(
+            cmd.spawn()
+                .map_err(|e| format!("starting shard {i}: {e}"))?,
+        ));
+    }
+    let mut stderr_readers = Vec::new();
+    for c in &mut clients {
+        let stderr = c.0.stderr.take();
+        stderr_readers.push(std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut s) = stderr {
+                let _ = std::io::Read::read_to_string(&mut s, &mut text);
+            }
+            text
+        }));
+    }
+    let mut client_peaks: Vec<Peaks> = clients.iter().map(|_| Peaks::default()).collect();
+    let mut sim_peaks: Vec<Peaks> = sims.iter().map(|_| Peaks::default()).collect();
+    let mut statuses = vec![None; clients.len()];
+    let started = Instant::now();
+    while statuses.iter().any(Option::is_none) {
+        for (i, c) in clients.iter_mut().enumerate() {
+            if statuses[i].is_some() {
+                continue;
+            }
+            client_peaks[i].sample(c.0.id());
+            match c.0.try_wait() {
+                Ok(Some(status)) => statuses[i] = Some(status),
+                Ok(None) => {}
+                Err(e) => return Err(format!("waiting for shard {i}: {e}")),
+            }
+        }
+        for (peaks, pid) in sim_peaks.iter_mut().zip(&sim_pids) {
+            peaks.sample(*pid);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let wall = started.elapsed();
+    let texts: Vec<String> = stderr_readers
+        .into_iter()
+        .map(|r| r.join().unwrap_or_default())
+        .collect();
+    for (i, status) in statuses.iter().enumerate() {
+        if !status.is_some_and(|s| s.success()) {
+            return Err(format!("shard {i} failed ({status:?}):\n{}", texts[i]));
+        }
+    }
+
+    // Counts, and whether every request was in flight at once: the last
+    // request started before the first one ended.
+    let (mut succeeded, mut failed) = (0u64, 0u64);
+    let (mut last_start, mut first_end) = (i64::MIN, i64::MAX);
+    for i in 0..processes {
+        let dir = run_dir.join(format!("shard{i}"));
+        let summary: serde_json::Value = std::fs::read(dir.join("summary.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| format!("shard {i} left no readable summary.json"))?;
+        succeeded += summary["counts"]["succeeded"].as_u64().unwrap_or(0);
+        failed += summary["counts"]["failed"].as_u64().unwrap_or(u64::MAX / 2);
+        let records = speedbench_record::read_records_file(dir.join("records.parquet"))
+            .map_err(|e| format!("shard {i}: {e}"))?
+            .records;
+        for r in &records {
+            last_start = last_start.max(r.start_unix_ns);
+            first_end = first_end.min(r.end_unix_ns);
+        }
+    }
+    // The shards as one run, as a user would see them.
+    let report = Command::new(bin)
+        .args(["report", &run_dir.to_string_lossy(), "--format", "json"])
+        .output()
+        .map_err(|e| format!("speedbench report: {e}"))?;
+    let merged: serde_json::Value = serde_json::from_slice(&report.stdout).map_err(|e| {
+        format!(
+            "speedbench report printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&report.stderr)
+        )
+    })?;
+    let row = &merged["rows"][0];
+    let _ = std::fs::remove_dir_all(&out_dir);
+
+    let secs = wall.as_secs_f64();
+    println!(
+        "bench load: {} requests, concurrency {}, streaming, simulator TTFT {} ms, no step delay, \
+         {processes} client shards (profile --shard I/{processes}, one --start-at) against \
+         {processes} simulator processes sharing port {port} (SO_REUSEPORT), source addresses {}..{}",
+        o.requests,
+        o.concurrency,
+        o.ttft_ms,
+        addrs[0],
+        addrs[addrs.len() - 1]
+    );
+    println!("  wall time            {secs:.2} s (shards' start to the last exit, release build)");
+    println!("  succeeded / failed   {succeeded} / {failed}");
+    println!(
+        "  all in flight at once {} (last request sent {:.2} s before the first one ended)",
+        if last_start < first_end { "yes" } else { "no" },
+        (first_end as f64 - last_start as f64) / 1e9
+    );
+    println!(
+        "  merged by report     one run of {} shards: {} succeeded, complete: {}",
+        row["shards"]["merged"].as_array().map_or(0, Vec::len),
+        row["succeeded"],
+        row["complete"]
+    );
+    let total_peak: u64 = client_peaks.iter().map(|p| p.rss_kib).sum();
+    let total_growth: u64 = client_peaks
+        .iter()
+        .map(|p| p.rss_kib.saturating_sub(base.rss_kib))
+        .sum();
+    for (i, p) in client_peaks.iter().enumerate() {
+        println!(
+            "  client shard {i}       peak RSS {:.1} MiB, peak fds {}",
+            p.rss_kib as f64 / 1024.0,
+            p.fds
+        );
+    }
+    println!(
+        "  clients peak RSS     {:.1} MiB in all",
+        total_peak as f64 / 1024.0
+    );
+    if o.requests <= o.concurrency && o.ttft_ms > 0 {
+        println!(
+            "  client per request   {:.1} KiB (each shard's peak RSS - a one-request run's {:.1} MiB, summed, / {})",
+            total_growth as f64 / o.requests as f64,
+            base.rss_kib as f64 / 1024.0,
+            o.requests
+        );
+    }
+    for (i, p) in sim_peaks.iter().enumerate() {
+        println!(
+            "  simulator {i}          peak RSS {:.1} MiB, peak fds {}",
+            p.rss_kib as f64 / 1024.0,
+            p.fds
+        );
+    }
+    if failed != 0 || succeeded != o.requests {
+        return Err(format!(
+            "{failed} requests failed, {succeeded} of {} succeeded",
+            o.requests
+        ));
+    }
+    if row["succeeded"].as_u64() != Some(o.requests) {
+        return Err(format!(
+            "the merged report does not hold every request: {row}"
         ));
     }
     Ok(())

@@ -30,6 +30,11 @@ pub(crate) struct SimArgs {
     /// Port to bind; 0 picks a free one (the URL is printed on stdout).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
+    /// Bind with SO_REUSEPORT, so that several `speedbench sim` processes
+    /// share the port (the kernel spreads connections over them): more
+    /// connections than one process's open-file limit allows.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// JSON configuration file (see the speedbench-sim docs); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -93,9 +98,12 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
 pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
     let config = load_config(&args)?;
     let addr = SocketAddr::new(args.host, args.port);
-    let server = SimServer::start(config, addr)
-        .await
-        .context(format!("starting the simulated server on {addr}"))?;
+    let server = if args.reuse_port {
+        SimServer::start_shared_port(config, addr).await
+    } else {
+        SimServer::start(config, addr).await
+    }
+    .context(format!("starting the simulated server on {addr}"))?;
     // The URL goes to stdout, alone on its line, so scripts can read it.
     println!("{}", server.url());
     let _ = tokio::signal::ctrl_c().await;

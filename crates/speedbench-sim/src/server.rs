@@ -582,7 +582,7 @@ fn stream_response(
     resp
 }
 
-fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
+fn bind(addr: SocketAddr, reuse_port: bool) -> Result<TcpListener, SimError> {
     let err = |source| SimError::Bind { addr, source };
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()
@@ -591,6 +591,9 @@ fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
     }
     .map_err(err)?;
     socket.set_reuseaddr(true).map_err(err)?;
+    if reuse_port {
+        socket.set_reuseport(true).map_err(err)?;
+    }
     socket.bind(addr).map_err(err)?;
     socket.listen(LISTEN_BACKLOG).map_err(err)
 }
@@ -667,8 +670,28 @@ impl SimServer {
     /// Validates `config`, binds `addr` (port 0 picks a free port) and spawns the
     /// accept loop on the current tokio runtime. Returns once listening.
     pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimServer, SimError> {
+        Self::start_bound(config, addr, false).await
+    }
+
+    /// [`SimServer::start`] with `SO_REUSEPORT`: several simulator
+    /// processes started so on one port share it, the kernel spreading new
+    /// connections over them, so that together they hold more connections
+    /// than one process's open-file limit allows. Each process keeps its
+    /// own ground truth and `/metrics`.
+    pub async fn start_shared_port(
+        config: SimConfig,
+        addr: SocketAddr,
+    ) -> Result<SimServer, SimError> {
+        Self::start_bound(config, addr, true).await
+    }
+
+    async fn start_bound(
+        config: SimConfig,
+        addr: SocketAddr,
+        reuse_port: bool,
+    ) -> Result<SimServer, SimError> {
         config.validate()?;
-        let listener = bind(addr)?;
+        let listener = bind(addr, reuse_port)?;
         let local = listener
             .local_addr()
             .map_err(|source| SimError::Bind { addr, source })?;
