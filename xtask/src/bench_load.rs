@@ -95,9 +95,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 Some("100k") => {
                     o.requests = 100_000;
                     o.concurrency = 100_000;
-                    // Long enough for 100,000 connections to open on 2
-                    // cores before the first stream ends.
-                    o.ttft_ms = 30_000;
+                    // Long enough for 100,000 connections to open and
+                    // send on 2 cores (about 45 s) before the first stream
+                    // ends.
+                    o.ttft_ms = 120_000;
                 }
                 other => return Err(format!("--case: unknown case {other:?} (known: 100k)")),
             },
@@ -300,7 +301,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let out_dir =
         std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
-    let fixture = root.join("fixtures").join("speed_bench_mini.jsonl");
+    let fixture = single_turn_rows(
+        &root.join("fixtures").join("speed_bench_mini.jsonl"),
+        &out_dir,
+    )?;
     let sim_pid = sim.0.id();
     let mut server = Peaks::default();
     // The same command with one request: the process's own peak, without load.
@@ -426,6 +430,21 @@ fn run_sharded(
     processes: u64,
     addrs: &[String],
 ) -> Result<(), String> {
+    // A connect burst larger than the accept queue is dropped and retried
+    // after 1, 3, 7 s: the streams then open over many seconds and are not
+    // all in flight at once.
+    let somaxconn: u64 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let per_sim = o.concurrency.div_ceil(processes);
+    if somaxconn != 0 && somaxconn < per_sim {
+        eprintln!(
+            "note: net.core.somaxconn is {somaxconn}, below the {per_sim} connections each simulator \
+             accepts in one burst; connects beyond the accept queue are retried by the kernel after \
+             seconds (as root: sysctl -w net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535)"
+        );
+    }
     let (first, url) = start_shared_sim(bin, 0, o.ttft_ms)?;
     let port: u16 = url
         .rsplit(':')
@@ -439,7 +458,12 @@ fn run_sharded(
     let out_dir =
         std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
-    let fixture = root.join("fixtures").join("speed_bench_mini.jsonl");
+    // Single-turn rows: a multi-turn conversation holds one worker for its
+    // turns in turn, and every request must be able to be in flight at once.
+    let fixture = single_turn_rows(
+        &root.join("fixtures").join("speed_bench_mini.jsonl"),
+        &out_dir,
+    )?;
     let sim_pids: Vec<u32> = sims.iter().map(|s| s.0.id()).collect();
 
     // One process's own peak without load, as in the one-process bench.
@@ -542,6 +566,8 @@ fn run_sharded(
     // request started before the first one ended.
     let (mut succeeded, mut failed) = (0u64, 0u64);
     let (mut last_start, mut first_end) = (i64::MIN, i64::MAX);
+    // Every start (+1) and end (-1): the most requests in flight at once.
+    let mut events: Vec<(i64, i32)> = Vec::new();
     for i in 0..processes {
         let dir = run_dir.join(format!("shard{i}"));
         let summary: serde_json::Value = std::fs::read(dir.join("summary.json"))
@@ -556,7 +582,18 @@ fn run_sharded(
         for r in &records {
             last_start = last_start.max(r.start_unix_ns);
             first_end = first_end.min(r.end_unix_ns);
+            events.push((r.start_unix_ns, 1));
+            events.push((r.end_unix_ns, -1));
         }
+    }
+    // Ends sort before starts at one instant: a request is not counted
+    // with the one that replaced it.
+    events.sort_unstable();
+    let mut in_flight = 0i64;
+    let mut peak_in_flight = 0i64;
+    for (_, step) in &events {
+        in_flight += i64::from(*step);
+        peak_in_flight = peak_in_flight.max(in_flight);
     }
     // The shards as one run, as a user would see them.
     let report = Command::new(bin)
@@ -586,9 +623,17 @@ fn run_sharded(
     println!("  wall time            {secs:.2} s (shards' start to the last exit, release build)");
     println!("  succeeded / failed   {succeeded} / {failed}");
     println!(
-        "  all in flight at once {} (last request sent {:.2} s before the first one ended)",
+        "  peak in flight       {peak_in_flight} requests at once (from the records' start and end times)"
+    );
+    println!(
+        "  all in flight at once {} (last request sent {:.2} s {} the first one ended)",
         if last_start < first_end { "yes" } else { "no" },
-        (first_end as f64 - last_start as f64) / 1e9
+        ((first_end - last_start) as f64 / 1e9).abs(),
+        if last_start < first_end {
+            "before"
+        } else {
+            "after"
+        }
     );
     println!(
         "  merged by report     one run of {} shards: {} succeeded, complete: {}",
@@ -639,4 +684,25 @@ fn run_sharded(
         ));
     }
     Ok(())
+}
+
+/// A copy of the rows of `fixture` with only their first turn, in `dir`.
+fn single_turn_rows(fixture: &Path, dir: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(fixture)
+        .map_err(|e| format!("reading {}: {e}", fixture.display()))?;
+    let mut out = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut row: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("{}:{}: {e}", fixture.display(), n + 1))?;
+        if let Some(messages) = row.get_mut("messages").and_then(|m| m.as_array_mut()) {
+            messages.truncate(1);
+        }
+        row["multiturn"] = false.into();
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("single_turn.jsonl");
+    std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }

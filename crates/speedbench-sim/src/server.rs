@@ -39,8 +39,9 @@ use crate::wire::{self, Endpoint};
 
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-/// Listen backlog; large so bursts of thousands of connects are not refused.
-const LISTEN_BACKLOG: u32 = 4096;
+/// Listen backlog; large so bursts of thousands of connects are not
+/// dropped (the kernel caps it at `net.core.somaxconn`).
+const LISTEN_BACKLOG: u32 = 65_535;
 
 /// State shared by all connections of one server.
 struct Shared {
