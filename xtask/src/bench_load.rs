@@ -280,23 +280,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if processes > 1 {
         return run_sharded(root, &o, &bin, processes, &addrs);
     }
-    let mut sim = KillOnDrop(
-        Command::new(&bin)
-            .args(["sim", "--port", "0", "--step-ms", "0"])
-            .args(["--ttft-ms", &o.ttft_ms.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting the simulator: {e}"))?,
-    );
-    let mut url = String::new();
-    BufReader::new(sim.0.stdout.take().ok_or("no simulator stdout")?)
-        .read_line(&mut url)
-        .map_err(|e| format!("reading the simulator URL: {e}"))?;
-    let url = url.trim().to_owned();
-    if url.is_empty() {
-        return Err("the simulator printed no URL".into());
-    }
+    let (sim, url) = start_sim(&bin, 0, o.ttft_ms, false)?;
 
     let out_dir =
         std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
@@ -395,13 +379,22 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts `speedbench sim` with SO_REUSEPORT on `port` (0: a free one);
-/// returns the process and its URL.
-fn start_shared_sim(bin: &Path, port: u16, ttft_ms: u64) -> Result<(KillOnDrop, String), String> {
+/// Starts `speedbench sim` (with SO_REUSEPORT when `reuse_port`) on
+/// `port` (0: a free one) with no step delay; returns the process and its
+/// URL.
+fn start_sim(
+    bin: &Path,
+    port: u16,
+    ttft_ms: u64,
+    reuse_port: bool,
+) -> Result<(KillOnDrop, String), String> {
+    let mut cmd = Command::new(bin);
+    cmd.args(["sim", "--step-ms", "0"]);
+    if reuse_port {
+        cmd.arg("--reuse-port");
+    }
     let mut sim = KillOnDrop(
-        Command::new(bin)
-            .args(["sim", "--reuse-port", "--step-ms", "0"])
-            .args(["--port", &port.to_string()])
+        cmd.args(["--port", &port.to_string()])
             .args(["--ttft-ms", &ttft_ms.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -414,7 +407,7 @@ fn start_shared_sim(bin: &Path, port: u16, ttft_ms: u64) -> Result<(KillOnDrop, 
         .map_err(|e| format!("reading the simulator URL: {e}"))?;
     let url = url.trim().to_owned();
     if url.is_empty() {
-        return Err("a simulator printed no URL".into());
+        return Err("the simulator printed no URL".into());
     }
     Ok((sim, url))
 }
@@ -445,7 +438,7 @@ fn run_sharded(
              seconds (as root: sysctl -w net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535)"
         );
     }
-    let (first, url) = start_shared_sim(bin, 0, o.ttft_ms)?;
+    let (first, url) = start_sim(bin, 0, o.ttft_ms, true)?;
     let port: u16 = url
         .rsplit(':')
         .next()
@@ -453,7 +446,7 @@ fn run_sharded(
         .ok_or_else(|| format!("no port in the simulator URL {url}"))?;
     let mut sims = vec![first];
     for _ in 1..processes {
-        sims.push(start_shared_sim(bin, port, o.ttft_ms)?.0);
+        sims.push(start_sim(bin, port, o.ttft_ms, true)?.0);
     }
     let out_dir =
         std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));

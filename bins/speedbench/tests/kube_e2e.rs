@@ -81,6 +81,23 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// `report --format json` printed the three shards as one complete run of
+/// every request.
+fn assert_one_merged_run(out: &Output) {
+    assert!(out.status.success(), "{}", stderr(out));
+    assert!(
+        stderr(out).contains("merged 3 shards of run bench-k8s"),
+        "{}",
+        stderr(out)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{json}");
+    assert_eq!(rows[0]["succeeded"], REQUESTS);
+    assert_eq!(rows[0]["complete"], true);
+    assert_eq!(rows[0]["shards"]["merged"], serde_json::json!([0, 1, 2]));
+}
+
 /// The Pod's container arguments for shard `index`, as the kubelet hands
 /// them over: `$(SPEEDBENCH_SHARD_INDEX)` is the Pod's completion index.
 fn pod_args(job: &Job, index: u32) -> Vec<String> {
@@ -210,18 +227,7 @@ async fn the_manifest_round_trips_and_its_pods_run_as_one_sharded_run() {
 
     let parent = root.join("bench-k8s");
     let out = run(&["report", parent.to_str().unwrap(), "--format", "json"]).await;
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("merged 3 shards of run bench-k8s"),
-        "{}",
-        stderr(&out)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = json["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 1, "{json}");
-    assert_eq!(rows[0]["succeeded"], REQUESTS);
-    assert_eq!(rows[0]["complete"], true);
-    assert_eq!(rows[0]["shards"]["merged"], serde_json::json!([0, 1, 2]));
+    assert_one_merged_run(&out);
 }
 
 /// With `--results-url` instead of a claim: no volume, the store's
@@ -337,18 +343,7 @@ async fn pods_writing_to_an_object_store_merge_in_a_report_over_the_url() {
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("merged 3 shards of run bench-k8s"),
-        "{}",
-        stderr(&out)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = json["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 1, "{json}");
-    assert_eq!(rows[0]["succeeded"], REQUESTS);
-    assert_eq!(rows[0]["complete"], true);
-    assert_eq!(rows[0]["shards"]["merged"], serde_json::json!([0, 1, 2]));
+    assert_one_merged_run(&out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
