@@ -21,6 +21,7 @@
 //! connection, as hyper's pool does. Every connection is a [`TimedStream`],
 //! so the response's clock stamps when bytes reached the socket.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,7 +81,9 @@ struct Pool {
     url: String,
     /// The request line, `Host` and the caller's headers, each line ended.
     head: Vec<u8>,
-    idle: Mutex<Vec<(Conn, Instant)>>,
+    /// Idle connections, the most recently used last: taken from the back,
+    /// expired ones dropped from the front.
+    idle: Mutex<VecDeque<(Conn, Instant)>>,
     max_idle: usize,
 }
 
@@ -134,7 +137,7 @@ impl H1Client {
                 port: authority.port_u16().unwrap_or(80),
                 url: url.to_string(),
                 head,
-                idle: Mutex::new(Vec::new()),
+                idle: Mutex::new(VecDeque::new()),
                 max_idle: options.max_idle_per_host,
             }),
         })
@@ -170,15 +173,20 @@ impl Pool {
     fn take_idle(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
         let now = Instant::now();
-        idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
-        idle.pop().map(|(conn, _)| conn)
+        while idle
+            .front()
+            .is_some_and(|(_, since)| now.duration_since(*since) >= IDLE_TIMEOUT)
+        {
+            idle.pop_front();
+        }
+        idle.pop_back().map(|(conn, _)| conn)
     }
 
     fn give_back(&self, conn: Conn) {
         if let Ok(mut idle) = self.idle.lock()
             && idle.len() < self.max_idle
         {
-            idle.push((conn, Instant::now()));
+            idle.push_back((conn, Instant::now()));
         }
     }
 
@@ -277,7 +285,9 @@ impl Pool {
         } else {
             Framing::UntilClose
         };
-        let keep_alive = head.keep_alive && !matches!(framing, Framing::UntilClose);
+        // A connection that switched protocols is no longer HTTP/1.1.
+        let keep_alive =
+            head.keep_alive && head.status != 101 && !matches!(framing, Framing::UntilClose);
         Ok(H1Response {
             status: head.status,
             content_type: head.content_type,
