@@ -277,18 +277,19 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("{} not found (build it first)", bin.display()));
     }
 
-    if processes > 1 {
-        return run_sharded(root, &o, &bin, processes, &addrs);
-    }
-    let (sim, url) = start_sim(&bin, 0, o.ttft_ms, false)?;
-
     let out_dir =
         std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
+    // Single-turn rows: a multi-turn conversation holds one worker for its
+    // turns in turn, and every request must be able to be in flight at once.
     let fixture = single_turn_rows(
         &root.join("fixtures").join("speed_bench_mini.jsonl"),
         &out_dir,
     )?;
+    if processes > 1 {
+        return run_sharded(&o, &bin, processes, &addrs, &out_dir, &fixture);
+    }
+    let (sim, url) = start_sim(&bin, 0, o.ttft_ms, false)?;
     let sim_pid = sim.0.id();
     let mut server = Peaks::default();
     // The same command with one request: the process's own peak, without load.
@@ -319,13 +320,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if !status.success() {
         return Err(format!("the profile failed ({status}):\n{stderr_text}"));
     }
-    let summary: serde_json::Value = std::fs::read(out_dir.join("summary.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or("the run left no readable summary.json")?;
-    let counts = &summary["counts"];
-    let failed = counts["failed"].as_u64().unwrap_or(u64::MAX);
-    let succeeded = counts["succeeded"].as_u64().unwrap_or(0);
+    let summary = read_summary(&out_dir).ok_or("the run left no readable summary.json")?;
+    let (succeeded, failed) = counts(&summary);
     let _ = std::fs::remove_dir_all(&out_dir);
 
     let secs = wall.as_secs_f64();
@@ -417,11 +413,12 @@ fn start_sim(
 /// port, each process within the open-file limit; the shards' records
 /// merge into one run in `speedbench report`, which the bench checks.
 fn run_sharded(
-    root: &Path,
     o: &Options,
     bin: &Path,
     processes: u64,
     addrs: &[String],
+    out_dir: &Path,
+    fixture: &Path,
 ) -> Result<(), String> {
     // A connect burst larger than the accept queue is dropped and retried
     // after 1, 3, 7 s: the streams then open over many seconds and are not
@@ -448,15 +445,6 @@ fn run_sharded(
     for _ in 1..processes {
         sims.push(start_sim(bin, port, o.ttft_ms, true)?.0);
     }
-    let out_dir =
-        std::env::temp_dir().join(format!("speedbench-bench-load-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out_dir);
-    // Single-turn rows: a multi-turn conversation holds one worker for its
-    // turns in turn, and every request must be able to be in flight at once.
-    let fixture = single_turn_rows(
-        &root.join("fixtures").join("speed_bench_mini.jsonl"),
-        &out_dir,
-    )?;
     let sim_pids: Vec<u32> = sims.iter().map(|s| s.0.id()).collect();
 
     // One process's own peak without load, as in the one-process bench.
@@ -464,7 +452,7 @@ fn run_sharded(
         profile_command(
             bin,
             &url,
-            &fixture,
+            fixture,
             &addrs[..1],
             (1, 1),
             &out_dir.join("base"),
@@ -499,7 +487,7 @@ fn run_sharded(
         let mut cmd = profile_command(
             bin,
             &url,
-            &fixture,
+            fixture,
             &mine,
             (o.requests, o.concurrency),
             &run_dir.join(format!("shard{i}")),
@@ -563,12 +551,12 @@ fn run_sharded(
     let mut events: Vec<(i64, i32)> = Vec::new();
     for i in 0..processes {
         let dir = run_dir.join(format!("shard{i}"));
-        let summary: serde_json::Value = std::fs::read(dir.join("summary.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| format!("shard {i} left no readable summary.json"))?;
-        succeeded += summary["counts"]["succeeded"].as_u64().unwrap_or(0);
-        failed += summary["counts"]["failed"].as_u64().unwrap_or(u64::MAX / 2);
+        let (ok, bad) = counts(
+            &read_summary(&dir)
+                .ok_or_else(|| format!("shard {i} left no readable summary.json"))?,
+        );
+        succeeded += ok;
+        failed += bad;
         let records = speedbench_record::read_records_file(dir.join("records.parquet"))
             .map_err(|e| format!("shard {i}: {e}"))?
             .records;
@@ -677,6 +665,21 @@ fn run_sharded(
         ));
     }
     Ok(())
+}
+
+/// The `summary.json` of the run in `dir`, if readable.
+fn read_summary(dir: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).ok()?).ok()
+}
+
+/// `(succeeded, failed)` of a run's summary; a missing failure count reads
+/// as a large one, never as none.
+fn counts(summary: &serde_json::Value) -> (u64, u64) {
+    let counts = &summary["counts"];
+    (
+        counts["succeeded"].as_u64().unwrap_or(0),
+        counts["failed"].as_u64().unwrap_or(u32::MAX.into()),
+    )
 }
 
 /// A copy of the rows of `fixture` with only their first turn, in `dir`.
