@@ -588,7 +588,7 @@ fn run_sharded(
         )
     })?;
     let row = &merged["rows"][0];
-    let _ = std::fs::remove_dir_all(&out_dir);
+    let _ = std::fs::remove_dir_all(out_dir);
 
     let secs = wall.as_secs_f64();
     println!(
