@@ -10,8 +10,8 @@ use clap::builder::PossibleValuesParser;
 use serde_json::json;
 use speedbench::process::{EXIT_SIGINT, SignalEvent, SignalWatch, stop_on_signals};
 use speedbench_client::{
-    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, ExportLevel, HttpClientKind, LoadConfig,
-    OwnedField, ProfileRun, Progress, RunStatus, RunSummary, StopHandle, Target,
+    ApiKey, ApiKind, Arrival, BaseUrl, ClientError, Engine, ExportLevel, HttpClientKind,
+    LoadConfig, OwnedField, ProfileRun, Progress, RunStatus, RunSummary, StopHandle, Target,
     discover_model_with_headers, new_run_id, parse_extra_inputs, parse_header, run_profile,
     scrape::{Acceptance, ScrapeConfig, ServerMetricsExport},
 };
@@ -196,6 +196,47 @@ pub(crate) struct ClientArgs {
     /// response body, credentials scrubbed).
     #[arg(long, value_name = "LEVEL", default_value = "records")]
     pub export_level: ExportLevel,
+    /// The engine behind the server: `auto` (found from what it answers:
+    /// `/v1/models`, `/get_server_info`, `/props`, the metric names), or
+    /// `vllm`, `sglang`, `trtllm`, `llamacpp`, `nim`, `openai`. It decides
+    /// what each request asks for (SGLang's per-request acceptance) and
+    /// which metrics endpoints are scraped (docs/engines.md).
+    #[arg(long, value_name = "ENGINE", default_value = "auto")]
+    pub engine: EngineArg,
+    /// Skip the preflight: one small request before the run, to check that
+    /// the server reports acceptance per request and say what to change
+    /// when it does not.
+    #[arg(long)]
+    pub no_preflight: bool,
+}
+
+/// `--engine`: `auto`, or an engine's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum EngineArg {
+    /// Detect it.
+    #[default]
+    Auto,
+    /// This one.
+    Named(Engine),
+}
+
+impl std::str::FromStr for EngineArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<EngineArg, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(EngineArg::Auto);
+        }
+        s.parse().map(EngineArg::Named)
+    }
+}
+
+impl EngineArg {
+    fn name(self) -> &'static str {
+        match self {
+            EngineArg::Auto => "auto",
+            EngineArg::Named(e) => e.as_str(),
+        }
+    }
 }
 
 impl Default for ClientArgs {
@@ -215,6 +256,8 @@ impl Default for ClientArgs {
             server_metrics_shutdown_delay: 2.0,
             shard: ShardArgs::default(),
             export_level: ExportLevel::default(),
+            engine: EngineArg::Auto,
+            no_preflight: false,
         }
     }
 }
@@ -279,6 +322,8 @@ impl ClientArgs {
             "benchmark_grace_period_s": self.benchmark_grace_period,
             "server_metrics": self.server_metrics,
             "no_server_metrics": self.no_server_metrics,
+            "engine": self.engine.name(),
+            "no_preflight": self.no_preflight,
         })
     }
 
@@ -496,6 +541,13 @@ pub(crate) async fn execute_with(
         .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
     };
     target.model = model.clone();
+    // Before the scrape's first sample: the preflight's tokens stay out of
+    // the run's counters.
+    let engine = know_engine(&args.client, &mut target).await?;
+    let server_metrics = match server_metrics {
+        Some(_) => args.client.scrape(&target)?,
+        None => None,
+    };
 
     shard::check_run_id(args.run_id.as_deref(), &load)?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
@@ -546,6 +598,7 @@ pub(crate) async fn execute_with(
         "timeout_s": args.timeout,
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
         "api_key_set": target.api_key.is_some(),
+        "engine": engine.as_str(),
         "client": args.client.config(),
     });
     let speed_bench_config = speed_bench_py_config(&args, &dataset, &model, &target);
@@ -681,6 +734,50 @@ pub(crate) async fn execute_with(
         )),
         RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
     }
+}
+
+/// Finds the engine (`--engine`, else from what the server answers), sets it
+/// on the target, prints it, and unless `--no-preflight` sends one small
+/// request and says whether per-request acceptance comes back, and what to
+/// change when it does not. A failed preflight is reported, not fatal: the
+/// run records its own failures.
+async fn know_engine(client: &ClientArgs, target: &mut Target) -> Result<Engine, CliError> {
+    let engine = match client.engine {
+        EngineArg::Named(engine) => {
+            eprintln!("engine: {engine} (--engine)");
+            engine
+        }
+        EngineArg::Auto => {
+            let guess = speedbench_client::detect_engine(target)
+                .await
+                .map_err(|e| hinted("finding the engine (give --engine to skip this)", e))?;
+            eprintln!("engine: {} ({})", guess.engine, guess.evidence);
+            guess.engine
+        }
+    };
+    target.engine = Some(engine);
+    if client.no_preflight {
+        return Ok(engine);
+    }
+    let check = speedbench_client::preflight(target, engine)
+        .await
+        .map_err(|e| hinted("the preflight request (give --no-preflight to skip it)", e))?;
+    match (&check.error, &check.acceptance) {
+        (Some(error), _) => eprintln!("preflight: the request failed: {error}"),
+        (None, Some(acceptance)) => eprintln!("preflight: per-request acceptance: {acceptance}"),
+        (None, None) => {
+            if let Some(dropped) = &check.dropped {
+                eprintln!("preflight: the acceptance payload cannot be right: {dropped}");
+            }
+            eprintln!(
+                "preflight: no per-request acceptance came back from {engine}: {}. The server \
+                 scrape may still give run-level figures; --engine names another engine, \
+                 --no-preflight skips this check",
+                check.advice().unwrap_or_default()
+            );
+        }
+    }
+    Ok(engine)
 }
 
 /// The end-of-run summary of a run whose records were not kept: from

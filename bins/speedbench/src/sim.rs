@@ -19,6 +19,13 @@ pub(crate) enum Flavor {
     Both,
     /// No per-request statistics (only `/metrics`).
     None,
+    /// SGLang `sglext.spec_tokens_details` (when the request asks), its
+    /// `/get_server_info` and per-`engine_type` gauges.
+    Sglang,
+    /// TensorRT-LLM per-choice `avg_decoded_tokens_per_iter`, JSON
+    /// iteration statistics at `/metrics`, Prometheus text at
+    /// `/prometheus/metrics`.
+    Trtllm,
 }
 
 /// Options of `speedbench sim`.
@@ -89,6 +96,8 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
             Flavor::Llamacpp => SpecFlavor::LlamaCpp,
             Flavor::Both => SpecFlavor::Both,
             Flavor::None => SpecFlavor::None,
+            Flavor::Sglang => SpecFlavor::Sglang,
+            Flavor::Trtllm => SpecFlavor::TrtLlm,
         };
     }
     Ok(config)

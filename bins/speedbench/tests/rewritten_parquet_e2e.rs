@@ -80,6 +80,8 @@ fn records() -> Vec<RequestRecord> {
                     ..Default::default()
                 }),
                 prompt_sha256: (i % 3 != 0).then(|| format!("{i:064x}")),
+                spec_dropped: None,
+                tokens_per_iteration: None,
                 // Caller-defined columns, some values left out (nulls).
                 custom: [
                     (

@@ -45,6 +45,7 @@
 #![doc(test(attr(deny(warnings))))]
 mod annotate;
 mod discovery;
+mod engine;
 mod error;
 mod exchange;
 mod export;
@@ -64,6 +65,7 @@ pub use annotate::RecordAnnotator;
 pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
+pub use engine::{Engine, EngineGuess, Preflight, detect_engine, preflight};
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
 pub use runner::{

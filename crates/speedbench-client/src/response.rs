@@ -25,6 +25,8 @@ pub(crate) struct ResponseState {
     trtllm: Option<Value>,
     sglang: Option<Value>,
     timings: Option<Value>,
+    /// TensorRT-LLM's per-choice `avg_decoded_tokens_per_iter`, the last seen.
+    tokens_per_iter: Option<Value>,
     /// Registered adapters, each with the last payload it found.
     custom: Vec<(Arc<dyn SpecAdapter>, Option<Value>)>,
     pub done: bool,
@@ -102,6 +104,12 @@ impl ResponseState {
                 }
                 if let Some(p) = choice.get("speculative_decoding").filter(|p| p.is_object()) {
                     self.trtllm = Some(p.clone());
+                }
+                if let Some(v) = choice
+                    .get("avg_decoded_tokens_per_iter")
+                    .filter(|v| !v.is_null())
+                {
+                    self.tokens_per_iter = Some(v.clone());
                 }
             }
         }
@@ -191,6 +199,15 @@ impl ResponseState {
                 .and_then(|t| t.get("predicted_n"))
                 .and_then(Value::as_u64)
         })
+    }
+
+    /// TensorRT-LLM's tokens per iteration, when sent: `Err` when it cannot
+    /// be right (below 1, not a number).
+    pub(crate) fn tokens_per_iteration(&self) -> Result<Option<f64>, MalformedSpec> {
+        self.tokens_per_iter
+            .as_ref()
+            .map(spec::tokens_per_iteration)
+            .transpose()
     }
 
     /// The spec-decode stats, from the richest format the server sent.

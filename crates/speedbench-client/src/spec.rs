@@ -103,6 +103,16 @@ fn validate(stats: SpecDecodeStats) -> Result<SpecDecodeStats, MalformedSpec> {
             stats.accepted_draft_tokens, stats.proposed_draft_tokens
         ));
     }
+    // Tokens over no step would inflate the token-weighted acceptance length
+    // without bound (AIPerf drops these payloads too).
+    if stats.verify_steps == Some(0)
+        && (stats.accepted_draft_tokens > 0 || stats.proposed_draft_tokens > 0)
+    {
+        return bad(format!(
+            "zero verify steps with {} drafted and {} accepted tokens",
+            stats.proposed_draft_tokens, stats.accepted_draft_tokens
+        ));
+    }
     let hist = &stats.acceptance_histogram;
     if !hist.is_empty() {
         if let Some(k) = stats.num_spec_tokens
@@ -207,9 +217,13 @@ pub fn from_sglang(payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
 /// llama.cpp reports no verify-step count. Each target decode step emits one
 /// token plus the drafts it accepted, so `predicted_n - draft_n_accepted` is
 /// the number of target decode steps, counting steps that had no draft; the
-/// acceptance length computed from it is tokens per target forward pass. No
-/// histogram is reported, and none is invented. Returns `Ok(None)` when the
-/// object has no draft fields (llama.cpp omits them when nothing was drafted).
+/// acceptance length computed from it is tokens per target forward pass.
+/// Where the engine gives the exact count (mlx-vlm's `draft_rounds`), that
+/// is used instead. No histogram is reported, and none is invented. Returns
+/// `Ok(None)` when the object has no draft fields (llama.cpp omits them when
+/// nothing was drafted); an `Err` when `predicted_n` is missing or smaller
+/// than the accepted drafts (negative steps), or the steps come to zero
+/// with drafts: such payloads cannot be right, and AIPerf drops them too.
 pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, MalformedSpec> {
     let s = SpecSource::LlamaCpp;
     if timings.get("draft_n").is_none() {
@@ -219,15 +233,41 @@ pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, Malform
     // llama.cpp always sends both; a missing or non-integer count would
     // otherwise read as "nothing accepted", a wrong number.
     let accepted = u64_field(timings, "draft_n_accepted", s)?;
-    let steps = opt_u64(timings, "predicted_n").and_then(|p| p.checked_sub(accepted));
+    let steps = match opt_u64(timings, "draft_rounds") {
+        Some(rounds) => rounds,
+        None => {
+            let predicted = u64_field(timings, "predicted_n", s)?;
+            predicted.checked_sub(accepted).ok_or_else(|| MalformedSpec {
+                source: s,
+                message: format!(
+                    "draft_n_accepted ({accepted}) exceeds predicted_n ({predicted}): negative verify steps"
+                ),
+            })?
+        }
+    };
     validate(SpecDecodeStats {
         source: Some(s),
         accepted_draft_tokens: accepted,
         proposed_draft_tokens: drafted,
-        verify_steps: steps,
+        verify_steps: Some(steps),
         ..Default::default()
     })
     .map(Some)
+}
+
+/// TensorRT-LLM's per-choice `avg_decoded_tokens_per_iter` (released
+/// `trtllm-serve`): tokens decoded per iteration of the request. It is
+/// recorded as it is ([`speedbench_record::RequestRecord::tokens_per_iteration`]);
+/// `Err` when it is not a finite number of at least 1 (no iteration decodes
+/// less than one token).
+pub fn tokens_per_iteration(value: &Value) -> Result<f64, MalformedSpec> {
+    match value.as_f64() {
+        Some(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(MalformedSpec {
+            source: SpecSource::TensorRtLlm,
+            message: format!("avg_decoded_tokens_per_iter {value} is not a number of at least 1"),
+        }),
+    }
 }
 
 /// Reads one engine's speculative-decoding statistics from its responses:
@@ -424,10 +464,42 @@ mod tests {
         );
         // A missing or string count is malformed, not "0 accepted".
         assert!(from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3})).is_err());
+        // AIPerf drops what cannot be right: no predicted_n, negative or
+        // zero derived steps with drafts.
+        for bad in [
+            json!({"draft_n": 3, "draft_n_accepted": 2}),
+            json!({"predicted_n": 5, "draft_n": 9, "draft_n_accepted": 6}),
+            json!({"predicted_n": 6, "draft_n": 9, "draft_n_accepted": 6}),
+        ] {
+            assert!(from_llamacpp(&bad).is_err(), "{bad}");
+        }
         assert!(
             from_llamacpp(&json!({"predicted_n": 64, "draft_n": 3, "draft_n_accepted": "2"}))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn mlx_vlm_draft_rounds_are_the_exact_steps() {
+        // mlx-vlm PR #1788: 30 rounds, 90 drafted, 81 accepted, 111 tokens.
+        let t = json!({"predicted_n": 111, "draft_kind": "mtp", "draft_rounds": 30,
+            "draft_n": 90, "draft_n_accepted": 81});
+        let s = from_llamacpp(&t).unwrap().unwrap();
+        assert_eq!(s.verify_steps, Some(30));
+        // Without predicted_n the rounds still give the steps.
+        let t = json!({"draft_rounds": 30, "draft_n": 90, "draft_n_accepted": 81});
+        assert_eq!(from_llamacpp(&t).unwrap().unwrap().verify_steps, Some(30));
+    }
+
+    #[test]
+    fn zero_steps_with_drafts_are_malformed() {
+        let p =
+            json!({"total_accepted_draft_tokens": 2, "total_draft_tokens": 6, "num_spec_steps": 0});
+        let err = from_trtllm(&p).unwrap_err().to_string();
+        assert!(err.contains("zero verify steps"), "{err}");
+        assert!(tokens_per_iteration(&json!(0.5)).is_err());
+        assert!(tokens_per_iteration(&json!("2")).is_err());
+        assert_eq!(tokens_per_iteration(&json!(2.5)).unwrap(), 2.5);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use speedbench_dataset::Message;
 
+use crate::engine::Engine;
 use crate::error::{ClientError, OwnedField};
 use crate::secrets::Secrets;
 use crate::spec::SpecAdapter;
@@ -334,6 +335,10 @@ pub struct Target {
     /// The client of requests to a plain `http://` server
     /// ([`Target::with_http_client`]).
     pub http_client: HttpClientKind,
+    /// The engine behind the server, when known ([`Target::with_engine`]):
+    /// its request fields go into every body, and its metrics paths into
+    /// the server scrape.
+    pub engine: Option<Engine>,
 }
 
 impl Target {
@@ -354,7 +359,16 @@ impl Target {
             spec_adapters: Vec::new(),
             local_addrs: Vec::new(),
             http_client: HttpClientKind::default(),
+            engine: None,
         }
+    }
+
+    /// Sets the engine behind the server ([`crate::detect_engine`] finds
+    /// it): SGLang's requests then ask for per-request acceptance, and
+    /// TensorRT-LLM's Prometheus endpoint is scraped.
+    pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
     }
 
     /// Sets the API to call.
@@ -510,6 +524,11 @@ impl Target {
             body.insert("stream".into(), Value::Bool(true));
             // Usage (and vLLM's per-request spec stats) only arrive on this chunk.
             body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        // What the engine needs to report acceptance per request; the
+        // user's extra body still wins.
+        if let Some(engine) = self.engine {
+            body.extend(engine.request_fields());
         }
         for (k, v) in &self.extra_body {
             body.insert(k.clone(), v.clone());

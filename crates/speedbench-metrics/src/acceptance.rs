@@ -52,6 +52,17 @@ pub struct AcceptanceTotals {
     /// any ratio.
     #[serde(default)]
     pub requests_without_stats: u64,
+    /// Measured requests whose acceptance payload could not be right
+    /// (zero verify steps with drafts, negative derived steps, a missing
+    /// count: see [`RequestAcceptance::Dropped`]): counted, in no ratio.
+    #[serde(default)]
+    pub dropped_requests: u64,
+    /// Of `requests`, those whose steps are the engine's iterations,
+    /// derived from its tokens-per-iteration figure (TensorRT-LLM's
+    /// `avg_decoded_tokens_per_iter`): acceptance length only when every
+    /// iteration verified a draft.
+    #[serde(default)]
+    pub iteration_requests: u64,
 }
 
 impl AcceptanceTotals {
@@ -76,15 +87,33 @@ impl AcceptanceTotals {
         self.undrafted_requests += 1;
     }
 
-    /// Adds one measured record: its spec stats, or its target passes when
-    /// it drafted nothing in a run that `speculates` (see
-    /// [`run_speculates`]), else it only counts in
+    /// Adds a request whose engine reported `tokens` decoded over
+    /// `iterations` (TensorRT-LLM's tokens per iteration): the extra tokens
+    /// count as accepted, over `iterations` steps. Nothing is added to the
+    /// drafted or accepted totals of [`Self::accept_rate`]: the engine does
+    /// not say what it drafted.
+    pub fn add_iterations(&mut self, tokens: u64, iterations: u64) {
+        self.steps += iterations;
+        self.accepted_with_steps += tokens.saturating_sub(iterations);
+        self.requests += 1;
+        self.requests_with_steps += 1;
+        self.iteration_requests += 1;
+    }
+
+    /// Adds one measured record as [`request_acceptance`] reads it: its spec
+    /// stats, its iterations, or its target passes when it drafted nothing
+    /// in a run that `speculates` (see [`run_speculates`]); a dropped
+    /// payload counts in [`Self::dropped_requests`], nothing at all in
     /// [`Self::requests_without_stats`].
     pub fn add_record(&mut self, r: &RequestRecord, speculates: bool) {
-        match (&r.spec, undrafted_steps(r)) {
-            (Some(spec), _) => self.add(spec),
-            (None, Some(steps)) if speculates => self.add_undrafted(steps),
-            _ => self.requests_without_stats += 1,
+        match request_acceptance(r, speculates) {
+            RequestAcceptance::Spec(spec) => self.add(spec),
+            RequestAcceptance::Iterations { tokens, iterations } => {
+                self.add_iterations(tokens, iterations)
+            }
+            RequestAcceptance::Undrafted(steps) => self.add_undrafted(steps),
+            RequestAcceptance::Dropped(_) => self.dropped_requests += 1,
+            RequestAcceptance::Missing => self.requests_without_stats += 1,
         }
     }
 
@@ -99,6 +128,80 @@ impl AcceptanceTotals {
     pub fn accept_rate(&self) -> Option<f64> {
         (self.proposed > 0).then(|| self.accepted as f64 / self.proposed as f64)
     }
+}
+
+/// What one record tells about acceptance: the one place that decides how
+/// a record counts, for the totals and for the per-request distributions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RequestAcceptance<'a> {
+    /// Per-request speculative-decoding counters.
+    Spec(&'a SpecDecodeStats),
+    /// `tokens` decoded over `iterations` engine iterations, from the
+    /// engine's tokens-per-iteration figure (TensorRT-LLM).
+    Iterations {
+        /// Completion tokens of the request.
+        tokens: u64,
+        /// `tokens / tokens_per_iteration`, rounded.
+        iterations: u64,
+    },
+    /// Drafted nothing over this many target passes (llama.cpp `timings`
+    /// without draft fields, in a run that speculates).
+    Undrafted(u64),
+    /// The server's payload could not be right and is left out of every
+    /// ratio; the reason (also in the record's `spec_dropped`).
+    Dropped(&'a str),
+    /// No acceptance data at all.
+    Missing,
+}
+
+/// Why a payload with zero verify steps cannot be counted: accepted or
+/// drafted tokens over no step would inflate the token-weighted acceptance
+/// length (AIPerf drops such payloads too). `None` for a usable payload.
+pub fn zero_step_defect(spec: &SpecDecodeStats) -> Option<&'static str> {
+    (spec.verify_steps == Some(0)
+        && (spec.accepted_draft_tokens > 0 || spec.proposed_draft_tokens > 0))
+        .then_some("zero verify steps with drafted or accepted tokens")
+}
+
+/// How `r` counts towards acceptance (see [`RequestAcceptance`]);
+/// `speculates` is [`run_speculates`] of its run.
+pub fn request_acceptance(r: &RequestRecord, speculates: bool) -> RequestAcceptance<'_> {
+    if let Some(why) = &r.spec_dropped {
+        return RequestAcceptance::Dropped(why);
+    }
+    if let Some(spec) = &r.spec {
+        return match zero_step_defect(spec) {
+            Some(why) => RequestAcceptance::Dropped(why),
+            None => RequestAcceptance::Spec(spec),
+        };
+    }
+    if let Some(per_iter) = r.tokens_per_iteration {
+        return match iterations_of(r.completion_tokens, per_iter) {
+            Some((tokens, iterations)) => RequestAcceptance::Iterations { tokens, iterations },
+            None => RequestAcceptance::Dropped(
+                "tokens per iteration below 1, not finite, or without completion tokens",
+            ),
+        };
+    }
+    match undrafted_steps(r) {
+        Some(steps) if speculates => RequestAcceptance::Undrafted(steps),
+        _ => RequestAcceptance::Missing,
+    }
+}
+
+/// `(tokens, iterations)` from completion tokens and the engine's tokens per
+/// iteration: `iterations = round(tokens / per_iteration)`, at least 1 and at
+/// most `tokens`. `None` when there are no tokens or the figure is below 1
+/// or not finite (no iteration decodes less than one token).
+pub fn iterations_of(completion_tokens: Option<u64>, per_iteration: f64) -> Option<(u64, u64)> {
+    let tokens = completion_tokens.filter(|&n| n > 0)?;
+    if !per_iteration.is_finite() || per_iteration < 1.0 {
+        return None;
+    }
+    let iterations = (tokens as f64 / per_iteration)
+        .round()
+        .clamp(1.0, tokens as f64) as u64;
+    Some((tokens, iterations))
 }
 
 /// The target passes of a request that drafted nothing: llama.cpp's
@@ -119,6 +222,12 @@ pub(crate) fn undrafted_steps(r: &RequestRecord) -> Option<u64> {
 pub fn run_speculates(records: &[RequestRecord]) -> bool {
     records.iter().any(|r| is_measured(r) && r.spec.is_some())
 }
+
+/// The figure behind a group's acceptance length when some of its steps are
+/// engine iterations rather than verify steps (see
+/// [`AcceptanceTotals::iteration_requests`]): a label for reports.
+pub const ITERATION_LABEL: &str = "tokens per iteration (TensorRT-LLM avg_decoded_tokens_per_iter): \
+acceptance length only when every iteration verified a draft";
 
 /// Sums [`AcceptanceTotals`] per group, e.g. per category for one column of
 /// the acceptance matrix: `acceptance_by(&records, |r| r.category.clone())`.

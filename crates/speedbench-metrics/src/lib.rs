@@ -72,7 +72,10 @@ mod speed_bench_py;
 mod speedup;
 mod summary;
 
-pub use acceptance::{AcceptanceTotals, acceptance_by, macro_average, run_speculates};
+pub use acceptance::{
+    AcceptanceTotals, ITERATION_LABEL, RequestAcceptance, acceptance_by, iterations_of,
+    macro_average, request_acceptance, run_speculates, zero_step_defect,
+};
 pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
 pub use boxplot::{BoxStats, box_stats_by};
 pub use mean::{GroupMean, mean, mean_by};

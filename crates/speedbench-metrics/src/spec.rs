@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use speedbench_record::RequestRecord;
 
-use crate::acceptance::{AcceptanceTotals, run_speculates, undrafted_steps};
+use crate::acceptance::{AcceptanceTotals, RequestAcceptance, request_acceptance, run_speculates};
 use crate::measured::is_measured;
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
@@ -61,19 +61,33 @@ impl SpecDecodeMetrics {
         let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
         let speculates = run_speculates(records);
         for r in records.iter().filter(|r| is_measured(r)) {
-            let Some(spec) = &r.spec else {
-                match undrafted_steps(r) {
-                    // Drafted nothing in a speculating run: one token per
-                    // target pass, acceptance length 1 (see AcceptanceTotals).
-                    Some(n) if speculates => {
-                        totals.add_undrafted(n);
-                        al.push(1.0);
-                        apv.push(1.0);
-                        steps.push(n as f64);
-                    }
-                    _ => requests_without_spec += 1,
+            let spec = match request_acceptance(r, speculates) {
+                RequestAcceptance::Spec(spec) => spec,
+                // Drafted nothing in a speculating run: one token per
+                // target pass, acceptance length 1 (see AcceptanceTotals).
+                RequestAcceptance::Undrafted(n) => {
+                    totals.add_undrafted(n);
+                    al.push(1.0);
+                    apv.push(1.0);
+                    steps.push(n as f64);
+                    continue;
                 }
-                continue;
+                // The engine's tokens per iteration: its own per-request
+                // figure is the acceptance-length value.
+                RequestAcceptance::Iterations { tokens, iterations } => {
+                    totals.add_iterations(tokens, iterations);
+                    al.extend(r.tokens_per_iteration);
+                    steps.push(iterations as f64);
+                    continue;
+                }
+                RequestAcceptance::Dropped(_) => {
+                    totals.dropped_requests += 1;
+                    continue;
+                }
+                RequestAcceptance::Missing => {
+                    requests_without_spec += 1;
+                    continue;
+                }
             };
             totals.add(spec);
             histogram.add(&spec.acceptance_histogram);

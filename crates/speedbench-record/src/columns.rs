@@ -9,7 +9,7 @@
 //! use speedbench_record::columns;
 //! let wanted = [columns::CATEGORY, columns::WARMUP, columns::SPEC_VERIFY_STEPS];
 //! assert_eq!(wanted, ["category", "warmup", "spec_verify_steps"]);
-//! assert_eq!(columns::ALL.len(), 37);
+//! assert_eq!(columns::ALL.len(), 39);
 //! ```
 
 /// `run_id`: run identifier (utf8).
@@ -125,12 +125,23 @@ pub const TIMINGS_PREDICTED_PER_SECOND: &str = "timings_predicted_per_second";
 /// replies (utf8, nullable; absent from files written before it existed).
 pub const PROMPT_SHA256: &str = "prompt_sha256";
 
+/// `spec_dropped`: why the server's acceptance payload was left out of every
+/// acceptance figure (zero verify steps with drafts, negative derived steps,
+/// a missing count, broken invariants); null when it was used or when there
+/// was none (utf8, nullable).
+pub const SPEC_DROPPED: &str = "spec_dropped";
+
+/// `tokens_per_iteration`: the engine's own tokens decoded per iteration of
+/// this request (TensorRT-LLM's `avg_decoded_tokens_per_iter`); acceptance
+/// length only when every iteration verified a draft (float64, nullable).
+pub const TOKENS_PER_ITERATION: &str = "tokens_per_iteration";
+
 /// Columns added after the first schema: a file without them still reads,
 /// with nulls.
-pub const ADDED_LATER: [&str; 1] = [PROMPT_SHA256];
+pub const ADDED_LATER: [&str; 3] = [PROMPT_SHA256, SPEC_DROPPED, TOKENS_PER_ITERATION];
 
 /// Every column, in schema order.
-pub const ALL: [&str; 37] = [
+pub const ALL: [&str; 39] = [
     RUN_ID,
     REQUEST_INDEX,
     CONVERSATION_ID,
@@ -168,6 +179,8 @@ pub const ALL: [&str; 37] = [
     TIMINGS_PREDICTED_MS,
     TIMINGS_PREDICTED_PER_SECOND,
     PROMPT_SHA256,
+    SPEC_DROPPED,
+    TOKENS_PER_ITERATION,
 ];
 
 #[cfg(all(test, feature = "parquet"))]

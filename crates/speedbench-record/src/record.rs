@@ -69,6 +69,17 @@ pub struct RequestRecord {
     pub prompt_sha256: Option<String>,
     /// Speculative-decoding statistics, when the server reported them.
     pub spec: Option<SpecDecodeStats>,
+    /// Why the server's speculative-decoding payload was left out of every
+    /// acceptance figure (then `spec` is `None`): zero verify steps with
+    /// drafts, negative derived steps, a missing count, broken invariants.
+    /// `None` when the payload was used or there was none.
+    #[serde(default)]
+    pub spec_dropped: Option<String>,
+    /// The engine's own tokens decoded per iteration of this request
+    /// (TensorRT-LLM's per-choice `avg_decoded_tokens_per_iter`). It is the
+    /// acceptance length only when every iteration verified a draft.
+    #[serde(default)]
+    pub tokens_per_iteration: Option<f64>,
     /// Server-side timings, when the server reported them (llama.cpp).
     pub server_timings: Option<ServerTimings>,
     /// Values of caller-defined columns (names start with `x_`; see

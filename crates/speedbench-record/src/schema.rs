@@ -70,6 +70,8 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::TIMINGS_PREDICTED_MS, Float64, true),
         f(columns::TIMINGS_PREDICTED_PER_SECOND, Float64, true),
         f(columns::PROMPT_SHA256, Utf8, true),
+        f(columns::SPEC_DROPPED, Utf8, true),
+        f(columns::TOKENS_PER_ITERATION, Float64, true),
     ]))
 });
 
@@ -107,6 +109,8 @@ pub(crate) struct BatchBuilder {
     error_message: StringBuilder,
     output_text: StringBuilder,
     prompt_sha256: StringBuilder,
+    spec_dropped: StringBuilder,
+    tokens_per_iteration: Float64Builder,
     spec_source: StringBuilder,
     spec_accepted: UInt64Builder,
     spec_proposed: UInt64Builder,
@@ -225,6 +229,8 @@ impl BatchBuilder {
             error_message: StringBuilder::new(),
             output_text: StringBuilder::new(),
             prompt_sha256: StringBuilder::new(),
+            spec_dropped: StringBuilder::new(),
+            tokens_per_iteration: Float64Builder::new(),
             spec_source: StringBuilder::new(),
             spec_accepted: UInt64Builder::new(),
             spec_proposed: UInt64Builder::new(),
@@ -317,6 +323,9 @@ impl BatchBuilder {
         self.error_message.append_option(r.error_message.as_deref());
         self.output_text.append_value(&r.output_text);
         self.prompt_sha256.append_option(r.prompt_sha256.as_deref());
+        self.spec_dropped.append_option(r.spec_dropped.as_deref());
+        self.tokens_per_iteration
+            .append_option(r.tokens_per_iteration);
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
@@ -402,6 +411,8 @@ impl BatchBuilder {
             Arc::new(self.t_pred_ms.finish()),
             Arc::new(self.t_pred_ps.finish()),
             Arc::new(self.prompt_sha256.finish()),
+            Arc::new(self.spec_dropped.finish()),
+            Arc::new(self.tokens_per_iteration.finish()),
         ];
         let mut columns = columns;
         columns.extend(self.custom.iter_mut().map(|(_, b)| b.finish()));
@@ -1011,6 +1022,8 @@ pub(crate) fn batch_to_records(
     let inter_chunk = c.lists(columns::INTER_CHUNK_LATENCIES_NS)?;
     let e2e = c.u64s(columns::E2E_LATENCY_NS)?;
     let prompt_sha256 = c.strings(columns::PROMPT_SHA256)?;
+    let spec_dropped = c.strings(columns::SPEC_DROPPED)?;
+    let tokens_per_iteration = c.f64s(columns::TOKENS_PER_ITERATION)?;
     let prompt_tokens = c.u64s(columns::PROMPT_TOKENS)?;
     let completion_tokens = c.u64s(columns::COMPLETION_TOKENS)?;
     let output_chunks = c.u64s(columns::OUTPUT_CHUNKS)?;
@@ -1108,6 +1121,8 @@ pub(crate) fn batch_to_records(
             spec,
             server_timings,
             prompt_sha256: opt_str(prompt_sha256, i),
+            spec_dropped: opt_str(spec_dropped, i),
+            tokens_per_iteration: opt(tokens_per_iteration, i),
             custom: custom
                 .iter()
                 .filter_map(|(name, col)| Some((name.to_string(), custom_value(col, i)?)))

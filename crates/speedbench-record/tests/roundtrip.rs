@@ -49,6 +49,8 @@ fn full_record(i: u64) -> RequestRecord {
             predicted_per_second: Some(89.8),
         }),
         prompt_sha256: (i != 4).then(|| format!("{:064x}", i * 7919)),
+        spec_dropped: (i == 3).then(|| "malformed vllm spec-decode payload: x".to_string()),
+        tokens_per_iteration: (i == 5).then_some(2.75),
         custom: Default::default(),
     }
 }

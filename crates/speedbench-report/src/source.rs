@@ -81,7 +81,7 @@ impl fmt::Display for ResolvedSource {
 /// dataset, warmup, error kind, model) and the values it needs.
 pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
     use speedbench_record::columns::*;
-    const ACCEPTANCE: [&str; 10] = [
+    const ACCEPTANCE: [&str; 13] = [
         CATEGORY,
         DATASET,
         WARMUP,
@@ -93,6 +93,11 @@ pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
         SPEC_VERIFY_STEPS,
         // llama.cpp requests that drafted nothing count their target passes.
         TIMINGS_PREDICTED_N,
+        // Dropped payloads are counted; TensorRT-LLM's tokens per iteration
+        // count completion tokens over iterations.
+        SPEC_DROPPED,
+        TOKENS_PER_ITERATION,
+        COMPLETION_TOKENS,
     ];
     const LATENCY: [&str; 6] = [CATEGORY, DATASET, WARMUP, ERROR_KIND, MODEL, E2E_LATENCY_NS];
     const DECODE: [&str; 9] = [

@@ -1,7 +1,8 @@
 //! The end-of-run console summary (AIPerf's "LLM Metrics" tables).
 
 use speedbench_metrics::{
-    PooledHistogram, RequestCounts, RunMetrics, ServerTimingMetrics, SpecDecodeMetrics, Summary,
+    ITERATION_LABEL, PooledHistogram, RequestCounts, RunMetrics, ServerTimingMetrics,
+    SpecDecodeMetrics, Summary,
 };
 
 use crate::format::{count_of, thousands};
@@ -109,7 +110,7 @@ fn llm_metrics(m: &RunMetrics) -> String {
 }
 
 fn spec_decode(spec: &SpecDecodeMetrics) -> Option<String> {
-    if spec.totals.requests == 0 {
+    if spec.totals.requests == 0 && spec.totals.dropped_requests == 0 {
         return None;
     }
     // AIPerf's row order.
@@ -170,11 +171,7 @@ fn histogram_line(h: &PooledHistogram, spec_requests: u64) -> Option<String> {
     if pct.is_empty() {
         return None;
     }
-    let buckets: Vec<String> = pct
-        .iter()
-        .enumerate()
-        .map(|(j, p)| format!("{j}: {p:.0}%"))
-        .collect();
+    let buckets = histogram_buckets(&pct);
     let steps = count_of(h.total_steps(), "step");
     let coverage = if h.requests < spec_requests {
         format!("{} of {spec_requests} requests with histograms", h.requests)
@@ -186,6 +183,31 @@ fn histogram_line(h: &PooledHistogram, spec_requests: u64) -> Option<String> {
         buckets.join("   ")
     ))
 }
+
+/// The histogram's buckets as AIPerf's console prints them: `j: p%` for
+/// each bucket, with every bucket from [`HISTOGRAM_CONSOLE_CAP`] on folded
+/// into one `>=8: p%` (AIPerf's `SPEC_DECODE_HISTOGRAM_CONSOLE_CAP`).
+fn histogram_buckets(pct: &[f64]) -> Vec<String> {
+    if pct.len() <= HISTOGRAM_CONSOLE_CAP {
+        return pct
+            .iter()
+            .enumerate()
+            .map(|(j, p)| format!("{j}: {p:.0}%"))
+            .collect();
+    }
+    let (shown, folded) = pct.split_at(HISTOGRAM_CONSOLE_CAP);
+    let mut out: Vec<String> = shown
+        .iter()
+        .enumerate()
+        .map(|(j, p)| format!("{j}: {p:.0}%"))
+        .collect();
+    let rest: f64 = folded.iter().sum();
+    out.push(format!(">={HISTOGRAM_CONSOLE_CAP}: {rest:.0}%"));
+    out
+}
+
+/// Buckets of the console histogram line before the rest fold into one.
+const HISTOGRAM_CONSOLE_CAP: usize = 8;
 
 /// Which measured requests the per-request spec distributions do not cover.
 fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
@@ -202,7 +224,27 @@ fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
             count_of(spec.requests_without_spec, "request")
         ));
     }
-    (!parts.is_empty()).then(|| format!("  Not in the distributions: {}\n", parts.join("; ")))
+    if spec.totals.dropped_requests > 0 {
+        parts.push(format!(
+            "{} whose acceptance payload could not be right (dropped from every acceptance figure: see spec_dropped)",
+            count_of(spec.totals.dropped_requests, "request")
+        ));
+    }
+    let mut out = String::new();
+    if !parts.is_empty() {
+        out.push_str(&format!(
+            "  Not in the distributions: {}\n",
+            parts.join("; ")
+        ));
+    }
+    if spec.totals.iteration_requests > 0 {
+        out.push_str(&format!(
+            "  Acceptance length of {} is {}\n",
+            count_of(spec.totals.iteration_requests, "request"),
+            ITERATION_LABEL
+        ));
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn server_timings(t: &ServerTimingMetrics) -> Option<String> {

@@ -217,6 +217,8 @@ pub(crate) fn record_from_line(
         server_timings: None,
         // AIPerf's export carries no prompt text to hash.
         prompt_sha256: None,
+        spec_dropped: None,
+        tokens_per_iteration: None,
         custom: Default::default(),
     })
 }

@@ -71,7 +71,8 @@ pub struct Acceptance {
 /// Acceptance derived from one engine's server metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecDecodeSummary {
-    /// `llamacpp`, `vllm`, `trtllm` or `sglang`.
+    /// `llamacpp`, `vllm`, `trtllm` (Prometheus), `trtllm_iter`
+    /// (TensorRT-LLM's JSON iteration statistics) or `sglang`.
     pub engine: String,
     /// Steps that drafted (`…num_drafts`), when the engine counts them.
     pub drafts: Option<f64>,
@@ -125,7 +126,7 @@ struct Engine {
 }
 
 /// Engines in counter precedence order.
-const ENGINES: [Engine; 4] = [
+const ENGINES: [Engine; 5] = [
     Engine {
         name: "llamacpp",
         counters: Some(Counters {
@@ -164,6 +165,21 @@ const ENGINES: [Engine; 4] = [
             "trtllm_spec_decode_acceptance_length",
         ],
         rate_gauges: &["trtllm:spec_accept_rate"],
+    },
+    // TensorRT-LLM's JSON iteration statistics (`GET /metrics`), folded
+    // into counters by `IterationStatsTotals`: a verify step per request
+    // with draft tokens per iteration, as TensorRT-LLM's own tests count.
+    Engine {
+        name: "trtllm_iter",
+        counters: Some(Counters {
+            accepted: crate::iteration_stats::ITER_ACCEPTED,
+            draft_tokens: crate::iteration_stats::ITER_DRAFT_TOKENS,
+            drafts: crate::iteration_stats::ITER_DRAFTS,
+            per_position: "trtllm_iter_spec_decode_num_accepted_tokens_per_pos",
+            steps: Steps::Drafts,
+        }),
+        length_gauges: &[],
+        rate_gauges: &[],
     },
     Engine {
         name: "sglang",
@@ -220,11 +236,23 @@ impl ServerMetricsExport {
     }
 
     /// A gauge's average: the mean of its series' in-window sample means.
+    ///
+    /// Where the engine publishes one series per engine type (SGLang's
+    /// `engine_type="draft"` beside `"unified"`), only the unified or target
+    /// series count: the draft model's own series is not the engine's figure.
     pub fn gauge_avg(&self, name: &str) -> Option<f64> {
         let m = self.family(name)?;
+        let engine_series = |s: &&crate::export::SeriesExport| {
+            matches!(
+                s.labels.get("engine_type").map(String::as_str),
+                Some("unified" | "target")
+            )
+        };
+        let only_engine = m.series.iter().any(|s| engine_series(&s));
         let avgs: Vec<f64> = m
             .series
             .iter()
+            .filter(|s| !only_engine || engine_series(s))
             .filter_map(|s| match &s.stats {
                 Some(SeriesStats::Gauge(g)) if g.avg.is_finite() => Some(g.avg),
                 _ => None,

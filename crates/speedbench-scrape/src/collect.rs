@@ -42,6 +42,12 @@ impl EndpointSamples {
     pub fn record(&mut self, exposition: &Exposition, at_ns: i64, latency: Duration) {
         self.info.total_fetches += 1;
         for sample in &exposition.samples {
+            // NaN or infinity carries no amount: kept, it would turn every
+            // statistic of its series into NaN (JSON null).
+            if !sample.value.is_finite() {
+                self.info.non_finite_samples += 1;
+                continue;
+            }
             let Some((family, role, help)) = exposition.classify(sample) else {
                 continue;
             };
@@ -231,5 +237,61 @@ mod tests {
         );
         assert_eq!((export.summary.start_ns, export.summary.end_ns), (10, 20));
         assert_eq!(export.metrics["g"].kind, MetricType::Gauge);
+    }
+
+    #[test]
+    fn nan_gauges_are_skipped_counted_and_the_export_reads_back() {
+        // vLLM V0 before its first draft, then a real value.
+        let mut s = EndpointSamples::new();
+        let nan = parse_exposition(
+            "# TYPE vllm:spec_decode_draft_acceptance_rate gauge\n\
+             vllm:spec_decode_draft_acceptance_rate NaN\n",
+        )
+        .unwrap();
+        let real = parse_exposition(
+            "# TYPE vllm:spec_decode_draft_acceptance_rate gauge\n\
+             vllm:spec_decode_draft_acceptance_rate 0.5\n",
+        )
+        .unwrap();
+        s.record(&nan, 10, Duration::from_millis(1));
+        s.record(&real, 20, Duration::from_millis(1));
+        s.record(&nan, 30, Duration::from_millis(1));
+        assert_eq!(s.info().non_finite_samples, 2);
+        let export = ServerMetricsExport::from_samples(
+            vec![("u".into(), s)],
+            Window::default(),
+            Duration::from_millis(333),
+            "t",
+        );
+        assert_eq!(
+            export.gauge_avg("vllm:spec_decode_draft_acceptance_rate"),
+            Some(0.5)
+        );
+        let text = serde_json::to_string(&export).unwrap();
+        let back = ServerMetricsExport::from_json(&text).unwrap();
+        assert_eq!(back.summary.endpoint_info["u"].non_finite_samples, 2);
+        // Only NaN: no statistic at all, and still a readable file.
+        let mut only_nan = EndpointSamples::new();
+        only_nan.record(&nan, 10, Duration::from_millis(1));
+        let export = ServerMetricsExport::from_samples(
+            vec![("u".into(), only_nan)],
+            Window::default(),
+            Duration::from_millis(333),
+            "t",
+        );
+        let text = serde_json::to_string(&export).unwrap();
+        assert!(ServerMetricsExport::from_json(&text).is_ok(), "{text}");
+    }
+
+    #[test]
+    fn an_export_an_older_writer_left_with_null_statistics_reads() {
+        let text = r#"{"metrics":{"vllm:spec_decode_draft_acceptance_rate":{"type":"gauge",
+            "series":[{"stats":{"count":2,"avg":null,"min":null,"max":null,"std":null,"p1":null,
+            "p5":null,"p10":null,"p25":null,"p50":null,"p75":null,"p90":null,"p95":null,"p99":null}}]}}}"#;
+        let export = ServerMetricsExport::from_json(text).unwrap();
+        assert_eq!(
+            export.gauge_avg("vllm:spec_decode_draft_acceptance_rate"),
+            None
+        );
     }
 }

@@ -73,6 +73,9 @@ pub struct EndpointInfo {
     pub avg_fetch_latency_ms: Option<f64>,
     /// The last failure, if any.
     pub last_error: Option<String>,
+    /// Samples whose value was NaN or infinite (vLLM V0 gauges read `NaN`
+    /// before the first draft): skipped, so no statistic holds one.
+    pub non_finite_samples: u64,
 }
 
 /// One metric family.
@@ -130,6 +133,7 @@ pub enum SeriesStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CounterStats {
     /// The increase.
+    #[serde(deserialize_with = "nan_if_null")]
     pub total: f64,
     /// `total` divided by the seconds between the reference and last sample.
     pub rate: Option<f64>,
@@ -150,30 +154,43 @@ pub struct GaugeStats {
     #[serde(default)]
     pub count: usize,
     /// Mean of the samples.
+    #[serde(deserialize_with = "nan_if_null")]
     pub avg: f64,
     /// Smallest sample.
+    #[serde(deserialize_with = "nan_if_null")]
     pub min: f64,
     /// Largest sample.
+    #[serde(deserialize_with = "nan_if_null")]
     pub max: f64,
     /// Sample standard deviation (ddof 1).
+    #[serde(deserialize_with = "nan_if_null")]
     pub std: f64,
     /// 1st percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p1: f64,
     /// 5th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p5: f64,
     /// 10th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p10: f64,
     /// 25th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p25: f64,
     /// Median.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p50: f64,
     /// 75th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p75: f64,
     /// 90th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p90: f64,
     /// 95th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p95: f64,
     /// 99th percentile.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p99: f64,
 }
 
@@ -190,6 +207,13 @@ pub struct HistogramStats {
     /// read from an AIPerf export, which keeps them beside the stats).
     #[serde(default)]
     pub buckets: BTreeMap<String, f64>,
+}
+
+/// A statistic written as `null`: NaN. JSON has no NaN, so a writer that
+/// met one (an older speedbench on vLLM V0's `NaN` gauges, or AIPerf) wrote
+/// `null`; the file still reads, and every reader skips non-finite values.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// A counter family's totals summed over its series.

@@ -75,6 +75,7 @@ pub mod acceptance;
 mod collect;
 mod error;
 mod export;
+pub mod iteration_stats;
 mod parse;
 
 pub use acceptance::{Acceptance, SpecDecodeSummary, Weighting};
@@ -84,4 +85,5 @@ pub use export::{
     CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
     MetricExport, SeriesExport, SeriesStats, ServerMetricsExport, Window,
 };
+pub use iteration_stats::{IterationStatsTotals, is_iteration_stats};
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};

@@ -389,6 +389,21 @@ pub enum SpecFlavor {
     /// No per-request statistics; only `/metrics`. Config name `"none"`.
     #[serde(rename = "none")]
     None,
+    /// SGLang: `sglext.spec_tokens_details` at the response root, only when
+    /// the request asks with `"return_spec_tokens_details": true`
+    /// (streaming: a separate `{"choices": [], "sglext": ...}` chunk before
+    /// the usage chunk); `/v1/models` owned by `sglang`,
+    /// `/get_server_info`, and `/metrics` with `sglang:` gauges published
+    /// per `engine_type` (`unified` and `draft`). Config name `"sglang"`.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// TensorRT-LLM (`trtllm-serve`): `avg_decoded_tokens_per_iter` on the
+    /// choice (streaming: on the finishing chunk's choice); `/metrics`
+    /// answers JSON iteration statistics (drained on read) and
+    /// `/prometheus/metrics` the `trtllm_` counters and gauges. Config name
+    /// `"trtllm"`.
+    #[serde(rename = "trtllm", alias = "tensorrt_llm")]
+    TrtLlm,
 }
 
 impl SpecFlavor {
@@ -398,6 +413,16 @@ impl SpecFlavor {
 
     pub(crate) fn llamacpp(self) -> bool {
         matches!(self, SpecFlavor::LlamaCpp | SpecFlavor::Both)
+    }
+
+    /// The `owned_by` of `GET /v1/models`, as the engine writes it.
+    pub(crate) fn owner(self) -> &'static str {
+        match self {
+            SpecFlavor::Vllm | SpecFlavor::Both | SpecFlavor::None => "vllm",
+            SpecFlavor::LlamaCpp => "llamacpp",
+            SpecFlavor::Sglang => "sglang",
+            SpecFlavor::TrtLlm => "tensorrt_llm",
+        }
     }
 }
 

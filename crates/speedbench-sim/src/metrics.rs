@@ -289,6 +289,108 @@ impl Exposition<'_> {
     }
 }
 
+/// `1 + accepted / steps` of the whole run so far (0 before any step).
+fn acceptance_length(t: &GroundTruth) -> f64 {
+    if t.steps == 0 {
+        0.0
+    } else {
+        1.0 + t.accepted as f64 / t.steps as f64
+    }
+}
+
+/// SGLang's `/metrics`: acceptance gauges only (it has no spec counters),
+/// one series per `engine_type`. The `unified` series is the engine's
+/// figure; the `draft` series is the draft worker's own, a different
+/// number a client must not average in.
+pub(crate) fn render_sglang(t: &GroundTruth, model: &str) -> String {
+    let model = escape_label(model);
+    let rate = if t.proposed == 0 {
+        0.0
+    } else {
+        t.accepted as f64 / t.proposed as f64
+    };
+    let mut out = String::new();
+    for (name, help, unified) in [
+        (
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            acceptance_length(t),
+        ),
+        (
+            "sglang:spec_accept_rate",
+            "The average acceptance rate of speculative decoding.",
+            rate,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(
+            out,
+            "{name}{{engine_type=\"unified\",model_name=\"{model}\",tp_rank=\"0\"}} {unified}"
+        );
+        let _ = writeln!(
+            out,
+            "{name}{{engine_type=\"draft\",model_name=\"{model}\",tp_rank=\"0\"}} 1.0"
+        );
+    }
+    out
+}
+
+/// TensorRT-LLM's `/prometheus/metrics`: the `trtllm_` spec counters and
+/// gauges (names from its `MetricsCollector`).
+pub(crate) fn render_trtllm(t: &GroundTruth, model: &str) -> String {
+    let labels = format!(
+        "engine_type=\"trtllm\",model_name=\"{}\"",
+        escape_label(model)
+    );
+    let mut out = String::new();
+    for (name, kind, value) in [
+        (
+            "trtllm_spec_decode_num_draft_tokens_total",
+            "counter",
+            t.proposed as f64,
+        ),
+        (
+            "trtllm_spec_decode_num_accepted_tokens_total",
+            "counter",
+            t.accepted as f64,
+        ),
+        (
+            "trtllm_spec_decode_acceptance_length",
+            "gauge",
+            acceptance_length(t),
+        ),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{{labels}}} {value:?}");
+    }
+    out
+}
+
+/// TensorRT-LLM's JSON `/metrics`: the iterations since the last read (the
+/// queue is drained on read), here one entry per read holding everything
+/// the server did since the previous one; `iter` numbers the reads.
+pub(crate) fn trtllm_iteration_stats(iter: u64, since_last: &GroundTruth) -> String {
+    let d = since_last;
+    serde_json::json!([{
+        "gpuMemUsage": 56401920000u64,
+        "inflightBatchingStats": {},
+        "iter": iter,
+        "iterLatencyMS": 16.5,
+        "kvCacheStats": {},
+        "newActiveRequestsQueueLatencyMS": 0.0,
+        "specDecodingStats": {
+            "numDraftTokens": d.proposed,
+            "numAcceptedTokens": d.accepted,
+            "numRequestsWithDraftTokens": d.steps,
+            "acceptanceLength": acceptance_length(d),
+            "iterLatencyMS": 16.5,
+            "draftOverhead": 0.1,
+        }
+    }])
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::config::{Chunking, SimConfig};
+use crate::config::{Chunking, SimConfig, SpecFlavor};
 use crate::faults::FaultKind;
 use crate::metrics::RequestTruth;
 use crate::model::{self, Generation, PromptInfo};
@@ -89,6 +89,8 @@ pub(crate) struct Reply {
     pub(crate) truth: RequestTruth,
     /// The injected fault, if any.
     pub(crate) fault: Option<FaultKind>,
+    /// The request asked for SGLang's per-request spec-decode details.
+    pub(crate) spec_details_requested: bool,
 }
 
 impl Reply {
@@ -140,6 +142,7 @@ impl Reply {
             generation,
             truth,
             fault,
+            spec_details_requested: params.spec_details_requested(),
         }
     }
 
@@ -186,6 +189,14 @@ impl Reply {
                     cfg.step_ms,
                 )
             }),
+            sglang: (cfg.flavor == SpecFlavor::Sglang && self.spec_details_requested)
+                .then(|| wire::sglang_spec(&self.generation.spec, self.truth.completion_tokens)),
+            // TensorRT-LLM: the request's tokens over its iterations.
+            per_iter: (cfg.flavor == SpecFlavor::TrtLlm && !self.generation.iterations.is_empty())
+                .then(|| {
+                    f64::from(self.truth.completion_tokens)
+                        / self.generation.iterations.len() as f64
+                }),
         };
         if let Some(kind) = self.fault {
             corrupt_stats(&mut stats, kind);
@@ -279,7 +290,9 @@ fn sse(v: &Value) -> Bytes {
 /// An SSE frame holding a content chunk cut in half (`malformed`) or with
 /// bytes that are not UTF-8 in its content.
 fn bad_chunk(meta: &Meta<'_>, malformed: bool) -> Bytes {
-    let chunk = meta.content_chunk(" fault", None, None).to_string();
+    let chunk = meta
+        .content_chunk(" fault", None, Stats::finishing(None, None))
+        .to_string();
     if malformed {
         return Bytes::from(format!("data: {}\n\n", &chunk[..chunk.len() / 2]));
     }
@@ -312,11 +325,17 @@ fn stream_frames(
             sse(&meta.role_chunk(cfg.chunking == Chunking::PerToken)),
         ));
     }
-    let (usage_stats, mut finish_timings) = if include_usage {
+    let mut stats = stats;
+    // SGLang sends its details in a chunk of their own; TensorRT-LLM's
+    // figure rides on the finishing choice.
+    let sglext = stats.sglang.take();
+    let per_iter = stats.per_iter.take();
+    let (usage_stats, finish_timings) = if include_usage {
         (Some(stats), None)
     } else {
         (None, stats.timings)
     };
+    let mut finishing = Some(Stats::finishing(finish_timings, per_iter));
     let mut at = ms(cfg.ttft_ms);
     let mut pos = 0usize;
     let last = generation.iterations.len().saturating_sub(1);
@@ -330,23 +349,32 @@ fn stream_frames(
         match cfg.chunking {
             Chunking::PerStep => {
                 let is_last = i == last;
+                let extra = match is_last {
+                    true => finishing.take(),
+                    false => None,
+                };
                 let chunk = meta.content_chunk(
                     &tokens.concat(),
                     is_last.then_some(finish),
-                    if is_last { finish_timings.take() } else { None },
+                    extra.unwrap_or(Stats::finishing(None, None)),
                 );
                 frames.push_back((at, sse(&chunk)));
             }
             Chunking::PerToken => {
                 for t in tokens {
-                    frames.push_back((at, sse(&meta.content_chunk(t, None, None))));
+                    let chunk = meta.content_chunk(t, None, Stats::finishing(None, None));
+                    frames.push_back((at, sse(&chunk)));
                 }
             }
         }
     }
     if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
-        let chunk = meta.content_chunk("", Some(finish), finish_timings.take());
+        let extra = finishing.take().unwrap_or(Stats::finishing(None, None));
+        let chunk = meta.content_chunk("", Some(finish), extra);
         frames.push_back((at, sse(&chunk)));
+    }
+    if let Some(details) = sglext {
+        frames.push_back((at, sse(&meta.sglext_chunk(details))));
     }
     if let Some(stats) = usage_stats {
         frames.push_back((at, sse(&meta.usage_chunk(usage, stats))));

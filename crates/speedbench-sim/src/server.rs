@@ -29,7 +29,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, Sleep};
 
 use crate::SimError;
-use crate::config::SimConfig;
+use crate::config::{SimConfig, SpecFlavor};
 use crate::faults::{self, FaultKind, FaultTruth};
 use crate::metrics::{Exposition, GroundTruth, RequestTruth};
 use crate::model::PromptInfo;
@@ -52,6 +52,9 @@ struct Shared {
     started_unix: f64,
     /// `/metrics` counter-reset state.
     metrics_baseline: Mutex<MetricsBaseline>,
+    /// TensorRT-LLM flavour: the reads of its JSON `/metrics` so far and
+    /// the counters at the last one (its queue is drained on read).
+    iteration_reads: Mutex<(u64, GroundTruth)>,
     /// Streamed requests whose first content's write is stamped by their
     /// connection, possibly after the request was recorded (hyper may
     /// still hold the frame when the body ends).
@@ -352,6 +355,16 @@ fn fault_status_response(code: u16) -> Response<SimBody> {
     resp
 }
 
+/// A Prometheus text exposition response.
+fn text_response(text: String) -> Response<SimBody> {
+    let mut resp = Response::new(SimBody::Full(Some(Bytes::from(text))));
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
@@ -363,12 +376,54 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         "/metrics",
         "/debug/requests",
     ];
+    let flavor = shared.config.flavor;
+    // Each engine's own endpoints, as it serves them.
+    match (&method, path.as_str(), flavor) {
+        (&Method::GET, "/get_server_info", SpecFlavor::Sglang) => {
+            return json_response(
+                StatusCode::OK,
+                &serde_json::json!({"model_path": shared.config.model, "speculative_algorithm": "EAGLE"}),
+            );
+        }
+        (&Method::GET, "/props", SpecFlavor::LlamaCpp) => {
+            return json_response(
+                StatusCode::OK,
+                &serde_json::json!({"total_slots": 1, "default_generation_settings": {}}),
+            );
+        }
+        (&Method::GET, "/prometheus/metrics", SpecFlavor::TrtLlm) => {
+            let text =
+                crate::metrics::render_trtllm(&shared.truth().counters(), &shared.config.model);
+            return text_response(text);
+        }
+        (&Method::GET, "/metrics", SpecFlavor::TrtLlm) => {
+            let now = shared.truth().counters();
+            let mut reads = shared
+                .iteration_reads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            reads.0 += 1;
+            let since = now.counters_since(&reads.1);
+            let body = crate::metrics::trtllm_iteration_stats(reads.0, &since);
+            reads.1 = now.counters();
+            let mut resp = Response::new(SimBody::Full(Some(Bytes::from(body))));
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return resp;
+        }
+        (&Method::GET, "/metrics", SpecFlavor::Sglang) => {
+            let text =
+                crate::metrics::render_sglang(&shared.truth().counters(), &shared.config.model);
+            return text_response(text);
+        }
+        _ => {}
+    }
     match (&method, path.as_str()) {
         (&Method::POST, "/v1/chat/completions") => generate(shared, Endpoint::Chat, req).await,
         (&Method::POST, "/v1/completions") => generate(shared, Endpoint::Completions, req).await,
         (&Method::GET, "/v1/models") => json_response(
             StatusCode::OK,
-            &wire::models(&shared.config.model, unix_now()),
+            &wire::models(&shared.config.model, unix_now(), flavor.owner()),
         ),
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
@@ -412,12 +467,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
                 created_unix: shared.started_unix,
             }
             .render();
-            let mut resp = Response::new(SimBody::Full(Some(Bytes::from(text))));
-            resp.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            resp
+            text_response(text)
         }
         (_, p) if known.contains(&p) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -705,6 +755,7 @@ impl SimServer {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
             metrics_baseline: Mutex::new(MetricsBaseline::default()),
+            iteration_reads: Mutex::new((0, GroundTruth::default())),
             content_sends: Mutex::new(Vec::new()),
             peers: Mutex::new(BTreeMap::new()),
         });

@@ -34,6 +34,8 @@ pub(crate) struct CommonParams {
     stream_options: Option<StreamOptions>,
     #[serde(default)]
     ignore_eos: Option<bool>,
+    #[serde(default)]
+    return_spec_tokens_details: Option<bool>,
 }
 
 impl CommonParams {
@@ -45,6 +47,11 @@ impl CommonParams {
     /// vLLM / llama.cpp `ignore_eos`: generate exactly `max_tokens` tokens.
     pub(crate) fn ignore_eos(&self) -> bool {
         self.ignore_eos.unwrap_or(false)
+    }
+
+    /// SGLang's opt-in to per-request spec-decode details.
+    pub(crate) fn spec_details_requested(&self) -> bool {
+        self.return_spec_tokens_details.unwrap_or(false)
     }
 
     pub(crate) fn stream(&self) -> bool {
@@ -157,6 +164,23 @@ pub(crate) struct Stats {
     pub(crate) vllm: Option<Value>,
     /// `timings: {...}` (llama.cpp flavour).
     pub(crate) timings: Option<Value>,
+    /// `sglext: {spec_tokens_details: ...}` (SGLang flavour, when asked).
+    pub(crate) sglang: Option<Value>,
+    /// `avg_decoded_tokens_per_iter` on the choice (TensorRT-LLM flavour).
+    pub(crate) per_iter: Option<f64>,
+}
+
+impl Stats {
+    /// What rides on the finishing content chunk: llama.cpp's `timings`
+    /// and TensorRT-LLM's per-choice figure.
+    pub(crate) fn finishing(timings: Option<Value>, per_iter: Option<f64>) -> Stats {
+        Stats {
+            vllm: None,
+            timings,
+            sglang: None,
+            per_iter,
+        }
+    }
 }
 
 impl Meta<'_> {
@@ -212,13 +236,8 @@ impl Meta<'_> {
     }
 
     /// A streamed chunk carrying `text` (may be empty) and optionally the
-    /// finish reason and llama.cpp `timings`.
-    pub(crate) fn content_chunk(
-        &self,
-        text: &str,
-        finish: Option<&str>,
-        timings: Option<Value>,
-    ) -> Value {
+    /// finish reason and the finishing statistics ([`Stats::finishing`]).
+    pub(crate) fn content_chunk(&self, text: &str, finish: Option<&str>, extra: Stats) -> Value {
         let choice = match (self.endpoint, text.is_empty()) {
             (Endpoint::Chat, false) => json!({"index": 0, "delta": {"content": text},
                                               "logprobs": null, "finish_reason": finish}),
@@ -228,13 +247,14 @@ impl Meta<'_> {
                                                  "logprobs": null, "finish_reason": finish}),
         };
         let mut m = self.root(self.chunk_object(), json!([choice]));
-        attach(
-            &mut m,
-            Stats {
-                vllm: None,
-                timings,
-            },
-        );
+        attach(&mut m, extra);
+        Value::Object(m)
+    }
+
+    /// SGLang's separate streamed chunk: `choices: []` and `sglext`.
+    pub(crate) fn sglext_chunk(&self, details: Value) -> Value {
+        let mut m = self.root(self.chunk_object(), json!([]));
+        m.insert("sglext".into(), json!({ "spec_tokens_details": details }));
         Value::Object(m)
     }
 
@@ -254,6 +274,29 @@ fn attach(m: &mut Map<String, Value>, stats: Stats) {
     if let Some(t) = stats.timings {
         m.insert("timings".into(), t);
     }
+    if let Some(d) = stats.sglang {
+        m.insert("sglext".into(), json!({ "spec_tokens_details": d }));
+    }
+    if let Some(v) = stats.per_iter
+        && let Some(Value::Array(choices)) = m.get_mut("choices")
+    {
+        for c in choices.iter_mut().filter_map(Value::as_object_mut) {
+            c.insert("avg_decoded_tokens_per_iter".into(), json!(v));
+        }
+    }
+}
+
+/// SGLang's `spec_tokens_details` object (PR #33518's fields; its own
+/// identity `spec_accept_length == completion_tokens / spec_verify_ct`).
+pub(crate) fn sglang_spec(spec: &SpecStats, completion_tokens: u32) -> Value {
+    json!({
+        "spec_accept_rate": ratio(spec.accepted as f64, spec.proposed as f64),
+        "spec_accept_length": ratio(f64::from(completion_tokens), spec.steps as f64),
+        "spec_num_correct_drafts": spec.accepted,
+        "spec_num_proposed_drafts": spec.proposed,
+        "spec_verify_ct": spec.steps,
+        "spec_correct_drafts_histogram": spec.histogram,
+    })
 }
 
 /// The OpenAI `usage` object.
@@ -328,9 +371,9 @@ pub(crate) fn error_body(status: u16, kind: &str, message: &str) -> Value {
 }
 
 /// `GET /v1/models` body.
-pub(crate) fn models(model: &str, created: u64) -> Value {
+pub(crate) fn models(model: &str, created: u64, owner: &str) -> Value {
     json!({"object": "list", "data": [
-        {"id": model, "object": "model", "created": created, "owned_by": "speedbench-sim",
+        {"id": model, "object": "model", "created": created, "owned_by": owner,
          "root": model, "parent": null}
     ]})
 }

@@ -102,10 +102,25 @@ pub(super) fn to_record(
     ex: Exchange,
 ) -> RequestRecord {
     let mut error = ex.error;
+    // A payload that cannot be right is left out of every acceptance figure,
+    // and the record says why (AIPerf drops such payloads too).
+    let mut spec_dropped = None;
     let spec = match ex.state.spec() {
         Ok(s) => s,
         Err(malformed) => {
             tracing::warn!(request_index, "{malformed}; recording no spec-decode stats");
+            spec_dropped = Some(malformed.to_string());
+            None
+        }
+    };
+    let tokens_per_iteration = match ex.state.tokens_per_iteration() {
+        Ok(v) => v,
+        Err(malformed) => {
+            tracing::warn!(
+                request_index,
+                "{malformed}; recording no tokens per iteration"
+            );
+            spec_dropped.get_or_insert(malformed.to_string());
             None
         }
     };
@@ -139,6 +154,8 @@ pub(super) fn to_record(
         error_kind: error.as_ref().map(|e| e.0),
         error_message: error.map(|e| e.1),
         spec,
+        spec_dropped,
+        tokens_per_iteration,
         server_timings: state.server_timings(),
         inter_chunk_latencies_ns: state.gaps_ns,
         output_text: state.text,

@@ -46,9 +46,9 @@ use speedbench_http::{HttpClient, get};
 pub use speedbench_record::SERVER_METRICS_FILE_NAME;
 pub use speedbench_scrape::{
     Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, ExportSummary,
-    Exposition, GaugeStats, HistogramStats, MetricExport, MetricType, Sample, ScrapeError,
-    SeriesExport, SeriesStats, ServerMetricsExport, SpecDecodeSummary, Weighting, Window,
-    parse_exposition,
+    Exposition, GaugeStats, HistogramStats, IterationStatsTotals, MetricExport, MetricType, Sample,
+    ScrapeError, SeriesExport, SeriesStats, ServerMetricsExport, SpecDecodeSummary, Weighting,
+    Window, is_iteration_stats, parse_exposition,
 };
 
 use crate::discovery::{control_client, fetch_failure};
@@ -101,12 +101,20 @@ impl ScrapeConfig {
     /// Scrapes the target's own `/metrics` plus `extra` endpoints, with the
     /// target's CA roots; the target's API key and `-H` headers go to its
     /// own server only, as they do for inference requests.
+    ///
+    /// The target's own endpoints are its engine's
+    /// ([`crate::Engine::metrics_paths`]: TensorRT-LLM's
+    /// `/prometheus/metrics` and JSON `/metrics`, NIM's `/v1/metrics`), or
+    /// `/metrics` when the engine is not known.
     pub fn for_target(target: &Target, extra: &[String]) -> ScrapeConfig {
-        let own = target.base_url.join("/metrics");
-        let mut endpoints = vec![own];
+        let paths = target
+            .engine
+            .map_or(&["/metrics"][..], |e| e.metrics_paths());
+        let mut endpoints: Vec<String> = paths.iter().map(|p| target.base_url.join(p)).collect();
         endpoints.extend(extra.iter().cloned());
         let mut c = ScrapeConfig::new(endpoints);
-        c.endpoints.dedup();
+        let mut seen = std::collections::HashSet::new();
+        c.endpoints.retain(|e| seen.insert(e.clone()));
         c.extra_roots_pem = target.extra_roots_pem.clone();
         c.api_key = target.api_key.clone();
         c.headers = target.headers.clone();
@@ -145,6 +153,9 @@ struct Inner {
     /// Scrubs what endpoints send back (an echoing server may quote the key).
     secrets: Secrets,
     stores: Vec<Mutex<EndpointSamples>>,
+    /// Running totals of endpoints that answer with TensorRT-LLM's JSON
+    /// iteration statistics instead of Prometheus text.
+    iteration_totals: Vec<Mutex<IterationStatsTotals>>,
     /// Each endpoint's counters at its latest scrape (`None` after a failed
     /// one), values as bits so that NaN equals itself.
     last_counters: Vec<Mutex<Option<CounterBits>>>,
@@ -176,7 +187,14 @@ impl Inner {
         let parsed = match result {
             Ok(resp) if resp.status == 200 => std::str::from_utf8(&resp.body)
                 .map_err(|_| "the exposition is not UTF-8".to_string())
-                .and_then(|text| parse_exposition(text).map_err(|e| e.to_string()))
+                .and_then(|text| {
+                    if is_iteration_stats(text) {
+                        lock(&self.iteration_totals[i]).absorb(text)
+                    } else {
+                        parse_exposition(text)
+                    }
+                    .map_err(|e| e.to_string())
+                })
                 .map(|e| scrub_exposition(e, &self.secrets)),
             Ok(resp) => Err(format!("HTTP {}", resp.status)),
             Err(e) => Err(fetch_failure(url, &e)),
@@ -270,6 +288,7 @@ impl Scraper {
             .map_or(0, |d| d.as_nanos() as i64);
         let inner = Arc::new(Inner {
             stores: config.endpoints.iter().map(|_| Mutex::default()).collect(),
+            iteration_totals: config.endpoints.iter().map(|_| Mutex::default()).collect(),
             last_counters: config.endpoints.iter().map(|_| Mutex::default()).collect(),
             config,
             client,

@@ -1,0 +1,414 @@
+//! Which inference engine a server runs, what it needs to report acceptance
+//! per request, and a one-request check that it does.
+//!
+//! Engines differ in what a client must send and where the numbers come
+//! back: SGLang reports per-request acceptance only when the request asks
+//! for it (`return_spec_tokens_details`), vLLM only when the server was
+//! started with `--per-request-spec-decode-metrics`, TensorRT-LLM puts its
+//! tokens per iteration on each choice and serves Prometheus text at
+//! `/prometheus/metrics`. [`detect_engine`] finds the engine from what the
+//! server answers; [`Engine::request_fields`] and [`Engine::metrics_paths`]
+//! say what to send and scrape; [`preflight`] sends one small request and
+//! says, when no acceptance came back, why and what to change.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use speedbench_dataset::Message;
+use speedbench_http::{HttpClient as ControlClient, get};
+
+use crate::discovery::control_client;
+use crate::error::ClientError;
+use crate::exchange::HttpClient;
+use crate::target::{Target, request_headers};
+
+/// An inference engine behind an OpenAI-compatible server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Engine {
+    /// vLLM (`vllm serve`).
+    Vllm,
+    /// SGLang (`sglang.launch_server`).
+    Sglang,
+    /// TensorRT-LLM (`trtllm-serve`).
+    TrtLlm,
+    /// llama.cpp's `llama-server` (and servers that copy its `timings`).
+    LlamaCpp,
+    /// An NVIDIA NIM container (metrics at `/v1/metrics`).
+    Nim,
+    /// Any other OpenAI-compatible server.
+    OpenAi,
+}
+
+impl Engine {
+    /// Every engine, in a stable order.
+    pub const ALL: [Engine; 6] = [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::TrtLlm,
+        Engine::LlamaCpp,
+        Engine::Nim,
+        Engine::OpenAi,
+    ];
+
+    /// The stable name (`vllm`, `sglang`, `trtllm`, `llamacpp`, `nim`,
+    /// `openai`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::TrtLlm => "trtllm",
+            Engine::LlamaCpp => "llamacpp",
+            Engine::Nim => "nim",
+            Engine::OpenAi => "openai",
+        }
+    }
+
+    /// Body fields the engine needs before it reports acceptance per
+    /// request: SGLang's `"return_spec_tokens_details": true`; nothing for
+    /// the others (vLLM's is a server flag, TensorRT-LLM and llama.cpp
+    /// always report).
+    pub fn request_fields(self) -> Map<String, Value> {
+        let mut fields = Map::new();
+        if self == Engine::Sglang {
+            fields.insert("return_spec_tokens_details".into(), Value::Bool(true));
+        }
+        fields
+    }
+
+    /// Where the engine serves its metrics, relative to the server's root:
+    /// `/metrics` for all but TensorRT-LLM (whose `/metrics` is JSON
+    /// iteration statistics and whose Prometheus text is at
+    /// `/prometheus/metrics`: both are read) and NIM (`/v1/metrics` too).
+    pub fn metrics_paths(self) -> &'static [&'static str] {
+        match self {
+            Engine::TrtLlm => &["/prometheus/metrics", "/metrics"],
+            Engine::Nim => &["/metrics", "/v1/metrics"],
+            _ => &["/metrics"],
+        }
+    }
+
+    /// What to change when a response carried no per-request acceptance.
+    pub fn missing_acceptance_advice(self) -> &'static str {
+        match self {
+            Engine::Vllm => {
+                "vLLM returns per-request acceptance only when started with \
+                 `--per-request-spec-decode-metrics summary` (or `detailed`; a build with vLLM \
+                 PR #48915), only for n == 1, and not behind Dynamo, which strips the field (use \
+                 the server scrape there: vLLM's /metrics counters). Check that speculation is \
+                 on (`--speculative-config`)"
+            }
+            Engine::Sglang => {
+                "the request asked SGLang for `return_spec_tokens_details`; it answers with \
+                 `sglext.spec_tokens_details` from SGLang PR #33518 (v0.5.19 and later) and only \
+                 with speculation on (`--speculative-algorithm`). Older servers give only the \
+                 time-averaged `sglang:spec_accept_length` gauge of the server scrape"
+            }
+            Engine::TrtLlm => {
+                "trtllm-serve puts `avg_decoded_tokens_per_iter` on each choice when it \
+                 speculates (`speculative_config` in `--extra_llm_api_options`); without it the \
+                 server scrape reads /prometheus/metrics and the JSON iteration statistics of \
+                 /metrics (`enable_iter_perf_stats: true`)"
+            }
+            Engine::LlamaCpp => {
+                "llama-server sends `timings.draft_n` only when it drafted: give it a draft model \
+                 (`-md FILE`) and `--spec-type draft-simple` (`-md` alone does not speculate); \
+                 start it with `--metrics` for the server scrape"
+            }
+            Engine::Nim => {
+                "NIM containers report acceptance only through their metrics endpoint \
+                 (/v1/metrics, scraped with /metrics): the server scrape is the path"
+            }
+            Engine::OpenAi => {
+                "the server answered like no engine speedbench knows: per-request acceptance \
+                 is read from vLLM's `metrics.speculative_decoding`, SGLang's `sglext`, \
+                 TensorRT-LLM's per-choice fields and llama.cpp's `timings`; name the engine if \
+                 it is one of them"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Engine {
+    type Err = String;
+
+    /// The stable names, and the usual spellings (`tensorrt_llm`,
+    /// `tensorrt-llm`, `trt-llm`, `llama.cpp`, `llama_cpp`).
+    fn from_str(s: &str) -> Result<Engine, String> {
+        let l = s.to_ascii_lowercase();
+        let engine = match l.as_str() {
+            "tensorrt_llm" | "tensorrt-llm" | "trt-llm" | "trt_llm" => Engine::TrtLlm,
+            "llama.cpp" | "llama_cpp" | "llama-cpp" | "llama-server" => Engine::LlamaCpp,
+            _ => Engine::ALL
+                .into_iter()
+                .find(|e| e.as_str() == l)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown engine {s:?} (one of {})",
+                        Engine::ALL.map(Engine::as_str).join(", ")
+                    )
+                })?,
+        };
+        Ok(engine)
+    }
+}
+
+/// The engine [`detect_engine`] found, and what showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineGuess {
+    /// The engine.
+    pub engine: Engine,
+    /// What showed it, e.g. `GET /v1/models owned_by "vllm"`.
+    pub evidence: String,
+}
+
+/// The engine an `owned_by` value names, if it names one.
+fn engine_of_owner(owner: &str) -> Option<Engine> {
+    let o = owner.to_ascii_lowercase();
+    Some(match o.as_str() {
+        "vllm" => Engine::Vllm,
+        "sglang" => Engine::Sglang,
+        "llamacpp" | "llama.cpp" | "llama-cpp" => Engine::LlamaCpp,
+        "tensorrt_llm" | "tensorrt-llm" | "trtllm" => Engine::TrtLlm,
+        "nim" | "nvidia-nim" => Engine::Nim,
+        _ => return None,
+    })
+}
+
+/// The engine whose metric names a Prometheus text (or TensorRT-LLM's JSON
+/// iteration statistics) holds.
+fn engine_of_metrics(body: &str) -> Option<Engine> {
+    if body.trim_start().starts_with('[') {
+        return Some(Engine::TrtLlm);
+    }
+    [
+        ("vllm:", Engine::Vllm),
+        ("sglang:", Engine::Sglang),
+        ("llamacpp:", Engine::LlamaCpp),
+        ("trtllm_", Engine::TrtLlm),
+    ]
+    .into_iter()
+    .find(|(prefix, _)| body.lines().any(|l| l.starts_with(prefix)))
+    .map(|(_, e)| e)
+}
+
+struct Prober<'a> {
+    target: &'a Target,
+    client: ControlClient,
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+}
+
+impl Prober<'_> {
+    /// The body of `GET path` when it answers 200, else `None`.
+    async fn body(&self, path: &str) -> Option<String> {
+        let url = self.target.base_url.join(path);
+        let resp = get(&self.client, &url, &self.headers, Duration::from_secs(5))
+            .await
+            .ok()?;
+        (resp.status == 200).then(|| String::from_utf8_lossy(&resp.body).into_owned())
+    }
+
+    async fn json(&self, path: &str) -> Option<Value> {
+        serde_json::from_str(&self.body(path).await?).ok()
+    }
+}
+
+/// Finds the engine behind `target`'s server from what it answers, in this
+/// order: `owned_by` of `GET /v1/models`; SGLang's `GET /get_server_info`;
+/// llama.cpp's `GET /props`; TensorRT-LLM's `GET /prometheus/metrics`; the
+/// metric names of `GET /metrics`; NIM's `GET /v1/metrics`. A server that
+/// shows none of them is [`Engine::OpenAi`]. Never fails: a probe that
+/// errors is a probe that showed nothing.
+pub async fn detect_engine(target: &Target) -> Result<EngineGuess, ClientError> {
+    let prober = Prober {
+        target,
+        client: control_client(&target.extra_roots_pem)?,
+        headers: request_headers(target.api_key.as_ref(), &target.headers)?,
+    };
+    let found = |engine, evidence: String| Ok(EngineGuess { engine, evidence });
+    if let Some(models) = prober.json("/v1/models").await
+        && let Some(owner) = models.pointer("/data/0/owned_by").and_then(Value::as_str)
+        && let Some(engine) = engine_of_owner(owner)
+    {
+        return found(engine, format!("GET /v1/models: owned_by {owner:?}"));
+    }
+    if let Some(info) = prober.json("/get_server_info").await
+        && info.is_object()
+    {
+        return found(Engine::Sglang, "GET /get_server_info answered".into());
+    }
+    if let Some(props) = prober.json("/props").await
+        && (props.get("default_generation_settings").is_some()
+            || props.get("total_slots").is_some())
+    {
+        return found(Engine::LlamaCpp, "GET /props answered".into());
+    }
+    if let Some(text) = prober.body("/prometheus/metrics").await
+        && text.lines().any(|l| l.starts_with("trtllm_"))
+    {
+        return found(
+            Engine::TrtLlm,
+            "GET /prometheus/metrics: trtllm_ metrics".into(),
+        );
+    }
+    if let Some(text) = prober.body("/metrics").await
+        && let Some(engine) = engine_of_metrics(&text)
+    {
+        return found(engine, format!("GET /metrics: {engine} metric names"));
+    }
+    if prober.body("/v1/metrics").await.is_some() {
+        return found(Engine::Nim, "GET /v1/metrics answered".into());
+    }
+    found(
+        Engine::OpenAi,
+        "no engine-specific endpoint or name answered".into(),
+    )
+}
+
+/// What one preflight request showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preflight {
+    /// The engine the request was made for.
+    pub engine: Engine,
+    /// The request failed: why (then nothing else is known).
+    pub error: Option<String>,
+    /// The per-request acceptance that came back, in words; `None` when
+    /// none did.
+    pub acceptance: Option<String>,
+    /// A payload came back but could not be right: why.
+    pub dropped: Option<String>,
+}
+
+impl Preflight {
+    /// True when the response carried usable per-request acceptance.
+    pub fn has_acceptance(&self) -> bool {
+        self.acceptance.is_some()
+    }
+
+    /// When the request succeeded without per-request acceptance: why,
+    /// and what to change ([`Engine::missing_acceptance_advice`]).
+    pub fn advice(&self) -> Option<&'static str> {
+        (self.error.is_none() && self.acceptance.is_none())
+            .then(|| self.engine.missing_acceptance_advice())
+    }
+}
+
+/// The request a preflight sends: one short user turn and at most 32
+/// output tokens, so speculation has steps to show.
+const PREFLIGHT_PROMPT: &str = "Count from 1 to 20, separated by commas.";
+const PREFLIGHT_MAX_TOKENS: u32 = 32;
+
+/// Sends one small request to `target` as the run would (the engine's
+/// request fields included, when set on the target) and reports whether
+/// per-request acceptance came back. The request is not recorded; run it
+/// before the server scrape's first sample so its tokens stay out of the
+/// run's counters.
+pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, ClientError> {
+    let mut probe = target.clone();
+    probe.max_tokens = Some(PREFLIGHT_MAX_TOKENS);
+    for key in ["max_tokens", "max_completion_tokens"] {
+        probe.extra_body.remove(key);
+    }
+    probe.local_addrs.clear();
+    let client = HttpClient::new(&probe, 1)?;
+    let history = [Message {
+        role: "user".into(),
+        content: PREFLIGHT_PROMPT.into(),
+    }];
+    let ex = client.exchange(&probe, &history).await;
+    let mut out = Preflight {
+        engine,
+        error: ex
+            .error
+            .as_ref()
+            .map(|(kind, message)| format!("{} ({})", message, kind.as_str())),
+        acceptance: None,
+        dropped: None,
+    };
+    if out.error.is_some() {
+        return Ok(out);
+    }
+    match ex.state.spec() {
+        Ok(Some(s)) => {
+            let steps = s
+                .verify_steps
+                .map_or_else(|| "unknown".to_string(), |n| n.to_string());
+            out.acceptance = Some(format!(
+                "{}: {} of {} drafted tokens accepted over {steps} verify steps",
+                s.source.map_or("unknown", |s| s.as_str()),
+                s.accepted_draft_tokens,
+                s.proposed_draft_tokens
+            ));
+        }
+        Ok(None) => {}
+        Err(malformed) => out.dropped = Some(malformed.to_string()),
+    }
+    match ex.state.tokens_per_iteration() {
+        Ok(Some(v)) if out.acceptance.is_none() => {
+            out.acceptance = Some(format!(
+                "tensorrt_llm: avg_decoded_tokens_per_iter {v} (tokens per iteration)"
+            ));
+        }
+        Err(malformed) => {
+            out.dropped.get_or_insert(malformed.to_string());
+        }
+        _ => {}
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases_parse() {
+        for e in Engine::ALL {
+            assert_eq!(e.as_str().parse::<Engine>().unwrap(), e);
+        }
+        assert_eq!("TensorRT-LLM".parse::<Engine>().unwrap(), Engine::TrtLlm);
+        assert_eq!("llama.cpp".parse::<Engine>().unwrap(), Engine::LlamaCpp);
+        let err = "tgi".parse::<Engine>().unwrap_err();
+        assert!(err.contains("vllm, sglang"), "{err}");
+    }
+
+    #[test]
+    fn only_sglang_needs_a_request_field() {
+        assert_eq!(
+            Engine::Sglang.request_fields()["return_spec_tokens_details"],
+            Value::Bool(true)
+        );
+        for e in Engine::ALL.into_iter().filter(|e| *e != Engine::Sglang) {
+            assert!(e.request_fields().is_empty(), "{e}");
+        }
+        assert_eq!(
+            Engine::TrtLlm.metrics_paths(),
+            ["/prometheus/metrics", "/metrics"]
+        );
+    }
+
+    #[test]
+    fn metric_names_and_owners_name_engines() {
+        assert_eq!(
+            engine_of_metrics("# HELP x\nvllm:num_requests_running 0\n"),
+            Some(Engine::Vllm)
+        );
+        assert_eq!(engine_of_metrics(r#"[{"iter": 1}]"#), Some(Engine::TrtLlm));
+        assert_eq!(
+            engine_of_metrics("sglang:spec_accept_length 2\n"),
+            Some(Engine::Sglang)
+        );
+        assert_eq!(engine_of_metrics("process_cpu_seconds_total 3\n"), None);
+        assert_eq!(engine_of_owner("vllm"), Some(Engine::Vllm));
+        assert_eq!(engine_of_owner("llamacpp"), Some(Engine::LlamaCpp));
+        assert_eq!(engine_of_owner("openai"), None);
+    }
+}
