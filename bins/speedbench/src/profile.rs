@@ -205,8 +205,9 @@ pub(crate) struct ClientArgs {
     pub engine: EngineArg,
     /// Skip the preflight: one small request before the run, to check that
     /// the server reports acceptance per request and say what to change
-    /// when it does not.
-    #[arg(long)]
+    /// when it does not (`SPEEDBENCH_NO_PREFLIGHT=true` too, e.g. for every
+    /// run of a script).
+    #[arg(long, env = "SPEEDBENCH_NO_PREFLIGHT")]
     pub no_preflight: bool,
 }
 

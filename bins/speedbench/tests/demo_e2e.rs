@@ -19,6 +19,16 @@ async fn demo_then_report_show_every_category() {
     ])
     .await;
     assert!(out.status.success());
+    // The demo shows a new user the engine found and the preflight's check.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("engine: vllm (GET /v1/models: owned_by \"vllm\")"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("preflight: per-request acceptance: vllm: "),
+        "{stderr}"
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("Spec Decode"), "{stdout}");
     assert!(stdout.contains("Acceptance Length Report"), "{stdout}");

@@ -282,7 +282,7 @@ async fn profile(url: &str, dir: &Path, streaming: bool, extra: &[&str]) -> (Pat
         args.push("--streaming");
     }
     args.extend_from_slice(extra);
-    let out = run(&args).await;
+    let out = run_with_preflight(&args).await;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "profile failed:\n{stderr}");
     read_run(&run_dir).unwrap();
@@ -555,7 +555,7 @@ async fn the_pipeline_runs_once_per_engine_with_the_engine_detected() {
         let server = sim(SimConfig::default().with_flavor(flavor)).await;
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join("run");
-        let out = run(&[
+        let out = run_with_preflight(&[
             "profile",
             "--url",
             &server.url(),

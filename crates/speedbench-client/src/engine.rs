@@ -19,7 +19,6 @@ use serde_json::{Map, Value};
 use speedbench_dataset::Message;
 use speedbench_http::{HttpClient as ControlClient, get};
 
-use crate::discovery::control_client;
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
 use crate::target::{Target, request_headers};
@@ -228,9 +227,17 @@ impl Prober<'_> {
 /// shows none of them is [`Engine::OpenAi`]. Never fails: a probe that
 /// errors is a probe that showed nothing.
 pub async fn detect_engine(target: &Target) -> Result<EngineGuess, ClientError> {
+    // The probes come from the run's source addresses, as its requests do.
+    let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
+        max_idle_per_host: 1,
+        extra_roots_pem: target.extra_roots_pem.clone(),
+        local_addrs: target.local_addrs.clone(),
+        ..Default::default()
+    })
+    .map_err(|e| ClientError::Tls(e.to_string()))?;
     let prober = Prober {
         target,
-        client: control_client(&target.extra_roots_pem)?,
+        client,
         headers: request_headers(target.api_key.as_ref(), &target.headers)?,
     };
     let found = |engine, evidence: String| Ok(EngineGuess { engine, evidence });
@@ -317,7 +324,6 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
     for key in ["max_tokens", "max_completion_tokens"] {
         probe.extra_body.remove(key);
     }
-    probe.local_addrs.clear();
     let client = HttpClient::new(&probe, 1)?;
     let history = [Message {
         role: "user".into(),

@@ -313,6 +313,51 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_step_payload_with_drafts_is_dropped_not_counted() {
+        // The case: a category at 1 + 7/3 = 3.33 gains a llama.cpp
+        // record with 8 accepted over 0 steps; counted, it would read
+        // 1 + 15/3 = 6.0. Dropped, the cell stays 3.33 and the count shows.
+        let good = rec("math", 7, 9, Some(3));
+        let zero = rec("math", 8, 8, Some(0));
+        let mut dropped_in_file = rec("math", 0, 0, None);
+        dropped_in_file.spec = None;
+        dropped_in_file.spec_dropped = Some("negative verify steps".into());
+        let by = acceptance_by(&[good, zero, dropped_in_file], |r| r.category.clone());
+        let m = by["math"];
+        assert!(close(m.accept_length().unwrap(), 1.0 + 7.0 / 3.0));
+        assert!(close(m.accept_rate().unwrap(), 7.0 / 9.0));
+        assert_eq!((m.requests, m.dropped_requests), (1, 2));
+    }
+
+    #[test]
+    fn tokens_per_iteration_counts_iterations_and_no_drafts() {
+        // 112 tokens at 3.5 per iteration = 32 iterations; 30 tokens at 1.5
+        // = 20. Σtokens / Σiterations = 142 / 52; no acceptance rate.
+        let trt = |tokens: u64, per_iter: f64| RequestRecord {
+            category: Some("qa".into()),
+            completion_tokens: Some(tokens),
+            tokens_per_iteration: Some(per_iter),
+            ..Default::default()
+        };
+        let by = acceptance_by(&[trt(112, 3.5), trt(30, 1.5)], |r| r.category.clone());
+        let qa = by["qa"];
+        assert_eq!((qa.steps, qa.iteration_requests), (52, 2));
+        assert!(close(qa.accept_length().unwrap(), 142.0 / 52.0));
+        assert_eq!(qa.accept_rate(), None);
+        assert_eq!(iterations_of(Some(10), 0.5), None);
+        assert_eq!(iterations_of(None, 2.0), None);
+        assert_eq!(iterations_of(Some(7), f64::NAN), None);
+        // Rounded, at least one iteration and never more than the tokens.
+        assert_eq!(iterations_of(Some(10), 3.0), Some((10, 3)));
+        assert_eq!(iterations_of(Some(1), 9.0), Some((1, 1)));
+        let bad = trt(10, 0.5);
+        assert!(matches!(
+            request_acceptance(&bad, false),
+            RequestAcceptance::Dropped(_)
+        ));
+    }
+
+    #[test]
     fn empty_totals_have_no_ratios() {
         let t = AcceptanceTotals::default();
         assert_eq!(t.accept_length(), None);

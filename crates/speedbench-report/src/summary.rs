@@ -668,6 +668,39 @@ mod tests {
     }
 
     #[test]
+    fn histogram_buckets_from_eight_on_fold_as_aiperf_does() {
+        // Ten buckets of 10% each: 0..7 shown, 8 and 9 folded into 20%.
+        let pct = [10.0; 10];
+        let b = histogram_buckets(&pct);
+        assert_eq!(b.len(), 9);
+        assert_eq!(b[7], "7: 10%");
+        assert_eq!(b[8], ">=8: 20%");
+        // Eight buckets (0..7): nothing to fold.
+        assert_eq!(histogram_buckets(&[50.0; 2]), ["0: 50%", "1: 50%"]);
+        assert!(
+            !histogram_buckets(&[12.5; 8])
+                .iter()
+                .any(|s| s.starts_with(">="))
+        );
+    }
+
+    #[test]
+    fn dropped_payloads_and_tokens_per_iteration_are_said() {
+        let mut spec = SpecDecodeMetrics::from_records(&[]);
+        spec.totals.dropped_requests = 2;
+        spec.totals.iteration_requests = 3;
+        let text = not_counted_line(&spec).unwrap();
+        assert!(
+            text.contains("2 requests whose acceptance payload could not be right"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Acceptance length of 3 requests is tokens per iteration"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn skipped_turns_get_their_own_line() {
         let mut records = run();
         records.push(failed(ErrorKind::Skipped));

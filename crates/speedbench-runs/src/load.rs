@@ -198,8 +198,19 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         return Err(RunsError::NotARunDir(dir.to_path_buf()));
     }
     let server_path = dir.join(SERVER_METRICS_FILE_NAME);
+    // An unreadable server export costs the run its scrape figures only:
+    // its records and summary are still reported, with the file named.
+    let mut server_warning = None;
     let server = if server_path.is_file() {
-        Some(ServerMetricsExport::read(&server_path)?)
+        match ServerMetricsExport::read(&server_path) {
+            Ok(export) => Some(export),
+            Err(e) => {
+                server_warning = Some(format!(
+                    "{e}; the run is reported without its server metrics"
+                ));
+                None
+            }
+        }
     } else {
         None
     };
@@ -209,7 +220,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     if closed.is_file() || partial.is_file() || summary_only {
         let only_partial = !closed.is_file() && !summary_only;
         let records_path = if only_partial { &partial } else { &closed };
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = server_warning.take().into_iter().collect();
         let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
         let file = match read.transpose() {
             Ok(file) => file,
@@ -302,7 +313,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     let profile = read_json(&profile_path)?;
     let label = aiperf::model(&profile).unwrap_or_else(|| "unknown".into());
     let dataset = aiperf::dataset(&profile).unwrap_or_default();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = server_warning.into_iter().collect();
     let records_path = dir.join(aiperf::PROFILE_JSONL);
     let records = if records_path.is_file() {
         let (records, skipped) = aiperf::read_records(&records_path, &label, &dataset)?;
@@ -441,6 +452,39 @@ mod summary_only_tests {
         assert!(
             run.warnings[0]
                 .contains("no per-request records (it was profiled with --export-level summary)"),
+            "{:?}",
+            run.warnings
+        );
+    }
+
+    #[test]
+    fn an_unreadable_server_export_costs_only_the_scrape() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let manifest = RunManifest {
+            model: "m".into(),
+            dataset: "speed_bench_coding".into(),
+            outcome: "completed".into(),
+            config: serde_json::json!({"export_level": "summary"}),
+            ..Default::default()
+        };
+        std::fs::write(
+            dir.join(RunManifest::FILE_NAME),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        let mut summary = serde_json::to_value(RunMetrics::from_records(&[])).unwrap();
+        summary["outcome"] = "completed".into();
+        std::fs::write(dir.join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
+        std::fs::write(dir.join(SERVER_METRICS_FILE_NAME), "{\"metrics\": 7}").unwrap();
+        let run = load_run(&dir).unwrap();
+        assert!(run.summary.is_some() && run.server.is_none());
+        assert!(
+            run.warnings
+                .iter()
+                .any(|w| w.contains(SERVER_METRICS_FILE_NAME)
+                    && w.contains("reported without its server metrics")),
             "{:?}",
             run.warnings
         );

@@ -21,12 +21,35 @@ pub(crate) fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/speed_bench_mini.jsonl")
 }
 
+/// The binary, without `profile`'s preflight request: these tests compare
+/// a run with the simulator's ground truth, which counts every request the
+/// server answered, and the preflight is one more, outside the run. The
+/// preflight itself is tested by engines_e2e and demo_e2e
+/// ([`bin_with_preflight`]).
 pub(crate) fn bin() -> tokio::process::Command {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+    let mut cmd = bin_with_preflight();
+    cmd.env("SPEEDBENCH_NO_PREFLIGHT", "true");
+    cmd
+}
+
+/// The binary as a user runs it, preflight included.
+pub(crate) fn bin_with_preflight() -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_speedbench"));
+    cmd.env_remove("SPEEDBENCH_NO_PREFLIGHT");
+    cmd
 }
 
 pub(crate) async fn run(args: &[&str]) -> Output {
-    let out = bin().args(args).output().await.expect("the binary runs");
+    output_of(bin(), args).await
+}
+
+/// [`run`], preflight included.
+pub(crate) async fn run_with_preflight(args: &[&str]) -> Output {
+    output_of(bin_with_preflight(), args).await
+}
+
+async fn output_of(mut cmd: tokio::process::Command, args: &[&str]) -> Output {
+    let out = cmd.args(args).output().await.expect("the binary runs");
     eprintln!(
         "stderr of {args:?}:\n{}",
         String::from_utf8_lossy(&out.stderr)
