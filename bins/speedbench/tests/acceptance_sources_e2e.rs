@@ -44,22 +44,6 @@ async fn profile_run(url: &str, out_dir: &Path) {
     assert!(out.status.success(), "exit {:?}", out.status);
 }
 
-async fn report_json(dir: &Path, metric: &str, source: &str) -> Value {
-    let out = run(&[
-        "report",
-        dir.to_str().unwrap(),
-        "--metric",
-        metric,
-        "--source",
-        source,
-        "--format",
-        "json",
-    ])
-    .await;
-    assert!(out.status.success(), "report --source {source}");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// The cell of `column` in the first row, and the requests behind it.
 fn cell(matrix: &Value, column: &str) -> (Option<f64>, u64) {
     let i = matrix["columns"]

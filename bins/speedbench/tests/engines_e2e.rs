@@ -292,20 +292,7 @@ async fn profile(url: &str, dir: &Path, streaming: bool, extra: &[&str]) -> (Pat
 
 /// The report's one cell for `metric` from `source`.
 async fn cell(run_dir: &Path, metric: &str, source: &str) -> Option<f64> {
-    let out = run(&[
-        "report",
-        run_dir.to_str().unwrap(),
-        "--metric",
-        metric,
-        "--source",
-        source,
-        "--format",
-        "json",
-    ])
-    .await;
-    assert!(out.status.success(), "report --source {source}");
-    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
-    m["rows"][0]["cells"][0].as_f64()
+    report_json(run_dir, metric, source).await["rows"][0]["cells"][0].as_f64()
 }
 
 fn close(a: f64, b: f64) -> bool {

@@ -414,10 +414,10 @@ impl RunData {
 mod summary_only_tests {
     use super::*;
 
-    #[test]
-    fn a_run_with_summary_and_manifest_but_no_records_is_a_run() {
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("summary-level");
+    /// `parent/name` holding the run.json of a `--export-level summary`
+    /// run, and the summary.json text to put beside it (not yet written).
+    fn summary_level_run(parent: &Path, name: &str) -> (PathBuf, Value) {
+        let dir = parent.join(name);
         std::fs::create_dir(&dir).unwrap();
         let manifest = RunManifest {
             model: "m".into(),
@@ -431,9 +431,16 @@ mod summary_only_tests {
             serde_json::to_vec(&manifest).unwrap(),
         )
         .unwrap();
-        // A summary alone is not a run: run.json is what says one ran here.
         let mut summary = serde_json::to_value(RunMetrics::from_records(&[])).unwrap();
         summary["outcome"] = "completed".into();
+        (dir, summary)
+    }
+
+    #[test]
+    fn a_run_with_summary_and_manifest_but_no_records_is_a_run() {
+        let parent = tempfile::tempdir().unwrap();
+        let (dir, summary) = summary_level_run(parent.path(), "summary-level");
+        // A summary alone is not a run: run.json is what says one ran here.
         std::fs::write(parent.path().join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
         assert!(!is_run_dir(parent.path()));
         std::fs::write(dir.join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
@@ -460,22 +467,7 @@ mod summary_only_tests {
     #[test]
     fn an_unreadable_server_export_costs_only_the_scrape() {
         let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("run");
-        std::fs::create_dir(&dir).unwrap();
-        let manifest = RunManifest {
-            model: "m".into(),
-            dataset: "speed_bench_coding".into(),
-            outcome: "completed".into(),
-            config: serde_json::json!({"export_level": "summary"}),
-            ..Default::default()
-        };
-        std::fs::write(
-            dir.join(RunManifest::FILE_NAME),
-            serde_json::to_vec(&manifest).unwrap(),
-        )
-        .unwrap();
-        let mut summary = serde_json::to_value(RunMetrics::from_records(&[])).unwrap();
-        summary["outcome"] = "completed".into();
+        let (dir, summary) = summary_level_run(parent.path(), "run");
         std::fs::write(dir.join(SUMMARY_FILE_NAME), summary.to_string()).unwrap();
         std::fs::write(dir.join(SERVER_METRICS_FILE_NAME), "{\"metrics\": 7}").unwrap();
         let run = load_run(&dir).unwrap();

@@ -57,6 +57,28 @@ async fn output_of(mut cmd: tokio::process::Command, args: &[&str]) -> Output {
     out
 }
 
+/// `report DIR --metric METRIC --source SOURCE --format json`, parsed; the
+/// report must succeed.
+pub(crate) async fn report_json(
+    dir: &std::path::Path,
+    metric: &str,
+    source: &str,
+) -> serde_json::Value {
+    let out = run(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--metric",
+        metric,
+        "--source",
+        source,
+        "--format",
+        "json",
+    ])
+    .await;
+    assert!(out.status.success(), "report --source {source}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The first user message and turn number of a record's request, which is
 /// how the simulated server's log identifies a request.
 pub(crate) fn request_key(dataset: &Dataset, r: &RequestRecord) -> (String, usize) {
