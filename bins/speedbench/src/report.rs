@@ -158,6 +158,16 @@ fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
         }
     }
     for row in &matrix.rows {
+        if !row.folded.is_empty() {
+            let dirs: Vec<String> = row.folded.iter().map(|d| d.display().to_string()).collect();
+            eprintln!(
+                "note: row {:?} folds {} runs of one model whose columns do not overlap \
+                 (AIPerf's rule): {}",
+                row.label,
+                row.folded.len(),
+                dirs.join(", ")
+            );
+        }
         if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
             eprintln!("note: row {:?} has no Overall: {why}", row.label);
         }

@@ -589,3 +589,67 @@ async fn the_run_summary_names_its_three_acceptance_lengths() {
         "{stdout}"
     );
 }
+
+/// AIPerf's scrape workflow: one run per category, each in its own
+/// directory, is one model's row with an Overall over all its cells; two
+/// runs of a model that share a column (baseline and speculative) keep a
+/// row each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_category_runs_of_one_model_fold_into_one_row() {
+    let parent = tempfile::tempdir().unwrap();
+    let in_category = |category: &str, accepted: u64, steps: u64| RequestRecord {
+        category: Some(category.into()),
+        dataset: format!("speed_bench_{category}"),
+        ..rec(accepted, steps, 100, None)
+    };
+    // coding 1 + 2/2 = 2, math 1 + 3/1 = 4, qa 1 + 0/1 = 1.
+    for (category, accepted, steps) in [("coding", 2, 2), ("math", 3, 1), ("qa", 0, 1)] {
+        let dir = parent.path().join(format!("speed_bench_{category}"));
+        write_run(
+            &dir,
+            RECORDS_FILE_NAME,
+            "m",
+            "completed",
+            &[in_category(category, accepted, steps)],
+        );
+    }
+    // Model s: two coding runs, 1 + 1/1 = 2 and 1 + 4/2 = 3.
+    for (name, accepted, steps) in [("s-base", 1, 1), ("s-spec", 4, 2)] {
+        let dir = parent.path().join(name);
+        write_run(
+            &dir,
+            RECORDS_FILE_NAME,
+            "s",
+            "completed",
+            &[rec(accepted, steps, 100, None)],
+        );
+    }
+    let (ok, stdout, stderr) = report(&[&s(parent.path()), "--format", "json"]).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("note: row \"m\" folds 3 runs of one model whose columns do not overlap"),
+        "{stderr}"
+    );
+    let m: Value = serde_json::from_str(&stdout).unwrap();
+    let rows = m["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{m}");
+    let columns: Vec<&str> = m["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["coding", "math", "qa"]);
+    let folded = rows.iter().find(|r| r["label"] == "m").unwrap();
+    assert_eq!(folded["cells"], serde_json::json!([2.0, 4.0, 1.0]));
+    let overall = folded["overall"].as_f64().unwrap();
+    assert!((overall - 7.0 / 3.0).abs() < 1e-12, "{overall}");
+    assert_eq!(folded["folded_runs"].as_array().unwrap().len(), 3);
+    // s's runs overlap in coding: a row each, math and qa empty.
+    let s_rows: Vec<&Value> = rows.iter().filter(|r| r["label"] != "m").collect();
+    assert_eq!(s_rows.len(), 2);
+    for r in &s_rows {
+        assert_eq!(r["cells"][1], Value::Null);
+        assert!(r.get("folded_runs").is_none());
+    }
+}

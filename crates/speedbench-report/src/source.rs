@@ -247,46 +247,116 @@ pub fn run_cells(
 /// status and request counts. A run that is not a SPEED-Bench run (an
 /// AIPerf run of another dataset) keeps its row and cells but gets no
 /// `Overall`, with the reason in [`RowRun::overall_excluded`].
+///
+/// Runs of one model whose columns do not overlap (AIPerf's scrape
+/// workflow: one run per category, each in its own directory) fold into
+/// one row labelled by the model, with an `Overall` over all their cells, as
+/// `aiperf speed-bench-report` does; [`MatrixRow::folded`] lists them. Where
+/// any two runs of the model share a column (a baseline and a speculative
+/// run of the same categories), every run keeps its own row.
 pub fn build_matrix(
     metric: MatrixMetric,
     choice: SourceChoice,
     runs: &[RunData],
 ) -> (AcceptanceMatrix, Vec<ResolvedSource>) {
-    let mut sources = Vec::with_capacity(runs.len());
-    let mut rows = Vec::with_capacity(runs.len());
-    for run in runs {
-        let (cells, source) = run_cells(run, metric, choice);
-        sources.push(source);
-        rows.push((run.label.clone(), cells));
-    }
+    let (cells, sources): (Vec<RunCells>, Vec<ResolvedSource>) = runs
+        .iter()
+        .map(|run| run_cells(run, metric, choice))
+        .unzip();
+    let groups = fold_groups(runs, &cells);
+    let rows = groups
+        .iter()
+        .map(|group| {
+            let label = match group.as_slice() {
+                [only] => runs[*only].label.clone(),
+                _ => speedbench_runs::display_model(&runs[group[0]].model),
+            };
+            let mut merged = RunCells::new();
+            for &i in group {
+                merged.extend(cells[i].iter().map(|(k, c)| (k.clone(), *c)));
+            }
+            (label, merged)
+        })
+        .collect();
     let mut matrix = AcceptanceMatrix::from_cells(metric, rows);
     for row in &mut matrix.rows {
-        let Some(run) = runs.iter().find(|r| r.label == row.label) else {
+        let Some(group) = groups.iter().find(|g| match g.as_slice() {
+            [only] => runs[*only].label == row.label,
+            _ => speedbench_runs::display_model(&runs[g[0]].model) == row.label,
+        }) else {
             continue;
         };
-        let overall_excluded = (!run.speed_bench).then(|| {
-            format!(
-                "{} is an AIPerf run of {}, not a SPEED-Bench dataset, so its column is not a \
-                 SPEED-Bench category and is not averaged (AIPerf's speed-bench-report skips such runs)",
-                run.dir.display(),
-                if run.dataset.is_empty() {
-                    "an unnamed (synthetic) dataset".to_string()
-                } else {
-                    format!("dataset {:?}", run.dataset)
-                }
-            )
-        });
+        // The row's run: the first incomplete one, else the first.
+        let shown = group
+            .iter()
+            .copied()
+            .find(|&i| !runs[i].status.is_complete())
+            .unwrap_or(group[0]);
+        let run = &runs[shown];
+        let overall_excluded = group
+            .iter()
+            .map(|&i| &runs[i])
+            .find(|r| !r.speed_bench)
+            .map(not_speed_bench);
         if overall_excluded.is_some() {
             row.overall = None;
+        }
+        if group.len() > 1 {
+            row.folded = group.iter().map(|&i| runs[i].dir.clone()).collect();
         }
         row.run = Some(RowRun {
             dir: run.dir.clone(),
             model: run.model.clone(),
             status: run.status,
             status_reason: run.status_reason.clone(),
-            counts: run.counts(),
+            counts: (group.len() == 1).then(|| run.counts()).flatten(),
             overall_excluded,
         });
     }
     (matrix, sources)
+}
+
+/// Why a non-SPEED-Bench AIPerf run's row has no `Overall`.
+fn not_speed_bench(run: &RunData) -> String {
+    format!(
+        "{} is an AIPerf run of {}, not a SPEED-Bench dataset, so its column is not a \
+         SPEED-Bench category and is not averaged (AIPerf's speed-bench-report skips such runs)",
+        run.dir.display(),
+        if run.dataset.is_empty() {
+            "an unnamed (synthetic) dataset".to_string()
+        } else {
+            format!("dataset {:?}", run.dataset)
+        }
+    )
+}
+
+/// The rows of a matrix as groups of run indices: the runs of one model
+/// fold into one group when each has cells and no two share a column;
+/// every other run is a group of its own. A run given its own label
+/// (`--label`: a label that is not the model's) is never folded.
+fn fold_groups(runs: &[RunData], cells: &[RunCells]) -> Vec<Vec<usize>> {
+    let mut by_model: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let shown = speedbench_runs::display_model(&run.model);
+        let own_label = !run.label.starts_with(&shown);
+        match by_model.iter_mut().find(|(m, _)| *m == run.model) {
+            Some((_, members)) if !own_label => members.push(i),
+            _ if own_label => by_model.push((String::new(), vec![i])),
+            _ => by_model.push((run.model.clone(), vec![i])),
+        }
+    }
+    let mut groups = Vec::new();
+    for (_, members) in by_model {
+        let mut seen = std::collections::BTreeSet::new();
+        let disjoint = members.len() > 1
+            && members
+                .iter()
+                .all(|&i| !cells[i].is_empty() && cells[i].keys().all(|k| seen.insert(k.clone())));
+        if disjoint {
+            groups.push(members);
+        } else {
+            groups.extend(members.into_iter().map(|i| vec![i]));
+        }
+    }
+    groups
 }

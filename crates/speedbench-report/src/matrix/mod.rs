@@ -157,8 +157,12 @@ pub struct MatrixRow {
     /// Per cell: true when it is a time-averaged gauge value.
     pub time_averaged: Vec<bool>,
     /// The run behind the row, when the matrix was built from run
-    /// directories ([`crate::build_matrix`]); `None` otherwise.
+    /// directories ([`crate::build_matrix`]); `None` otherwise. For a
+    /// folded row, its first incomplete run, else its first.
     pub run: Option<RowRun>,
+    /// The runs folded into this row (one model, columns that do not
+    /// overlap: see [`crate::build_matrix`]); empty for a row of one run.
+    pub folded: Vec<std::path::PathBuf>,
 }
 
 /// The run behind a matrix row: where it came from and how far it got.
@@ -312,6 +316,7 @@ impl AcceptanceMatrix {
                         .map(|c| c.value.is_some() && c.time_averaged)
                         .collect(),
                     run: None,
+                    folded: Vec::new(),
                 }
             })
             .collect();

@@ -102,6 +102,13 @@ impl AcceptanceMatrix {
                     obj.insert("skipped".into(), json!(count(|c| c.skipped)));
                     obj.insert("overall_excluded".into(), json!(run.overall_excluded));
                 }
+                if !r.folded.is_empty()
+                    && let Some(obj) = row.as_object_mut()
+                {
+                    let dirs: Vec<String> =
+                        r.folded.iter().map(|d| d.display().to_string()).collect();
+                    obj.insert("folded_runs".into(), json!(dirs));
+                }
                 row
             })
             .collect();
