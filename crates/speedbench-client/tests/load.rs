@@ -166,3 +166,49 @@ async fn requests_outliving_the_grace_period_are_cancelled_rows() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation() {
+    let server = sim(0.0, 0.0).await;
+    let conv = |id: &str, turns: &[&str]| Conversation {
+        id: id.into(),
+        category: Some("qa".into()),
+        preamble: Vec::new(),
+        turns: turns.iter().map(|t| t.to_string()).collect(),
+    };
+    let dataset = Dataset {
+        name: "blank".into(),
+        conversations: vec![
+            conv("a", &["Hello there", "And more"]),
+            conv("b", &["  \n\t", "Never sent"]),
+            conv("c", &["First", " "]),
+        ],
+    };
+    let (_, mut records) = run(&server, dataset, LoadConfig::closed_loop(1)).await;
+    records.sort_by_key(|r| (r.conversation_id.clone(), r.turn_index));
+    // Every turn the user gave is a row; only the four real turns were sent.
+    assert_eq!(records.len(), 6);
+    assert_eq!(server.ground_truth().requests, 3);
+    let skipped: Vec<(&str, u32, &str)> = records
+        .iter()
+        .filter(|r| r.error_kind == Some(ErrorKind::Skipped))
+        .map(|r| {
+            (
+                r.conversation_id.as_str(),
+                r.turn_index,
+                r.error_message.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    let blank =
+        |n: u32| format!("not sent: turn {n} of this conversation is empty or whitespace only");
+    assert_eq!(
+        skipped,
+        [
+            ("b", 0, blank(1).as_str()),
+            ("b", 1, blank(1).as_str()),
+            ("c", 1, blank(2).as_str()),
+        ]
+    );
+    server.shutdown().await;
+}

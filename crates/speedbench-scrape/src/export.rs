@@ -295,12 +295,21 @@ pub(crate) fn counter_stats(points: &[(i64, f64)], window: Window) -> Option<Cou
     })
 }
 
+/// Statistics of a gauge's samples inside `window`. A run shorter than one
+/// scrape interval has none there: then the final scrape, the first sample
+/// after the window closed (taken once the last response was in), stands
+/// for it, rather than leaving the figure empty.
 pub(crate) fn gauge_stats(points: &[(i64, f64)], window: Window) -> Option<GaugeStats> {
     let mut v: Vec<f64> = points
         .iter()
         .filter(|(t, _)| window.start.is_none_or(|s| *t >= s) && window.end.is_none_or(|e| *t <= e))
         .map(|(_, v)| *v)
         .collect();
+    if v.is_empty()
+        && let Some(end) = window.end
+    {
+        v.extend(points.iter().find(|(t, _)| *t > end).map(|(_, v)| *v));
+    }
     if v.is_empty() {
         return None;
     }
@@ -520,6 +529,29 @@ mod tests {
             },
         );
         assert_eq!(flat.unwrap().total, 0.0);
+    }
+
+    #[test]
+    fn a_run_shorter_than_one_interval_takes_the_final_scrape() {
+        // Scrapes at 0, 333 and (final) 700; the window is 100..400 with the
+        // 333 sample in it, or 100..300 with none.
+        let points = [(0, 9.0), (333, 2.5), (700, 3.5)];
+        let in_window = Window {
+            start: Some(100),
+            end: Some(400),
+        };
+        assert_eq!(gauge_stats(&points, in_window).unwrap().avg, 2.5);
+        let short = Window {
+            start: Some(100),
+            end: Some(300),
+        };
+        let final_scrape = gauge_stats(&points, short).unwrap();
+        assert_eq!((final_scrape.count, final_scrape.avg), (1, 2.5));
+        let none_after = Window {
+            start: Some(800),
+            end: Some(900),
+        };
+        assert!(gauge_stats(&points, none_after).is_none());
     }
 
     #[test]

@@ -212,6 +212,17 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         {
             return false;
         }
+        // AIPerf skips whitespace-only prompts; a blank turn is recorded as
+        // skipped, and so is the rest of its conversation (its history
+        // would hold a turn the user never gave).
+        if turn.trim().is_empty() {
+            let why = format!(
+                "not sent: turn {} of this conversation is empty or whitespace only",
+                turn_index + 1
+            );
+            skip_turns(shared, conv, turn_index, warmup, &why);
+            return true;
+        }
         history.push(Message {
             role: "user".into(),
             content: turn.clone(),
@@ -269,21 +280,7 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         if let Some(why) = failure {
             // Without the reply there is no honest history for the next
             // turn: the rest of the conversation is recorded as skipped.
-            for later in turn_index + 1..conv.turns.len() {
-                let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
-                let now = shared.clock.unix_ns(Instant::now());
-                let skipped = RequestRecord {
-                    start_unix_ns: now,
-                    end_unix_ns: now,
-                    error_kind: Some(ErrorKind::Skipped),
-                    error_message: Some(why.clone()),
-                    ..base_record(shared, conv, later, request_index, warmup)
-                };
-                if !warmup {
-                    shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                send_record(shared, skipped);
-            }
+            skip_turns(shared, conv, turn_index + 1, warmup, &why);
             return true;
         }
         if failed {
@@ -295,6 +292,25 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
     }
     true
+}
+
+/// Records turns `from..` of `conv` as skipped (never sent), saying `why`.
+fn skip_turns(shared: &Shared, conv: &Conversation, from: usize, warmup: bool, why: &str) {
+    for later in from..conv.turns.len() {
+        let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+        let now = shared.clock.unix_ns(Instant::now());
+        let skipped = RequestRecord {
+            start_unix_ns: now,
+            end_unix_ns: now,
+            error_kind: Some(ErrorKind::Skipped),
+            error_message: Some(why.to_string()),
+            ..base_record(shared, conv, later, request_index, warmup)
+        };
+        if !warmup {
+            shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        send_record(shared, skipped);
+    }
 }
 
 /// Hands a raw response body to the recorder (which writes and drops it).
