@@ -831,6 +831,38 @@ fn server_metrics_line(path: &Path) {
         f(&length),
         f(&rate)
     );
+    // llama-server's own log divides by drafting steps only; speedbench's
+    // figure counts every target pass (docs/engines.md): both, labelled.
+    if let Some(llama) = export
+        .spec_decode()
+        .into_iter()
+        .find(|e| e.engine == "llamacpp")
+        && let (Some(accepted), Some(drafts)) = (llama.accepted_tokens, llama.drafts)
+        && drafts > 0.0
+    {
+        eprintln!(
+            "server metrics: llama.cpp's own acceptance length (its log's, per drafting step: \
+             1 + accepted / drafting steps) {:.3}; speedbench's counts every target pass",
+            1.0 + accepted / drafts
+        );
+    }
+    if let Some(engine) = export
+        .spec_decode()
+        .into_iter()
+        .find(|e| !e.per_position.is_empty())
+    {
+        let shares: Vec<String> = engine
+            .per_position
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{}: {p:.3}", i + 1))
+            .collect();
+        eprintln!(
+            "server metrics: acceptance by draft position ({} counters, accepted at position / drafts): {}",
+            engine.engine,
+            shares.join(", ")
+        );
+    }
 }
 
 /// speed_bench.py's `config` for `--output`: its options, as this run set

@@ -339,6 +339,7 @@ async fn every_fixture_has_a_case() {
         "trtllm-collector-names.prom",
         "vllm-club3090-105-scrape0.prom",
         "vllm-club3090-105-scrape1.prom",
+        "vllm-club3090-105-scrape-interval1.prom",
     ]
     .into_iter()
     .map(String::from)
@@ -530,6 +531,60 @@ async fn vllm_counters_between_two_scrapes_give_its_logged_acceptance() {
     assert!(close(rate, 944.0 / 3162.0), "{rate}");
 }
 
+/// vLLM's own per-position acceptance rates, as its log printed them for
+/// each of the two intervals, come back from its counters, in the profile's
+/// line and in the report's `position_acceptance`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_per_position_counters_give_its_logged_rates() {
+    let intervals = [
+        (
+            "vllm-club3090-105-scrape0.prom",
+            "vllm-club3090-105-scrape-interval1.prom",
+            [0.740, 0.473, 0.309, 0.187, 0.099, 0.057],
+        ),
+        (
+            "vllm-club3090-105-scrape-interval1.prom",
+            "vllm-club3090-105-scrape1.prom",
+            [0.728, 0.445, 0.275, 0.151, 0.075, 0.042],
+        ),
+    ];
+    for (before, after, logged) in intervals {
+        let stub = Stub {
+            owner: "vllm",
+            completion_tokens: 8,
+            answer: Answer::Plain,
+            metrics: vec![("/metrics", payload(before), payload(after))],
+            delay_ms: 800,
+        };
+        let url = stub.start();
+        let dir = tempfile::tempdir().unwrap();
+        let (run_dir, output) = profile(&url, dir.path(), true, &["--no-preflight"]).await;
+        let printed: Vec<String> = logged
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{}: {r:.3}", i + 1))
+            .collect();
+        assert!(
+            output.contains(&format!(
+                "acceptance by draft position (vllm counters, accepted at position / drafts): {}",
+                printed.join(", ")
+            )),
+            "{output}"
+        );
+        let m = report_json(&run_dir, "accept_length", "server").await;
+        let shares = m["rows"][0]["position_acceptance"].as_array().unwrap();
+        assert_eq!(shares.len(), 6);
+        for (got, want) in shares.iter().zip(logged) {
+            let got = got.as_f64().unwrap();
+            assert!((got - want).abs() < 5e-4, "{got} vs vLLM's {want}");
+        }
+        // The acceptance length from the same counters is 1 + Σ shares.
+        let al = m["rows"][0]["cells"][0].as_f64().unwrap();
+        let budgets = m["rows"][0]["length_at_budget"].as_array().unwrap();
+        assert!(close(budgets[5].as_f64().unwrap(), al), "{al} {budgets:?}");
+    }
+}
+
 /// The whole pipeline once per simulator flavour, the engine detected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_runs_once_per_engine_with_the_engine_detected() {
@@ -579,4 +634,86 @@ async fn the_pipeline_runs_once_per_engine_with_the_engine_detected() {
         let al = cell(&run_dir, "accept_length", "records").await;
         assert!(al.is_some_and(|v| v >= 1.0), "{engine}: {al:?}");
     }
+}
+
+/// Per-position acceptance from the records' histograms equals the
+/// server's own per-position counters over its drafting steps (every
+/// request of the run, no preflight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_position_acceptance_from_records_matches_the_servers_counters() {
+    let server = sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run(&[
+        "profile",
+        "--url",
+        &server.url(),
+        "--input-file",
+        fixture().to_str().unwrap(),
+        "--concurrency",
+        "4",
+        "--osl",
+        "64",
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ])
+    .await;
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    assert!(out.status.success());
+    let m = report_json(&run_dir, "accept_length", "records").await;
+    let shares: Vec<f64> = m["rows"][0]["position_acceptance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let want: Vec<f64> = truth
+        .accepted_per_pos
+        .iter()
+        .map(|&n| n as f64 / truth.steps as f64)
+        .collect();
+    assert_eq!(shares.len(), want.len());
+    for (got, want) in shares.iter().zip(&want) {
+        assert!(close(*got, *want), "{shares:?} vs {want:?}");
+    }
+}
+
+/// llama-server's log divides accepted drafts by drafting steps; speedbench
+/// counts every target pass. The profile prints the engine's own figure
+/// beside its own, labelled, from the server's counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_own_figure_is_printed_beside_speedbenchs() {
+    let server = sim(SimConfig::default().with_flavor(SpecFlavor::LlamaCpp)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run(&[
+        "profile",
+        "--url",
+        &server.url(),
+        "--input-file",
+        fixture().to_str().unwrap(),
+        "--concurrency",
+        "4",
+        "--osl",
+        "64",
+        "--server-metrics-shutdown-delay",
+        "0",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ])
+    .await;
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let own = 1.0 + truth.accepted as f64 / truth.steps as f64;
+    assert!(
+        stderr.contains(&format!(
+            "llama.cpp's own acceptance length (its log's, per drafting step: 1 + accepted / \
+             drafting steps) {own:.3}; speedbench's counts every target pass"
+        )),
+        "{stderr}"
+    );
 }

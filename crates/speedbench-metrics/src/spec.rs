@@ -173,6 +173,69 @@ impl PooledHistogram {
             .map(|&c| c as f64 / total as f64 * 100.0)
             .collect()
     }
+
+    /// Where acceptance falls off along the draft: entry `i` is the share
+    /// (a fraction) of covered steps that accepted at least `i + 1` drafts,
+    /// for `i` in `0..k` (`k` = buckets - 1). A draft token at position
+    /// `i` is accepted exactly when at least `i + 1` were, so this is
+    /// vLLM's per-position acceptance rate (accepted at position `i` /
+    /// drafts). Empty when no step is covered.
+    pub fn position_acceptance(&self) -> Vec<f64> {
+        let total = self.total_steps();
+        if total == 0 {
+            return Vec::new();
+        }
+        (1..self.counts.len())
+            .map(|i| self.counts[i..].iter().sum::<u64>() as f64 / total as f64)
+            .collect()
+    }
+
+    /// The acceptance length each smaller draft budget `k' = 1..=k` would
+    /// have given on the same steps: `1 + Σ_j counts[j]·min(j, k') /
+    /// Σ counts` (entry `k' - 1`; the last equals the steps' own acceptance
+    /// length). An upper bound: it assumes the first `k'` drafts would
+    /// have been the same and accepted the same way, and ignores that a
+    /// shorter draft is cheaper. Empty when no step is covered.
+    pub fn length_at_budgets(&self) -> Vec<f64> {
+        length_at_budgets(&self.position_acceptance())
+    }
+}
+
+/// The acceptance length each draft budget `k' = 1..=k` would have given,
+/// from the acceptance by draft position (`at_least[i]`: the share of steps
+/// accepting at least `i + 1` drafts, from a histogram or from an engine's
+/// per-position counters): `1 + Σ_{i < k'} at_least[i]`, since the drafts a
+/// step accepts under budget `k'` are `min(j, k')`, whose mean is that sum.
+/// An upper bound (see [`PooledHistogram::length_at_budgets`]).
+pub fn length_at_budgets(at_least: &[f64]) -> Vec<f64> {
+    at_least
+        .iter()
+        .scan(1.0, |length, share| {
+            *length += share;
+            Some(*length)
+        })
+        .collect()
+}
+
+/// The pooled histograms of the measured records, per group (e.g. per
+/// category): every request whose acceptance counts (see
+/// [`crate::request_acceptance`]) and that reported a histogram. Groups
+/// come out sorted by key.
+pub fn histograms_by(
+    records: &[RequestRecord],
+    key: impl Fn(&RequestRecord) -> Option<String>,
+) -> std::collections::BTreeMap<String, PooledHistogram> {
+    let speculates = run_speculates(records);
+    let mut groups = std::collections::BTreeMap::<String, PooledHistogram>::new();
+    for r in records.iter().filter(|r| is_measured(r)) {
+        if let (Some(k), RequestAcceptance::Spec(spec)) =
+            (key(r), request_acceptance(r, speculates))
+            && !spec.acceptance_histogram.is_empty()
+        {
+            groups.entry(k).or_default().add(&spec.acceptance_histogram);
+        }
+    }
+    groups
 }
 
 #[cfg(test)]
@@ -255,6 +318,40 @@ mod tests {
         assert!(close(pct[1], 200.0 / 47.0));
         assert_eq!(pct[2], 0.0);
         assert!(close(pct[3], 400.0 / 47.0));
+    }
+
+    #[test]
+    fn acceptance_by_position_and_by_smaller_budget_by_hand() {
+        // k = 3, 10 steps: 4 accepted 0, 3 accepted 1, 1 accepted 2, 2 accepted 3.
+        let h = PooledHistogram {
+            counts: vec![4, 3, 1, 2],
+            requests: 1,
+        };
+        // At least 1: 6/10; at least 2: 3/10; at least 3: 2/10.
+        assert_eq!(h.position_acceptance(), [0.6, 0.3, 0.2]);
+        // k'=1: 1 + (3+1+2)/10 = 1.6; k'=2: 1 + (3 + 2 + 4)/10 = 1.9;
+        // k'=3: 1 + (3 + 2 + 6)/10 = 2.1, the steps' own length.
+        let l = h.length_at_budgets();
+        assert_eq!(l.len(), 3);
+        assert!(
+            close(l[0], 1.6) && close(l[1], 1.9) && close(l[2], 2.1),
+            "{l:?}"
+        );
+        assert!(PooledHistogram::default().position_acceptance().is_empty());
+        assert!(PooledHistogram::default().length_at_budgets().is_empty());
+    }
+
+    #[test]
+    fn histograms_by_category_pool_only_measured_requests() {
+        let mut a = vllm(4, 9, 3, &[1, 1, 0, 1]);
+        a.category = Some("qa".into());
+        let mut b = vllm(1, 3, 1, &[0, 1, 0, 0]);
+        b.category = Some("qa".into());
+        let mut warm = b.clone();
+        warm.warmup = true;
+        let by = histograms_by(&[a, b, warm], |r| r.category.clone());
+        assert_eq!(by["qa"].counts, [1, 2, 0, 1]);
+        assert_eq!(by["qa"].requests, 2);
     }
 
     #[test]

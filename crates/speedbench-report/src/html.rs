@@ -402,6 +402,78 @@ fn histogram_chart(label: &str, spec: &SpecDecodeMetrics, scale: &Scale) -> Stri
     svg
 }
 
+/// Where acceptance falls off along the draft: the share of verify steps
+/// that accepted at least `i` drafts, per draft position `i`, as a curve on
+/// a 0-100% axis (every run on the same one).
+fn position_chart(label: &str, spec: &SpecDecodeMetrics) -> String {
+    let shares = spec.histogram.position_acceptance();
+    let Some(scale) = Scale::nice(100.0) else {
+        return String::new();
+    };
+    if shares.len() < 2 {
+        return String::new();
+    }
+    let (w, h, left, bottom) = (460.0, 180.0, 60.0, 40.0);
+    let dx = (w - left - 30.0) / (shares.len() - 1) as f64;
+    let point = |i: usize, share: f64| {
+        (
+            left + 10.0 + i as f64 * dx,
+            h - h * share * 100.0 / scale.top,
+        )
+    };
+    let mut svg = format!(
+        "<figure><svg class=\"chart positions\" role=\"img\" aria-label=\"acceptance by draft position, {}\" viewBox=\"0 -14 {w} {}\" width=\"{w}\" height=\"{}\">",
+        esc(label),
+        h + bottom + 14.0,
+        h + bottom + 14.0
+    );
+    y_axis(&mut svg, &scale, left, w - 10.0, h, "% of verify steps");
+    let points: Vec<String> = shares
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let (x, y) = point(i, p);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
+    let _ = write!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"2\" points=\"{}\"/>",
+        points.join(" ")
+    );
+    for (i, &p) in shares.iter().enumerate() {
+        let (x, y) = point(i, p);
+        let _ = write!(
+            svg,
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"#4e79a7\"><title>at least {}: {:.1}%</title></circle><text class=\"tick x-tick\" x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            i + 1,
+            p * 100.0,
+            h + 14.0,
+            i + 1
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text class=\"axis-title x-title\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">draft position (steps accepting at least this many drafts)</text>",
+        left + (w - left) / 2.0,
+        h + bottom - 6.0
+    );
+    let budgets: Vec<String> = spec
+        .histogram
+        .length_at_budgets()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("k={}: {l:.2}", i + 1))
+        .collect();
+    let _ = write!(
+        svg,
+        "</svg><figcaption>{}: acceptance by draft position; acceptance length had the draft budget been k (an upper bound: the same drafts, cut at k): {}</figcaption></figure>",
+        esc(label),
+        budgets.join(", ")
+    );
+    svg
+}
+
 /// Per category, in column order, the box of the end-to-end latencies (ms)
 /// of the measured requests (computed by `speedbench-metrics`).
 fn latencies_by_category(records: &[RequestRecord]) -> Vec<(String, BoxStats)> {
@@ -583,6 +655,7 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         }
         if let (Some(spec), Some(scale)) = (spec, &pct_scale) {
             out.push_str(&histogram_chart(&run.label, spec, scale));
+            out.push_str(&position_chart(&run.label, spec));
         }
         if let Some(scale) = &ms_scale {
             out.push_str(&latency_chart(&run.label, lat, scale));
@@ -650,7 +723,17 @@ mod tests {
         assert!(html.contains("data-col=\"Overall\" data-value=\"3.25\">3.25</td>"));
         // Pooled histogram [1,1,1,4] of 7 steps: bucket 3 holds 4/7 = 57%.
         assert!(html.contains("<title>3: 57.1%</title>"), "{html}");
-        assert_eq!(html.matches("<svg").count(), 3);
+        // Bar chart, histogram, acceptance by position, latency.
+        assert_eq!(html.matches("<svg").count(), 4);
+        // At least 1, 2, 3 drafts: 6/7, 5/7, 4/7 of the steps.
+        for (i, pct) in [(1, "85.7"), (2, "71.4"), (3, "57.1")] {
+            assert!(
+                html.contains(&format!("<title>at least {i}: {pct}%</title>")),
+                "{html}"
+            );
+        }
+        // Budgets: 1 + 6/7, 1 + 11/7, 1 + 15/7.
+        assert!(html.contains("k=1: 1.86, k=2: 2.57, k=3: 3.14"), "{html}");
         // Bar chart: max 4.00 -> step 1, ticks 0..4; its axes are titled.
         assert!(html.contains(">acceptance length (tokens per verify step)</text>"));
         assert!(html.contains(">category</text>"));

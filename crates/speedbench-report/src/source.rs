@@ -81,7 +81,7 @@ impl fmt::Display for ResolvedSource {
 /// dataset, warmup, error kind, model) and the values it needs.
 pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
     use speedbench_record::columns::*;
-    const ACCEPTANCE: [&str; 13] = [
+    const ACCEPTANCE: [&str; 14] = [
         CATEGORY,
         DATASET,
         WARMUP,
@@ -91,6 +91,8 @@ pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
         SPEC_ACCEPTED_DRAFT_TOKENS,
         SPEC_PROPOSED_DRAFT_TOKENS,
         SPEC_VERIFY_STEPS,
+        // Acceptance by draft position.
+        SPEC_ACCEPTANCE_HISTOGRAM,
         // llama.cpp requests that drafted nothing count their target passes.
         TIMINGS_PREDICTED_N,
         // Dropped payloads are counted; TensorRT-LLM's tokens per iteration
@@ -279,6 +281,7 @@ pub fn build_matrix(
         })
         .collect();
     let mut matrix = AcceptanceMatrix::from_cells(metric, rows);
+    let columns = matrix.columns.clone();
     for row in &mut matrix.rows {
         let Some(group) = groups.iter().find(|g| match g.as_slice() {
             [only] => runs[*only].label == row.label,
@@ -304,6 +307,14 @@ pub fn build_matrix(
         if group.len() > 1 {
             row.folded = group.iter().map(|&i| runs[i].dir.clone()).collect();
         }
+        if metric.is_acceptance() {
+            let (positions, by_column) = group_positions(runs, group);
+            row.positions = positions;
+            row.column_positions = columns
+                .iter()
+                .map(|c| by_column.get(c).cloned().unwrap_or_default())
+                .collect();
+        }
         row.run = Some(RowRun {
             dir: run.dir.clone(),
             model: run.model.clone(),
@@ -314,6 +325,39 @@ pub fn build_matrix(
         });
     }
     (matrix, sources)
+}
+
+/// Acceptance by draft position of a row's runs: from their records'
+/// histograms, pooled; else, for a single run, from the per-position
+/// counters of its server scrape (vLLM, llama.cpp).
+fn group_positions(
+    runs: &[RunData],
+    group: &[usize],
+) -> (Vec<f64>, std::collections::BTreeMap<String, Vec<f64>>) {
+    let mut histograms = std::collections::BTreeMap::new();
+    for records in group.iter().filter_map(|&i| runs[i].records.as_ref()) {
+        for (column, h) in speedbench_metrics::histograms_by(records, crate::matrix::category_key) {
+            histograms
+                .entry(column)
+                .or_insert_with(speedbench_metrics::PooledHistogram::default)
+                .add(&h.counts);
+        }
+    }
+    let (positions, by_column) = crate::matrix::positions_of(&histograms);
+    if !positions.is_empty() || group.len() > 1 {
+        return (positions, by_column);
+    }
+    let from_server = runs[group[0]]
+        .server
+        .as_ref()
+        .and_then(|s| {
+            s.spec_decode()
+                .into_iter()
+                .find(|e| !e.per_position.is_empty())
+        })
+        .map(|e| e.per_position)
+        .unwrap_or_default();
+    (from_server, by_column)
 }
 
 /// Why a non-SPEED-Bench AIPerf run's row has no `Overall`.

@@ -148,6 +148,7 @@ fn spec_decode(spec: &SpecDecodeMetrics) -> Option<String> {
     }
     if let Some(line) = histogram_line(&spec.histogram, spec.totals.requests) {
         out.push_str(&line);
+        out.push_str(&position_lines(&spec.histogram));
     }
     if let Some(line) = not_counted_line(spec) {
         out.push_str(&line);
@@ -204,6 +205,33 @@ fn histogram_buckets(pct: &[f64]) -> Vec<String> {
     let rest: f64 = folded.iter().sum();
     out.push(format!(">={HISTOGRAM_CONSOLE_CAP}: {rest:.0}%"));
     out
+}
+
+/// Where acceptance falls off along the draft, from the same histogram:
+/// the share of steps accepting at least `i` drafts per position `i`, and
+/// the acceptance length each smaller draft budget would have given.
+fn position_lines(h: &PooledHistogram) -> String {
+    let at_least = h.position_acceptance();
+    if at_least.len() < 2 {
+        return String::new();
+    }
+    let positions: Vec<String> = at_least
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}: {:.0}%", i + 1, p * 100.0))
+        .collect();
+    let budgets: Vec<String> = h
+        .length_at_budgets()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("k={}: {l:.2}", i + 1))
+        .collect();
+    format!(
+        "  Steps accepting at least i drafts (acceptance by draft position):  {}\n  \
+         Acceptance length had the draft budget been k (upper bound: the same drafts, cut at k):  {}\n",
+        positions.join("   "),
+        budgets.join("   ")
+    )
 }
 
 /// Buckets of the console histogram line before the rest fold into one.
@@ -682,6 +710,25 @@ mod tests {
                 .iter()
                 .any(|s| s.starts_with(">="))
         );
+    }
+
+    #[test]
+    fn position_lines_by_hand() {
+        let h = PooledHistogram {
+            counts: vec![4, 3, 1, 2],
+            requests: 1,
+        };
+        assert_eq!(
+            position_lines(&h),
+            "  Steps accepting at least i drafts (acceptance by draft position):  1: 60%   2: 30%   3: 20%\n  \
+             Acceptance length had the draft budget been k (upper bound: the same drafts, cut at k):  k=1: 1.60   k=2: 1.90   k=3: 2.10\n"
+        );
+        // k = 1: nothing to show beyond the histogram itself.
+        let one = PooledHistogram {
+            counts: vec![1, 1],
+            requests: 1,
+        };
+        assert_eq!(position_lines(&one), "");
     }
 
     #[test]

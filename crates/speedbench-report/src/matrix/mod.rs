@@ -163,6 +163,37 @@ pub struct MatrixRow {
     /// The runs folded into this row (one model, columns that do not
     /// overlap: see [`crate::build_matrix`]); empty for a row of one run.
     pub folded: Vec<std::path::PathBuf>,
+    /// Acceptance by draft position over the row (acceptance metrics only):
+    /// entry `i` is the share of verify steps that accepted at least `i + 1`
+    /// drafts, from the pooled per-request histograms, else from the
+    /// engine's per-position counters; empty when neither is known.
+    pub positions: Vec<f64>,
+    /// [`Self::positions`] per column, in column order (per-request
+    /// histograms only; empty where unknown).
+    pub column_positions: Vec<Vec<f64>>,
+}
+
+/// Acceptance by draft position from per-column pooled histograms (see
+/// [`speedbench_metrics::histograms_by`]): over all columns, and per column.
+pub(crate) fn positions_of(
+    by_column: &BTreeMap<String, speedbench_metrics::PooledHistogram>,
+) -> (Vec<f64>, BTreeMap<String, Vec<f64>>) {
+    let mut pooled = speedbench_metrics::PooledHistogram::default();
+    for h in by_column.values() {
+        pooled.add(&h.counts);
+    }
+    let columns = by_column
+        .iter()
+        .map(|(k, h)| (k.clone(), h.position_acceptance()))
+        .collect();
+    (pooled.position_acceptance(), columns)
+}
+
+/// [`positions_of`] the histograms of `records`.
+pub(crate) fn record_positions(
+    records: &[RequestRecord],
+) -> (Vec<f64>, BTreeMap<String, Vec<f64>>) {
+    positions_of(&speedbench_metrics::histograms_by(records, category_key))
 }
 
 /// The run behind a matrix row: where it came from and how far it got.
@@ -276,7 +307,22 @@ impl AcceptanceMatrix {
             .iter()
             .map(|(label, records)| (label.clone(), records_cells(metric, records)))
             .collect();
-        AcceptanceMatrix::from_cells(metric, cells)
+        let mut matrix = AcceptanceMatrix::from_cells(metric, cells);
+        if metric.is_acceptance() {
+            // Rows are the runs sorted by label, stably: the same order.
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            order.sort_by(|&a, &b| runs[a].0.cmp(&runs[b].0));
+            for (row, &i) in matrix.rows.iter_mut().zip(&order) {
+                let (positions, by_column) = record_positions(runs[i].1);
+                row.positions = positions;
+                row.column_positions = matrix
+                    .columns
+                    .iter()
+                    .map(|c| by_column.get(c).cloned().unwrap_or_default())
+                    .collect();
+            }
+        }
+        matrix
     }
 
     /// Builds the matrix from cells already computed per run, whatever their
@@ -317,6 +363,8 @@ impl AcceptanceMatrix {
                         .collect(),
                     run: None,
                     folded: Vec::new(),
+                    positions: Vec::new(),
+                    column_positions: Vec::new(),
                 }
             })
             .collect();
@@ -380,6 +428,48 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn json_carries_acceptance_by_draft_position_per_row_and_column() {
+        let with_hist = |category: &str, accepted: u64, steps: u64, hist: Vec<u64>| {
+            let mut r = rec(category, accepted, steps, steps * 3);
+            r.spec.as_mut().unwrap().acceptance_histogram = hist;
+            r
+        };
+        // coding: 4 steps [1, 1, 1, 1]; math: 3 steps [0, 0, 0, 3].
+        let records = vec![
+            with_hist("coding", 6, 4, vec![1, 1, 1, 1]),
+            with_hist("math", 9, 3, vec![0, 0, 0, 3]),
+        ];
+        let m = matrix(MatrixMetric::AcceptLength, &[("m", &records)]);
+        let json = m.to_json();
+        let row = &json["rows"][0];
+        // Pooled [1, 1, 1, 4] over 7 steps: at least 1, 2, 3 = 6/7, 5/7, 4/7.
+        let shares: Vec<f64> = row["position_acceptance"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(shares, [6.0 / 7.0, 5.0 / 7.0, 4.0 / 7.0]);
+        let budgets = row["length_at_budget"].as_array().unwrap();
+        assert!(close(budgets[2].as_f64().unwrap(), 1.0 + 15.0 / 7.0));
+        assert_eq!(
+            row["column_position_acceptance"]["coding"],
+            serde_json::json!([0.75, 0.5, 0.25])
+        );
+        assert_eq!(
+            row["column_position_acceptance"]["math"],
+            serde_json::json!([1.0, 1.0, 1.0])
+        );
+        // Not an acceptance metric: no position data.
+        let latency = matrix(MatrixMetric::Latency, &[("m", &records)]);
+        assert!(
+            latency.to_json()["rows"][0]
+                .get("position_acceptance")
+                .is_none()
+        );
     }
 
     /// coding: (acc 10, steps 43, prop 129) + (acc 4, steps 4, prop 12);

@@ -102,6 +102,23 @@ impl AcceptanceMatrix {
                     obj.insert("skipped".into(), json!(count(|c| c.skipped)));
                     obj.insert("overall_excluded".into(), json!(run.overall_excluded));
                 }
+                if !r.positions.is_empty()
+                    && let Some(obj) = row.as_object_mut()
+                {
+                    obj.insert("position_acceptance".into(), json!(r.positions));
+                    obj.insert(
+                        "length_at_budget".into(),
+                        json!(speedbench_metrics::length_at_budgets(&r.positions)),
+                    );
+                    let by_column: serde_json::Map<String, serde_json::Value> = self
+                        .columns
+                        .iter()
+                        .zip(&r.column_positions)
+                        .filter(|(_, p)| !p.is_empty())
+                        .map(|(c, p)| (c.clone(), json!(p)))
+                        .collect();
+                    obj.insert("column_position_acceptance".into(), json!(by_column));
+                }
                 if !r.folded.is_empty()
                     && let Some(obj) = row.as_object_mut()
                 {
