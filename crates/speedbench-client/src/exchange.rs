@@ -32,21 +32,6 @@ pub(crate) struct HttpClient {
     capture_raw: bool,
 }
 
-/// True when a request failed because its connection closed before any
-/// response byte arrived (hyper's "connection closed before message completed").
-fn closed_before_response(e: &hyper_util::client::legacy::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_incomplete_message)
-        {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
-}
-
 /// What one exchange produced: the folded response plus how it ended.
 pub(crate) struct Exchange {
     pub sent_at: Instant,
@@ -189,8 +174,8 @@ impl HttpClient {
         }
     }
 
-    /// The exchange through the lean HTTP/1.1 client (it retries a pooled
-    /// connection the server had closed itself).
+    /// The exchange through the lean HTTP/1.1 client (which writes a
+    /// request once: see [`H1Client::post`]).
     async fn run_lean(
         lean: &H1Client,
         body: &[u8],
@@ -218,24 +203,18 @@ impl HttpClient {
 
     /// The exchange through hyper's pooled client.
     async fn run_hyper(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
-        let resp = match self.send(body.clone()).await {
-            Ok(resp) => resp,
-            Err(e) if closed_before_response(&e) => {
-                // A pooled keep-alive connection the server had already
-                // closed (llama.cpp's server closes streams' connections
-                // without saying so): nothing was answered, so send once more
-                // on a fresh connection and time the request that was served.
-                tracing::debug!(
-                    "retrying on a fresh connection: {}",
-                    self.secrets.scrub(&describe(&e))
-                );
-                ex.sent_at = Instant::now();
-                self.send(body)
-                    .await
-                    .map_err(|e| (ErrorKind::Connection, describe(&e)))?
+        // Sent once: hyper's pool retries by itself only a request that
+        // never left (its connection was found closed before the write);
+        // one that failed after it may have reached the server is the
+        // request's failure, not a reason to send it again.
+        let resp = self.send(body).await.map_err(|e| {
+            let mut message = describe(&e);
+            if e.is_connect() {
+                return (ErrorKind::Connection, message);
             }
-            Err(e) => return Err((ErrorKind::Connection, describe(&e))),
-        };
+            message.push_str(" (not sent again: the server may have read the request)");
+            (ErrorKind::Connection, message)
+        })?;
         let content_type = resp
             .headers()
             .get(CONTENT_TYPE)

@@ -1,35 +1,72 @@
-//! A server that closes keep-alive connections without saying so (llama.cpp's
-//! server after a stream) must not turn requests into connection errors.
+//! A server that closes keep-alive connections: a request is sent once.
+//! A pooled connection found closed before the request is written is
+//! replaced (nothing was sent); one closed after the server read the
+//! request fails that request, which is never sent again.
 
 mod common;
 
 use common::*;
-use speedbench_client::LoadConfig;
+use speedbench_client::{HttpClientKind, LoadConfig};
+use speedbench_record::ErrorKind;
 
-#[tokio::test]
-async fn requests_on_silently_closed_connections_are_sent_again() {
-    let script = vec![
+fn script() -> Vec<Piece> {
+    vec![
         data(0, r#"{"choices":[{"delta":{"content":"hi"}}]}"#),
         data(
             0,
             r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
         ),
         raw(0, "data: [DONE]\n\n"),
-    ];
-    // One answer per connection: every request after the first goes out on a
-    // pooled connection the server has already given up on.
-    let addr = scripted_sse_with(script, 1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let records = profile(
-        dir.path(),
-        single_turns(4),
-        target(&format!("http://{addr}")),
-        LoadConfig::default(),
-    )
-    .await;
-    assert_eq!(records.len(), 4);
-    for r in &records {
-        assert!(r.is_success(), "{:?}", r.error_message);
-        assert_eq!(r.output_text, "hi");
+    ]
+}
+
+#[tokio::test]
+async fn connections_closed_after_their_answer_are_replaced_before_the_next_request() {
+    for client in [HttpClientKind::Lean, HttpClientKind::Hyper] {
+        // One answer per connection, then the server closes it: every
+        // request after the first finds its pooled connection closed.
+        let addr = scripted_sse_with(script(), 1, Closing::AfterAnswer).await;
+        let dir = tempfile::tempdir().unwrap();
+        let records = profile(
+            dir.path(),
+            single_turns(4),
+            target(&format!("http://{addr}")).with_http_client(client),
+            LoadConfig::default(),
+        )
+        .await;
+        assert_eq!(records.len(), 4);
+        for r in &records {
+            assert!(r.is_success(), "{client:?}: {:?}", r.error_message);
+            assert_eq!(r.output_text, "hi");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_read_and_never_answered_fails_and_is_not_sent_again() {
+    for client in [HttpClientKind::Lean, HttpClientKind::Hyper] {
+        // Each connection answers one request, then reads the next and
+        // closes without a word.
+        let addr = scripted_sse_with(script(), 1, Closing::AfterReading).await;
+        let dir = tempfile::tempdir().unwrap();
+        let records = profile(
+            dir.path(),
+            single_turns(4),
+            target(&format!("http://{addr}")).with_http_client(client),
+            LoadConfig::default(),
+        )
+        .await;
+        assert_eq!(records.len(), 4);
+        // Requests alternate: a fresh connection answers, its reuse fails.
+        let failed: Vec<&str> = records
+            .iter()
+            .filter(|r| !r.is_success())
+            .map(|r| r.error_message.as_deref().unwrap())
+            .collect();
+        assert_eq!(failed.len(), 2, "{client:?}: {failed:?}");
+        for (r, message) in records.iter().filter(|r| !r.is_success()).zip(&failed) {
+            assert_eq!(r.error_kind, Some(ErrorKind::Connection));
+            assert!(message.contains("not sent again"), "{client:?}: {message}");
+        }
     }
 }

@@ -16,10 +16,14 @@
 //! a body framed by `Transfer-Encoding: chunked` (extensions and trailers
 //! skipped), `Content-Length`, or the connection's end; keep-alive unless
 //! either side said `Connection: close` (HTTP/1.0: only with `keep-alive`).
-//! A pooled connection that the server had closed while idle fails before
-//! any response byte; the request is then sent once more on a new
-//! connection, as hyper's pool does. Every connection is a [`TimedStream`],
-//! so the response's clock stamps when bytes reached the socket.
+//! A request is written once: a pooled connection is checked before any
+//! byte goes out (one that the server closed while idle, or that holds
+//! bytes nobody asked for, is dropped and the next one or a new one taken),
+//! and a connection that ends after the request was written is the
+//! request's failure, never a reason to send it again: the server may have
+//! read it, and a POST to an inference server is not idempotent. Every
+//! connection is a [`TimedStream`], so the response's clock stamps when
+//! bytes reached the socket.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -93,15 +97,6 @@ struct Conn {
     clock: ConnectionClock,
 }
 
-/// How one attempt at a request failed.
-enum Failed {
-    /// A reused connection ended before any response byte: nothing was
-    /// answered, so a new connection may try again.
-    Stale(HttpError),
-    /// Anything else.
-    Fatal(HttpError),
-}
-
 impl H1Client {
     /// A client for `POST`s to `url` (`http://` only) with `headers` on
     /// every request besides `Host` and `Content-Length`, keeping up to
@@ -144,28 +139,37 @@ impl H1Client {
     }
 
     /// Sends `body` and reads the response head; the body is read with
-    /// [`H1Response::chunk`]. A pooled connection found closed is replaced
-    /// by a new one once.
+    /// [`H1Response::chunk`]. The request is written once: an idle
+    /// connection is used only if it is still open and quiet before the
+    /// first byte goes out, and a connection that fails after the request
+    /// was written fails the request (the server may have read it).
     pub async fn post(&self, body: &[u8]) -> Result<H1Response, HttpError> {
-        if let Some(conn) = self.pool.take_idle() {
-            match self.pool.attempt(conn, body).await {
-                Ok(response) => return Ok(response),
-                Err(Failed::Stale(e)) => {
-                    tracing::debug!("retrying on a new connection: {}", crate::describe(&e));
-                }
-                Err(Failed::Fatal(e)) => return Err(e),
+        while let Some(mut conn) = self.pool.take_idle() {
+            if conn.still_open().await {
+                return self.pool.attempt(conn, body).await;
             }
+            tracing::debug!("an idle connection was closed by the server; not reused");
         }
         let conn = self.pool.connect().await?;
-        match self.pool.attempt(conn, body).await {
-            Ok(response) => Ok(response),
-            Err(Failed::Stale(e) | Failed::Fatal(e)) => Err(e),
-        }
+        self.pool.attempt(conn, body).await
     }
 
     /// Idle connections held for reuse now.
     pub fn idle_connections(&self) -> usize {
         self.pool.idle.lock().map_or(0, |idle| idle.len())
+    }
+}
+
+impl Conn {
+    /// True when the connection is open with nothing to read: a read that
+    /// is not ready at once. End of stream (the server closed it), a reset
+    /// or unasked-for bytes all mean it must not carry a request.
+    async fn still_open(&mut self) -> bool {
+        let mut probe = [0u8; 1];
+        // `timeout` polls the read once before it looks at the deadline.
+        tokio::time::timeout(Duration::ZERO, self.io.read(&mut probe))
+            .await
+            .is_err()
     }
 }
 
@@ -223,11 +227,20 @@ impl Pool {
     }
 
     /// Writes the request on `conn` and reads the response head.
-    async fn attempt(self: &Arc<Self>, mut conn: Conn, body: &[u8]) -> Result<H1Response, Failed> {
-        // A reused connection the server closed fails here (a reset) or at
-        // the first read (end of stream); either way nothing was answered.
+    async fn attempt(
+        self: &Arc<Self>,
+        mut conn: Conn,
+        body: &[u8],
+    ) -> Result<H1Response, HttpError> {
+        // Once a byte may have left, the request is never sent again.
+        let unanswered = |what: &str, e: std::io::Error| {
+            self.io_error(
+                &format!("{what} (the request was written and is not sent again: the server may have read it)"),
+                e,
+            )
+        };
         if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
-            return Err(Failed::Stale(self.io_error("writing the request", e)));
+            return Err(unanswered("writing the request", e));
         }
         let mut buf = ReadBuffer::new();
         let head = loop {
@@ -242,33 +255,29 @@ impl Pool {
                     break head;
                 }
                 Ok(None) => {}
-                Err(message) => return Err(Failed::Fatal(self.protocol(message))),
+                Err(message) => return Err(self.protocol(message)),
             }
             let received = buf.received;
             match buf.fill(&mut conn.io, MAX_HEAD).await {
                 Ok(0) if received == 0 => {
                     let e = std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
-                        "the connection closed before any response byte",
+                        "the server closed the connection before any response byte",
                     );
-                    return Err(Failed::Stale(self.io_error("reading the response", e)));
+                    return Err(unanswered("reading the response", e));
                 }
                 Ok(0) => {
-                    return Err(Failed::Fatal(
-                        self.protocol("the connection closed inside the response head"),
-                    ));
+                    return Err(self.protocol("the connection closed inside the response head"));
                 }
                 Ok(_) => {}
                 Err(Fill::Io(e)) if received == 0 => {
-                    return Err(Failed::Stale(self.io_error("reading the response", e)));
+                    return Err(unanswered("reading the response", e));
                 }
-                Err(Fill::Io(e)) => {
-                    return Err(Failed::Fatal(self.io_error("reading the response", e)));
-                }
+                Err(Fill::Io(e)) => return Err(self.io_error("reading the response", e)),
                 Err(Fill::TooLong) => {
-                    return Err(Failed::Fatal(self.protocol(format!(
-                        "the response head is longer than {MAX_HEAD} bytes"
-                    ))));
+                    return Err(
+                        self.protocol(format!("the response head is longer than {MAX_HEAD} bytes"))
+                    );
                 }
             }
         };

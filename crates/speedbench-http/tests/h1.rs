@@ -19,6 +19,9 @@ enum After {
     KeepOpen,
     /// Closes the connection.
     Close,
+    /// Holds the connection this long, then closes it (with no pieces: a
+    /// request read and never answered).
+    HoldThenClose(Duration),
 }
 
 /// One scripted answer: pieces written with a flush and a short pause
@@ -73,8 +76,13 @@ async fn server(answers: Vec<Answer>) -> (hyper::Uri, Seen) {
                         let _ = sock.flush().await;
                         tokio::time::sleep(Duration::from_millis(2)).await;
                     }
-                    if a.after == After::Close {
-                        return;
+                    match a.after {
+                        After::Close => return,
+                        After::HoldThenClose(hold) => {
+                            tokio::time::sleep(hold).await;
+                            return;
+                        }
+                        After::KeepOpen => {}
                     }
                 }
             });
@@ -221,7 +229,7 @@ async fn connection_close_and_close_delimited_bodies_take_a_new_connection() {
 }
 
 #[tokio::test]
-async fn a_pooled_connection_the_server_closed_is_replaced_and_the_request_sent_once_more() {
+async fn a_pooled_connection_the_server_closed_is_replaced_before_the_request_is_written() {
     // The first answer keeps the connection in the client's pool, then the
     // server closes it without a word (as llama-server does with streams).
     let (uri, seen) = server(vec![
@@ -245,6 +253,70 @@ async fn a_pooled_connection_the_server_closed_is_replaced_and_the_request_sent_
     assert_eq!(body(&mut resp).await.unwrap().0, b"b");
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2, "the request reached the server once");
+    assert_eq!(seen[1].0, 1, "on a new connection");
+}
+
+#[tokio::test]
+async fn a_request_the_server_read_and_never_answered_is_not_sent_again() {
+    // The second request reaches the server on the kept-alive connection;
+    // the server holds it, then closes without a byte.
+    let (uri, seen) = server(vec![
+        answer(
+            &[b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na"],
+            After::KeepOpen,
+        ),
+        answer(&[], After::HoldThenClose(Duration::from_millis(300))),
+        answer(
+            &[b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nc"],
+            After::KeepOpen,
+        ),
+    ])
+    .await;
+    let c = client(&uri);
+    let mut resp = c.post(b"1").await.unwrap();
+    assert_eq!(body(&mut resp).await.unwrap().0, b"a");
+    drop(resp);
+    let err = c.post(b"2").await.unwrap_err().to_string();
+    assert!(err.contains("is not sent again"), "{err}");
+    assert!(err.contains("before any response byte"), "{err}");
+    // The next request takes a new connection.
+    let mut resp = c.post(b"3").await.unwrap();
+    assert_eq!(body(&mut resp).await.unwrap().0, b"c");
+    let seen = seen.lock().unwrap();
+    let bodies: Vec<(usize, bool)> = seen
+        .iter()
+        .map(|(conn, raw)| (*conn, raw.ends_with(b"2")))
+        .collect();
+    assert_eq!(
+        bodies,
+        [(0, false), (0, true), (1, false)],
+        "each request reached the server exactly once"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_connection_holding_unasked_bytes_is_not_reused() {
+    // The first answer is followed by stray bytes on the kept connection.
+    let (uri, seen) = server(vec![
+        answer(
+            &[b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na", b"junk"],
+            After::KeepOpen,
+        ),
+        answer(
+            &[b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nb"],
+            After::KeepOpen,
+        ),
+    ])
+    .await;
+    let c = client(&uri);
+    let mut resp = c.post(b"1").await.unwrap();
+    assert_eq!(body(&mut resp).await.unwrap().0, b"a");
+    drop(resp);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut resp = c.post(b"2").await.unwrap();
+    assert_eq!(body(&mut resp).await.unwrap().0, b"b");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].0, 1, "on a new connection");
 }
 

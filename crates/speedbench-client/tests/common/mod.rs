@@ -94,13 +94,29 @@ pub(crate) fn raw(delay_ms: u64, text: &str) -> Piece {
 
 /// Serves the same scripted SSE response to every request on 127.0.0.1.
 pub(crate) async fn scripted_sse(script: Vec<Piece>) -> SocketAddr {
-    scripted_sse_with(script, usize::MAX).await
+    scripted_sse_with(script, usize::MAX, Closing::AfterAnswer).await
+}
+
+/// How a connection of [`scripted_sse_with`] ends once it has answered its
+/// share of requests.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Closing {
+    /// Closed right after the last answer, before another request comes (a
+    /// server closing keep-alive connections silently, as llama-server's
+    /// HTTP library does when its keep-alive ends).
+    AfterAnswer,
+    /// The next request is read, then the connection closed without a
+    /// response: the server may have acted on it.
+    AfterReading,
 }
 
 /// As [`scripted_sse`], but each connection answers only `per_connection`
-/// requests: the next request is read and the connection dropped without a
-/// response, as a server that closes keep-alive connections silently does.
-pub(crate) async fn scripted_sse_with(script: Vec<Piece>, per_connection: usize) -> SocketAddr {
+/// requests, then ends as `closing` says.
+pub(crate) async fn scripted_sse_with(
+    script: Vec<Piece>,
+    per_connection: usize,
+    closing: Closing,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let script = Arc::new(script);
@@ -129,6 +145,9 @@ pub(crate) async fn scripted_sse_with(script: Vec<Piece>, per_connection: usize)
                         }
                     }
                     if tcp.write_all(b"0\r\n\r\n").await.is_err() {
+                        return;
+                    }
+                    if answered == per_connection && closing == Closing::AfterAnswer {
                         return;
                     }
                 }

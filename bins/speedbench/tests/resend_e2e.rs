@@ -1,0 +1,125 @@
+//! End-to-end: a request is sent once. A hostile server answers the first
+//! request of each kept-alive connection, then reads the next, holds it and
+//! closes without answering. Through either HTTP client, the server sees
+//! exactly one POST per record, the unanswered request is recorded as
+//! failed with the reason, and no success is timed from a silent re-send.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use speedbench_record::ErrorKind;
+
+/// Serves until the process ends; returns the URL and the POST count.
+fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let posts = Arc::new(AtomicU64::new(0));
+    let seen = posts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                for answered in 0.. {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // One whole request: its head and Content-Length body.
+                    let complete = loop {
+                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                            let len: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse().ok())
+                                .unwrap_or(0);
+                            if buf.len() >= end + 4 + len {
+                                break head.starts_with("post");
+                            }
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    if complete {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if answered > 0 {
+                        // Read, held, never answered.
+                        std::thread::sleep(hold);
+                        return;
+                    }
+                    let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, posts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_request_is_recorded_failed_and_never_sent_twice() {
+    for client in ["lean", "hyper"] {
+        let (url, posts) = hostile_server(Duration::from_millis(1_000));
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("rows.jsonl");
+        let rows: String = (0..4)
+            .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"question {i}\"]}}\n"))
+            .collect();
+        std::fs::write(&input, rows).unwrap();
+        let run_dir = dir.path().join("run");
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--input-file",
+            input.to_str().unwrap(),
+            "--concurrency",
+            "1",
+            "--http-client",
+            client,
+            "--no-server-metrics",
+            "--max-error-rate",
+            "0.9",
+            "--output-artifact-dir",
+            run_dir.to_str().unwrap(),
+        ])
+        .await;
+        assert!(out.status.success(), "{client}: {out:?}");
+        let records = read_run(&run_dir).unwrap().records;
+        assert_eq!(records.len(), 4);
+        assert_eq!(
+            posts.load(Ordering::SeqCst),
+            4,
+            "{client}: one POST per record, none sent twice"
+        );
+        let failed: Vec<_> = records.iter().filter(|r| !r.is_success()).collect();
+        assert_eq!(failed.len(), 2, "{client}");
+        for r in failed {
+            assert_eq!(r.error_kind, Some(ErrorKind::Connection));
+            let message = r.error_message.as_deref().unwrap();
+            assert!(message.contains("not sent again"), "{client}: {message}");
+            // Timed from its one send: the server held it a second.
+            assert!(
+                r.e2e_latency_ns >= 900_000_000,
+                "{client}: {}",
+                r.e2e_latency_ns
+            );
+        }
+    }
+}
