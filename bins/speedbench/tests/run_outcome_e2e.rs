@@ -330,6 +330,69 @@ async fn signal_mid_run(signal: i32) -> (tempfile::TempDir, Output) {
     (dir, out)
 }
 
+/// Ctrl-C at ten points of a run: every request the server finished before
+/// the stop is recorded as a success, none as `cancelled`.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_server_finished_before_ctrl_c_are_successes() {
+    let dataset = speedbench_dataset::Dataset::from_jsonl_file(fixture()).unwrap();
+    for attempt in 0..10u64 {
+        // Many short requests in flight: completions land all the time,
+        // so some land in the same instant as the stop.
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_step_ms(0.2)
+            .with_ttft_ms(1.0))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("run");
+        let child = bin()
+            .args([
+                "profile",
+                "--url",
+                &server.url(),
+                "--model",
+                "m",
+                "--input-file",
+                fixture().to_str().unwrap(),
+                "--streaming",
+                "--concurrency",
+                "16",
+                "--num-conversations",
+                "100000",
+                "--no-server-metrics",
+                "--output-artifact-dir",
+                out_dir.to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_requests(&server, 50 + attempt * 37).await;
+        // SAFETY: kill sends a signal to the child we spawned.
+        assert_eq!(
+            unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGINT) },
+            0
+        );
+        let out = child.wait_with_output().await.unwrap();
+        let truth = server.ground_truth();
+        server.shutdown().await;
+        assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+        let records = read_run(&out_dir).unwrap().records;
+        let succeeded: std::collections::HashSet<(String, usize)> = records
+            .iter()
+            .filter(|r| r.is_success())
+            .map(|r| request_key(&dataset, r))
+            .collect();
+        for finished in &truth.requests_log {
+            let key = (finished.conversation.clone(), finished.turns as usize);
+            assert!(
+                succeeded.contains(&key),
+                "try {attempt}: the server finished {key:?} before the stop, but it is not a success"
+            );
+        }
+    }
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_run_with_exit_143() {

@@ -8,6 +8,11 @@ use speedbench_dataset::{Conversation, Message};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use super::Shared;
+
+/// How long a stopped run still reads a response in flight: enough for the
+/// bytes of one the server has finished to arrive (loopback or a LAN), far
+/// below the stop's promptness a user notices.
+const STOP_DRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 use super::control::StopHandle;
 use super::record::{base_record, cancelled_record, to_record};
 use crate::export::RawResponse;
@@ -229,10 +234,27 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
         let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let exchange = tokio::select! {
-            ex = shared.client.exchange(&shared.run.target, &history) => Ok(ex),
-            _ = shared.stop.stopped() => Err("the run was stopped while this request was in flight"),
-            _ = phase.cancel.stopped() => Err("still in flight when the grace period after the benchmark duration ended"),
+        let exchange = {
+            let exchange = shared.client.exchange(&shared.run.target, &history);
+            tokio::pin!(exchange);
+            // `biased`: a response that is complete wins over a stop that came
+            // in the same wake-up; and a stop lets the response's bytes already
+            // here (or arriving within STOP_DRAIN) finish it: a request the
+            // server answered before the stop is a success, not `cancelled`.
+            tokio::select! {
+                biased;
+                ex = &mut exchange => Ok(ex),
+                _ = shared.stop.stopped() => {
+                    tokio::time::timeout(STOP_DRAIN, &mut exchange)
+                        .await
+                        .map_err(|_| "the run was stopped while this request was in flight")
+                }
+                _ = phase.cancel.stopped() => {
+                    tokio::time::timeout(STOP_DRAIN, &mut exchange).await.map_err(|_| {
+                        "still in flight when the grace period after the benchmark duration ended"
+                    })
+                }
+            }
         };
         let record = match exchange {
             Ok(mut ex) => {
