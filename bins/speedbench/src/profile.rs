@@ -542,6 +542,11 @@ pub(crate) async fn execute_with(
         .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
     };
     target.model = model.clone();
+    // Before anything is sent: a load the open-file limit cannot hold.
+    let open_file_limit = speedbench::process::raise_open_files(0);
+    if let Some(limit) = open_file_limit {
+        speedbench_client::check_open_files(&load, &dataset, limit).map_err(open_files_refused)?;
+    }
     // Before the scrape's first sample: the preflight's tokens stay out of
     // the run's counters.
     let engine = know_engine(&args.client, &mut target).await?;
@@ -611,6 +616,10 @@ pub(crate) async fn execute_with(
         .with_export_level(args.client.export_level);
     run.server_metrics = server_metrics;
     run.max_error_rate = args.max_error_rate;
+    // main raised the soft limit as far as the hard one allows.
+    if let Some(limit) = open_file_limit {
+        run = run.with_open_file_limit(limit);
+    }
 
     let progress = Arc::new(Progress::default());
     let display = crate::progress::spawn(progress.clone());
@@ -622,6 +631,7 @@ pub(crate) async fn execute_with(
         Err(ClientError::Record(e @ RecordError::RunDirOccupied { .. })) => {
             return Err(e).context("not overwriting a run (give --overwrite to replace it)");
         }
+        Err(e @ ClientError::OpenFileLimit { .. }) => return Err(open_files_refused(e)),
         other => other.context("running the profile")?,
     };
     // Every finished run goes up, whatever its outcome; a failed upload is
@@ -735,6 +745,21 @@ pub(crate) async fn execute_with(
         )),
         RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
     }
+}
+
+/// A load the open-file limit cannot hold, with the flags that fix it.
+fn open_files_refused(e: ClientError) -> CliError {
+    let allowed = match &e {
+        ClientError::OpenFileLimit { allowed, .. } => *allowed,
+        _ => 0,
+    };
+    Err::<(), _>(e)
+        .context(&format!(
+            "refused before the first request (lower --concurrency or --max-concurrency to at \
+             most {allowed}, raise the hard limit with `ulimit -Hn`, or run the load as shards, \
+             --shard I/N, in several processes: docs/distributed.md)"
+        ))
+        .unwrap_err()
 }
 
 /// Finds the engine (`--engine`, else from what the server answers), sets it

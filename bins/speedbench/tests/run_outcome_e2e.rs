@@ -475,6 +475,64 @@ async fn a_huge_concurrency_costs_only_the_work() {
     server.shutdown().await;
 }
 
+/// Under a hard open-file limit of 256 (192 requests in flight fit beside
+/// the 64 the run keeps), a load that would not fit is refused before the
+/// first request, naming the numbers and the ways past it; one that fits
+/// finishes with every promised file.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_past_the_open_file_limit_is_refused_before_anything_is_sent() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let cases: [&[&str]; 3] = [
+        &["--concurrency", "250", "--num-conversations", "250"],
+        // Memory follows requests in flight, never the flag.
+        &["--concurrency", "100000000", "--benchmark-duration", "3"],
+        &[
+            "--request-rate",
+            "1000",
+            "--max-concurrency",
+            "500",
+            "--request-count",
+            "10",
+        ],
+    ];
+    for (i, flags) in cases.iter().enumerate() {
+        let out_dir = dir.path().join(format!("refused-{i}"));
+        let args = profile_args(&url, &out_dir, flags);
+        let out = run_limited(&args, libc::RLIMIT_NOFILE, 256).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(err.contains("but this process may open 256"), "{err}");
+        assert!(err.contains("at most 192"), "{err}");
+        assert!(err.contains("--shard I/N"), "{err}");
+        assert!(!out_dir.exists(), "nothing written for a refused run");
+    }
+    assert_eq!(server.ground_truth().requests, 0, "nothing was sent");
+    // 180 streams in flight fit: every request and every file.
+    let out_dir = dir.path().join("fits");
+    let args = profile_args(
+        &url,
+        &out_dir,
+        &[
+            "--streaming",
+            "--concurrency",
+            "180",
+            "--num-conversations",
+            "180",
+        ],
+    );
+    let out = run_limited(&args, libc::RLIMIT_NOFILE, 256).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = read_run(&out_dir).unwrap();
+    assert!(file.records.len() >= 180);
+    assert!(file.records.iter().all(|r| r.is_success()));
+    assert!(out_dir.join("summary.json").is_file());
+    assert_eq!(json(&out_dir.join("run.json"))["outcome"], "completed");
+    server.shutdown().await;
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_write_keeps_every_flushed_record_readable() {

@@ -71,6 +71,25 @@ pub enum ClientError {
     /// The load configuration is inconsistent.
     #[error("invalid load configuration: {0}")]
     InvalidLoad(String),
+    /// More requests would be in flight at once than the process may open
+    /// files (one socket each, plus what the run itself keeps open).
+    #[error(
+        "{in_flight} requests in flight need about {needed} open files (one socket each, plus \
+         {reserved} kept for the run's own files and connections), but this process may open \
+         {limit}; at most {allowed} requests fit, or split the load over several processes"
+    )]
+    OpenFileLimit {
+        /// Requests the load would hold in flight at once.
+        in_flight: u64,
+        /// Open files that needs, the reserve included.
+        needed: u64,
+        /// Open files kept back for the run's own files and connections.
+        reserved: u64,
+        /// The process's open-file limit.
+        limit: u64,
+        /// The most requests in flight the limit allows.
+        allowed: u64,
+    },
     /// The dataset has nothing to send.
     #[error("dataset {0} has no conversations to send")]
     EmptyDataset(String),

@@ -73,7 +73,70 @@ pub struct ProfileRun {
     /// Fill caller-defined columns (see [`ProfileRun::with_annotator`]);
     /// behind a mutex for the same reason as `sinks`.
     annotators: std::sync::Mutex<Vec<Box<dyn RecordAnnotator>>>,
+    /// The process's open-file limit, when known
+    /// ([`ProfileRun::with_open_file_limit`]).
+    pub open_file_limit: Option<u64>,
 }
+
+/// Checks, before anything is sent, that a run of `dataset` under `load`
+/// (a shard's share, for a shard) fits the open-file `limit` as
+/// [`ProfileRun::with_open_file_limit`] will: for a caller that sends
+/// something of its own first (a preflight request).
+pub fn check_open_files(
+    load: &LoadConfig,
+    dataset: &speedbench_dataset::Dataset,
+    limit: u64,
+) -> Result<(), ClientError> {
+    let (rows, mut load) = match load.shard {
+        Some(shard) => {
+            let (dataset, load) = shard.plan(dataset, load)?;
+            (dataset.conversations.len(), load)
+        }
+        None => (dataset.conversations.len(), load.clone()),
+    };
+    fit_open_files(&mut load, rows, limit)
+}
+
+/// Checks that the requests `load` holds in flight fit the open-file
+/// `limit` beside [`RESERVED_OPEN_FILES`]; an open-loop load without a cap
+/// gets one. `rows` bounds a closed loop with neither a count nor a
+/// duration (every row once).
+fn fit_open_files(load: &mut LoadConfig, rows: usize, limit: u64) -> Result<(), ClientError> {
+    let allowed = limit.saturating_sub(RESERVED_OPEN_FILES);
+    let in_flight = match (load.request_rate, load.max_concurrency) {
+        (Some(_), Some(cap)) => cap as u64,
+        (Some(_), None) => {
+            tracing::warn!(
+                "open-loop load without a concurrency cap: at most {allowed} requests in flight \
+                 (the open-file limit is {limit})"
+            );
+            load.max_concurrency = Some(usize::try_from(allowed.max(1)).unwrap_or(usize::MAX));
+            return Ok(());
+        }
+        (None, _) => {
+            let bounded = load.benchmark_duration.is_none() && load.request_count.is_none();
+            let sessions = load.num_conversations.or((bounded).then_some(rows as u64));
+            phase::worker_count(load.concurrency, sessions, load.request_count) as u64
+        }
+    };
+    if in_flight > allowed {
+        return Err(ClientError::OpenFileLimit {
+            in_flight,
+            needed: in_flight + RESERVED_OPEN_FILES,
+            reserved: RESERVED_OPEN_FILES,
+            limit,
+            allowed,
+        });
+    }
+    Ok(())
+}
+
+/// Open files a run keeps back from its requests' sockets: its records,
+/// partial and raw files, the lock, `run.json` and `summary.json` written
+/// at the end, the scrape's and control connections, the runtime's own
+/// descriptors and stdio. A run that ran into the limit lost everything
+/// when it could not close its records file.
+pub const RESERVED_OPEN_FILES: u64 = 64;
 
 impl ProfileRun {
     /// A run of `dataset` against `target` into `output_dir`: one pass at
@@ -94,7 +157,18 @@ impl ProfileRun {
             export_level: ExportLevel::default(),
             sinks: Default::default(),
             annotators: Default::default(),
+            open_file_limit: None,
         }
+    }
+
+    /// The process's open-file limit (`RLIMIT_NOFILE`'s soft limit, once
+    /// raised as far as it goes). Before the first request the run then
+    /// refuses a load that would hold more requests in flight than fit
+    /// beside [`RESERVED_OPEN_FILES`] ([`ClientError::OpenFileLimit`]), and
+    /// an open-loop load without a concurrency cap is capped there.
+    pub fn with_open_file_limit(mut self, limit: u64) -> Self {
+        self.open_file_limit = Some(limit);
+        self
     }
 
     /// Sets the load shape.
@@ -283,6 +357,9 @@ pub async fn run_profile(
             count: shard.count(),
         });
     }
+    if let Some(limit) = run.open_file_limit {
+        fit_open_files(&mut run.load, run.dataset.conversations.len(), limit)?;
+    }
     let sinks = Sinks::new(std::mem::take(run.sinks_mut()));
     let annotators = std::mem::take(
         run.annotators
@@ -455,14 +532,21 @@ pub async fn run_profile(
     };
     let mut status = judge(interrupted, &requests, max_error_rate, &write_errors);
     let summary_path = output_dir.join(SUMMARY_FILE_NAME);
-    let summary = closed
-        .readable
-        .then(|| read_records_file(&records_path).ok())
-        .flatten()
-        .map(|file| RunSummary {
+    // Every promised file, or a message naming the one missing.
+    let summary = match closed.readable.then(|| read_records_file(&records_path)) {
+        Some(Ok(file)) => Some(RunSummary {
             outcome: status.as_outcome().into(),
             metrics: RunMetrics::from_records(&file.records),
-        });
+        }),
+        Some(Err(e)) => {
+            write_errors.push(format!(
+                "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
+            ));
+            status = judge(interrupted, &requests, max_error_rate, &write_errors);
+            None
+        }
+        None => None,
+    };
     let summary_path = match summary.map(|s| write_json(&summary_path, &s)) {
         Some(Ok(())) => Some(summary_path),
         Some(Err(e)) => {
