@@ -754,7 +754,7 @@ fn open_files_refused(e: ClientError) -> CliError {
         _ => 0,
     };
     Err::<(), _>(e)
-        .context(&format!(
+        .context(format!(
             "refused before the first request (lower --concurrency or --max-concurrency to at \
              most {allowed}, raise the hard limit with `ulimit -Hn`, or run the load as shards, \
              --shard I/N, in several processes: docs/distributed.md)"
