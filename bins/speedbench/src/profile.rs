@@ -203,6 +203,11 @@ pub(crate) struct ClientArgs {
     /// which metrics endpoints are scraped (docs/engines.md).
     #[arg(long, value_name = "ENGINE", default_value = "auto")]
     pub engine: EngineArg,
+    /// The most bytes kept of one non-streamed response body, and of one
+    /// line or event of a stream (default 32 MiB); a response past it is a
+    /// failed request naming the cap.
+    #[arg(long, value_name = "BYTES", default_value_t = speedbench_client::DEFAULT_MAX_RESPONSE_BYTES)]
+    pub max_response_bytes: usize,
     /// Skip the preflight: one small request before the run, to check that
     /// the server reports acceptance per request and say what to change
     /// when it does not (`SPEEDBENCH_NO_PREFLIGHT=true` too, e.g. for every
@@ -259,6 +264,7 @@ impl Default for ClientArgs {
             export_level: ExportLevel::default(),
             engine: EngineArg::Auto,
             no_preflight: false,
+            max_response_bytes: speedbench_client::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -325,6 +331,7 @@ impl ClientArgs {
             "no_server_metrics": self.no_server_metrics,
             "engine": self.engine.name(),
             "no_preflight": self.no_preflight,
+            "max_response_bytes": self.max_response_bytes,
         })
     }
 
@@ -438,6 +445,10 @@ pub(crate) fn check(args: &ProfileArgs) -> Result<Checked, CliError> {
     target.extra_roots_pem = extra_roots;
     target.local_addrs = args.client.local_addr.clone();
     target.http_client = args.client.http_client;
+    if args.client.max_response_bytes == 0 {
+        return Err(fail("--max-response-bytes", "must be at least 1"));
+    }
+    target.max_response_bytes = args.client.max_response_bytes;
     target
         .validate()
         .map_err(|e| hinted("checking the request options", e))?;

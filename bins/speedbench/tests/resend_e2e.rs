@@ -1,8 +1,10 @@
-//! End-to-end: a request is sent once. A hostile server answers the first
-//! request of each kept-alive connection, then reads the next, holds it and
-//! closes without answering. Through either HTTP client, the server sees
-//! exactly one POST per record, the unanswered request is recorded as
-//! failed with the reason, and no success is timed from a silent re-send.
+//! End-to-end against hostile servers. A request is sent once: a server
+//! answers the first request of each kept-alive connection, then reads the
+//! next, holds it and closes without answering; through either HTTP client
+//! it sees exactly one POST per record, the unanswered request is recorded
+//! as failed with the reason, and no success is timed from a silent
+//! re-send. A response past the size cap (a body, or one stream line) is a
+//! failed request naming the cap, and `--max-response-bytes` raises it.
 
 mod common;
 
@@ -122,4 +124,115 @@ async fn an_unanswered_request_is_recorded_failed_and_never_sent_twice() {
             );
         }
     }
+}
+
+/// Serves `response` (a whole HTTP response) to every POST.
+fn fixed_server(response: Vec<u8>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let response = Arc::new(response);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let response = response.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            buf.drain(..end + 4 + len);
+                            if stream.write_all(&response).is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+async fn one_request(
+    url: &str,
+    extra: &[&str],
+) -> (std::process::Output, Vec<speedbench_record::RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    std::fs::write(&input, "{\"question_id\": \"q\", \"turns\": [\"hi\"]}\n").unwrap();
+    let run_dir = dir.path().join("run");
+    let mut args = vec![
+        "profile",
+        "--url",
+        url,
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args).await;
+    let records = read_run(&run_dir).unwrap().records;
+    (out, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_past_the_size_cap_fail_naming_it() {
+    // A 40 MB answer: past the default 32 MiB cap.
+    let content = "a".repeat(40_000_000);
+    let body = format!(
+        r#"{{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{{"index":0,"message":{{"role":"assistant","content":"{content}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}}"#
+    );
+    let whole = fixed_server(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    );
+    let (out, records) = one_request(&whole, &[]).await;
+    assert_eq!(out.status.code(), Some(1), "no request succeeded");
+    let message = records[0].error_message.as_deref().unwrap();
+    assert!(
+        message.contains("the response body passed the cap of 33554432 bytes"),
+        "{message}"
+    );
+    // Raised, the same answer is a success.
+    let (out, records) = one_request(&whole, &["--max-response-bytes", "64000000"]).await;
+    assert!(out.status.success());
+    assert_eq!(records[0].output_text.len(), 40_000_000);
+
+    // A stream whose one data line is 40 MB.
+    let line = format!(r#"data: {{"choices":[{{"index":0,"delta":{{"content":"{content}"}}}}]}}"#);
+    let sse = format!("{line}\n\ndata: [DONE]\n\n");
+    let stream = fixed_server(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
+            sse.len()
+        )
+        .into_bytes(),
+    );
+    let (out, records) = one_request(&stream, &["--streaming"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let message = records[0].error_message.as_deref().unwrap();
+    assert!(
+        message.contains("a stream line or event passed the cap of 33554432 bytes"),
+        "{message}"
+    );
+    assert_eq!(records[0].error_kind, Some(ErrorKind::Protocol));
 }

@@ -48,6 +48,8 @@ pub(crate) struct Exchange {
     pub raw: Option<String>,
     /// The body bytes while they arrive (raw capture only).
     raw_bytes: Option<Vec<u8>>,
+    /// [`Target::max_response_bytes`] of the request.
+    max_response_bytes: usize,
 }
 
 impl HttpClient {
@@ -112,6 +114,7 @@ impl HttpClient {
             content_type: None,
             raw: None,
             raw_bytes: self.capture_raw.then(Vec::new),
+            max_response_bytes: target.max_response_bytes,
         };
         let result =
             tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
@@ -240,6 +243,8 @@ struct BodyFold {
     sse: SseParser,
     events: Vec<SseEvent>,
     whole: Vec<u8>,
+    /// [`Target::max_response_bytes`].
+    max_bytes: usize,
 }
 
 impl BodyFold {
@@ -251,6 +256,7 @@ impl BodyFold {
         clock: Option<ConnectionClock>,
     ) -> BodyFold {
         ex.status = Some(status);
+        let max_bytes = ex.max_response_bytes;
         let is_sse = content_type
             .as_deref()
             .is_some_and(|v| v.starts_with("text/event-stream"));
@@ -267,9 +273,10 @@ impl BodyFold {
         BodyFold {
             status,
             is_sse,
-            sse: SseParser::new(),
+            sse: SseParser::with_max_line(max_bytes),
             events: Vec::new(),
             whole: Vec::new(),
+            max_bytes,
         }
     }
 
@@ -286,10 +293,29 @@ impl BodyFold {
             raw.extend_from_slice(data);
         }
         if !self.success() || !self.is_sse {
+            if self.whole.len() + data.len() > self.max_bytes {
+                self.whole = Vec::new();
+                return Err((
+                    ErrorKind::Protocol,
+                    format!(
+                        "the response body passed the cap of {} bytes (raise max_response_bytes)",
+                        self.max_bytes
+                    ),
+                ));
+            }
             self.whole.extend_from_slice(data);
             return Ok(());
         }
         self.sse.push(data, &mut self.events);
+        if self.sse.over_limit() {
+            return Err((
+                ErrorKind::Protocol,
+                format!(
+                    "a stream line or event passed the cap of {} bytes (raise max_response_bytes)",
+                    self.max_bytes
+                ),
+            ));
+        }
         if self.sse.invalid_utf8_lines() > 0 {
             return Err((
                 ErrorKind::Protocol,

@@ -17,11 +17,18 @@ pub struct SseEvent {
 }
 
 /// Incremental SSE parser; feed bytes with [`SseParser::push`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     buf: Vec<u8>,
     /// Start of the unparsed part of `buf`.
     pos: usize,
+    /// `buf[pos..scanned]` holds no line end: a search resumes here, so a
+    /// long line arriving in many pieces is scanned once (linear time).
+    scanned: usize,
+    /// The longest line, and event data, kept ([`SseParser::with_max_line`]).
+    max_line: usize,
+    /// A line or an event's data passed `max_line`: parsing stopped.
+    over_limit: bool,
     /// A `\r` ended the previous line; a following `\n` belongs to it.
     skip_lf: bool,
     event: Option<String>,
@@ -31,14 +38,53 @@ pub struct SseParser {
     invalid_utf8_lines: u64,
 }
 
+impl Default for SseParser {
+    fn default() -> Self {
+        SseParser {
+            buf: Vec::new(),
+            pos: 0,
+            scanned: 0,
+            max_line: usize::MAX,
+            over_limit: false,
+            skip_lf: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            invalid_utf8_lines: 0,
+        }
+    }
+}
+
 impl SseParser {
-    /// Creates an empty parser.
+    /// Creates an empty parser without a line limit.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A parser that keeps at most `max_line` bytes of one line, and of one
+    /// event's joined data: past that it stops (see
+    /// [`SseParser::over_limit`]) instead of growing without bound.
+    pub fn with_max_line(max_line: usize) -> Self {
+        SseParser {
+            max_line,
+            ..Self::default()
+        }
+    }
+
+    /// True once a line or an event's data passed the limit of
+    /// [`SseParser::with_max_line`]; nothing more is parsed.
+    pub fn over_limit(&self) -> bool {
+        self.over_limit
+    }
+
     /// Feeds bytes and appends every event they complete to `out`.
+    ///
+    /// Linear in the bytes fed, however a line is split: a search for a
+    /// line end never looks at the same byte twice.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+        if self.over_limit {
+            return;
+        }
         self.buf.extend_from_slice(bytes);
         loop {
             if self.skip_lf && self.pos < self.buf.len() {
@@ -47,10 +93,20 @@ impl SseParser {
                 }
                 self.skip_lf = false;
             }
-            let rest = &self.buf[self.pos..];
-            let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            let from = self.scanned.max(self.pos);
+            let Some(found) = self.buf[from..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+            else {
+                self.scanned = self.buf.len();
+                if self.buf.len() - self.pos > self.max_line {
+                    self.stop();
+                    return;
+                }
                 break;
             };
+            let rest = &self.buf[self.pos..];
+            let end = from - self.pos + found;
             let is_cr = rest[end] == b'\r';
             let line_start = self.pos;
             self.pos += end + 1;
@@ -64,6 +120,10 @@ impl SseParser {
                 }
             };
             self.line(&line, out);
+            if self.data.len() > self.max_line || end > self.max_line {
+                self.stop();
+                return;
+            }
         }
         // Keep only what is not parsed yet: a stream held open for minutes
         // must not hold its past. Moving the rest only once it is at most
@@ -71,10 +131,21 @@ impl SseParser {
         if self.pos == self.buf.len() {
             self.buf.clear();
             self.pos = 0;
+            self.scanned = 0;
         } else if self.pos * 2 > self.buf.len() {
             self.buf.drain(..self.pos);
+            self.scanned -= self.pos;
             self.pos = 0;
         }
+    }
+
+    /// Stops parsing and frees what was held.
+    fn stop(&mut self) {
+        self.over_limit = true;
+        self.buf = Vec::new();
+        self.data = String::new();
+        self.pos = 0;
+        self.scanned = 0;
     }
 
     /// Complete lines so far that were not valid UTF-8. SSE is UTF-8 only;
@@ -133,6 +204,44 @@ mod tests {
             p.push(chunk, &mut out);
         }
         out
+    }
+
+    #[test]
+    fn a_long_line_in_small_pieces_is_scanned_once() {
+        // 2 MiB of data in 16-byte pieces: rescanning the pending line on
+        // every piece would look at ~1.3e11 bytes; this finishes at once.
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let line = format!("data: {}\n\n", "x".repeat(2 << 20));
+        for piece in line.as_bytes().chunks(16) {
+            p.push(piece, &mut out);
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data.len(), 2 << 20);
+        assert!(p.pending().is_empty());
+    }
+
+    #[test]
+    fn lines_and_event_data_past_the_limit_stop_the_parser() {
+        let mut p = SseParser::with_max_line(64);
+        let mut out = Vec::new();
+        p.push(b"data: short\n\n", &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(!p.over_limit());
+        // An unterminated line past the limit, in pieces.
+        for _ in 0..10 {
+            p.push(b"data: 0123456789", &mut out);
+        }
+        assert!(p.over_limit());
+        assert!(p.pending().is_empty(), "nothing more is held");
+        p.push(b"\n\ndata: after\n\n", &mut out);
+        assert_eq!(out.len(), 1, "nothing is parsed after the limit");
+        // Many short data lines of one event add up past the limit too.
+        let mut p = SseParser::with_max_line(64);
+        for _ in 0..10 {
+            p.push(b"data: 0123456789\n", &mut out);
+        }
+        assert!(p.over_limit());
     }
 
     #[test]

@@ -339,7 +339,16 @@ pub struct Target {
     /// its request fields go into every body, and its metrics paths into
     /// the server scrape.
     pub engine: Option<Engine>,
+    /// The most bytes kept of one response body that is not a stream, and
+    /// of one line or event of a stream ([`DEFAULT_MAX_RESPONSE_BYTES`]); a
+    /// response past it fails, naming the cap, instead of growing memory
+    /// without bound.
+    pub max_response_bytes: usize,
 }
+
+/// The default [`Target::max_response_bytes`]: 32 MiB, far above any
+/// chat completion or stream chunk (a 128k-token answer is about 0.5 MiB).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
 
 impl Target {
     /// A target with defaults: chat API, streaming, 600 s timeout, no extra
@@ -360,6 +369,7 @@ impl Target {
             local_addrs: Vec::new(),
             http_client: HttpClientKind::default(),
             engine: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
