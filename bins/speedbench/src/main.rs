@@ -13,6 +13,7 @@ mod demo;
 mod kube;
 mod profile;
 mod progress;
+mod recover;
 mod remote;
 mod report;
 mod sim;
@@ -42,6 +43,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Kubernetes: print the Indexed Job of a sharded run (docs/distributed.md).
     Kube(kube::KubeArgs),
+    /// Recover a killed run: its crash journal becomes records.parquet, marked interrupted.
+    Recover(recover::RecoverArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
             Command::Datasets(args) => datasets::run(args).await,
             Command::Compare(args) => compare::run(args).await,
             Command::Kube(args) => kube::run(args),
+            Command::Recover(args) => recover::run(args),
         }
     });
     match result {

@@ -553,19 +553,6 @@ pub(crate) async fn execute_with(
         .map_err(|e| hinted("finding the served model (give --model to skip this)", e))?,
     };
     target.model = model.clone();
-    // Before anything is sent: a load the open-file limit cannot hold.
-    let open_file_limit = speedbench::process::raise_open_files(0);
-    if let Some(limit) = open_file_limit {
-        speedbench_client::check_open_files(&load, &dataset, limit).map_err(open_files_refused)?;
-    }
-    // Before the scrape's first sample: the preflight's tokens stay out of
-    // the run's counters.
-    let engine = know_engine(&args.client, &mut target).await?;
-    let server_metrics = match server_metrics {
-        Some(_) => args.client.scrape(&target)?,
-        None => None,
-    };
-
     shard::check_run_id(args.run_id.as_deref(), &load)?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let remote_url = match &args.output_artifact_dir {
@@ -595,6 +582,19 @@ pub(crate) async fn execute_with(
             shard::dir_id(&run_id, &load)
         )),
     };
+    // Before anything is sent: a load the open-file limit cannot hold.
+    let open_file_limit = speedbench::process::raise_open_files(0);
+    if let Some(limit) = open_file_limit {
+        speedbench_client::check_open_files(&load, &dataset, limit).map_err(open_files_refused)?;
+    }
+    // Before the scrape's first sample: the preflight's tokens stay out of
+    // the run's counters.
+    let engine = know_engine(&args.client, &mut target).await?;
+    let server_metrics = match server_metrics {
+        Some(_) => args.client.scrape(&target)?,
+        None => None,
+    };
+
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
         "url": base_url.to_string(),
@@ -762,7 +762,9 @@ pub(crate) async fn execute_with(
 fn open_files_refused(e: ClientError) -> CliError {
     let allowed = match &e {
         ClientError::OpenFileLimit { allowed, .. } => *allowed,
-        _ => 0,
+        // Another load error (a shard with nothing to run): as the run
+        // itself would report it.
+        _ => return Err::<(), _>(e).context("running the profile").unwrap_err(),
     };
     Err::<(), _>(e)
         .context(format!(

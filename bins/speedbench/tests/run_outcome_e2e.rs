@@ -407,6 +407,89 @@ async fn sigterm_stops_the_run_with_exit_143() {
     assert!(!file.records.is_empty() && file.records.len() < 46);
 }
 
+/// SIGKILL at ten points of a run: every request the simulator had
+/// finished more than a flush interval (1 s) before the kill is in the
+/// report, read from the crash journal, and `recover` makes it the run's
+/// records file, marked interrupted.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_keeps_every_flushed_request() {
+    use std::collections::HashMap;
+    let dataset = speedbench_dataset::Dataset::from_jsonl_file(fixture()).unwrap();
+    for attempt in 0..10u64 {
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_step_ms(1.0)
+            .with_ttft_ms(2.0))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("run");
+        let child = bin()
+            .args([
+                "profile",
+                "--url",
+                &server.url(),
+                "--model",
+                "m",
+                "--input-file",
+                fixture().to_str().unwrap(),
+                "--streaming",
+                "--concurrency",
+                "4",
+                "--num-conversations",
+                "100000",
+                "--no-server-metrics",
+                "--output-artifact-dir",
+                out_dir.to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_requests(&server, 10 + attempt * 23).await;
+        // Finished by now, so flushed within the next second.
+        let mut finished: HashMap<(String, usize), u64> = HashMap::new();
+        for t in &server.ground_truth().requests_log {
+            *finished
+                .entry((t.conversation.clone(), t.turns as usize))
+                .or_default() += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1_600)).await;
+        // SAFETY: kill sends a signal to the child we spawned.
+        assert_eq!(
+            unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGKILL) },
+            0
+        );
+        let out = child.wait_with_output().await.unwrap();
+        assert_eq!(out.status.code(), None, "killed");
+        server.shutdown().await;
+        // The report reads the journal and says what happened.
+        let m = report_json(&out_dir, "accept_length", "records").await;
+        assert_eq!(m["rows"][0]["status"], "interrupted", "{m}");
+        // recover turns it into the run's records file.
+        let rec = run(&["recover", out_dir.to_str().unwrap()]).await;
+        assert!(rec.status.success(), "{}", stderr(&rec));
+        assert_eq!(json(&out_dir.join("run.json"))["outcome"], "interrupted");
+        assert!(out_dir.join("summary.json").is_file());
+        let records = read_run(&out_dir).unwrap().records;
+        let mut got: HashMap<(String, usize), u64> = HashMap::new();
+        for r in records.iter().filter(|r| r.is_success()) {
+            *got.entry(request_key(&dataset, r)).or_default() += 1;
+        }
+        for (key, n) in &finished {
+            assert!(
+                got.get(key).copied().unwrap_or(0) >= *n,
+                "try {attempt}: {key:?} finished {n} times more than a second before the kill, \
+                 recovered {:?}",
+                got.get(key)
+            );
+        }
+        // Recovering twice is refused: the records file is there.
+        let again = run(&["recover", out_dir.to_str().unwrap()]).await;
+        assert_eq!(again.status.code(), Some(1));
+        assert!(stderr(&again).contains("nothing to recover"));
+    }
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_run_is_recognisable_as_one() {

@@ -16,7 +16,8 @@ use crate::RecordAnnotator;
 use crate::export::{RawResponse, RawWriter};
 use crate::sink::Sinks;
 use speedbench_record::{
-    ClosedRecords, RecordError, RecordWriter, RequestRecord, RunManifest, outcome,
+    ClosedRecords, JOURNAL_FILE_NAME, RecordError, RecordWriter, RequestRecord, RunManifest,
+    outcome,
 };
 
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -47,7 +48,10 @@ impl Recorder {
         raw: Option<RawWriter>,
     ) -> Result<Recorder, RecordError> {
         let columns: Vec<_> = annotators.iter().flat_map(|a| a.columns()).collect();
-        let writer = RecordWriter::create_with_columns(path, &columns)?;
+        // The crash journal beside it: a killed process leaves every
+        // flushed record readable (`read_journal`, `speedbench recover`).
+        let writer = RecordWriter::create_with_columns(path, &columns)?
+            .with_journal(path.with_file_name(JOURNAL_FILE_NAME))?;
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
@@ -94,6 +98,7 @@ fn record_loop(
         }
     };
     let mut last_flush = Instant::now();
+    let mut journal_warned = false;
     let closed = loop {
         let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
         match rx.recv_timeout(wait) {
@@ -145,6 +150,10 @@ fn record_loop(
         if writer.buffered() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_INTERVAL {
             if let Err(e) = writer.flush() {
                 break writer.close_after_error(&manifest, e);
+            }
+            if let Some(e) = writer.journal_error().filter(|_| !journal_warned) {
+                tracing::warn!("{e}; the crash journal is no longer written");
+                journal_warned = true;
             }
             sinks.flush();
             if let Some(w) = &mut raw {

@@ -9,8 +9,10 @@ use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
+mod journal;
 mod salvage;
 
+pub use journal::{JOURNAL_FILE_NAME, JournalRecords, read_journal};
 pub use salvage::ClosedRecords;
 
 use crate::custom::{CustomColumn, check_unique};
@@ -41,6 +43,10 @@ pub struct RecordWriter {
     buffer: BatchBuilder,
     custom: Vec<CustomColumn>,
     rows_written: u64,
+    /// The crash journal, when asked for ([`RecordWriter::with_journal`]).
+    journal: Option<journal::Journal>,
+    /// Why the journal stopped being written, when it did.
+    journal_error: Option<RecordError>,
 }
 
 impl RecordWriter {
@@ -83,7 +89,22 @@ impl RecordWriter {
             buffer: BatchBuilder::new(custom),
             custom: custom.to_vec(),
             rows_written: 0,
+            journal: None,
+            journal_error: None,
         })
+    }
+
+    /// Also writes every flushed batch to a crash journal at `path` (an
+    /// Arrow IPC stream, see [`read_journal`]), so a process killed before
+    /// [`Self::close`] leaves its flushed records readable. The journal is
+    /// removed once the Parquet file is closed, or cut back readable after
+    /// a failed write; it stays when neither worked.
+    pub fn with_journal(mut self, path: impl AsRef<Path>) -> Result<Self, RecordError> {
+        self.journal = Some(journal::Journal::create(
+            path.as_ref(),
+            &schema_with(&self.custom),
+        )?);
+        Ok(self)
     }
 
     /// The file being written.
@@ -144,7 +165,21 @@ impl RecordWriter {
                 source,
             })?;
         self.rows_written += n as u64;
+        // The journal is a second copy: when it fails (a full disk), the
+        // run goes on with the Parquet file alone.
+        if let Some(journal) = &mut self.journal
+            && let Err(e) = journal.append(&batch)
+        {
+            self.journal = None;
+            self.journal_error = Some(e);
+        }
         Ok(())
+    }
+
+    /// Why the crash journal stopped being written (a full disk), if it
+    /// did: from then on a killed process loses what it had not closed.
+    pub fn journal_error(&self) -> Option<&RecordError> {
+        self.journal_error.as_ref()
     }
 
     /// Flushes, stores the manifest in the footer and closes the file.
@@ -166,6 +201,9 @@ impl RecordWriter {
             path: self.path.clone(),
             source,
         })?;
+        if let Some(journal) = self.journal.take() {
+            journal.remove();
+        }
         Ok(self.rows_written)
     }
 }

@@ -258,3 +258,56 @@ fn read_batches(path: &std::path::Path) -> arrow_array::RecordBatch {
     assert_eq!(batches.len(), 1);
     batches.into_iter().next().unwrap()
 }
+
+#[test]
+fn a_writer_that_never_closed_leaves_its_flushed_records_in_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(PARTIAL_RECORDS_FILE_NAME);
+    let journal = dir.path().join(JOURNAL_FILE_NAME);
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(&journal)
+        .unwrap();
+    for i in 0..5 {
+        w.append(&full_record(i)).unwrap();
+    }
+    w.flush().unwrap();
+    for i in 5..8 {
+        w.append(&full_record(i)).unwrap();
+    }
+    w.flush().unwrap();
+    // Buffered, never flushed: lost with the process.
+    w.append(&full_record(8)).unwrap();
+    // As SIGKILL would: no close, no destructor.
+    std::mem::forget(w);
+    assert!(
+        read_records_file(&path).is_err(),
+        "no footer, no Parquet reader"
+    );
+    let got = read_journal(&journal).unwrap();
+    assert!(!got.torn);
+    assert_eq!(got.records, (0..8).map(full_record).collect::<Vec<_>>());
+    // A torn last batch: the ones before it still read.
+    let bytes = std::fs::read(&journal).unwrap();
+    std::fs::write(&journal, &bytes[..bytes.len() - 40]).unwrap();
+    let torn = read_journal(&journal).unwrap();
+    assert!(torn.torn);
+    assert_eq!(torn.records, (0..5).map(full_record).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_closed_file_takes_its_journal_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(RECORDS_FILE_NAME);
+    let journal = dir.path().join(JOURNAL_FILE_NAME);
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(&journal)
+        .unwrap();
+    w.append(&full_record(1)).unwrap();
+    w.flush().unwrap();
+    assert!(journal.is_file());
+    w.close(&RunManifest::default()).unwrap();
+    assert!(!journal.exists());
+    assert_eq!(read_records(&path).unwrap().len(), 1);
+}

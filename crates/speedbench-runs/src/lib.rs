@@ -62,6 +62,7 @@ mod aiperf;
 mod error;
 mod labels;
 mod load;
+mod recover;
 mod shards;
 mod speed_bench_py;
 mod status;
@@ -72,6 +73,7 @@ pub use aiperf::{
 pub use error::RunsError;
 pub use labels::{assign_labels, display_model};
 pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
+pub use recover::{Recovered, recover};
 pub use shards::{
     FoundShard, MERGED_INCOMPLETE, MergedRun, ShardSet, load_shard_group, merge_shards,
 };

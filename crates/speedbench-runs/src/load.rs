@@ -150,6 +150,17 @@ pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
     Ok(dirs)
 }
 
+/// The records of a run directory's crash journal, when it has one.
+pub(crate) fn read_crash_journal(
+    dir: &Path,
+) -> Result<Option<speedbench_record::JournalRecords>, speedbench_record::RecordError> {
+    let path = dir.join(speedbench_record::JOURNAL_FILE_NAME);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    speedbench_record::read_journal(&path).map(Some)
+}
+
 pub(crate) fn read_json(path: &Path) -> Result<Value, RunsError> {
     let text = std::fs::read_to_string(path).map_err(|source| RunsError::Io {
         path: path.to_path_buf(),
@@ -222,17 +233,40 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         let records_path = if only_partial { &partial } else { &closed };
         let mut warnings: Vec<String> = server_warning.take().into_iter().collect();
         let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
+        let mut recovered = None;
         let file = match read.transpose() {
             Ok(file) => file,
             // A run killed mid-write leaves a file without its Parquet
-            // footer: the run is still shown, with no readable records.
-            Err(e) if only_partial => {
-                warnings.push(format!(
-                    "{}: no readable records ({e}); the run's process stopped before closing the file",
-                    records_path.display()
-                ));
-                None
-            }
+            // footer; its crash journal holds every record it flushed.
+            Err(e) if only_partial => match read_crash_journal(dir) {
+                Ok(Some(journal)) => {
+                    warnings.push(format!(
+                        "{}: no Parquet footer (the run's process was killed); {} records read \
+                         from its crash journal{} (`speedbench recover {}` turns them into {RECORDS_FILE_NAME})",
+                        records_path.display(),
+                        journal.records.len(),
+                        if journal.torn { ", up to a batch torn by the kill" } else { "" },
+                        dir.display()
+                    ));
+                    recovered = Some(journal.records.len());
+                    Some(speedbench_record::RecordsFile {
+                        manifest: None,
+                        records: journal.records,
+                        custom_columns: journal.custom_columns,
+                    })
+                }
+                journal => {
+                    let journal = match journal {
+                        Err(j) => format!("; its crash journal cannot be read either: {j}"),
+                        Ok(_) => String::new(),
+                    };
+                    warnings.push(format!(
+                        "{}: no readable records ({e}); the run's process stopped before closing the file{journal}",
+                        records_path.display()
+                    ));
+                    None
+                }
+            },
             Err(e) => return Err(e.into()),
         };
         let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
@@ -276,8 +310,18 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
             .map(|m| m.outcome.clone())
             .filter(|o| !o.is_empty())
             .or(summary_outcome);
-        let (status, status_reason) =
+        let (mut status, mut status_reason) =
             speedbench_status(dir, recorded.as_deref(), only_partial, records.is_some());
+        // A killed run whose journal kept its records was interrupted: its
+        // finished requests are all there.
+        if let Some(n) = recovered
+            && status != RunStatus::Running
+        {
+            status = RunStatus::Interrupted;
+            status_reason = Some(format!(
+                "the run's process was killed; its {n} flushed records were read from its crash journal"
+            ));
+        }
         let first = records.as_ref().and_then(|r| r.first());
         let model = manifest
             .as_ref()

@@ -98,7 +98,14 @@ impl RecordWriter {
     /// and a footer listing them, with `manifest` in it (its outcome set to
     /// [`outcome::FAILED`]), is written there. Records still buffered are
     /// lost; the caller knows how many it sent.
-    pub fn close_after_error(self, manifest: &RunManifest, error: RecordError) -> ClosedRecords {
+    pub fn close_after_error(
+        mut self,
+        manifest: &RunManifest,
+        error: RecordError,
+    ) -> ClosedRecords {
+        // The crash journal goes only once the file reads; else it may be
+        // all that holds the records.
+        let journal = self.journal.take();
         let cut = self.snapshot().and_then(|snapshot| {
             let path = self.path.clone();
             // The writer's buffer, if its flush succeeds now, lands before
@@ -106,7 +113,13 @@ impl RecordWriter {
             drop(self);
             snapshot.write_footer(&path, manifest)
         });
-        ClosedRecords::after(error, cut)
+        let closed = ClosedRecords::after(error, cut);
+        if closed.readable
+            && let Some(journal) = journal
+        {
+            journal.remove();
+        }
+        closed
     }
 
     fn snapshot(&self) -> Result<Snapshot, RecordError> {
