@@ -582,18 +582,11 @@ pub(crate) async fn execute_with(
             shard::dir_id(&run_id, &load)
         )),
     };
-    // Before anything is sent: a load the open-file limit cannot hold.
-    let open_file_limit = speedbench::process::raise_open_files(0);
-    if let Some(limit) = open_file_limit {
-        speedbench_client::check_open_files(&load, &dataset, limit).map_err(open_files_refused)?;
-    }
+    let open_file_limit = check_open_files(&load, &dataset)?;
     // Before the scrape's first sample: the preflight's tokens stay out of
-    // the run's counters.
+    // the run's counters; the engine decides what is scraped.
     let engine = know_engine(&args.client, &mut target).await?;
-    let server_metrics = match server_metrics {
-        Some(_) => args.client.scrape(&target)?,
-        None => None,
-    };
+    let server_metrics = server_metrics.and(args.client.scrape(&target)?);
 
     // What was asked for, minus anything secret: header names only, no key.
     let config = json!({
@@ -627,10 +620,7 @@ pub(crate) async fn execute_with(
         .with_export_level(args.client.export_level);
     run.server_metrics = server_metrics;
     run.max_error_rate = args.max_error_rate;
-    // main raised the soft limit as far as the hard one allows.
-    if let Some(limit) = open_file_limit {
-        run = run.with_open_file_limit(limit);
-    }
+    run.open_file_limit = open_file_limit;
 
     let progress = Arc::new(Progress::default());
     let display = crate::progress::spawn(progress.clone());
@@ -756,6 +746,16 @@ pub(crate) async fn execute_with(
         )),
         RunStatus::Failed(reason) => Err(fail("the run failed", reason)),
     }
+}
+
+/// The open-file limit (raised by `main` as far as it goes), after checking
+/// before anything is sent that the load fits it.
+fn check_open_files(load: &LoadConfig, dataset: &Dataset) -> Result<Option<u64>, CliError> {
+    let limit = speedbench::process::raise_open_files(0);
+    if let Some(limit) = limit {
+        speedbench_client::check_open_files(load, dataset, limit).map_err(open_files_refused)?;
+    }
+    Ok(limit)
 }
 
 /// A load the open-file limit cannot hold, with the flags that fix it.

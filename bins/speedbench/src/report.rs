@@ -157,21 +157,7 @@ fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
             );
         }
     }
-    for row in &matrix.rows {
-        if !row.folded.is_empty() {
-            let dirs: Vec<String> = row.folded.iter().map(|d| d.display().to_string()).collect();
-            eprintln!(
-                "note: row {:?} folds {} runs of one model whose columns do not overlap \
-                 (AIPerf's rule): {}",
-                row.label,
-                row.folded.len(),
-                dirs.join(", ")
-            );
-        }
-        if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
-            eprintln!("note: row {:?} has no Overall: {why}", row.label);
-        }
-    }
+    print_row_notes(&matrix);
     if matrix
         .rows
         .iter()
@@ -341,6 +327,26 @@ fn add_shard_sets(json: &mut serde_json::Value, runs: &[RunData], sets: &[Option
             .and_then(|(_, s)| s.as_ref());
         if let (Some(set), Some(obj)) = (set, row.as_object_mut()) {
             obj.insert("shards".into(), set.to_json());
+        }
+    }
+}
+
+/// What stderr says of the matrix's rows: runs folded into one, and rows
+/// without an `Overall`.
+fn print_row_notes(matrix: &AcceptanceMatrix) {
+    for row in &matrix.rows {
+        if !row.folded.is_empty() {
+            let dirs: Vec<String> = row.folded.iter().map(|d| d.display().to_string()).collect();
+            eprintln!(
+                "note: row {:?} folds {} runs of one model whose columns do not overlap \
+                 (AIPerf's rule): {}",
+                row.label,
+                row.folded.len(),
+                dirs.join(", ")
+            );
+        }
+        if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
+            eprintln!("note: row {:?} has no Overall: {why}", row.label);
         }
     }
 }

@@ -150,6 +150,47 @@ pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
     Ok(dirs)
 }
 
+/// The records of a killed run whose partial file has no footer (`e`):
+/// from its crash journal when it has one, with a warning saying so, and
+/// how many were recovered; else a warning that none can be read.
+fn from_crash_journal(
+    dir: &Path,
+    records_path: &Path,
+    e: &speedbench_record::RecordError,
+    warnings: &mut Vec<String>,
+) -> (Option<speedbench_record::RecordsFile>, Option<usize>) {
+    match read_crash_journal(dir) {
+        Ok(Some(journal)) => {
+            warnings.push(format!(
+                "{}: no Parquet footer (the run's process was killed); {} records read \
+                 from its crash journal{} (`speedbench recover {}` turns them into {RECORDS_FILE_NAME})",
+                records_path.display(),
+                journal.records.len(),
+                if journal.torn { ", up to a batch torn by the kill" } else { "" },
+                dir.display()
+            ));
+            let n = journal.records.len();
+            let file = speedbench_record::RecordsFile {
+                manifest: None,
+                records: journal.records,
+                custom_columns: journal.custom_columns,
+            };
+            (Some(file), Some(n))
+        }
+        journal => {
+            let journal = match journal {
+                Err(j) => format!("; its crash journal cannot be read either: {j}"),
+                Ok(_) => String::new(),
+            };
+            warnings.push(format!(
+                "{}: no readable records ({e}); the run's process stopped before closing the file{journal}",
+                records_path.display()
+            ));
+            (None, None)
+        }
+    }
+}
+
 /// The records of a run directory's crash journal, when it has one.
 pub(crate) fn read_crash_journal(
     dir: &Path,
@@ -233,40 +274,11 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         let records_path = if only_partial { &partial } else { &closed };
         let mut warnings: Vec<String> = server_warning.take().into_iter().collect();
         let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
-        let mut recovered = None;
-        let file = match read.transpose() {
-            Ok(file) => file,
+        let (file, recovered) = match read.transpose() {
+            Ok(file) => (file, None),
             // A run killed mid-write leaves a file without its Parquet
             // footer; its crash journal holds every record it flushed.
-            Err(e) if only_partial => match read_crash_journal(dir) {
-                Ok(Some(journal)) => {
-                    warnings.push(format!(
-                        "{}: no Parquet footer (the run's process was killed); {} records read \
-                         from its crash journal{} (`speedbench recover {}` turns them into {RECORDS_FILE_NAME})",
-                        records_path.display(),
-                        journal.records.len(),
-                        if journal.torn { ", up to a batch torn by the kill" } else { "" },
-                        dir.display()
-                    ));
-                    recovered = Some(journal.records.len());
-                    Some(speedbench_record::RecordsFile {
-                        manifest: None,
-                        records: journal.records,
-                        custom_columns: journal.custom_columns,
-                    })
-                }
-                journal => {
-                    let journal = match journal {
-                        Err(j) => format!("; its crash journal cannot be read either: {j}"),
-                        Ok(_) => String::new(),
-                    };
-                    warnings.push(format!(
-                        "{}: no readable records ({e}); the run's process stopped before closing the file{journal}",
-                        records_path.display()
-                    ));
-                    None
-                }
-            },
+            Err(e) if only_partial => from_crash_journal(dir, records_path, &e, &mut warnings),
             Err(e) => return Err(e.into()),
         };
         let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;

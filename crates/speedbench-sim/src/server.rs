@@ -365,36 +365,24 @@ fn text_response(text: String) -> Response<SimBody> {
     resp
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
-    let path = req.uri().path().to_owned();
-    let method = req.method().clone();
-    let known = [
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/v1/models",
-        "/health",
-        "/metrics",
-        "/debug/requests",
-    ];
-    let flavor = shared.config.flavor;
-    // Each engine's own endpoints, as it serves them.
-    match (&method, path.as_str(), flavor) {
-        (&Method::GET, "/get_server_info", SpecFlavor::Sglang) => {
-            return json_response(
-                StatusCode::OK,
-                &serde_json::json!({"model_path": shared.config.model, "speculative_algorithm": "EAGLE"}),
-            );
-        }
-        (&Method::GET, "/props", SpecFlavor::LlamaCpp) => {
-            return json_response(
-                StatusCode::OK,
-                &serde_json::json!({"total_slots": 1, "default_generation_settings": {}}),
-            );
-        }
+/// The endpoints only one engine serves, as the flavour's engine serves
+/// them (SGLang's `/get_server_info` and gauges, llama.cpp's `/props`,
+/// TensorRT-LLM's JSON `/metrics` and `/prometheus/metrics`); `None` for
+/// every other request.
+fn engine_route(shared: &Shared, method: &Method, path: &str) -> Option<Response<SimBody>> {
+    let resp = match (method, path, shared.config.flavor) {
+        (&Method::GET, "/get_server_info", SpecFlavor::Sglang) => json_response(
+            StatusCode::OK,
+            &serde_json::json!({"model_path": shared.config.model, "speculative_algorithm": "EAGLE"}),
+        ),
+        (&Method::GET, "/props", SpecFlavor::LlamaCpp) => json_response(
+            StatusCode::OK,
+            &serde_json::json!({"total_slots": 1, "default_generation_settings": {}}),
+        ),
         (&Method::GET, "/prometheus/metrics", SpecFlavor::TrtLlm) => {
             let text =
                 crate::metrics::render_trtllm(&shared.truth().counters(), &shared.config.model);
-            return text_response(text);
+            text_response(text)
         }
         (&Method::GET, "/metrics", SpecFlavor::TrtLlm) => {
             let now = shared.truth().counters();
@@ -409,14 +397,32 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             let mut resp = Response::new(SimBody::Full(Some(Bytes::from(body))));
             resp.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            return resp;
+            resp
         }
         (&Method::GET, "/metrics", SpecFlavor::Sglang) => {
             let text =
                 crate::metrics::render_sglang(&shared.truth().counters(), &shared.config.model);
-            return text_response(text);
+            text_response(text)
         }
-        _ => {}
+        _ => return None,
+    };
+    Some(resp)
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody> {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let known = [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/models",
+        "/health",
+        "/metrics",
+        "/debug/requests",
+    ];
+    let flavor = shared.config.flavor;
+    if let Some(resp) = engine_route(&shared, &method, &path) {
+        return resp;
     }
     match (&method, path.as_str()) {
         (&Method::POST, "/v1/chat/completions") => generate(shared, Endpoint::Chat, req).await,

@@ -531,30 +531,16 @@ pub async fn run_profile(
         partial_path
     };
     let mut status = judge(interrupted, &requests, max_error_rate, &write_errors);
-    let summary_path = output_dir.join(SUMMARY_FILE_NAME);
     // Every promised file, or a message naming the one missing.
-    let summary = match closed.readable.then(|| read_records_file(&records_path)) {
-        Some(Ok(file)) => Some(RunSummary {
-            outcome: status.as_outcome().into(),
-            metrics: RunMetrics::from_records(&file.records),
-        }),
-        Some(Err(e)) => {
-            write_errors.push(format!(
-                "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
-            ));
+    let outcome_now = status.as_outcome();
+    let summary_path = match write_summary(closed.readable, &records_path, &output_dir, outcome_now)
+    {
+        Ok(path) => path,
+        Err(message) => {
+            write_errors.push(message);
             status = judge(interrupted, &requests, max_error_rate, &write_errors);
             None
         }
-        None => None,
-    };
-    let summary_path = match summary.map(|s| write_json(&summary_path, &s)) {
-        Some(Ok(())) => Some(summary_path),
-        Some(Err(e)) => {
-            write_errors.push(e.to_string());
-            status = judge(interrupted, &requests, max_error_rate, &write_errors);
-            None
-        }
-        None => None,
     };
     manifest.outcome = status.as_outcome().into();
     manifest.record_count = closed.rows;
@@ -598,6 +584,30 @@ pub async fn run_profile(
 
 /// Writes `value` as pretty JSON through a temporary file and a rename, so
 /// readers never see a half-written file; the temporary file never stays.
+/// Writes `summary.json` from the closed records file (when it is
+/// `readable`); `Ok(None)` when there is nothing to summarise, `Err` naming
+/// what kept the promised file from being written.
+fn write_summary(
+    readable: bool,
+    records_path: &Path,
+    output_dir: &Path,
+    outcome: &str,
+) -> Result<Option<PathBuf>, String> {
+    if !readable {
+        return Ok(None);
+    }
+    let file = read_records_file(records_path).map_err(|e| {
+        format!("{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}")
+    })?;
+    let summary = RunSummary {
+        outcome: outcome.into(),
+        metrics: RunMetrics::from_records(&file.records),
+    };
+    let path = output_dir.join(SUMMARY_FILE_NAME);
+    write_json(&path, &summary).map_err(|e| e.to_string())?;
+    Ok(Some(path))
+}
+
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
     let io = |source| ClientError::Io {
         path: path.to_path_buf(),

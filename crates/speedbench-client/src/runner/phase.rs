@@ -234,28 +234,7 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
         let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let exchange = {
-            let exchange = shared.client.exchange(&shared.run.target, &history);
-            tokio::pin!(exchange);
-            // `biased`: a response that is complete wins over a stop that came
-            // in the same wake-up; and a stop lets the response's bytes already
-            // here (or arriving within STOP_DRAIN) finish it: a request the
-            // server answered before the stop is a success, not `cancelled`.
-            tokio::select! {
-                biased;
-                ex = &mut exchange => Ok(ex),
-                _ = shared.stop.stopped() => {
-                    tokio::time::timeout(STOP_DRAIN, &mut exchange)
-                        .await
-                        .map_err(|_| "the run was stopped while this request was in flight")
-                }
-                _ = phase.cancel.stopped() => {
-                    tokio::time::timeout(STOP_DRAIN, &mut exchange).await.map_err(|_| {
-                        "still in flight when the grace period after the benchmark duration ended"
-                    })
-                }
-            }
-        };
+        let exchange = exchange_or_stop(shared, phase, &history).await;
         let record = match exchange {
             Ok(mut ex) => {
                 if let Some(body) = ex.raw.take() {
@@ -314,6 +293,35 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -
         });
     }
     true
+}
+
+/// Sends one request and waits for its response, unless the run stops or
+/// the grace period ends first: then `Err` says which. `biased`: a response
+/// that is complete wins over a stop that came in the same wake-up; and a
+/// stop lets the response's bytes already here (or arriving within
+/// [`STOP_DRAIN`]) finish it: a request the server answered before the stop
+/// is a success, not `cancelled`.
+async fn exchange_or_stop(
+    shared: &Shared,
+    phase: &Phase,
+    history: &[Message],
+) -> Result<crate::exchange::Exchange, &'static str> {
+    let exchange = shared.client.exchange(&shared.run.target, history);
+    tokio::pin!(exchange);
+    tokio::select! {
+        biased;
+        ex = &mut exchange => Ok(ex),
+        _ = shared.stop.stopped() => {
+            tokio::time::timeout(STOP_DRAIN, &mut exchange)
+                .await
+                .map_err(|_| "the run was stopped while this request was in flight")
+        }
+        _ = phase.cancel.stopped() => {
+            tokio::time::timeout(STOP_DRAIN, &mut exchange).await.map_err(|_| {
+                "still in flight when the grace period after the benchmark duration ended"
+            })
+        }
+    }
 }
 
 /// Records turns `from..` of `conv` as skipped (never sent), saying `why`.
