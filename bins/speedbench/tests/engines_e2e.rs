@@ -585,6 +585,31 @@ async fn vllm_per_position_counters_give_its_logged_rates() {
     }
 }
 
+/// `profile` of the fixture against the simulator at concurrency 4, 64
+/// tokens, no preflight (the tests compare the simulator's own counters).
+async fn profile_sim(
+    server: &speedbench_sim::SimServer,
+    run_dir: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let (url, input) = (server.url(), fixture());
+    let mut args = vec![
+        "profile",
+        "--url",
+        &url,
+        "--input-file",
+        input.to_str().unwrap(),
+        "--concurrency",
+        "4",
+        "--osl",
+        "64",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args).await
+}
+
 /// The whole pipeline once per simulator flavour, the engine detected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipeline_runs_once_per_engine_with_the_engine_detected() {
@@ -644,21 +669,7 @@ async fn per_position_acceptance_from_records_matches_the_servers_counters() {
     let server = sim(SimConfig::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = run(&[
-        "profile",
-        "--url",
-        &server.url(),
-        "--input-file",
-        fixture().to_str().unwrap(),
-        "--concurrency",
-        "4",
-        "--osl",
-        "64",
-        "--no-server-metrics",
-        "--output-artifact-dir",
-        run_dir.to_str().unwrap(),
-    ])
-    .await;
+    let out = profile_sim(&server, &run_dir, &["--no-server-metrics"]).await;
     let truth = server.ground_truth();
     server.shutdown().await;
     assert!(out.status.success());
@@ -688,22 +699,7 @@ async fn llama_cpp_own_figure_is_printed_beside_speedbenchs() {
     let server = sim(SimConfig::default().with_flavor(SpecFlavor::LlamaCpp)).await;
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let out = run(&[
-        "profile",
-        "--url",
-        &server.url(),
-        "--input-file",
-        fixture().to_str().unwrap(),
-        "--concurrency",
-        "4",
-        "--osl",
-        "64",
-        "--server-metrics-shutdown-delay",
-        "0",
-        "--output-artifact-dir",
-        run_dir.to_str().unwrap(),
-    ])
-    .await;
+    let out = profile_sim(&server, &run_dir, &["--server-metrics-shutdown-delay", "0"]).await;
     let truth = server.ground_truth();
     server.shutdown().await;
     assert!(out.status.success());

@@ -17,6 +17,31 @@ use std::time::Duration;
 use common::*;
 use speedbench_record::ErrorKind;
 
+/// Reads one whole request (its head and `Content-Length` body) from
+/// `stream`, keeping what follows it in `buf`; whether it was a POST, or
+/// `None` once the connection ends.
+fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                buf.drain(..end + 4 + len);
+                return Some(head.starts_with("post"));
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 /// Serves until the process ends; returns the URL and the POST count.
 fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -28,28 +53,12 @@ fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
             let Ok(mut stream) = stream else { continue };
             let seen = seen.clone();
             std::thread::spawn(move || {
+                let mut buf = Vec::new();
                 for answered in 0.. {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    // One whole request: its head and Content-Length body.
-                    let complete = loop {
-                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                            let len: usize = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse().ok())
-                                .unwrap_or(0);
-                            if buf.len() >= end + 4 + len {
-                                break head.starts_with("post");
-                            }
-                        }
-                        match stream.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
+                    let Some(is_post) = read_request(&mut stream, &mut buf) else {
+                        return;
                     };
-                    if complete {
+                    if is_post {
                         seen.fetch_add(1, Ordering::SeqCst);
                     }
                     if answered > 0 {
@@ -137,26 +146,9 @@ fn fixed_server(response: Vec<u8>) -> String {
             let response = response.clone();
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            buf.drain(..end + 4 + len);
-                            if stream.write_all(&response).is_err() {
-                                return;
-                            }
-                            continue;
-                        }
-                    }
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                while read_request(&mut stream, &mut buf).is_some() {
+                    if stream.write_all(&response).is_err() {
+                        return;
                     }
                 }
             });

@@ -345,28 +345,17 @@ async fn requests_the_server_finished_before_ctrl_c_are_successes() {
         .await;
         let dir = tempfile::tempdir().unwrap();
         let out_dir = dir.path().join("run");
-        let child = bin()
-            .args([
-                "profile",
-                "--url",
-                &server.url(),
-                "--model",
-                "m",
-                "--input-file",
-                fixture().to_str().unwrap(),
-                "--streaming",
+        let child = spawn_profile_with(
+            &server,
+            &out_dir,
+            &[
                 "--concurrency",
                 "16",
                 "--num-conversations",
                 "100000",
                 "--no-server-metrics",
-                "--output-artifact-dir",
-                out_dir.to_str().unwrap(),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            ],
+        );
         wait_for_requests(&server, 50 + attempt * 37).await;
         // SAFETY: kill sends a signal to the child we spawned.
         assert_eq!(
@@ -423,28 +412,17 @@ async fn a_killed_run_keeps_every_flushed_request() {
         .await;
         let dir = tempfile::tempdir().unwrap();
         let out_dir = dir.path().join("run");
-        let child = bin()
-            .args([
-                "profile",
-                "--url",
-                &server.url(),
-                "--model",
-                "m",
-                "--input-file",
-                fixture().to_str().unwrap(),
-                "--streaming",
+        let child = spawn_profile_with(
+            &server,
+            &out_dir,
+            &[
                 "--concurrency",
                 "4",
                 "--num-conversations",
                 "100000",
                 "--no-server-metrics",
-                "--output-artifact-dir",
-                out_dir.to_str().unwrap(),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            ],
+        );
         wait_for_requests(&server, 10 + attempt * 23).await;
         // Finished by now, so flushed within the next second.
         let mut finished: HashMap<(String, usize), u64> = HashMap::new();

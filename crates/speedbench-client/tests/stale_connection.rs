@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use speedbench_client::{HttpClientKind, LoadConfig};
-use speedbench_record::ErrorKind;
+use speedbench_record::{ErrorKind, RequestRecord};
 
 fn script() -> Vec<Piece> {
     vec![
@@ -20,21 +20,27 @@ fn script() -> Vec<Piece> {
     ]
 }
 
+/// Four single-turn requests, one at a time, through `client` to a server
+/// whose connections answer once and then end as `closing` says.
+async fn four_requests(client: HttpClientKind, closing: Closing) -> Vec<RequestRecord> {
+    let addr = scripted_sse_with(script(), 1, closing).await;
+    let dir = tempfile::tempdir().unwrap();
+    let records = profile(
+        dir.path(),
+        single_turns(4),
+        target(&format!("http://{addr}")).with_http_client(client),
+        LoadConfig::default(),
+    )
+    .await;
+    assert_eq!(records.len(), 4);
+    records
+}
+
 #[tokio::test]
 async fn connections_closed_after_their_answer_are_replaced_before_the_next_request() {
     for client in [HttpClientKind::Lean, HttpClientKind::Hyper] {
-        // One answer per connection, then the server closes it: every
-        // request after the first finds its pooled connection closed.
-        let addr = scripted_sse_with(script(), 1, Closing::AfterAnswer).await;
-        let dir = tempfile::tempdir().unwrap();
-        let records = profile(
-            dir.path(),
-            single_turns(4),
-            target(&format!("http://{addr}")).with_http_client(client),
-            LoadConfig::default(),
-        )
-        .await;
-        assert_eq!(records.len(), 4);
+        // Every request after the first finds its pooled connection closed.
+        let records = four_requests(client, Closing::AfterAnswer).await;
         for r in &records {
             assert!(r.is_success(), "{client:?}: {:?}", r.error_message);
             assert_eq!(r.output_text, "hi");
@@ -47,16 +53,7 @@ async fn a_request_read_and_never_answered_fails_and_is_not_sent_again() {
     for client in [HttpClientKind::Lean, HttpClientKind::Hyper] {
         // Each connection answers one request, then reads the next and
         // closes without a word.
-        let addr = scripted_sse_with(script(), 1, Closing::AfterReading).await;
-        let dir = tempfile::tempdir().unwrap();
-        let records = profile(
-            dir.path(),
-            single_turns(4),
-            target(&format!("http://{addr}")).with_http_client(client),
-            LoadConfig::default(),
-        )
-        .await;
-        assert_eq!(records.len(), 4);
+        let records = four_requests(client, Closing::AfterReading).await;
         // Requests alternate: a fresh connection answers, its reuse fails.
         let failed: Vec<&str> = records
             .iter()

@@ -195,6 +195,15 @@ pub(crate) fn spawn_profile(
     server: &speedbench_sim::SimServer,
     out_dir: &std::path::Path,
 ) -> tokio::process::Child {
+    spawn_profile_with(server, out_dir, &["--concurrency", "2"])
+}
+
+/// Starts the binary streaming the fixture with `extra` flags, output piped.
+pub(crate) fn spawn_profile_with(
+    server: &speedbench_sim::SimServer,
+    out_dir: &std::path::Path,
+    extra: &[&str],
+) -> tokio::process::Child {
     bin()
         .args([
             "profile",
@@ -205,11 +214,10 @@ pub(crate) fn spawn_profile(
             "--input-file",
             fixture().to_str().unwrap(),
             "--streaming",
-            "--concurrency",
-            "2",
             "--output-artifact-dir",
             out_dir.to_str().unwrap(),
         ])
+        .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
