@@ -59,6 +59,8 @@ fn main() -> ExitCode {
                 }),
         )
         .with_target(false)
+        // Colours only for a person at a terminal, never into a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // One socket per in-flight request (and per connection for `sim`).
     let open_files_needed = match &cli.command {

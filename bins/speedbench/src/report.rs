@@ -170,7 +170,11 @@ fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
         };
         return Err(fail(
             "building the matrix",
-            format!("no run gave a {} value{hint}", args.metric),
+            format!(
+                "no run gave {} {} value{hint}",
+                article(args.metric.as_str()),
+                args.metric
+            ),
         ));
     }
     match args.format {
@@ -348,5 +352,24 @@ fn print_row_notes(matrix: &AcceptanceMatrix) {
         if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
             eprintln!("note: row {:?} has no Overall: {why}", row.label);
         }
+    }
+}
+
+/// `an` before a vowel sound's letter, else `a` ("an accept_length value").
+fn article(word: &str) -> &'static str {
+    match word.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metric_names_take_their_article() {
+        assert_eq!(super::article("accept_length"), "an");
+        assert_eq!(super::article("accept_rate"), "an");
+        assert_eq!(super::article("latency"), "a");
+        assert_eq!(super::article("throughput"), "a");
     }
 }

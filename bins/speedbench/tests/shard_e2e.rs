@@ -375,6 +375,16 @@ async fn a_shard_without_a_run_id_or_with_nothing_to_do_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("needs --run-id"), "{stderr}");
+    // An empty id names nothing: refused, sharded or not.
+    for flags in [
+        &["--run-id", ""][..],
+        &["--shard", "1/4", "--run-id", " "][..],
+    ] {
+        let out = run(&[&base[..], flags].concat()).await;
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--run-id: is empty"), "{stderr}");
+    }
     let out = run(&[&base[..], &["--shard", "4/4", "--run-id", "x"]].concat()).await;
     assert!(String::from_utf8_lossy(&out.stderr).contains("not below the shard count 4"));
     // Concurrency 2 over 4 shards leaves shard 3 without a worker.

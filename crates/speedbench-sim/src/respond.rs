@@ -224,13 +224,14 @@ impl Reply {
                 self.stats(cfg),
             )
             .to_string();
+        let half = first_half(&body).len();
         match self.fault {
             Some(FaultKind::MalformedJson) => {
-                FullBody::Complete(Bytes::from(body[..body.len() / 2].to_owned()))
+                FullBody::Complete(Bytes::from(body[..half].to_owned()))
             }
             Some(FaultKind::NonUtf8) => FullBody::Complete(corrupt_utf8(&body)),
             Some(FaultKind::ResetMidStream { .. }) => {
-                FullBody::CutThenReset(Bytes::from(body[..body.len() / 2].to_owned()))
+                FullBody::CutThenReset(Bytes::from(body[..half].to_owned()))
             }
             _ => FullBody::Complete(Bytes::from(body)),
         }
@@ -383,6 +384,16 @@ fn stream_frames(
     frames
 }
 
+/// About the first half of `text`, cut on a character boundary (the text
+/// may hold characters of several bytes; cutting inside one panicked).
+pub(crate) fn first_half(text: &str) -> &str {
+    let cut = (0..=text.len() / 2)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    &text[..cut]
+}
+
 /// Inserts two bytes that are not UTF-8 into the first output string of a
 /// JSON text (after `"content":"` or `"text":"`).
 pub(crate) fn corrupt_utf8(json: &str) -> Bytes {
@@ -447,6 +458,17 @@ fn corrupt_stats(stats: &mut Stats, kind: FaultKind) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn half_a_body_is_cut_on_a_character_boundary() {
+        // "é" is two bytes, "模" three: the middle byte falls inside one.
+        assert_eq!(super::first_half("aé"), "a");
+        assert_eq!(super::first_half("模型模型"), "模型");
+        assert_eq!(super::first_half("x模"), "x");
+        assert_eq!(super::first_half(""), "");
+        assert_eq!(super::first_half("abcd"), "ab");
+    }
+
     use serde_json::json;
 
     use super::*;

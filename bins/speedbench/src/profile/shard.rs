@@ -88,6 +88,14 @@ impl ShardArgs {
 /// A shard needs the run id its siblings share: it is what the report
 /// merges them by.
 pub(crate) fn check_run_id(run_id: Option<&str>, load: &LoadConfig) -> Result<(), CliError> {
+    if let Some(id) = run_id
+        && id.trim().is_empty()
+    {
+        return Err(fail(
+            "--run-id",
+            "is empty: give the id the run's records carry (omit the flag for a fresh one)",
+        ));
+    }
     match (load.shard, run_id) {
         (Some(shard), None) => Err(fail(
             "--shard",

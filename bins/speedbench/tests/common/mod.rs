@@ -50,6 +50,11 @@ pub(crate) async fn run_with_preflight(args: &[&str]) -> Output {
 
 async fn output_of(mut cmd: tokio::process::Command, args: &[&str]) -> Output {
     let out = cmd.args(args).output().await.expect("the binary runs");
+    // Piped stderr is no terminal: no colour codes in what a log keeps.
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "ANSI escape codes in the stderr of {args:?}"
+    );
     eprintln!(
         "stderr of {args:?}:\n{}",
         String::from_utf8_lossy(&out.stderr)
