@@ -137,8 +137,13 @@ async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
     // The dataset recycles until time is up: more requests than rows.
     assert!(records.len() > 3, "{}", records.len());
     assert!(records.iter().all(|r| r.is_success()));
+    // No request starts after the duration: a start is its first write,
+    // which follows its dispatch (before the deadline) by the time a
+    // worker takes to write it; the first start comes that long after the
+    // phase began. 25 ms covers that on a busy 2-core machine; a dispatch
+    // that went on past the deadline shows as whole requests (tens of ms).
     let starts = sorted_starts(&records);
-    assert!(starts[starts.len() - 1] - starts[0] < 300_000_000);
+    assert!(starts[starts.len() - 1] - starts[0] < 325_000_000);
     assert_eq!(server.ground_truth().requests, records.len() as u64);
     server.shutdown().await;
 }
