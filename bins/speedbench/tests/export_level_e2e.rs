@@ -308,6 +308,8 @@ const KEY: &str = "sk-test-SECRET123";
 /// A header value with quotes: JSON escapes it, and the escaped form must
 /// go too.
 const QUOTED: &str = "zz\"SECRET789\"";
+/// A header value with slashes, which some servers escape as `\/`.
+const SLASHED: &str = "ab/SECRET456/cd";
 
 /// A chat server that streams back, in the generated text and in an extra
 /// field, the credentials it was sent (as a misconfigured proxy or a debug
@@ -348,13 +350,33 @@ async fn echo_server() -> String {
                     }
                     buf.extend_from_slice(&chunk[..n]);
                 }
-                let (auth, token) = (header("authorization"), header("x-token"));
+                let (auth, token, path) =
+                    (header("authorization"), header("x-token"), header("x-path"));
+                // The same values as other servers write them: `/` escaped
+                // as `\/`, percent-encoded, every character as \uXXXX.
+                let percent: String = token
+                    .bytes()
+                    .map(|b| match b {
+                        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (b as char).to_string(),
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect();
+                let unicode: String = token
+                    .encode_utf16()
+                    .map(|u| format!("\\u{u:04x}"))
+                    .collect();
+                let slashed = path.replace('/', "\\/");
                 let content = serde_json::json!({"choices": [{"index": 0,
                     "delta": {"role": "assistant", "content": format!("you sent {auth} and {token}")}}]});
                 let last = serde_json::json!({"choices": [{"index": 0, "delta": {},
                     "finish_reason": "stop"}], "debug_headers": {"authorization": auth, "x-token": token},
                     "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}});
-                let body = format!("data: {content}\n\ndata: {last}\n\ndata: [DONE]\n\n");
+                let encoded = format!(
+                    r#"{{"choices":[],"echo":{{"path":"{slashed}","query":"?t={percent}","unicode":"{unicode}"}}}}"#
+                );
+                let body = format!(
+                    "data: {content}\n\ndata: {last}\n\ndata: {encoded}\n\ndata: [DONE]\n\n"
+                );
                 let resp = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
@@ -393,6 +415,8 @@ async fn raw_bodies_are_scrubbed_of_the_credentials_the_server_echoed() {
         KEY,
         "-H",
         &format!("X-Token: {QUOTED}"),
+        "-H",
+        &format!("X-Path: {SLASHED}"),
         "--export-level",
         "raw",
         "--output-artifact-dir",
@@ -422,7 +446,12 @@ async fn raw_bodies_are_scrubbed_of_the_credentials_the_server_echoed() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
-        for core in ["SECRET123", "SECRET789"] {
+        // Also the \uXXXX form of the quoted token's core.
+        let unicode_core: String = "SECRET789"
+            .encode_utf16()
+            .map(|u| format!("\\u{u:04x}"))
+            .collect();
+        for core in ["SECRET123", "SECRET789", "SECRET456", unicode_core.as_str()] {
             assert!(
                 !bytes.windows(core.len()).any(|w| w == core.as_bytes()),
                 "{core} leaked into {}",

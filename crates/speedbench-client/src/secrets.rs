@@ -149,9 +149,11 @@ impl Secrets {
     }
 
     /// `text` scrubbed as [`Secrets::scrub`] does, and also of each known
-    /// value as it reads inside a JSON string (a value holding `"`, `\` or
-    /// a control character is escaped there): for raw response bodies,
-    /// which are JSON or SSE lines of JSON.
+    /// value in every form a server may echo it in ([`encodings`]): escaped
+    /// inside a JSON string (`"`, `\`, control characters; `/` as `\/`;
+    /// every character as `\uXXXX`), escaped twice (JSON inside a JSON
+    /// string), or percent-encoded (either case of hex digits): for raw
+    /// response bodies, which are JSON or SSE lines of JSON.
     ///
     /// ```
     /// use speedbench_client::Secrets;
@@ -162,12 +164,10 @@ impl Secrets {
     pub fn scrub_raw<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = self.scrub(text);
         for v in self.values.iter() {
-            let Ok(quoted) = serde_json::to_string(v) else {
-                continue;
-            };
-            let escaped = &quoted[1..quoted.len() - 1];
-            if escaped != v.as_str() && out.contains(escaped) {
-                out = Cow::Owned(out.replace(escaped, REDACTED));
+            for form in encodings(v) {
+                if out.contains(form.as_str()) {
+                    out = Cow::Owned(out.replace(form.as_str(), REDACTED));
+                }
             }
         }
         out
@@ -189,6 +189,62 @@ impl Secrets {
         }
         out
     }
+}
+
+/// The forms a secret takes when a server echoes it other than as it is:
+/// JSON-escaped (serde's), with `/` escaped too, every character as
+/// `\uXXXX`, escaped twice, and percent-encoded (upper- and lowercase hex).
+/// Forms equal to the secret itself are left out (plain scrubbing has it).
+pub(crate) fn encodings(secret: &str) -> Vec<String> {
+    let json = |s: &str| {
+        let quoted = serde_json::to_string(s).unwrap_or_default();
+        quoted[1..quoted.len().saturating_sub(1).max(1)].to_string()
+    };
+    let escaped = json(secret);
+    let unicode: String = secret
+        .encode_utf16()
+        .map(|u| format!("\\u{u:04x}"))
+        .collect();
+    let percent: String = secret
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let mut forms = vec![
+        escaped.replace('/', "\\/"),
+        json(&escaped),
+        json(&escaped.replace('/', "\\/")),
+        unicode.clone(),
+        unicode.to_uppercase().replace("\\U", "\\u"),
+        lowercase_hex(&percent),
+        percent,
+        escaped,
+    ];
+    forms.sort();
+    forms.dedup();
+    forms.retain(|f| f != secret && !f.is_empty());
+    // Longest first: a form inside another is replaced after it.
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms
+}
+
+/// `text` with the hex digits of its `%XX` escapes in lowercase.
+fn lowercase_hex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let end = (i + 3).min(rest.len());
+        out.push_str(&rest[i..end].to_lowercase());
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Characters of a bearer token (RFC 6750 `b64token`).
@@ -249,8 +305,39 @@ fn redact_token_shapes(text: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::target::BaseUrl;
     use serde_json::json;
+
+    #[test]
+    fn raw_bodies_lose_the_key_in_every_encoding() {
+        let key = r#"sk-ab/cd"ef\gh+ij=kl"#;
+        let s = Secrets::new([key.to_string()]);
+        let bodies = [
+            // serde's escaping, and `/` escaped as some servers do.
+            r#"{"echo": "sk-ab/cd\"ef\\gh+ij=kl"}"#.to_string(),
+            r#"{"echo": "sk-ab\/cd\"ef\\gh+ij=kl"}"#.to_string(),
+            // JSON inside a JSON string.
+            r#"{"echo": "{\"k\": \"sk-ab/cd\\\"ef\\\\gh+ij=kl\"}"}"#.to_string(),
+            // Percent-encoded, either case of hex digit.
+            "GET /?api-key=sk-ab%2Fcd%22ef%5Cgh%2Bij%3Dkl".to_string(),
+            "GET /?api-key=sk-ab%2fcd%22ef%5cgh%2bij%3dkl".to_string(),
+            // Every character as \uXXXX.
+            format!(
+                r#"{{"echo": "{}"}}"#,
+                key.encode_utf16()
+                    .map(|u| format!("\\u{u:04x}"))
+                    .collect::<String>()
+            ),
+        ];
+        for body in bodies {
+            let clean = s.scrub_raw(&body);
+            assert!(clean.contains(REDACTED), "{body} -> {clean}");
+            for needle in ["ab/cd", "ab\\/cd", "ab%2", "\\u0061\\u0062"] {
+                assert!(!clean.contains(needle), "{body} -> {clean}");
+            }
+        }
+    }
 
     #[test]
     fn known_values_and_their_tokens_are_replaced() {
