@@ -10,7 +10,7 @@
 #    `--spec-type none`, each stopped by its PID;
 # 3. runs llama.cpp's speed_bench.py workflow (--limit, --output JSON) on a
 #    fresh speculative and a fresh baseline server, and compares the files;
-# 4. runs the checks in bins/speedbench/tests/llama_e2e.rs on those runs.
+# 4. runs the checks in bins/speedbench/tests/it/llama_e2e.rs on those runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -129,4 +129,4 @@ done
 "$SPEEDBENCH" compare --baseline "$OUT/base" --speculative "$OUT/spec"
 
 echo "== checks"
-SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench-cli --test llama_e2e -- --nocapture
+SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench-cli --test it llama_e2e:: -- --nocapture

@@ -2,8 +2,8 @@
 //! that `cargo test --workspace` passes on a fresh clone with no set-up step.
 //!
 //! The tests that run the SPEED-Bench prepare step through speedbench's
-//! driver (`crates/speedbench-dataset/tests/upstream.rs`,
-//! `bins/speedbench/tests/secrets_e2e.rs`) need Python 3 with `datasets`,
+//! driver (`crates/speedbench-dataset/tests/it/upstream.rs`,
+//! `bins/speedbench/tests/it/secrets_e2e.rs`) need Python 3 with `datasets`,
 //! `numpy` and `pandas`. [`test_python`] gives them one, chosen by
 //! `SPEEDBENCH_TEST_PYTHON`:
 //!

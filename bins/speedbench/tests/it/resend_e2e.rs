@@ -1,0 +1,230 @@
+//! End-to-end against hostile servers. A request is sent once: a server
+//! answers the first request of each kept-alive connection, then reads the
+//! next, holds it and closes without answering; through either HTTP client
+//! it sees exactly one POST per record, the unanswered request is recorded
+//! as failed with the reason, and no success is timed from a silent
+//! re-send. A response past the size cap (a body, or one stream line) is a
+//! failed request naming the cap, and `--max-response-bytes` raises it.
+
+use crate::common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use speedbench_record::ErrorKind;
+
+/// Reads one whole request (its head and `Content-Length` body) from
+/// `stream`, keeping what follows it in `buf`; whether it was a POST, or
+/// `None` once the connection ends.
+fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                buf.drain(..end + 4 + len);
+                return Some(head.starts_with("post"));
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Serves until the process ends; returns the URL and the POST count.
+fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let posts = Arc::new(AtomicU64::new(0));
+    let seen = posts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                for answered in 0.. {
+                    let Some(is_post) = read_request(&mut stream, &mut buf) else {
+                        return;
+                    };
+                    if is_post {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if answered > 0 {
+                        // Read, held, never answered.
+                        std::thread::sleep(hold);
+                        return;
+                    }
+                    let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, posts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_request_is_recorded_failed_and_never_sent_twice() {
+    for client in ["lean", "hyper"] {
+        let (url, posts) = hostile_server(Duration::from_millis(1_000));
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("rows.jsonl");
+        let rows: String = (0..4)
+            .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"question {i}\"]}}\n"))
+            .collect();
+        std::fs::write(&input, rows).unwrap();
+        let run_dir = dir.path().join("run");
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--input-file",
+            input.to_str().unwrap(),
+            "--concurrency",
+            "1",
+            "--http-client",
+            client,
+            "--no-server-metrics",
+            "--max-error-rate",
+            "0.9",
+            "--output-artifact-dir",
+            run_dir.to_str().unwrap(),
+        ])
+        .await;
+        assert!(out.status.success(), "{client}: {out:?}");
+        let records = read_run(&run_dir).unwrap().records;
+        assert_eq!(records.len(), 4);
+        assert_eq!(
+            posts.load(Ordering::SeqCst),
+            4,
+            "{client}: one POST per record, none sent twice"
+        );
+        let failed: Vec<_> = records.iter().filter(|r| !r.is_success()).collect();
+        assert_eq!(failed.len(), 2, "{client}");
+        for r in failed {
+            assert_eq!(r.error_kind, Some(ErrorKind::Connection));
+            let message = r.error_message.as_deref().unwrap();
+            assert!(message.contains("not sent again"), "{client}: {message}");
+            // Timed from its one send: the server held it a second.
+            assert!(
+                r.e2e_latency_ns >= 900_000_000,
+                "{client}: {}",
+                r.e2e_latency_ns
+            );
+        }
+    }
+}
+
+/// Serves `response` (a whole HTTP response) to every POST.
+fn fixed_server(response: Vec<u8>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let response = Arc::new(response);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let response = response.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                while read_request(&mut stream, &mut buf).is_some() {
+                    if stream.write_all(&response).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+async fn one_request(
+    url: &str,
+    extra: &[&str],
+) -> (std::process::Output, Vec<speedbench_record::RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    std::fs::write(&input, "{\"question_id\": \"q\", \"turns\": [\"hi\"]}\n").unwrap();
+    let run_dir = dir.path().join("run");
+    let mut args = vec![
+        "profile",
+        "--url",
+        url,
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args).await;
+    let records = read_run(&run_dir).unwrap().records;
+    (out, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_past_the_size_cap_fail_naming_it() {
+    // A 40 MB answer: past the default 32 MiB cap.
+    let content = "a".repeat(40_000_000);
+    let body = format!(
+        r#"{{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{{"index":0,"message":{{"role":"assistant","content":"{content}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}}}"#
+    );
+    let whole = fixed_server(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    );
+    let (out, records) = one_request(&whole, &[]).await;
+    assert_eq!(out.status.code(), Some(1), "no request succeeded");
+    let message = records[0].error_message.as_deref().unwrap();
+    assert!(
+        message.contains("the response body passed the cap of 33554432 bytes"),
+        "{message}"
+    );
+    // Raised, the same answer is a success.
+    let (out, records) = one_request(&whole, &["--max-response-bytes", "64000000"]).await;
+    assert!(out.status.success());
+    assert_eq!(records[0].output_text.len(), 40_000_000);
+
+    // A stream whose one data line is 40 MB.
+    let line = format!(r#"data: {{"choices":[{{"index":0,"delta":{{"content":"{content}"}}}}]}}"#);
+    let sse = format!("{line}\n\ndata: [DONE]\n\n");
+    let stream = fixed_server(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
+            sse.len()
+        )
+        .into_bytes(),
+    );
+    let (out, records) = one_request(&stream, &["--streaming"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let message = records[0].error_message.as_deref().unwrap();
+    assert!(
+        message.contains("a stream line or event passed the cap of 33554432 bytes"),
+        "{message}"
+    );
+    assert_eq!(records[0].error_kind, Some(ErrorKind::Protocol));
+}

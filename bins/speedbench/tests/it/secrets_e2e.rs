@@ -1,0 +1,256 @@
+//! Secrets never leave the process: a run given an API key (flag and
+//! environment), an `HF_TOKEN` and a custom credential header, with debug
+//! logging and some failing requests, must not write any of them to stdout,
+//! stderr, or any file of its artifact directory (Parquet bytes included).
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::*;
+use speedbench_sim::{FaultKind, FaultPlan, SimConfig};
+
+const SECRETS: [&str; 4] = [
+    "sk-test-SECRET123",
+    "sk-env-SECRET124",
+    "hf_SECRET456",
+    "zzSECRET789",
+];
+
+/// Also catches a secret split by escaping or encoding: its distinctive core.
+const CORES: [&str; 4] = ["SECRET123", "SECRET124", "SECRET456", "SECRET789"];
+
+async fn run_with_secrets(args: &[&str]) -> Output {
+    let out = bin()
+        .args(args)
+        .env("OPENAI_API_KEY", SECRETS[1])
+        .env("HF_TOKEN", SECRETS[2])
+        .env("RUST_LOG", "debug")
+        .output()
+        .await
+        .expect("the binary runs");
+    eprintln!(
+        "stderr of {args:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn assert_clean(what: &str, bytes: &[u8]) {
+    for core in CORES {
+        assert!(
+            !bytes.windows(core.len()).any(|w| w == core.as_bytes()),
+            "{core} leaked into {what}"
+        );
+    }
+}
+
+fn assert_dir_clean(dir: &Path) -> usize {
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files += assert_dir_clean(&path);
+        } else {
+            assert_clean(&path.display().to_string(), &std::fs::read(&path).unwrap());
+            files += 1;
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_in_any_artifact_log_or_error() {
+    // Some requests fail, so error messages are written too.
+    let config = SimConfig::speed_bench_demo()
+        .with_faults(vec![
+            FaultPlan::every_nth(FaultKind::HttpStatus(500), 7),
+            FaultPlan::every_nth(FaultKind::ResetMidStream { after_chunks: 1 }, 5),
+            FaultPlan::every_nth(FaultKind::SpecFieldsWrongType, 4),
+        ])
+        .with_output_tokens(8, 24);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let url = server.url();
+    let fixture = fixture();
+    // No --model: model discovery runs with the key too.
+    let out = run_with_secrets(&[
+        "profile",
+        "--url",
+        &url,
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--streaming",
+        "--concurrency",
+        "4",
+        // No 2 s wait for late /metrics counters after the run.
+        "--server-metrics-shutdown-delay",
+        "0",
+        "--api-key",
+        SECRETS[0],
+        "-H",
+        &format!("Authorization2: Bearer {}", SECRETS[3]),
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let truth = server.ground_truth();
+    server.shutdown().await;
+    assert!(!truth.faults.is_empty());
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DEBUG"),
+        "debug logging was on"
+    );
+    let files = assert_dir_clean(&out_dir);
+    assert!(files >= 3, "records, run.json and summary.json checked");
+
+    // Decoded, too: compression could hide a secret from a byte grep.
+    let file = read_run(&out_dir).unwrap();
+    assert!(file.records.iter().any(|r| !r.is_success()));
+    let decoded = format!("{:?}{:?}", file.records, file.manifest);
+    assert_clean("decoded records and manifest", decoded.as_bytes());
+    let manifest = std::fs::read_to_string(out_dir.join("run.json")).unwrap();
+    assert!(manifest.contains("Authorization2"), "header names are kept");
+    assert!(manifest.contains("\"api_key_set\": true"));
+
+    // The report over the run does not surface them either.
+    let csv = dir.path().join("report.csv");
+    let out = run_with_secrets(&[
+        "report",
+        out_dir.to_str().unwrap(),
+        "--output",
+        csv.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success());
+    assert_clean("report stdout", &out.stdout);
+    assert_clean("report stderr", &out.stderr);
+    assert_clean("report csv", &std::fs::read(&csv).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_secret_arguments_are_not_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture();
+    // A header without a colon, a key a header cannot carry, a header value
+    // with a newline: each fails before any request, without the secret.
+    let key_with_newline = format!("{}\n", SECRETS[0]);
+    let value_with_newline = format!("X-Key: {}\nx", SECRETS[3]);
+    let cases: [&[&str]; 3] = [
+        &[
+            "-H",
+            &format!("Authorization Bearer {}", SECRETS[3]),
+            "-m",
+            "m",
+        ],
+        &["--api-key", &key_with_newline, "-m", "m"],
+        &["-H", &value_with_newline, "-m", "m"],
+    ];
+    for extra in cases {
+        let mut args = vec![
+            "profile",
+            "--url",
+            "127.0.0.1:9",
+            "--input-file",
+            fixture.to_str().unwrap(),
+            "--output-artifact-dir",
+            dir.path().to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = run_with_secrets(&args).await;
+        assert!(!out.status.success(), "{extra:?} should fail");
+        assert_clean("stdout", &out.stdout);
+        assert_clean("stderr", &out.stderr);
+    }
+    assert_dir_clean(dir.path());
+}
+
+/// The Python for the upstream prepare step (see
+/// crates/speedbench-dataset/tests/it/upstream.rs), or `None` when opted out.
+#[track_caller]
+fn test_python() -> Option<std::path::PathBuf> {
+    speedbench_test_support::test_python()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prepare_steps_output_never_shows_the_token() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    // An offline Hub cache holding the fixture config at the pinned revision.
+    let hf_home = dir.path().join("hf");
+    let snapshot = hf_home
+        .join("hub/datasets--nvidia--SPEED-Bench/snapshots")
+        .join(speedbench_dataset::registry::SPEED_BENCH_REVISION)
+        .join("throughput_1k");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::copy(
+        fixtures.join("hub/nvidia/SPEED-Bench/throughput_1k/test-00000-of-00001.parquet"),
+        snapshot.join("test-00000-of-00001.parquet"),
+    )
+    .unwrap();
+    let fake = std::fs::read_to_string(fixtures.join("upstream/fake_prepare.py")).unwrap();
+    let cache = dir.path().join("cache");
+    let resolve = |mode: &str| {
+        let script = dir.path().join(format!("fake_{mode}.py"));
+        std::fs::write(
+            &script,
+            fake.replace("MODE = \"resolve\"", &format!("MODE = {mode:?}")),
+        )
+        .unwrap();
+        let mut cmd = bin();
+        cmd.args([
+            "datasets",
+            "resolve",
+            "speed_bench_throughput_1k",
+            "--resolver",
+            "upstream",
+        ])
+        .arg("--dataset-cache")
+        .arg(&cache)
+        .arg("--python")
+        .arg(&python)
+        .arg("--prepare-script")
+        .arg(&script)
+        .env("HF_TOKEN", SECRETS[2])
+        .env("HF_HOME", &hf_home)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("RUST_LOG", "debug");
+        cmd
+    };
+
+    // The child raises, quoting HF_TOKEN: the relayed lines and the error's
+    // quoted tail are redacted.
+    let out = resolve("fail").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("Unauthorized for token <redacted>") && stderr.contains("exit status: 1"),
+        "{stderr}"
+    );
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert!(!cache.join("speed-bench/throughput_1k.jsonl").exists());
+
+    // It succeeds: the token reached the child through its environment only.
+    let out = resolve("resolve").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("token=set"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("speed_bench_throughput_1k: 4 conversations"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert!(assert_dir_clean(dir.path()) >= 4);
+    assert!(cache.join("speed-bench/throughput_1k.jsonl").is_file());
+}

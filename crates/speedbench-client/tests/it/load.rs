@@ -1,0 +1,219 @@
+//! Load shapes against the simulated server: request rate (constant and
+//! Poisson), the concurrency cap, the benchmark duration and its grace period.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::*;
+use speedbench_client::{Arrival, LoadConfig, RunOutcome, RunStatus};
+use speedbench_dataset::{Conversation, Dataset};
+use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_sim::{SimConfig, SimServer};
+
+async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
+    let config = SimConfig::default()
+        .with_ttft_ms(ttft_ms)
+        .with_step_ms(step_ms)
+        .with_output_tokens(8, 16);
+    start_sim(config).await
+}
+
+async fn run(
+    server: &SimServer,
+    dataset: Dataset,
+    load: LoadConfig,
+) -> (RunOutcome, Vec<RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    profile_outcome(dir.path(), dataset, target(&server.url()), load).await
+}
+
+fn sorted_starts(records: &[RequestRecord]) -> Vec<i64> {
+    let mut s: Vec<i64> = records.iter().map(|r| r.start_unix_ns).collect();
+    s.sort_unstable();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constant_rate_starts_requests_on_schedule_never_early() {
+    let server = sim(0.0, 0.0).await;
+    let load = LoadConfig::request_rate(50.0)
+        .with_arrival(Arrival::Constant)
+        .with_request_count(15);
+    // The phase starts after this instant, so arrival i cannot be sent
+    // before it plus i * 20 ms: a hard bound however loaded the machine.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let (outcome, records) = run(&server, single_turns(4), load).await;
+    assert_eq!(records.len(), 15);
+    assert!(records.iter().all(|r| r.is_success()));
+    let starts = sorted_starts(&records);
+    for (i, s) in starts.iter().enumerate() {
+        let offset = s - before;
+        assert!(offset >= i as i64 * 20_000_000, "{i}: {offset}");
+    }
+    // Lateness does not accumulate: absolute deadlines. 0.5 s of headroom
+    // for a loaded CI box; a scheduler that slept gap after gap from the
+    // previous dispatch would still pass, the lower bounds are the point.
+    let span = starts[14] - starts[0];
+    assert!(span < 280_000_000 + 500_000_000, "span {span} ns");
+    let sched = outcome.schedule.expect("rate mode reports lateness");
+    assert_eq!(sched.arrivals, 15);
+    assert!(sched.lateness_p50_ns <= sched.lateness_max_ns);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_with_a_concurrency_cap_never_exceeds_the_cap() {
+    let server = sim(30.0, 1.0).await;
+    let load = LoadConfig::request_rate(500.0)
+        .with_arrival(Arrival::Poisson)
+        .with_random_seed(7)
+        .with_max_concurrency(2)
+        .with_request_count(8);
+    let (outcome, records) = run(&server, single_turns(8), load).await;
+    assert_eq!(records.len(), 8);
+    assert!(records.iter().all(|r| r.is_success()));
+    // In flight at the moment each request started (itself included).
+    for r in &records {
+        let in_flight = records
+            .iter()
+            .filter(|o| o.start_unix_ns <= r.start_unix_ns && r.start_unix_ns < o.end_unix_ns)
+            .count();
+        assert!(in_flight <= 2, "{in_flight} requests in flight at once");
+    }
+    // 500/s offered against 2 slots of 30+ ms each: arrivals queue for slots.
+    let sched = outcome.schedule.unwrap();
+    assert!(sched.lateness_max_ns > 30_000_000, "{sched:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
+    let server = sim(0.0, 0.0).await;
+    let dataset = Dataset {
+        name: "mt".into(),
+        conversations: (0..3)
+            .map(|i| Conversation {
+                id: format!("c{i}"),
+                category: None,
+                preamble: vec![],
+                turns: vec![format!("[c{i}] one"), "two".into(), "three".into()],
+            })
+            .collect(),
+    };
+    let load = LoadConfig::request_rate(200.0);
+    let (outcome, records) = run(&server, dataset, load).await;
+    assert_eq!(records.len(), 9);
+    assert_eq!(
+        outcome.schedule.unwrap().arrivals,
+        3,
+        "rate counts conversation starts"
+    );
+    for c in ["c0", "c1", "c2"] {
+        let turns: Vec<_> = records.iter().filter(|r| r.conversation_id == c).collect();
+        assert_eq!(
+            turns.iter().map(|r| r.turn_index).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert!(
+            turns
+                .windows(2)
+                .all(|w| w[0].end_unix_ns <= w[1].start_unix_ns)
+        );
+    }
+    assert_eq!(server.ground_truth().requests, 9);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
+    let server = sim(0.0, 2.0).await;
+    let load = LoadConfig::closed_loop(2).with_benchmark_duration(Duration::from_millis(300));
+    let (outcome, records) = run(&server, single_turns(3), load).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    // The dataset recycles until time is up: more requests than rows.
+    assert!(records.len() > 3, "{}", records.len());
+    assert!(records.iter().all(|r| r.is_success()));
+    // No request starts after the duration: a start is its first write,
+    // which follows its dispatch (before the deadline) by the time a
+    // worker takes to write it; the first start comes that long after the
+    // phase began. 25 ms covers that on a busy 2-core machine; a dispatch
+    // that went on past the deadline shows as whole requests (tens of ms).
+    let starts = sorted_starts(&records);
+    assert!(starts[starts.len() - 1] - starts[0] < 325_000_000);
+    assert_eq!(server.ground_truth().requests, records.len() as u64);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_outliving_the_grace_period_are_cancelled_rows() {
+    let server = sim(2_000.0, 0.0).await;
+    let load = LoadConfig::request_rate(100.0)
+        .with_arrival(Arrival::Constant)
+        .with_benchmark_duration(Duration::from_millis(50))
+        .with_grace_period(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let (outcome, records) = run(&server, single_turns(2), load).await;
+    // Without the grace-period cancel the run would last the server's 2 s TTFT.
+    assert!(started.elapsed() < Duration::from_millis(1_500));
+    // Nothing succeeded: the run failed (it was not interrupted).
+    assert_eq!(
+        outcome.status,
+        RunStatus::Failed("no request succeeded (5 of 5 failed)".into())
+    );
+    assert_eq!(records.len(), 5, "arrivals at 0, 10, .., 40 ms");
+    for r in &records {
+        assert_eq!(r.error_kind, Some(ErrorKind::Cancelled));
+        assert!(r.error_message.as_deref().unwrap().contains("grace period"));
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation() {
+    let server = sim(0.0, 0.0).await;
+    let conv = |id: &str, turns: &[&str]| Conversation {
+        id: id.into(),
+        category: Some("qa".into()),
+        preamble: Vec::new(),
+        turns: turns.iter().map(|t| t.to_string()).collect(),
+    };
+    let dataset = Dataset {
+        name: "blank".into(),
+        conversations: vec![
+            conv("a", &["Hello there", "And more"]),
+            conv("b", &["  \n\t", "Never sent"]),
+            conv("c", &["First", " "]),
+        ],
+    };
+    let (_, mut records) = run(&server, dataset, LoadConfig::closed_loop(1)).await;
+    records.sort_by_key(|r| (r.conversation_id.clone(), r.turn_index));
+    // Every turn the user gave is a row; only the four real turns were sent.
+    assert_eq!(records.len(), 6);
+    assert_eq!(server.ground_truth().requests, 3);
+    let skipped: Vec<(&str, u32, &str)> = records
+        .iter()
+        .filter(|r| r.error_kind == Some(ErrorKind::Skipped))
+        .map(|r| {
+            (
+                r.conversation_id.as_str(),
+                r.turn_index,
+                r.error_message.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    let blank =
+        |n: u32| format!("not sent: turn {n} of this conversation is empty or whitespace only");
+    assert_eq!(
+        skipped,
+        [
+            ("b", 0, blank(1).as_str()),
+            ("b", 1, blank(1).as_str()),
+            ("c", 1, blank(2).as_str()),
+        ]
+    );
+    server.shutdown().await;
+}

@@ -1,0 +1,7 @@
+//! The integration tests of `speedbench-http`: one test binary with a module per
+//! subject (as ripgrep and cargo do), so the crate and its dependencies
+//! are linked once for all of them.
+
+mod clock;
+mod connect_failure;
+mod h1;

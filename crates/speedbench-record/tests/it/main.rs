@@ -1,0 +1,6 @@
+//! The integration tests of `speedbench-record`: one test binary with a module per
+//! subject (as ripgrep and cargo do), so the crate and its dependencies
+//! are linked once for all of them.
+
+mod custom_columns;
+mod roundtrip;

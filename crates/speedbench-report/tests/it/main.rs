@@ -1,0 +1,6 @@
+//! The integration tests of `speedbench-report`: one test binary with a module per
+//! subject (as ripgrep and cargo do), so the crate and its dependencies
+//! are linked once for all of them.
+
+mod report;
+mod sources;

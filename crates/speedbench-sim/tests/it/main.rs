@@ -1,0 +1,9 @@
+//! The integration tests of `speedbench-sim`: one test binary with a module per
+//! subject (as ripgrep and cargo do), so the crate and its dependencies
+//! are linked once for all of them.
+
+mod common;
+
+mod faults;
+mod golden;
+mod http;
