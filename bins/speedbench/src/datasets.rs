@@ -8,8 +8,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
 use speedbench_dataset::{
-    ChecksumOf, Dataset, DatasetError, FetchError, IntegrityError, LoadOptions, LookupError,
-    PrepareScript, ResolveError, Resolver, import_bundle, load_public_dataset, registry,
+    DatasetError, LoadOptions, Resolver, import_bundle, load_public_dataset, registry,
 };
 
 use crate::{CliError, Context, Outcome};
@@ -63,9 +62,9 @@ pub(crate) struct HintedError {
 }
 
 impl HintedError {
-    /// Adds the hint [`hint`] gives for `error`, if any.
+    /// Adds the hint `speedbench_run::dataset_hint` gives for `error`, if any.
     pub(crate) fn new(error: DatasetError) -> HintedError {
-        let hint = hint(&error);
+        let hint = speedbench_run::dataset_hint(&error);
         HintedError { error, hint }
     }
 }
@@ -86,49 +85,14 @@ impl std::error::Error for HintedError {
     }
 }
 
-/// How to bring resolved rows to a host that cannot resolve them.
-const BUNDLE_HINT: &str = "on a connected machine, `cargo xtask prestage --dataset NAME --out DIR` \
-                           makes a bundle; `speedbench datasets import DIR` imports it here (or \
-                           pass `--dataset-cache DIR` to use it as it is)";
-
-/// What to do about `error`, in terms of `speedbench`'s flags and commands.
-pub(crate) fn hint(error: &DatasetError) -> Option<String> {
-    Some(match error {
-        DatasetError::Lookup(LookupError::UnknownDataset { .. }) => {
-            "`speedbench datasets` lists every name".to_string()
-        }
-        DatasetError::Lookup(LookupError::NotOnHub { .. }) => {
-            "or pass the downloaded file with --input-file".to_string()
-        }
-        DatasetError::Fetch(FetchError::Offline { .. } | FetchError::Gated { .. }) => {
-            BUNDLE_HINT.to_string()
-        }
-        DatasetError::Resolve(ResolveError::Unresolvable { .. }) => format!(
-            "`--resolver auto` or `--resolver upstream` runs the prepare step; or {BUNDLE_HINT}"
-        ),
-        DatasetError::Resolve(ResolveError::PythonUnavailable { .. }) => format!(
-            "`--python venv/bin/python` (or SPEEDBENCH_PYTHON) chooses the interpreter; or \
-             {BUNDLE_HINT}"
-        ),
-        DatasetError::Integrity(IntegrityError::Checksum {
-            of: ChecksumOf::PrepareScript,
-            ..
-        }) => "to run another script deliberately, pass it with --prepare-script PATH".to_string(),
-        _ => return None,
-    })
-}
-
-/// Load options from the environment and these arguments.
+/// The load options of a public dataset: as `profile` loads it.
 fn load_options(cache: Option<PathBuf>, resolve: &ResolveArgs) -> LoadOptions {
-    let mut options = LoadOptions::from_env(cache);
-    options.resolver = resolve.resolver;
-    if let Some(python) = &resolve.python {
-        options.upstream.python = python.clone();
-    }
-    if let Some(script) = &resolve.prepare_script {
-        options.upstream.script = PrepareScript::Local(script.clone());
-    }
-    options
+    let mut spec = speedbench_run::DatasetSpec::default();
+    spec.dataset_cache = cache;
+    spec.resolver = resolve.resolver;
+    spec.python = resolve.python.clone();
+    spec.prepare_script = resolve.prepare_script.clone();
+    spec.load_options()
 }
 
 /// Options of `speedbench datasets`.
@@ -229,27 +193,10 @@ pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Done)
 }
 
-/// Loads `--public-dataset NAME` (with `--dataset-cache DIR` and the
-/// resolver options, if given).
-pub(crate) async fn load_public(name: &str, args: &PublicDatasetArgs) -> Result<Dataset, CliError> {
-    let options = load_options(args.dataset_cache.clone(), &args.resolve);
-    let loaded = load_public_dataset(name, &options)
-        .await
-        .map_err(HintedError::new)
-        .context(format!("loading --public-dataset {name}"))?;
-    eprintln!(
-        "dataset {}: {} conversations, {} turns, from {}",
-        loaded.spec.name,
-        loaded.dataset.conversations.len(),
-        loaded.dataset.turn_count(),
-        loaded.origin
-    );
-    Ok(loaded.dataset)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use speedbench_dataset::{ChecksumOf, IntegrityError};
 
     #[test]
     fn a_prepare_script_that_is_not_the_pin_names_the_flag_that_runs_another() {

@@ -6,8 +6,8 @@ use clap::Args;
 use speedbench_dataset::Dataset;
 use speedbench_sim::{SimConfig, SimServer};
 
-use crate::profile::ProfileArgs;
 use crate::{Context, Outcome};
+use speedbench_run::{DatasetSource, RunSpec};
 
 /// The bundled SPEED-Bench-shaped fixture: 11 categories, some multi-turn rows.
 const FIXTURE: &str = include_str!("../../../fixtures/speed_bench_mini.jsonl");
@@ -40,41 +40,25 @@ pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
     eprintln!("simulated server listening on {}", server.url());
     let dataset = Dataset::from_jsonl_str("speed_bench_mini", FIXTURE)
         .context("loading the bundled fixture")?;
-    let args = ProfileArgs {
-        url: server.url(),
-        model: None,
-        endpoint_type: speedbench_client::ApiKind::Chat,
-        streaming: true,
-        input_file: Some(PathBuf::from("(bundled) fixtures/speed_bench_mini.jsonl")),
-        public: Default::default(),
-        bench: None,
-        category: Vec::new(),
-        limit: None,
-        concurrency: args.concurrency,
-        request_count: None,
-        num_conversations: None,
-        warmup_request_count: 0,
-        osl: Some(256),
-        extra_inputs: vec!["temperature:0".into()],
-        timeout: 60.0,
-        output_artifact_dir: Some(args.output_artifact_dir),
-        staging_dir: None,
-        output: None,
-        api_key: None,
-        headers: Vec::new(),
-        run_id: None,
-        // The demo's directory is its own scratch space.
-        overwrite: true,
-        max_error_rate: None,
-        // The simulator updates its counters synchronously: no need to wait.
-        client: Box::new(crate::profile::ClientArgs {
-            server_metrics_shutdown_delay: 0.0,
-            ..Default::default()
-        }),
-        config: None,
-        dry_run: false,
+    let mut spec = RunSpec::default();
+    spec.target.url = server.url();
+    spec.target.streaming = true;
+    spec.dataset.source = Some(DatasetSource::InputFile(PathBuf::from(
+        "(bundled) fixtures/speed_bench_mini.jsonl",
+    )));
+    spec.load.concurrency = args.concurrency;
+    spec.sampling.osl = Some(256);
+    spec.sampling.extra_inputs = vec!["temperature:0".into()];
+    spec.target.timeout_s = 60.0;
+    spec.outputs.output_artifact_dir = Some(args.output_artifact_dir);
+    // The demo's directory is its own scratch space.
+    spec.outputs.overwrite = true;
+    // The simulator updates its counters synchronously: no need to wait.
+    spec.scrape.shutdown_delay_s = 0.0;
+    let outcome = match spec.validate() {
+        Ok(valid) => crate::profile::execute(valid, dataset).await,
+        Err(e) => Err(e.into()),
     };
-    let outcome = crate::profile::execute(args, dataset).await;
     server.shutdown().await;
     outcome
 }

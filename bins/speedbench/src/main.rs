@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod compare;
+mod console;
 mod datasets;
 mod demo;
 mod kube;
@@ -112,13 +113,27 @@ pub enum Outcome {
 
 /// An error with the context of what the command was doing.
 pub struct CliError {
-    context: String,
+    /// What was being done; `None` when the error says it itself (the
+    /// run library's errors do).
+    context: Option<String>,
     source: Box<dyn std::error::Error>,
+}
+
+impl From<speedbench_run::RunError> for CliError {
+    fn from(e: speedbench_run::RunError) -> CliError {
+        CliError {
+            context: None,
+            source: Box::new(e),
+        }
+    }
 }
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut text = format!("{}: {}", self.context, self.source);
+        let mut text = match &self.context {
+            Some(context) => format!("{context}: {}", self.source),
+            None => self.source.to_string(),
+        };
         let mut cause = self.source.source();
         while let Some(c) = cause {
             // Many errors already quote their cause in their own message.
@@ -142,7 +157,7 @@ pub trait Context<T> {
 impl<T, E: std::error::Error + 'static> Context<T> for Result<T, E> {
     fn context(self, what: impl Into<String>) -> Result<T, CliError> {
         self.map_err(|e| CliError {
-            context: what.into(),
+            context: Some(what.into()),
             source: Box::new(e),
         })
     }
@@ -163,7 +178,7 @@ impl std::error::Error for Message {}
 /// Builds a [`CliError`] from a context and a message.
 pub fn fail(context: &str, message: impl Into<String>) -> CliError {
     CliError {
-        context: context.into(),
+        context: Some(context.into()),
         source: Box::new(Message(message.into())),
     }
 }

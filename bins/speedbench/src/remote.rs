@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use speedbench_store::{
-    RunUpload, StoreError, StoreOptions, StoreUrl, UploadReport, check_vacant as store_vacant,
-    fetch, open,
+    StoreError, StoreOptions, StoreUrl, UploadReport, check_vacant as store_vacant, fetch, open,
 };
 
 use crate::{CliError, Context};
@@ -96,108 +95,7 @@ pub(crate) async fn localize(paths: &mut [PathBuf], flag: &str) -> Result<Locali
     Ok(Localized { _dir: dir, fetched })
 }
 
-/// A profile run written to a local staging directory and uploaded to its
-/// store URL.
-pub(crate) struct StagedRun {
-    url: StoreUrl,
-    /// The local directory the run writes.
-    pub(crate) dir: PathBuf,
-    /// Made by us under the temporary directory (removed after a good
-    /// upload), not given with --staging-dir.
-    temporary: bool,
-    upload: RunUpload,
-}
-
-impl StagedRun {
-    /// Checks the store (occupied prefix, credentials) and starts the
-    /// upload stream; the staging directory is `staging`, else a new one
-    /// under the system's temporary directory.
-    pub(crate) async fn begin(
-        url: StoreUrl,
-        staging: Option<PathBuf>,
-        overwrite: bool,
-    ) -> Result<StagedRun, CliError> {
-        let (dir, temporary) = match staging {
-            Some(dir) => (dir, false),
-            None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("speedbench-staging-")
-                    .tempdir()
-                    .context("making a staging directory for the upload")?;
-                (dir.keep(), true)
-            }
-        };
-        let store = open(&url, &StoreOptions::default()).context(format!("opening {url}"))?;
-        let upload = match RunUpload::begin(store, url.clone(), &dir, overwrite).await {
-            Ok(upload) => upload,
-            Err(e @ StoreError::Occupied { .. }) => {
-                return Err(e).context("not overwriting a run (give --overwrite to replace it)");
-            }
-            Err(e) => {
-                return Err(e).context(format!(
-                    "checking --output-artifact-dir {url} before the run"
-                ));
-            }
-        };
-        eprintln!(
-            "uploading to {url} (the run is staged in {})",
-            dir.display()
-        );
-        Ok(StagedRun {
-            url,
-            dir,
-            temporary,
-            upload,
-        })
-    }
-
-    /// The URL of a staged file, for messages.
-    pub(crate) fn shown(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.dir) {
-            Ok(rel) => self.url.join(&rel.to_string_lossy()).to_string(),
-            Err(_) => path.display().to_string(),
-        }
-    }
-
-    /// Uploads the finished run; on success a temporary staging directory
-    /// is kept until [`StagedRun::clean_up`].
-    pub(crate) async fn finish(self) -> Result<Uploaded, CliError> {
-        let (url, dir, temporary) = (self.url.clone(), self.dir.clone(), self.temporary);
-        match self.upload.finish().await {
-            Ok(report) => {
-                eprintln!("{}", uploaded_line(&report));
-                Ok(Uploaded { dir, temporary })
-            }
-            Err(e) => Err(e).context(format!(
-                "uploading the run to {url} (every file is kept in {})",
-                dir.display()
-            )),
-        }
-    }
-}
-
-/// A run whose upload succeeded.
-pub(crate) struct Uploaded {
-    dir: PathBuf,
-    temporary: bool,
-}
-
-impl Uploaded {
-    /// Removes a temporary staging directory (the store holds the run).
-    pub(crate) fn clean_up(self) {
-        if self.temporary {
-            match std::fs::remove_dir_all(&self.dir) {
-                Ok(()) => {}
-                Err(e) => eprintln!(
-                    "warning: the staging directory {} could not be removed: {e}",
-                    self.dir.display()
-                ),
-            }
-        }
-    }
-}
-
-fn uploaded_line(report: &UploadReport) -> String {
+pub(crate) fn uploaded_line(report: &UploadReport) -> String {
     let total: u64 = report.objects.iter().map(|o| o.bytes).sum();
     let mut line = format!(
         "uploaded {} objects ({}) to {}; {} of the records streamed while the run went",

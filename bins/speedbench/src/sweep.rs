@@ -21,7 +21,9 @@ use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_dataset::Dataset;
 use speedbench_record::{RUN_FILE_NAMES, run_is_live};
+use speedbench_run::{DatasetSource, RunSpec, ValidRun};
 
+use crate::console::Console;
 use crate::profile::ProfileArgs;
 use crate::report::ReportArgs;
 use crate::{CliError, Context, Outcome, fail};
@@ -125,7 +127,8 @@ fn clap_message(e: &clap::Error) -> String {
 /// A variation checked and ready to run.
 struct Prepared {
     variation: Variation,
-    args: ProfileArgs,
+    spec: RunSpec,
+    valid: ValidRun,
     dir: PathBuf,
     /// The loaded `--input-file`; a public dataset is loaded when its run
     /// starts.
@@ -193,13 +196,14 @@ fn prepare(
         .cloned()
         .chain([dir_flag])
         .collect();
-    let mut args = ProfileCli::try_parse_from(&tokens)
+    let args = ProfileCli::try_parse_from(&tokens)
         .map_err(|e| fail("the flags", clap_message(&e)))?
         .profile;
-    crate::profile::apply_bench(&mut args)?;
-    let checked = crate::profile::check(&args)?;
-    let dataset = match (&args.input_file, &args.public.public_dataset) {
-        (Some(path), _) => {
+    let spec = args.to_spec();
+    let public_name = spec.dataset.public_name()?;
+    let valid = spec.validate()?;
+    let dataset = match (&spec.dataset.source, public_name) {
+        (Some(DatasetSource::InputFile(path)), _) => {
             let dataset = match files.get(path) {
                 Some(d) => d.clone(),
                 None => {
@@ -211,22 +215,23 @@ fn prepare(
             };
             // Categories that select nothing are refused now, not mid-sweep.
             dataset
-                .select_categories(&checked.categories)
+                .select_categories(valid.categories())
                 .context("filtering categories")?;
             Some(dataset)
         }
-        (None, Some(name)) => {
-            speedbench_dataset::registry::lookup(name)
+        (_, Some(name)) => {
+            speedbench_dataset::registry::lookup(&name)
                 .map_err(crate::datasets::HintedError::new)
                 .context(format!("--public-dataset {name}"))?;
             None
         }
-        (None, None) => None,
+        (_, None) => None,
     };
-    check_run_dir(&dir, args.overwrite).map_err(|e| fail("the run directory", e))?;
+    check_run_dir(&dir, spec.outputs.overwrite).map_err(|e| fail("the run directory", e))?;
     Ok(Prepared {
         variation: variation.clone(),
-        args,
+        spec,
+        valid,
         dir,
         dataset,
     })
@@ -291,7 +296,7 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     // Run directories in a store: a run already there is refused now, as
     // a local one is (and credentials the store refuses fail here).
     for p in &prepared {
-        if p.args.overwrite {
+        if p.spec.outputs.overwrite {
             continue;
         }
         if let Err(e) = crate::remote::check_vacant(&p.dir).await {
@@ -303,7 +308,7 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     }
     let mut outputs: HashMap<&Path, usize> = HashMap::new();
     for p in &prepared {
-        if let Some(out) = &p.args.output
+        if let Some(out) = &p.spec.outputs.output
             && let Some(first) = outputs.insert(out.as_path(), p.variation.index)
         {
             refused.push(format!(
@@ -389,7 +394,7 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             p.variation.description,
             p.dir.display()
         );
-        let end = run_one(p.args, p.dataset, &stop, &signals).await;
+        let end = run_one(p.spec, p.valid, p.dataset, &stop, &signals).await;
         ends.push((p.variation, p.dir, end));
     }
 
@@ -460,24 +465,25 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
 
 /// Runs one prepared variation.
 async fn run_one(
-    mut args: ProfileArgs,
+    spec: RunSpec,
+    valid: ValidRun,
     dataset: Option<Arc<Dataset>>,
     stop: &StopHandle,
     signals: &speedbench::process::SignalWatch,
 ) -> RunEnd {
-    speedbench::process::raise_open_files(args.concurrency as u64 + 256);
+    speedbench::process::raise_open_files(spec.load.concurrency as u64 + 256);
     let dataset = match dataset {
         Some(d) => Arc::unwrap_or_clone(d),
-        None => match crate::profile::load_dataset(&mut args).await {
+        None => match spec.load_dataset(&mut Console::default()).await {
             Ok(d) => d,
-            Err(e) => return RunEnd::Failed(e.to_string()),
+            Err(e) => return RunEnd::Failed(CliError::from(e).to_string()),
         },
     };
     // A Ctrl-C while the dataset loaded starts nothing.
     if stop.is_stopped() {
         return RunEnd::NotStarted;
     }
-    match crate::profile::execute_with(args, dataset, stop.clone(), signals).await {
+    match crate::profile::execute_with(valid, dataset, stop.clone(), signals).await {
         Ok(Outcome::Done) => RunEnd::Completed,
         Ok(Outcome::Interrupted(_)) => RunEnd::Interrupted,
         Err(e) => {

@@ -11,7 +11,8 @@
 //! | [`runs`] | `speedbench-runs` | finding and loading run directories (speedbench's and AIPerf's) |
 //! | [`report`] | `speedbench-report` | matrices, comparisons and their renderings |
 //! | [`sim`] | `speedbench-sim` | the simulated speculative-decoding server |
-//! | [`process`] | this crate | what a benchmark program needs of its process: open-file limit, two-stage Ctrl-C |
+//! | [`run`] | `speedbench-run` | one run as a value ([`run::RunSpec`]) and the executor that runs it ([`run::execute`], [`run::Observer`]) |
+//! | [`process`] | `speedbench-run` | what a benchmark program needs of its process: open-file limit, two-stage Ctrl-C |
 //!
 //! The third-party types in their signatures are re-exported too
 //! ([`serde_json`], [`arrow_schema`], [`tokio`]), so a downstream benchmark
@@ -54,7 +55,7 @@
 //! A complete program on this crate alone is in `examples/downstream.rs`.
 
 #![doc(test(attr(deny(warnings))))]
-pub mod process;
+pub use speedbench_run::process;
 
 pub use arrow_schema;
 pub use serde_json;
@@ -63,6 +64,7 @@ pub use speedbench_dataset as dataset;
 pub use speedbench_metrics as metrics;
 pub use speedbench_record as record;
 pub use speedbench_report as report;
+pub use speedbench_run as run;
 pub use speedbench_runs as runs;
 pub use speedbench_scrape as scrape;
 pub use speedbench_sim as sim;

@@ -175,7 +175,11 @@ impl LoadConfig {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+    /// Refuses a load no run can have: a zero or non-finite rate, zero
+    /// concurrency or counts, a zero duration, a maximum concurrency
+    /// without a rate. [`run_profile`](crate::run_profile) checks it too;
+    /// a caller checks first to refuse a plan before anything is sent.
+    pub fn validate(&self) -> Result<(), ClientError> {
         let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
         match self.request_rate {
             Some(r) if !(r.is_finite() && r > 0.0) => {

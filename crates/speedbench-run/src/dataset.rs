@@ -1,0 +1,121 @@
+//! The rows a [`RunSpec`] names: loaded, then narrowed to its categories
+//! and per-category limit.
+
+use speedbench_dataset::{
+    CategorySelection, ChecksumOf, Dataset, DatasetError, FetchError, IntegrityError, LoadOptions,
+    LookupError, PrepareScript, ResolveError, bench_dataset, load_public_dataset,
+};
+
+use crate::error::RunError;
+use crate::observer::Observer;
+use crate::spec::{DatasetSource, DatasetSpec, RunSpec};
+
+const BUNDLE_HINT: &str = "on a connected machine, `cargo xtask prestage --dataset NAME --out DIR` \
+                           makes a bundle; `speedbench datasets import DIR` imports it here (or \
+                           pass `--dataset-cache DIR` to use it as it is)";
+
+/// What to do about a dataset error, where there is something to do.
+pub fn dataset_hint(error: &DatasetError) -> Option<String> {
+    Some(match error {
+        DatasetError::Lookup(LookupError::UnknownDataset { .. }) => {
+            "`speedbench datasets` lists every name".to_string()
+        }
+        DatasetError::Lookup(LookupError::NotOnHub { .. }) => {
+            "or pass the downloaded file with --input-file".to_string()
+        }
+        DatasetError::Fetch(FetchError::Offline { .. } | FetchError::Gated { .. }) => {
+            BUNDLE_HINT.to_string()
+        }
+        DatasetError::Resolve(ResolveError::Unresolvable { .. }) => format!(
+            "`--resolver auto` or `--resolver upstream` runs the prepare step; or {BUNDLE_HINT}"
+        ),
+        DatasetError::Resolve(ResolveError::PythonUnavailable { .. }) => format!(
+            "`--python venv/bin/python` (or SPEEDBENCH_PYTHON) chooses the interpreter; or \
+             {BUNDLE_HINT}"
+        ),
+        DatasetError::Integrity(IntegrityError::Checksum {
+            of: ChecksumOf::PrepareScript,
+            ..
+        }) => "to run another script deliberately, pass it with --prepare-script PATH".to_string(),
+        _ => return None,
+    })
+}
+
+/// A dataset error with what was being done and its hint.
+pub(crate) fn dataset_error(context: impl Into<String>, source: DatasetError) -> RunError {
+    let hint = dataset_hint(&source);
+    RunError::Dataset {
+        context: context.into(),
+        source: Box::new(source),
+        hint,
+    }
+}
+
+impl DatasetSpec {
+    /// The public dataset's load options: the cache, resolver, interpreter
+    /// and prepare script this spec names (the environment gives the rest).
+    pub fn load_options(&self) -> LoadOptions {
+        let mut options = LoadOptions::from_env(self.dataset_cache.clone());
+        options.resolver = self.resolver;
+        if let Some(python) = &self.python {
+            options.upstream.python = python.clone();
+        }
+        if let Some(script) = &self.prepare_script {
+            options.upstream.script = PrepareScript::Local(script.clone());
+        }
+        options
+    }
+
+    /// The registered name of a public source (`--bench CONFIG` is
+    /// `speed_bench_CONFIG`); `None` for an input file.
+    pub fn public_name(&self) -> Result<Option<String>, RunError> {
+        match &self.source {
+            Some(DatasetSource::PublicDataset(name)) => Ok(Some(name.clone())),
+            Some(DatasetSource::Bench(config)) => bench_dataset(config)
+                .map(|spec| Some(spec.name))
+                .map_err(|e| dataset_error(format!("--bench {config}"), e)),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl RunSpec {
+    /// Loads the rows the spec names (an input file, or a public dataset
+    /// through the cache, the Hub or the prepare step), unnarrowed.
+    pub async fn load_dataset(&self, observer: &mut dyn Observer) -> Result<Dataset, RunError> {
+        let d = &self.dataset;
+        if let Some(DatasetSource::InputFile(path)) = &d.source {
+            return Dataset::from_jsonl_file(path)
+                .map_err(|e| dataset_error("loading the input file", e));
+        }
+        let Some(name) = d.public_name()? else {
+            return Err(RunError::invalid(
+                "profile",
+                "give exactly one of --input-file, --public-dataset and --bench",
+            ));
+        };
+        let loaded = load_public_dataset(&name, &d.load_options())
+            .await
+            .map_err(|e| dataset_error(format!("loading --public-dataset {name}"), e))?;
+        observer.dataset_loaded(&loaded);
+        Ok(loaded.dataset)
+    }
+}
+
+/// Narrows `dataset` to the spec's categories and per-category limit.
+pub(crate) fn select_rows(
+    spec: &DatasetSpec,
+    categories: &CategorySelection,
+    dataset: Dataset,
+    observer: &mut dyn Observer,
+) -> Result<Dataset, RunError> {
+    let mut dataset = dataset
+        .select_categories(categories)
+        .map_err(|e| dataset_error("filtering categories", e))?;
+    if let Some(limit) = spec.limit {
+        let before = dataset.conversations.len();
+        dataset = dataset.limit_per_category(limit);
+        observer.rows_limited(limit.get(), dataset.conversations.len(), before);
+    }
+    Ok(dataset)
+}

@@ -1,0 +1,65 @@
+//! One run of a speculative-decoding benchmark, as a value, and the one
+//! executor that runs it.
+//!
+//! A [`RunSpec`] holds everything a run needs (target, dataset selection,
+//! load shape, sampling, outputs, shard, scrape), in the vocabulary of
+//! `speedbench profile`'s flags. [`RunSpec::validate`] holds every check
+//! a run makes before its first request; [`execute`] (or [`run_spec`],
+//! which loads the dataset too) runs it end to end: the served model,
+//! the store, the open-file limit, the engine and its preflight, the run,
+//! the upload, and the figures read back from the records. What happens
+//! on the way goes to an [`Observer`]: `speedbench` prints it with a
+//! progress bar and tables, a test or a downstream benchmark shows what
+//! it likes.
+//!
+//! ```
+//! use speedbench_run::{DatasetSource, RunResults, RunSpec, Silent};
+//! use speedbench_client::{RunStatus, StopHandle};
+//! use speedbench_sim::{SimConfig, SimServer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into()).await?;
+//! let dir = tempfile::tempdir()?;
+//! let rows = dir.path().join("rows.jsonl");
+//! std::fs::write(&rows, r#"{"question_id": "c1", "category": "coding", "turns": ["Sort a list."]}"#)?;
+//!
+//! let mut spec = RunSpec::default();
+//! spec.target.url = server.url();
+//! spec.target.streaming = true;
+//! spec.dataset.source = Some(DatasetSource::InputFile(rows));
+//! spec.load.concurrency = 2;
+//! spec.load.request_count = Some(4);
+//! spec.outputs.output_artifact_dir = Some(dir.path().join("run"));
+//! spec.scrape.shutdown_delay_s = 0.0;
+//!
+//! let report = speedbench_run::run_spec(&spec, StopHandle::new(), &mut Silent).await?;
+//! let RunResults::Records { metrics, .. } = &report.results else { panic!("records kept") };
+//! assert_eq!(metrics.counts.succeeded, 4);
+//! assert_eq!(report.into_status()?, RunStatus::Completed);
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![doc(test(attr(deny(warnings))))]
+
+mod dataset;
+mod error;
+mod execute;
+mod observer;
+pub mod process;
+mod spec;
+mod staging;
+mod validate;
+mod words;
+
+pub use dataset::dataset_hint;
+pub use error::RunError;
+pub use execute::{RunReport, RunResults, ShownPaths, execute, run_spec};
+pub use observer::{EngineSource, Observer, Silent};
+pub use spec::{
+    DatasetSource, DatasetSpec, EngineChoice, LoadSpec, OutputSpec, RunSpec, SamplingSpec,
+    ScrapeSpec, Secret, ShardSpec, TargetSpec,
+};
+pub use staging::store_url;
+pub use validate::ValidRun;

@@ -1,0 +1,326 @@
+//! [`RunSpec`]: one run, as a value. The command line, a sweep file's
+//! variation and a Kubernetes Pod's arguments all become this type.
+
+use std::net::IpAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use speedbench_client::{ApiKind, Arrival, Engine, ExportLevel, HttpClientKind, Shard};
+use speedbench_dataset::Resolver;
+
+use crate::words::by_name;
+
+/// Everything one run needs: where to send, what to send, how hard, and
+/// where its results go.
+///
+/// The field names are those of `speedbench profile`'s flags (`timeout_s`
+/// is `--timeout`, and so on; each field says its flag), so a sweep file
+/// and the command line speak the same vocabulary and an error names the
+/// flag a user would change. The defaults are the flags' defaults.
+/// Secrets (`api_key`, header values) are never serialized and print as
+/// `(hidden)`.
+///
+/// ```
+/// use speedbench_run::{DatasetSource, RunSpec};
+///
+/// let mut spec = RunSpec::default();
+/// spec.target.url = "127.0.0.1:8000".into();
+/// spec.dataset.source = Some(DatasetSource::InputFile("rows.jsonl".into()));
+/// spec.load.concurrency = 4;
+/// let valid = spec.validate().expect("every field is usable");
+/// assert_eq!(valid.load().concurrency, 4);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RunSpec {
+    /// The server and how each request is made.
+    pub target: TargetSpec,
+    /// The rows sent.
+    pub dataset: DatasetSpec,
+    /// How many requests, at what concurrency or rate.
+    pub load: LoadSpec,
+    /// Fields added to each request's body.
+    pub sampling: SamplingSpec,
+    /// Where the run's files go.
+    pub outputs: OutputSpec,
+    /// This process's part of a sharded run, and when it starts.
+    pub shard: ShardSpec,
+    /// The server-metrics scrape.
+    pub scrape: ScrapeSpec,
+}
+
+/// A secret (an API key, a header's value): kept in memory for the
+/// requests, never serialized, printed as `(hidden)`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value, for the request that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(hidden)")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("(hidden)")
+    }
+}
+
+/// `--engine`: found from what the server answers, or named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineChoice {
+    /// Detect it (`auto`).
+    #[default]
+    Auto,
+    /// This engine.
+    Named(Engine),
+}
+
+impl EngineChoice {
+    /// `auto`, or the engine's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Named(e) => e.as_str(),
+        }
+    }
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<EngineChoice, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(EngineChoice::Auto);
+        }
+        s.parse().map(EngineChoice::Named)
+    }
+}
+
+/// The server and how each request is made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TargetSpec {
+    /// `--url`: `host:port` or `http://host:port`, with or without `/v1`.
+    pub url: String,
+    /// `--model`: asked of `GET /v1/models` when `None`.
+    pub model: Option<String>,
+    /// `--endpoint-type`: chat or completions.
+    #[serde(with = "by_name")]
+    pub endpoint_type: ApiKind,
+    /// `--streaming`: SSE responses (needed for TTFT and ITL).
+    pub streaming: bool,
+    /// `--timeout`: per-request timeout, seconds.
+    pub timeout_s: f64,
+    /// `--api-key`: sent as a bearer token.
+    #[serde(skip_serializing)]
+    pub api_key: Option<Secret>,
+    /// `--header`: extra headers as `Name:value` (values are secrets).
+    #[serde(skip_serializing)]
+    pub headers: Vec<Secret>,
+    /// `--ca-cert`: extra PEM roots for HTTPS.
+    pub ca_cert: Vec<PathBuf>,
+    /// `--local-addr`: source addresses, taken in turn.
+    pub local_addr: Vec<IpAddr>,
+    /// `--http-client`: the client of plain http:// requests.
+    #[serde(with = "by_name")]
+    pub http_client: HttpClientKind,
+    /// `--max-response-bytes`: the most bytes kept of a body or an SSE line.
+    pub max_response_bytes: usize,
+    /// `--engine`.
+    #[serde(with = "by_name")]
+    pub engine: EngineChoice,
+    /// `--no-preflight` when false: one small request before the run.
+    pub preflight: bool,
+}
+
+impl Default for TargetSpec {
+    fn default() -> TargetSpec {
+        TargetSpec {
+            url: "localhost:8000".into(),
+            model: None,
+            endpoint_type: ApiKind::Chat,
+            streaming: false,
+            timeout_s: 600.0,
+            api_key: None,
+            headers: Vec::new(),
+            ca_cert: Vec::new(),
+            local_addr: Vec::new(),
+            http_client: HttpClientKind::default(),
+            max_response_bytes: speedbench_client::DEFAULT_MAX_RESPONSE_BYTES,
+            engine: EngineChoice::Auto,
+            preflight: true,
+        }
+    }
+}
+
+/// Where the rows come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DatasetSource {
+    /// `--input-file`: SPEED-Bench-shaped JSONL rows.
+    InputFile(PathBuf),
+    /// `--public-dataset`: a registered name.
+    PublicDataset(String),
+    /// `--bench`: a SPEED-Bench config (`--public-dataset speed_bench_CONFIG`).
+    Bench(String),
+}
+
+/// The rows sent, and how they are narrowed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DatasetSpec {
+    /// The one source; `None` is refused by [`RunSpec::validate`].
+    pub source: Option<DatasetSource>,
+    /// `--dataset-cache`: where public datasets are cached.
+    pub dataset_cache: Option<PathBuf>,
+    /// `--resolver`.
+    #[serde(with = "by_name")]
+    pub resolver: Resolver,
+    /// `--python`: the prepare step's interpreter.
+    pub python: Option<PathBuf>,
+    /// `--prepare-script`: another prepare script than the pinned one.
+    pub prepare_script: Option<PathBuf>,
+    /// `--category`: categories kept (`all` or empty keeps every row).
+    pub category: Vec<String>,
+    /// `--limit`: at most N rows of each category.
+    pub limit: Option<NonZeroUsize>,
+}
+
+/// How many requests, at what concurrency or rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LoadSpec {
+    /// `--concurrency`: requests in flight at once.
+    pub concurrency: usize,
+    /// `--request-count`: profiled requests (turns).
+    pub request_count: Option<u64>,
+    /// `--num-conversations`.
+    pub num_conversations: Option<u64>,
+    /// `--warmup-request-count`.
+    pub warmup_request_count: u64,
+    /// `--request-rate`: open-loop arrivals per second.
+    pub request_rate: Option<f64>,
+    /// `--arrival`: poisson or constant gaps.
+    #[serde(with = "by_name")]
+    pub arrival: Arrival,
+    /// `--random-seed` of the arrival schedule.
+    pub random_seed: u64,
+    /// `--max-concurrency` with a request rate.
+    pub max_concurrency: Option<usize>,
+    /// `--benchmark-duration`, seconds.
+    pub benchmark_duration_s: Option<f64>,
+    /// `--benchmark-grace-period`, seconds.
+    pub benchmark_grace_period_s: f64,
+    /// `--max-error-rate`: fail the run past this share of failures.
+    pub max_error_rate: Option<f64>,
+}
+
+impl Default for LoadSpec {
+    fn default() -> LoadSpec {
+        LoadSpec {
+            concurrency: 1,
+            request_count: None,
+            num_conversations: None,
+            warmup_request_count: 0,
+            request_rate: None,
+            arrival: Arrival::Poisson,
+            random_seed: 0,
+            max_concurrency: None,
+            benchmark_duration_s: None,
+            benchmark_grace_period_s: 30.0,
+            max_error_rate: None,
+        }
+    }
+}
+
+/// Fields added to each request's body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SamplingSpec {
+    /// `--osl`: `max_tokens`.
+    pub osl: Option<u32>,
+    /// `--extra-inputs`: `key:value` pairs or JSON objects.
+    pub extra_inputs: Vec<String>,
+}
+
+/// Where the run's files go.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OutputSpec {
+    /// `--output-artifact-dir`: a directory or a store URL; by default
+    /// `artifacts/<dataset>-<run id>`.
+    pub output_artifact_dir: Option<PathBuf>,
+    /// `--staging-dir` with a store URL.
+    pub staging_dir: Option<PathBuf>,
+    /// `--output`: speed_bench.py's JSON.
+    pub output: Option<PathBuf>,
+    /// `--overwrite`: replace a run already there.
+    pub overwrite: bool,
+    /// `--export-level`.
+    #[serde(with = "by_name")]
+    pub export_level: ExportLevel,
+    /// `--run-id`; generated when `None`.
+    pub run_id: Option<String>,
+}
+
+/// This process's part of a sharded run, and when it starts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ShardSpec {
+    /// `--shard I/N`.
+    #[serde(with = "by_name::option")]
+    pub shard: Option<Shard>,
+    /// `--shard-count` (with `shard_index`).
+    pub shard_count: Option<u32>,
+    /// `--shard-index` (`JOB_COMPLETION_INDEX`).
+    pub shard_index: Option<u32>,
+    /// `--start-at`: Unix time, seconds.
+    pub start_at: Option<f64>,
+    /// `--start-after-barrier`: a file every shard sees.
+    pub start_after_barrier: Option<PathBuf>,
+}
+
+/// The server-metrics scrape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ScrapeSpec {
+    /// `--no-server-metrics` when false.
+    pub enabled: bool,
+    /// `--server-metrics`: endpoints besides the engine's own.
+    pub server_metrics: Vec<String>,
+    /// `--server-metrics-shutdown-delay`, seconds.
+    pub shutdown_delay_s: f64,
+}
+
+impl Default for ScrapeSpec {
+    fn default() -> ScrapeSpec {
+        ScrapeSpec {
+            enabled: true,
+            server_metrics: Vec::new(),
+            shutdown_delay_s: 2.0,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! A run whose output directory is a store URL (`s3://`, `gs://`,
+//! `az://`): staged in a local directory, its records streamed up as it
+//! goes, the rest uploaded at the end.
+
+use std::path::{Path, PathBuf};
+
+use speedbench_store::{RunUpload, StoreError, StoreOptions, StoreUrl, UploadReport, open};
+
+use crate::error::RunError;
+
+/// The store URL a path names, or `None` for a local path.
+pub fn store_url(path: &Path, field: &str) -> Result<Option<StoreUrl>, RunError> {
+    StoreUrl::from_path(path)
+        .transpose()
+        .map_err(|source| RunError::Store {
+            context: field.to_string(),
+            source,
+        })
+}
+
+/// A run being staged for upload.
+pub(crate) struct StagedRun {
+    url: StoreUrl,
+    /// The local directory the run writes.
+    pub(crate) dir: PathBuf,
+    /// Made by us (removed after a good upload) rather than given.
+    temporary: bool,
+    upload: RunUpload,
+}
+
+impl StagedRun {
+    /// Opens the store and checks, before anything is sent, that it takes
+    /// the credentials and (without `overwrite`) holds no run at `url`.
+    pub(crate) async fn begin(
+        url: StoreUrl,
+        staging: Option<PathBuf>,
+        overwrite: bool,
+    ) -> Result<StagedRun, RunError> {
+        let store = open(&url, &StoreOptions::default()).map_err(|source| RunError::Store {
+            context: format!("opening {url}"),
+            source,
+        })?;
+        let (dir, temporary) = match staging {
+            Some(dir) => (dir, false),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("speedbench-staging-")
+                    .tempdir()
+                    .map_err(|source| RunError::Io {
+                        context: "making a staging directory for the upload".into(),
+                        source,
+                    })?;
+                (dir.keep(), true)
+            }
+        };
+        let upload = match RunUpload::begin(store, url.clone(), &dir, overwrite).await {
+            Ok(upload) => upload,
+            Err(e) => {
+                // A refused run leaves no empty directory of ours behind.
+                if temporary {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                let context = match &e {
+                    StoreError::Occupied { .. } => {
+                        "not overwriting a run (give --overwrite to replace it)".to_string()
+                    }
+                    _ => format!("checking --output-artifact-dir {url} before the run"),
+                };
+                return Err(RunError::Store { context, source: e });
+            }
+        };
+        Ok(StagedRun {
+            url,
+            dir,
+            temporary,
+            upload,
+        })
+    }
+
+    /// The store URL.
+    pub(crate) fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// `path` in the staging directory as the URL it is uploaded to.
+    pub(crate) fn shown(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.dir) {
+            Ok(rel) => self.url.join(&rel.to_string_lossy()).to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// Uploads what the run left and waits for the store to have it.
+    pub(crate) async fn finish(self) -> Result<(UploadReport, Uploaded), RunError> {
+        let (url, dir, temporary) = (self.url.clone(), self.dir.clone(), self.temporary);
+        match self.upload.finish().await {
+            Ok(report) => Ok((report, Uploaded { dir, temporary })),
+            Err(source) => Err(RunError::Store {
+                context: format!(
+                    "uploading the run to {url} (every file is kept in {})",
+                    dir.display()
+                ),
+                source,
+            }),
+        }
+    }
+}
+
+/// A run the store holds; its staging directory goes once the run's
+/// files are no longer read.
+pub(crate) struct Uploaded {
+    dir: PathBuf,
+    temporary: bool,
+}
+
+impl Uploaded {
+    /// Removes a temporary staging directory; the warning when it cannot.
+    pub(crate) fn clean_up(self) -> Option<String> {
+        if !self.temporary {
+            return None;
+        }
+        std::fs::remove_dir_all(&self.dir).err().map(|e| {
+            format!(
+                "the staging directory {} could not be removed: {e}",
+                self.dir.display()
+            )
+        })
+    }
+}

@@ -1,0 +1,388 @@
+//! [`RunSpec::validate`]: every check a run makes before its first
+//! request, sending nothing.
+
+use std::time::Duration;
+
+use speedbench_client::{
+    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, StartBarrier, Target, parse_extra_inputs,
+    parse_header, scrape::ScrapeConfig,
+};
+use speedbench_dataset::CategorySelection;
+use speedbench_report::{ReportError, check_output_free};
+
+use crate::error::RunError;
+use crate::spec::{RunSpec, ShardSpec};
+
+/// A [`RunSpec`] whose every field was checked: what a run needs but the
+/// dataset and the served model's name.
+#[derive(Debug, Clone)]
+pub struct ValidRun {
+    pub(crate) spec: RunSpec,
+    pub(crate) categories: CategorySelection,
+    /// The request target; its `model` is the spec's, or empty until asked
+    /// of the server.
+    pub(crate) target: Target,
+    pub(crate) load: LoadConfig,
+    pub(crate) scrape: Option<ScrapeConfig>,
+}
+
+impl ValidRun {
+    /// The spec that was checked.
+    pub fn spec(&self) -> &RunSpec {
+        &self.spec
+    }
+
+    /// The load the run will have (before a shard takes its share).
+    pub fn load(&self) -> &LoadConfig {
+        &self.load
+    }
+
+    /// The categories the run keeps.
+    pub fn categories(&self) -> &CategorySelection {
+        &self.categories
+    }
+}
+
+/// A number of seconds from a field, or the error naming it.
+pub(crate) fn seconds(field: &str, v: f64) -> Result<Duration, RunError> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|_| v.is_finite())
+        .ok_or_else(|| RunError::invalid(field, "must be a non-negative number of seconds"))
+}
+
+/// The client's error, with the field that fixes it named (the client
+/// knows no fields).
+pub(crate) fn hinted(what: &str, e: ClientError) -> RunError {
+    let hint = match &e {
+        ClientError::OwnedField { field, .. } => Some(match field {
+            OwnedField::Model => "set it with --model".to_string(),
+            OwnedField::Messages | OwnedField::Prompt => {
+                "it comes from --input-file or --public-dataset".to_string()
+            }
+            _ => "set it with --streaming".to_string(),
+        }),
+        ClientError::AuthorizationTwice { header } => Some(format!(
+            "-H {header} and --api-key (or OPENAI_API_KEY) are both given"
+        )),
+        ClientError::EndpointMismatch { named, .. } => {
+            Some(format!("pass --endpoint-type {}", named.name()))
+        }
+        ClientError::LocalAddr { .. } => Some("check --local-addr".to_string()),
+        _ => None,
+    };
+    RunError::Client {
+        context: match hint {
+            Some(h) => format!("{what} ({h})"),
+            None => what.to_string(),
+        },
+        source: e,
+    }
+}
+
+impl RunSpec {
+    /// Checks every field a run would refuse before its first request,
+    /// sending nothing: values, request fields, CA files, the load shape,
+    /// the shard and its run id, and that `--output` is free.
+    pub fn validate(&self) -> Result<ValidRun, RunError> {
+        let d = &self.dataset;
+        let categories = CategorySelection::parse(&d.category).map_err(|e| RunError::Dataset {
+            context: "--category".into(),
+            source: Box::new(e),
+            hint: None,
+        })?;
+        let base_url = BaseUrl::parse(&self.target.url).map_err(|e| RunError::Client {
+            context: "--url".into(),
+            source: e,
+        })?;
+        let target = self.request_target(base_url)?;
+        let load = self.load_config()?;
+        check_run_id(self.outputs.run_id.as_deref(), &load)?;
+        let scrape = self.scrape_config(&target)?;
+        self.check_output()?;
+        Ok(ValidRun {
+            spec: self.clone(),
+            categories,
+            target,
+            load,
+            scrape,
+        })
+    }
+
+    fn request_target(&self, base_url: BaseUrl) -> Result<Target, RunError> {
+        let t = &self.target;
+        let extra_roots = t
+            .ca_cert
+            .iter()
+            .map(|p| {
+                std::fs::read(p).map_err(|source| RunError::Io {
+                    context: format!("--ca-cert {}", p.display()),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let headers: Vec<(String, String)> = t
+            .headers
+            .iter()
+            .map(|h| {
+                parse_header(h.expose()).map_err(|source| RunError::Client {
+                    context: "--header".into(),
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if !(t.timeout_s.is_finite() && t.timeout_s > 0.0) {
+            return Err(RunError::invalid(
+                "--timeout",
+                "must be a positive number of seconds",
+            ));
+        }
+        let mut target = Target::new(base_url, t.model.clone().unwrap_or_default());
+        target.api = t.endpoint_type;
+        target.streaming = t.streaming;
+        target.max_tokens = self.sampling.osl;
+        target.extra_body = parse_extra_inputs(&self.sampling.extra_inputs)
+            .map_err(|e| hinted("--extra-inputs", e))?;
+        target.api_key = t
+            .api_key
+            .as_ref()
+            .filter(|k| !k.expose().is_empty())
+            .map(|k| ApiKey::new(k.expose().to_string()));
+        target.headers = headers;
+        target.timeout = Duration::from_secs_f64(t.timeout_s);
+        target.extra_roots_pem = extra_roots;
+        target.local_addrs = t.local_addr.clone();
+        target.http_client = t.http_client;
+        if t.max_response_bytes == 0 {
+            return Err(RunError::invalid(
+                "--max-response-bytes",
+                "must be at least 1",
+            ));
+        }
+        target.max_response_bytes = t.max_response_bytes;
+        target
+            .validate()
+            .map_err(|e| hinted("checking the request options", e))?;
+        Ok(target)
+    }
+
+    /// The load shape, the shard and its start, checked as a run checks
+    /// them (so a sweep refuses a zero concurrency before its first run).
+    fn load_config(&self) -> Result<LoadConfig, RunError> {
+        let l = &self.load;
+        let mut load = LoadConfig::closed_loop(l.concurrency);
+        load.request_count = l.request_count;
+        load.num_conversations = l.num_conversations;
+        load.warmup_request_count = l.warmup_request_count;
+        load.request_rate = l.request_rate;
+        load.arrival = l.arrival;
+        load.random_seed = l.random_seed;
+        load.max_concurrency = l.max_concurrency;
+        load.benchmark_duration = l
+            .benchmark_duration_s
+            .map(|d| seconds("--benchmark-duration", d))
+            .transpose()?;
+        load.grace_period = seconds("--benchmark-grace-period", l.benchmark_grace_period_s)?;
+        apply_shard(&self.shard, &mut load)?;
+        load.validate().map_err(|source| RunError::Client {
+            context: "running the profile".into(),
+            source,
+        })?;
+        if let Some(rate) = l.max_error_rate
+            && !(0.0..=1.0).contains(&rate)
+        {
+            return Err(RunError::Client {
+                context: "running the profile".into(),
+                source: ClientError::InvalidLoad(format!(
+                    "the maximum error rate must be between 0 and 1, got {rate}"
+                )),
+            });
+        }
+        Ok(load)
+    }
+
+    /// The scrape of `target` (its engine decides the endpoints), or
+    /// `None` with `--no-server-metrics`.
+    pub(crate) fn scrape_config(&self, target: &Target) -> Result<Option<ScrapeConfig>, RunError> {
+        if !self.scrape.enabled {
+            return Ok(None);
+        }
+        let mut config = ScrapeConfig::for_target(target, &self.scrape.server_metrics);
+        config.shutdown_delay = seconds(
+            "--server-metrics-shutdown-delay",
+            self.scrape.shutdown_delay_s,
+        )?;
+        Ok(Some(config))
+    }
+
+    /// `--output` needs the records and a free path (the write checks
+    /// again; this refuses it before the run rather than after).
+    fn check_output(&self) -> Result<(), RunError> {
+        let Some(path) = &self.outputs.output else {
+            return Ok(());
+        };
+        if !self.outputs.export_level.keeps_records() {
+            return Err(RunError::invalid(
+                "--output",
+                "speed_bench.py's JSON is built from the per-request records, which \
+                 --export-level summary does not keep (use --export-level records)",
+            ));
+        }
+        check_output_free(path, self.outputs.overwrite).map_err(|e| {
+            let exists = matches!(&e, ReportError::Write { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists);
+            RunError::Report {
+                context: if exists {
+                    "--output (give --overwrite to replace it)".into()
+                } else {
+                    "--output".into()
+                },
+                source: e,
+            }
+        })
+    }
+}
+
+/// `--shard`, `--shard-count`/`--shard-index`, `--start-at` and
+/// `--start-after-barrier` into the load.
+fn apply_shard(s: &ShardSpec, load: &mut LoadConfig) -> Result<(), RunError> {
+    load.shard = match (s.shard, s.shard_count, s.shard_index) {
+        (Some(shard), _, _) => Some(shard),
+        (None, Some(count), Some(index)) => Some(
+            speedbench_client::Shard::new(index, count)
+                .map_err(|e| RunError::invalid("--shard-count/--shard-index", e.to_string()))?,
+        ),
+        (None, Some(count), None) => {
+            return Err(RunError::invalid(
+                "--shard-count",
+                format!(
+                    "{count} shards, but which is this one? Give --shard-index I (or set \
+                     JOB_COMPLETION_INDEX), or --shard I/{count}"
+                ),
+            ));
+        }
+        (None, None, _) => None,
+    };
+    load.start_barrier = match (&s.start_at, &s.start_after_barrier) {
+        (Some(at), _) => Some(
+            StartBarrier::at_unix_seconds(*at)
+                .map_err(|e| RunError::invalid("--start-at", e.to_string()))?,
+        ),
+        (None, Some(path)) => {
+            let text = path.to_string_lossy();
+            if text.starts_with("http://") || text.starts_with("https://") {
+                return Err(RunError::invalid(
+                    "--start-after-barrier",
+                    "a URL barrier is not supported; give a file on a filesystem every \
+                     shard sees, or --start-at UNIX_TIME",
+                ));
+            }
+            Some(StartBarrier::File(path.clone()))
+        }
+        (None, None) => None,
+    };
+    Ok(())
+}
+
+/// A shard needs the run id every shard shares; an empty id is refused.
+fn check_run_id(run_id: Option<&str>, load: &LoadConfig) -> Result<(), RunError> {
+    if let Some(id) = run_id
+        && id.trim().is_empty()
+    {
+        return Err(RunError::invalid(
+            "--run-id",
+            "is empty: give the id the run's records carry (omit the flag for a fresh one)",
+        ));
+    }
+    match (load.shard, run_id) {
+        (Some(shard), None) => Err(RunError::invalid(
+            "--shard",
+            format!(
+                "shard {shard} needs --run-id ID, the same on every shard of the run: each \
+                 records as ID-shard{}of{} and `speedbench report` merges them by ID",
+                shard.index(),
+                shard.count()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DatasetSource;
+
+    fn spec() -> RunSpec {
+        let mut spec = RunSpec::default();
+        spec.dataset.source = Some(DatasetSource::InputFile("rows.jsonl".into()));
+        spec
+    }
+
+    fn refused(spec: &RunSpec) -> String {
+        spec.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_load_no_run_can_have_is_refused_before_any_run() {
+        let mut s = spec();
+        s.load.concurrency = 0;
+        assert!(
+            refused(&s).contains("concurrency must be at least 1"),
+            "{}",
+            refused(&s)
+        );
+        let mut s = spec();
+        s.load.request_rate = Some(f64::NAN);
+        assert!(refused(&s).contains("rate must be a positive number"));
+        let mut s = spec();
+        s.load.request_count = Some(0);
+        assert!(refused(&s).contains("counts must be at least 1"));
+        let mut s = spec();
+        s.load.benchmark_duration_s = Some(0.0);
+        assert!(refused(&s).contains("duration must be positive"));
+        let mut s = spec();
+        s.load.max_error_rate = Some(1.5);
+        assert!(refused(&s).contains("between 0 and 1, got 1.5"));
+    }
+
+    #[test]
+    fn each_refused_field_is_named_as_its_flag() {
+        let mut s = spec();
+        s.target.timeout_s = 0.0;
+        assert_eq!(
+            refused(&s),
+            "--timeout: must be a positive number of seconds"
+        );
+        let mut s = spec();
+        s.shard.shard = Some("1/2".parse().unwrap());
+        assert!(
+            refused(&s).starts_with("--shard: shard 1/2 needs --run-id"),
+            "{}",
+            refused(&s)
+        );
+        let mut s = spec();
+        s.outputs.run_id = Some(" ".into());
+        assert!(refused(&s).starts_with("--run-id: is empty"));
+        let mut s = spec();
+        s.target.url = "htp://x".into();
+        assert!(refused(&s).starts_with("--url: "), "{}", refused(&s));
+        let mut s = spec();
+        s.target.max_response_bytes = 0;
+        assert_eq!(refused(&s), "--max-response-bytes: must be at least 1");
+    }
+
+    #[test]
+    fn a_valid_spec_gives_its_load_and_target() {
+        let mut s = spec();
+        s.load.concurrency = 3;
+        s.load.request_count = Some(9);
+        s.sampling.osl = Some(16);
+        let valid = s.validate().unwrap();
+        assert_eq!(
+            (valid.load().concurrency, valid.load().request_count),
+            (3, Some(9))
+        );
+        assert_eq!(valid.target.max_tokens, Some(16));
+    }
+}

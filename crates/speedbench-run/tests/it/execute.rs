@@ -1,0 +1,157 @@
+//! A spec run end to end against the simulator, without a process: the
+//! observer sees every event in order, and the report's figures are the
+//! records'.
+
+use std::sync::{Arc, Mutex};
+
+use speedbench_client::{Engine, Preflight, Progress, RunStatus, StopHandle};
+use speedbench_record::read_records_file;
+use speedbench_run::{
+    DatasetSource, EngineChoice, EngineSource, Observer, RunError, RunReport, RunResults, RunSpec,
+};
+use speedbench_sim::{SimConfig, SimServer};
+
+const ROWS: &str = r#"{"question_id": "c1", "category": "coding", "turns": ["Sort a list."]}
+{"question_id": "c2", "category": "coding", "turns": ["Reverse a string."]}
+{"question_id": "w1", "category": "writing", "turns": ["A haiku.", "Another one."]}
+"#;
+
+/// Every event, as a word, in the order it came.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<String>>>);
+
+impl Recorder {
+    fn events(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+    fn push(&self, event: String) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Observer for Recorder {
+    fn rows_limited(&mut self, limit: usize, kept: usize, before: usize) {
+        self.push(format!("limited {limit}: {kept} of {before}"));
+    }
+    fn engine(&mut self, engine: Engine, source: &EngineSource) {
+        let how = match source {
+            EngineSource::Named => "named",
+            EngineSource::Detected(_) => "detected",
+        };
+        self.push(format!("engine {engine} {how}"));
+    }
+    fn preflight(&mut self, check: &Preflight) {
+        self.push(format!("preflight {}", check.has_acceptance()));
+    }
+    fn run_started(&mut self, _progress: Arc<Progress>) {
+        self.push("started".into());
+    }
+    fn run_ended(&mut self) {
+        self.push("ended".into());
+    }
+    fn finished(&mut self, report: &RunReport) {
+        self.push(format!("finished {}", report.outcome.record_count));
+    }
+}
+
+async fn spec_for(server: &SimServer, dir: &std::path::Path) -> RunSpec {
+    let rows = dir.join("rows.jsonl");
+    std::fs::write(&rows, ROWS).unwrap();
+    let mut spec = RunSpec::default();
+    spec.target.url = server.url();
+    spec.target.streaming = true;
+    spec.dataset.source = Some(DatasetSource::InputFile(rows));
+    spec.load.concurrency = 2;
+    spec.outputs.output_artifact_dir = Some(dir.join("run"));
+    spec.scrape.shutdown_delay_s = 0.0;
+    spec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_tells_its_observer_each_step_in_order_and_reports_its_records() {
+    let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec_for(&server, dir.path()).await;
+    spec.dataset.limit = std::num::NonZeroUsize::new(1);
+    let mut recorder = Recorder::default();
+    let report = speedbench_run::run_spec(&spec, StopHandle::new(), &mut recorder)
+        .await
+        .unwrap();
+    // Two categories, one row each kept: c1 (one turn) and w1 (two turns).
+    assert_eq!(
+        recorder.events(),
+        [
+            "limited 1: 2 of 3",
+            "engine vllm detected",
+            "preflight true",
+            "started",
+            "ended",
+            "finished 3",
+        ]
+    );
+    let RunResults::Records {
+        metrics, records, ..
+    } = &report.results
+    else {
+        panic!("the records were kept and read back");
+    };
+    // The report's figures are the file's, read once.
+    let file = read_records_file(&report.outcome.records_path).unwrap();
+    assert_eq!(records, &file.records);
+    assert_eq!(metrics.counts.succeeded, 3);
+    for r in records {
+        let (ttft, e2e) = (r.ttft_ns.unwrap(), r.e2e_latency_ns);
+        assert!(ttft <= e2e, "ttft {ttft} > e2e {e2e} in {r:?}");
+    }
+    assert_eq!(report.into_status().unwrap(), RunStatus::Completed);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_engine_without_preflight_sends_only_the_run() {
+    let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec_for(&server, dir.path()).await;
+    spec.target.engine = EngineChoice::Named(Engine::Vllm);
+    spec.target.preflight = false;
+    spec.load.request_count = Some(5);
+    let mut recorder = Recorder::default();
+    let report = speedbench_run::run_spec(&spec, StopHandle::new(), &mut recorder)
+        .await
+        .unwrap();
+    assert_eq!(
+        recorder.events(),
+        ["engine vllm named", "started", "ended", "finished 5"]
+    );
+    assert_eq!(report.outcome.requests.sent, 5);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_spec_sends_nothing_and_names_the_field() {
+    let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec_for(&server, dir.path()).await;
+    spec.load.concurrency = 0;
+    let mut recorder = Recorder::default();
+    let Err(e) = speedbench_run::run_spec(&spec, StopHandle::new(), &mut recorder).await else {
+        panic!("a zero concurrency is refused");
+    };
+    assert!(matches!(e, RunError::Client { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("concurrency must be at least 1"),
+        "{e}"
+    );
+    assert!(recorder.events().is_empty(), "{:?}", recorder.events());
+    assert!(
+        !dir.path().join("run").exists(),
+        "no run directory was made"
+    );
+    server.shutdown().await;
+}

@@ -1,0 +1,4 @@
+//! The integration tests of `speedbench-run`: one test binary with a module
+//! per subject.
+
+mod execute;
