@@ -149,7 +149,7 @@ impl Secrets {
     }
 
     /// `text` scrubbed as [`Secrets::scrub`] does, and also of each known
-    /// value in every form a server may echo it in ([`encodings`]): escaped
+    /// value in every form a server may echo it in (`encodings`): escaped
     /// inside a JSON string (`"`, `\`, control characters; `/` as `\/`;
     /// every character as `\uXXXX`), escaped twice (JSON inside a JSON
     /// string), or percent-encoded (either case of hex digits): for raw

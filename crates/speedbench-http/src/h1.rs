@@ -38,7 +38,7 @@ use crate::{ClientOptions, ConnectionClock, HttpError, TcpConnector, TimedStream
 
 /// The read buffer a response starts with. It doubles when a response head
 /// or a chunk-size line does not fit, and when a read fills it whole (a
-/// large body), up to [`MAX_READ_BUF`].
+/// large body), up to `MAX_READ_BUF`.
 pub const READ_BUF: usize = 512;
 
 /// The most a read buffer grows to for a large body.

@@ -253,7 +253,7 @@ pub fn run_cells(
 /// Runs of one model whose columns do not overlap (AIPerf's scrape
 /// workflow: one run per category, each in its own directory) fold into
 /// one row labelled by the model, with an `Overall` over all their cells, as
-/// `aiperf speed-bench-report` does; [`MatrixRow::folded`] lists them. Where
+/// `aiperf speed-bench-report` does; [`MatrixRow::folded`](crate::MatrixRow::folded) lists them. Where
 /// any two runs of the model share a column (a baseline and a speculative
 /// run of the same categories), every run keeps its own row.
 pub fn build_matrix(

@@ -20,7 +20,7 @@ const ROWS: &str = r#"{"question_id": "c1", "category": "coding", "turns": ["Wri
 {"question_id": "m1", "category": "math", "turns": ["What is 17 * 23?"]}
 {"question_id": "w1", "category": "writing", "turns": ["A limerick about latency."]}"#;
 
-#[speedbench::tokio::main(flavor = "current_thread")]
+#[speedbench::tokio::main(flavor = "current_thread", crate = "speedbench::tokio")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server =
         SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into()).await?;

@@ -11,7 +11,7 @@ use crate::shard::{Shard, StartBarrier};
 /// Two shapes: *fixed concurrency* (closed loop; the default), where
 /// `concurrency` workers each run one conversation at a time, and *request
 /// rate* (open loop, when [`LoadConfig::request_rate`] is set), where
-/// conversations start on an [`ArrivalSchedule`] whatever the server's
+/// conversations start on an [`ArrivalSchedule`](crate::ArrivalSchedule) whatever the server's
 /// speed, optionally capped by [`LoadConfig::max_concurrency`]. In both, a
 /// conversation's turns run in order, each after the previous reply.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,7 @@ use crate::schedule::ScheduleStats;
 pub enum RunStatus {
     /// Every planned request was sent and enough of them succeeded.
     Completed,
-    /// Stopped by [`StopHandle::stop`] before the planned work was done.
+    /// Stopped by [`StopHandle::stop`](crate::StopHandle::stop) before the planned work was done.
     Interrupted,
     /// No request succeeded, too many failed, or a file could not be
     /// written; the reason says which (and names the file).

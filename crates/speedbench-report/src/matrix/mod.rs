@@ -289,7 +289,7 @@ impl AcceptanceMatrix {
     /// Every run gives its own row, even when two share a label (AIPerf's
     /// `results[model].update` merged them, silently overwriting one run's
     /// categories with another's): give runs distinct labels
-    /// ([`crate::assign_labels`]). Rows come out sorted by label (stable),
+    /// (`speedbench_runs::assign_labels`). Rows come out sorted by label (stable),
     /// as AIPerf sorts by model.
     ///
     /// Columns: if every category is one of the 11 qualitative ones, their

@@ -44,7 +44,7 @@ impl AcceptanceMatrix {
             .any(|r| r.run.as_ref().is_some_and(|run| !run.status.is_complete()))
     }
 
-    /// A console table titled [`MatrixMetric::title`], columns
+    /// A console table titled [`MatrixMetric::title`](crate::MatrixMetric::title), columns
     /// `Model, <columns>, Overall`, values with 2 decimals, `-` for missing.
     pub fn to_console(&self) -> String {
         let header = self.header();
