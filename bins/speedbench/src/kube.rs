@@ -267,6 +267,15 @@ fn check_pod_args(args: &[String], shards: u32) -> Result<(), CliError> {
             "the Pod's arguments do not run `speedbench profile`",
         ));
     };
+    // Exactly `profile`'s own checks of the values (a zero timeout, a URL
+    // it cannot use, a start in milliseconds), but for the files only the
+    // Pod has.
+    profile.to_spec().validate_portable().map_err(|e| {
+        fail(
+            "kube manifest",
+            format!("the profile flags after -- would be refused by every Pod: {e}"),
+        )
+    })?;
     let shards = shards as usize;
     if profile.client.request_rate.is_none() && profile.concurrency < shards {
         return Err(fail(

@@ -30,7 +30,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+mod credentials;
 pub mod validate;
+
+use credentials::looks_like_credential;
 
 /// The Pod annotation an Indexed Job sets to the Pod's completion index.
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
@@ -338,21 +341,6 @@ pub struct ShardedJob {
     pub active_deadline_seconds: Option<u32>,
 }
 
-/// Environment names that hold credentials: given only from a Secret.
-fn looks_like_credential(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "KEY",
-        "SECRET",
-        "PASSWORD",
-        "AUTHORIZATION",
-        "CREDENTIAL",
-    ]
-    .iter()
-    .any(|w| upper.contains(w))
-}
-
 /// The header name of a `-H`/`--header` value (`Name:value`).
 fn header_name(value: &str) -> &str {
     value.split_once(':').map_or(value, |(n, _)| n).trim()
@@ -400,6 +388,23 @@ fn check_profile_args(args: &[String], secrets: &[SecretEnv]) -> Result<(), Kube
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
+        if let Some(what) = credentials::literal_credential(arg) {
+            // The flag the value belongs to, never the value itself.
+            let named = if arg.starts_with('-') {
+                flag
+            } else {
+                i.checked_sub(1)
+                    .and_then(|p| args.get(p))
+                    .filter(|p| p.starts_with('-'))
+                    .map_or("a profile argument", |p| p.as_str())
+            };
+            return Err(KubeError::LiteralSecret {
+                what: format!("{what} ({named})"),
+                hint: "declare it as a Secret env (ENV=SECRET:KEY) and write $(ENV) where it \
+                       goes, which the kubelet expands"
+                    .into(),
+            });
+        }
         if let Some(header) = header {
             let name = header_name(&header);
             if looks_like_credential(name) {
@@ -430,6 +435,14 @@ fn all_labels(job: &ShardedJob) -> Result<BTreeMap<String, String>, KubeError> {
         (RUN_ID_LABEL.to_string(), job.run_id.clone()),
     ]);
     for (k, v) in &job.labels {
+        if credentials::reserved_label(k) {
+            return Err(invalid(
+                "label",
+                k,
+                "is reserved: the API server sets job-name, controller-uid and the \
+                 kubernetes.io/ and k8s.io/ labels of a Job's Pods itself",
+            ));
+        }
         if labels.contains_key(k) {
             return Err(invalid(
                 "label",
@@ -540,9 +553,9 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
     for s in &input.secrets {
         s.check()?;
     }
-    for name in input.env.keys() {
+    for (name, value) in &input.env {
         validate::env_name("env name", name)?;
-        if looks_like_credential(name) {
+        if looks_like_credential(name) || credentials::looks_like_key_value(value) {
             return Err(KubeError::LiteralSecret {
                 what: format!("env {name}"),
                 hint: format!("a Secret env {name}=SECRET:KEY"),

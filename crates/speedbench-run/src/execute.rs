@@ -131,6 +131,9 @@ pub async fn execute(
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let spec = valid.spec.clone();
+    for warning in valid.warnings() {
+        observer.warning(warning);
+    }
     let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
     let prepared = prepare(valid, dataset, observer).await?;
     let progress = Arc::new(Progress::default());
@@ -420,7 +423,9 @@ async fn finish(
         py_config,
         model,
     } = start;
-    let shown = shown_paths(&outcome, staged.as_ref());
+    // The store's URLs once the upload succeeded; the local files, which
+    // hold the run, when it did not.
+    let mut shown = shown_paths(&outcome, staged.as_ref());
     let mut failure = None;
     let mut uploaded: Option<Uploaded> = None;
     if let Some(staged) = staged {
@@ -429,7 +434,10 @@ async fn finish(
                 observer.uploaded(&report);
                 uploaded = Some(done);
             }
-            Err(e) => failure = Some(e),
+            Err(e) => {
+                shown = shown_paths(&outcome, None);
+                failure = Some(e);
+            }
         }
     }
     let (results, model) = read_back(&outcome, model)?;

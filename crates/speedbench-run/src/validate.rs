@@ -24,6 +24,7 @@ pub struct ValidRun {
     pub(crate) target: Target,
     pub(crate) load: LoadConfig,
     pub(crate) scrape: Option<ScrapeConfig>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl ValidRun {
@@ -41,6 +42,20 @@ impl ValidRun {
     pub fn categories(&self) -> &CategorySelection {
         &self.categories
     }
+
+    /// What is allowed but likely a mistake (a start already past or days
+    /// away, a barrier file in a directory that does not exist); the
+    /// executor tells its observer before anything is sent.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// Where the checked run will run: its files are checked only here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    Here,
+    Elsewhere,
 }
 
 /// A number of seconds from a field, or the error naming it.
@@ -85,6 +100,17 @@ impl RunSpec {
     /// sending nothing: values, request fields, CA files, the load shape,
     /// the shard and its run id, and that `--output` is free.
     pub fn validate(&self) -> Result<ValidRun, RunError> {
+        self.check(Where::Here)
+    }
+
+    /// [`validate`](RunSpec::validate) for a run on another machine (a
+    /// Kubernetes Pod): every check but those of this machine's files (the
+    /// CA certificates are not read, `--output` is not looked for).
+    pub fn validate_portable(&self) -> Result<(), RunError> {
+        self.check(Where::Elsewhere).map(|_| ())
+    }
+
+    fn check(&self, place: Where) -> Result<ValidRun, RunError> {
         let d = &self.dataset;
         let categories = CategorySelection::parse(&d.category).map_err(|e| RunError::Dataset {
             context: "--category".into(),
@@ -95,24 +121,30 @@ impl RunSpec {
             context: "--url".into(),
             source: e,
         })?;
-        let target = self.request_target(base_url)?;
+        let target = self.request_target(base_url, place)?;
         let load = self.load_config()?;
         check_run_id(self.outputs.run_id.as_deref(), &load)?;
         let scrape = self.scrape_config(&target)?;
-        self.check_output()?;
+        if place == Where::Here {
+            self.check_output()?;
+        }
         Ok(ValidRun {
             spec: self.clone(),
             categories,
             target,
             load,
             scrape,
+            warnings: start_warnings(&self.shard, unix_now_s()),
         })
     }
 
-    fn request_target(&self, base_url: BaseUrl) -> Result<Target, RunError> {
+    fn request_target(&self, base_url: BaseUrl, place: Where) -> Result<Target, RunError> {
         let t = &self.target;
-        let extra_roots = t
-            .ca_cert
+        let ca_files = match place {
+            Where::Here => t.ca_cert.as_slice(),
+            Where::Elsewhere => &[],
+        };
+        let extra_roots = ca_files
             .iter()
             .map(|p| {
                 std::fs::read(p).map_err(|source| RunError::Io {
@@ -284,6 +316,51 @@ fn apply_shard(s: &ShardSpec, load: &mut LoadConfig) -> Result<(), RunError> {
     Ok(())
 }
 
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A day: a start further away than this is more likely a wrong number
+/// than a plan.
+const FAR_START_S: f64 = 86_400.0;
+
+/// Starts that are allowed but likely wrong, each with what will happen.
+fn start_warnings(s: &ShardSpec, now: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(at) = s.start_at {
+        if at < now - 1.0 {
+            out.push(format!(
+                "--start-at {at} is {:.0} s in the past: the measured phase starts at once, \
+                 not together with other shards that were given a later time",
+                now - at
+            ));
+        } else if at > now + FAR_START_S {
+            out.push(format!(
+                "--start-at {at} is {:.1} h from now: the run waits until then before its \
+                 first request",
+                (at - now) / 3600.0
+            ));
+        }
+    }
+    if let Some(barrier) = &s.start_after_barrier {
+        let dir = barrier
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            out.push(format!(
+                "--start-after-barrier {}: the directory {} does not exist (yet): the run waits \
+                 until the file appears there",
+                barrier.display(),
+                dir.display()
+            ));
+        }
+    }
+    out
+}
+
 /// A shard needs the run id every shard shares; an empty id is refused.
 fn check_run_id(run_id: Option<&str>, load: &LoadConfig) -> Result<(), RunError> {
     if let Some(id) = run_id
@@ -370,6 +447,27 @@ mod tests {
         let mut s = spec();
         s.target.max_response_bytes = 0;
         assert_eq!(refused(&s), "--max-response-bytes: must be at least 1");
+    }
+
+    #[test]
+    fn a_start_past_far_away_or_behind_a_missing_directory_is_warned_about() {
+        let mut s = ShardSpec {
+            start_at: Some(1_000.0),
+            ..Default::default()
+        };
+        let w = start_warnings(&s, 1_100.0);
+        assert!(w[0].contains("100 s in the past"), "{w:?}");
+        s.start_at = Some(1_000.0 + 2.0 * 86_400.0);
+        let w = start_warnings(&s, 1_000.0);
+        assert!(w[0].contains("48.0 h from now"), "{w:?}");
+        s.start_at = Some(1_010.0);
+        assert!(start_warnings(&s, 1_000.0).is_empty());
+        s.start_at = None;
+        s.start_after_barrier = Some("/no/such/dir/go".into());
+        let w = start_warnings(&s, 1_000.0);
+        assert!(w[0].contains("/no/such/dir does not exist"), "{w:?}");
+        s.start_after_barrier = Some(std::env::temp_dir().join("go"));
+        assert!(start_warnings(&s, 1_000.0).is_empty());
     }
 
     #[test]

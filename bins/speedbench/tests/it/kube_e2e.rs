@@ -441,6 +441,58 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
             vec![],
             "serviceAccountName \"Bench\"",
         ),
+        // Literal credentials wherever they sit (issue #22, point 10).
+        (
+            vec![],
+            vec!["--url", "http://bench:sk-live-123@vllm:8000"],
+            "a URL with a user:password (--url) would put a credential",
+        ),
+        (
+            vec![],
+            vec![
+                "--server-metrics",
+                "http://vllm:8000/metrics?api-key=sk-live-123",
+            ],
+            "a URL with a api-key query parameter",
+        ),
+        (
+            vec![],
+            vec!["--extra-inputs", "api_key:sk-live-123"],
+            "the request field api_key",
+        ),
+        (
+            vec![],
+            vec!["-H", "Cookie:session=sk-live-123"],
+            "header Cookie would put a credential",
+        ),
+        (
+            vec!["--env", "NOTE=sk-live-123456789abcdefghij"],
+            vec![],
+            "env NOTE would put a credential in the manifest",
+        ),
+        // Exactly profile's own checks of every Pod's flags.
+        (
+            vec![],
+            vec!["--timeout", "0"],
+            "would be refused by every Pod: --timeout: must be a positive number of seconds",
+        ),
+        (
+            vec![],
+            vec!["--url", "htp://vllm:8000"],
+            "would be refused by every Pod: --url",
+        ),
+        (
+            vec![],
+            vec!["--request-count", "0"],
+            "counts must be at least 1",
+        ),
+        // Labels the API server sets on a Job's Pods itself.
+        (vec!["--label", "job-name=x"], vec![], "is reserved"),
+        (
+            vec!["--label", "batch.kubernetes.io/controller-uid=x"],
+            vec![],
+            "is reserved",
+        ),
     ];
     for (extra, profile, want) in cases {
         let mut args = manifest_args(url, at, input, &[]);

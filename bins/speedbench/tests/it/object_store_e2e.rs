@@ -359,6 +359,15 @@ async fn an_interrupted_run_never_reads_as_a_complete_one() {
             && all.contains(&format!("every file is kept in {}", lost.display())),
         "{all}"
     );
+    // The console names where the records are: the staging directory, not
+    // the store that never got them.
+    assert!(
+        all.contains(&format!(
+            "records in {}",
+            lost.join("records.parquet").display()
+        )) && !all.contains("records in s3://runs/lost"),
+        "{all}"
+    );
     let file = read_run(&lost).unwrap();
     assert!(file.records.iter().filter(|r| r.is_success()).count() >= 3);
 }
