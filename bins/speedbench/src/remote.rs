@@ -45,16 +45,28 @@ pub(crate) struct Localized {
 }
 
 impl Localized {
-    /// `path` with a fetched URL prefix replaced by its local copy (for
-    /// `--label URL=NAME`).
-    pub(crate) fn local(&self, path: &Path) -> PathBuf {
-        let text = path.to_string_lossy();
+    /// `path` inside a local copy as the URL it was fetched from: what the
+    /// user gave, and not a temporary directory gone once the command ends.
+    pub(crate) fn shown(&self, path: &Path) -> PathBuf {
         for (url, local) in &self.fetched {
-            if let Some(rest) = text.strip_prefix(url.trim_end_matches('/')) {
-                return local.join(rest.trim_start_matches('/'));
+            if let Ok(rest) = path.strip_prefix(local) {
+                let url = url.trim_end_matches('/');
+                return match rest.to_string_lossy().as_ref() {
+                    "" => PathBuf::from(url),
+                    rest => PathBuf::from(format!("{url}/{rest}")),
+                };
             }
         }
         path.to_path_buf()
+    }
+
+    /// `text` with every local copy's path replaced by its URL.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (url, local) in &self.fetched {
+            out = out.replace(&local.display().to_string(), url.trim_end_matches('/'));
+        }
+        out
     }
 }
 
@@ -84,10 +96,9 @@ pub(crate) async fn localize(paths: &mut [PathBuf], flag: &str) -> Result<Locali
             .await
             .context(format!("fetching {url}"))?;
         eprintln!(
-            "fetched {url}: {} objects, {} into {}",
+            "fetched {url}: {} objects, {} (a temporary copy, removed when the command ends)",
             got.objects,
             bytes(got.bytes),
-            got.root.display()
         );
         fetched.push((path.to_string_lossy().into_owned(), got.root.clone()));
         *path = got.root;

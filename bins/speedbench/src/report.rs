@@ -1,6 +1,6 @@
 //! `speedbench report`: a matrix over run directories (speedbench's or AIPerf's).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use speedbench_report::{
@@ -12,6 +12,7 @@ use speedbench_runs::{
     RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with, merge_shards,
 };
 
+use crate::remote::Localized;
 use crate::{CliError, Context, Outcome, fail};
 
 /// Output formats of the matrix.
@@ -81,46 +82,109 @@ fn parse_label(s: &str) -> Result<(PathBuf, String), String> {
 /// Runs `speedbench report`; store URLs among the paths are fetched first.
 pub(crate) async fn run(mut args: ReportArgs) -> Result<Outcome, CliError> {
     let fetched = crate::remote::localize(&mut args.paths, "a run path").await?;
-    for (dir, _) in &mut args.labels {
-        *dir = fetched.local(dir);
-    }
-    run_local(args)
+    // Runs read from a store are named by their URL in every line and in
+    // `--label URL=NAME`, never by the temporary copy.
+    run_local(args, &fetched)
 }
 
 /// `speedbench report` over local paths.
-fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
+fn run_local(args: ReportArgs, fetched: &Localized) -> Result<Outcome, CliError> {
     let dirs = find_run_dirs(&args.paths).context("finding runs")?;
     eprintln!("Found {} run directories.", dirs.len());
-    let mut runs = Vec::new();
-    for dir in &dirs {
-        // HTML draws histograms and latencies from every record column.
-        // So does speed_bench.py's summary (timings, turns, errors).
-        let every_column = matches!(args.format, Format::Html | Format::SpeedBenchPy);
-        let columns = (!every_column).then(|| matrix_columns(args.metric));
-        let run = load_run_with(dir, columns).context(format!("loading {}", dir.display()))?;
-        for warning in &run.warnings {
-            eprintln!("warning: {warning}");
-        }
-        if !run.status.is_complete() {
-            eprintln!(
-                "warning: {} is an INCOMPLETE run ({}): {}; its cells cover only the requests that finished",
-                dir.display(),
-                run.status,
-                run.status_reason
-                    .as_deref()
-                    .unwrap_or("no outcome recorded")
-            );
-        }
-        if args.metric == MatrixMetric::Throughput && run.category_count() > 1 {
-            eprintln!(
-                "{}: throughput is a rate over the whole run, so it is not split across its {} categories; \
-                 the run gives one column (run one category per run for per-category throughput)",
-                dir.display(),
-                run.category_count()
-            );
-        }
-        runs.push(run);
+    let (mut runs, unreadable) = load_runs(&args, &dirs, fetched)?;
+    for run in &mut runs {
+        run.dir = fetched.shown(&run.dir);
     }
+    let outcome = report_runs(&args, runs)?;
+    // Every run the user gave is in the table or named here: the report
+    // goes on without an unreadable run, and says so in its exit code.
+    if !unreadable.is_empty() {
+        return Err(fail(
+            "the report",
+            format!(
+                "{} of {} runs could not be read and are not in it: {} (errors above)",
+                unreadable.len(),
+                dirs.len(),
+                unreadable.join(", ")
+            ),
+        ));
+    }
+    Ok(outcome)
+}
+
+/// Loads every run directory, warning about incomplete ones. A run that
+/// cannot be read is reported and left out (its name returned), unless no
+/// run can be read at all.
+fn load_runs(
+    args: &ReportArgs,
+    dirs: &[PathBuf],
+    fetched: &Localized,
+) -> Result<(Vec<RunData>, Vec<String>), CliError> {
+    // HTML draws histograms and latencies from every record column.
+    // So does speed_bench.py's summary (timings, turns, errors).
+    let every_column = matches!(args.format, Format::Html | Format::SpeedBenchPy);
+    let columns = (!every_column).then(|| matrix_columns(args.metric));
+    let mut runs = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut first_error = None;
+    for dir in dirs {
+        let shown = fetched.shown(dir);
+        let loaded = load_run_with(dir, columns)
+            .context(format!("loading {}", shown.display()))
+            .map_err(|e| crate::plain(fetched.scrub(&e.to_string())));
+        match loaded {
+            Ok(run) => {
+                warn_about(args, &shown, &run, fetched);
+                runs.push(run);
+            }
+            Err(e) => {
+                unreadable.push(shown.display().to_string());
+                if first_error.is_none() {
+                    first_error = Some(e);
+                } else {
+                    eprintln!("error: {e} (the report goes on without it)");
+                }
+            }
+        }
+    }
+    match first_error {
+        Some(e) if runs.is_empty() => Err(e),
+        Some(e) => {
+            eprintln!("error: {e} (the report goes on without it)");
+            Ok((runs, unreadable))
+        }
+        None => Ok((runs, unreadable)),
+    }
+}
+
+/// What a reader of the report should know about one run.
+fn warn_about(args: &ReportArgs, dir: &Path, run: &RunData, fetched: &Localized) {
+    for warning in &run.warnings {
+        eprintln!("warning: {}", fetched.scrub(warning));
+    }
+    if !run.status.is_complete() {
+        eprintln!(
+            "warning: {} is an INCOMPLETE run ({}): {}; its cells cover only the requests that finished",
+            dir.display(),
+            run.status,
+            run.status_reason
+                .as_deref()
+                .unwrap_or("no outcome recorded")
+        );
+    }
+    if args.metric == MatrixMetric::Throughput && run.category_count() > 1 {
+        eprintln!(
+            "{}: throughput is a rate over the whole run, so it is not split across its {} categories; \
+             the run gives one column (run one category per run for per-category throughput)",
+            dir.display(),
+            run.category_count()
+        );
+    }
+}
+
+/// The report over loaded runs: merged shards, labels, the matrix in the
+/// asked format.
+fn report_runs(args: &ReportArgs, runs: Vec<RunData>) -> Result<Outcome, CliError> {
     let (mut runs, shard_sets) = merge_shard_runs(runs)?;
     assign_labels(&mut runs, &args.labels).context("labelling the runs (--label DIR=NAME)")?;
     if args.format == Format::SpeedBenchPy {
@@ -179,7 +243,7 @@ fn run_local(args: ReportArgs) -> Result<Outcome, CliError> {
     }
     match args.format {
         Format::Html => {
-            let html = html_page(&args, matrix, &runs);
+            let html = html_page(args, matrix, &runs);
             std::fs::write(&args.html_output, html)
                 .context(format!("writing {}", args.html_output.display()))?;
             eprintln!("HTML written to {}", args.html_output.display());

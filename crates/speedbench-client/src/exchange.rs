@@ -134,10 +134,18 @@ impl HttpClient {
                 ))
             }
         }
-        if ex.error.is_none()
-            && let Some(msg) = ex.state.server_error.clone()
-        {
-            ex.error = Some((ErrorKind::ServerError, msg));
+        if let Some(msg) = ex.state.server_error.clone() {
+            ex.error = match ex.error.take() {
+                None => Some((ErrorKind::ServerError, msg)),
+                // An error event and then a close (with or without a clean
+                // end): the server's message is the cause, the close what
+                // followed it.
+                Some((ErrorKind::Protocol | ErrorKind::Connection, then)) => Some((
+                    ErrorKind::ServerError,
+                    format!("{msg} (then the stream ended: {then})"),
+                )),
+                other => other,
+            };
         }
         if let Some((_, msg)) = &mut ex.error {
             self.secrets.scrub_in_place(msg);

@@ -99,6 +99,37 @@ async fn report_on_broken_records_files_fails_naming_the_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_broken_run_is_named_and_its_siblings_are_still_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent = tmp.path().join("sweep");
+    let records: Vec<_> = (0..4).map(|i| record(i, None)).collect();
+    run_dir(&parent, "a-good", &records);
+    run_dir(&parent, "c-good", &records);
+    let broken = parent.join("b-broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("records.parquet"), b"not parquet").unwrap();
+    let out = run(&["report", parent.to_str().unwrap(), "--format", "json"]).await;
+    // The table of the two good runs is printed; the broken one is named
+    // in the error and the exit code says the report is not whole.
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", stderr(&out));
+    });
+    assert_eq!(json["rows"].as_array().unwrap().len(), 2, "{json}");
+    let broken_file = broken.join("records.parquet");
+    assert_fails_naming(
+        &out,
+        &[
+            broken_file.to_str().unwrap(),
+            "the report goes on without it",
+            &format!(
+                "1 of 3 runs could not be read and are not in it: {}",
+                broken.display()
+            ),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_on_a_bad_value_names_the_row_and_column() {
     let tmp = tempfile::tempdir().unwrap();
     // Row 2 holds an error kind; rename it on disk to one no version wrote.

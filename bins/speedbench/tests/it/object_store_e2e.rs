@@ -339,6 +339,15 @@ async fn an_interrupted_run_never_reads_as_a_complete_one() {
         "{}",
         text(&out)
     );
+    // The run is named by its URL, never by the temporary copy the report
+    // read and removed.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3://runs/stopped is an INCOMPLETE run")
+            && err.contains("s3://runs/stopped (row")
+            && !err.contains("speedbench-fetch-"),
+        "{err}"
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["rows"][0]["status"], "interrupted", "{json}");
     assert!(!records.is_empty());

@@ -89,6 +89,27 @@ async fn an_error_object_mid_stream_fails_the_request_with_its_message() {
 }
 
 #[tokio::test]
+async fn an_error_event_then_a_close_keeps_the_servers_message() {
+    let r = one_request(vec![
+        data(0, ROLE),
+        data(0, &content("partial")),
+        data(
+            0,
+            r#"{"error":{"message":"CUDA out of memory","type":"InternalServerError","code":500}}"#,
+        ),
+    ])
+    .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::ServerError));
+    let message = r.error_message.unwrap();
+    assert!(
+        message.starts_with("CUDA out of memory (then the stream ended: ")
+            && message.contains("[DONE]"),
+        "{message}"
+    );
+    assert_eq!(r.output_text, "partial");
+}
+
+#[tokio::test]
 async fn keep_alive_comments_are_not_output_and_do_not_start_the_clock() {
     let r = one_request(vec![
         data(0, ROLE),
