@@ -43,7 +43,7 @@ use speedbench_runs::{
 };
 
 use crate::ReportError;
-use crate::format::thousands;
+use crate::format::{fixed, thousands};
 use crate::matrix::{category_key, markdown_line, push_csv_line};
 
 /// The most bootstrap resamples one interval may take.
@@ -234,6 +234,14 @@ pub fn compare(
     }
     let base = measured(baseline);
     let spec = measured(speculative);
+    for (side, records, kept) in [
+        ("baseline", baseline, &base),
+        ("speculative", speculative, &spec),
+    ] {
+        if kept.is_empty() {
+            return Err(ReportError::Compare(no_success(side, records)));
+        }
+    }
     let (base_groups, spec_groups) = (by_category(&base), by_category(&spec));
     let shared: BTreeSet<&str> = base_groups
         .keys()
@@ -1065,6 +1073,22 @@ pub(crate) fn decode_source_text(row: &CategoryComparison) -> String {
         .unwrap_or_default()
 }
 
+/// Why a side with no successful request cannot be compared, with its
+/// counts (the runs sharing no category is not the reason).
+fn no_success(side: &str, records: &[RequestRecord]) -> String {
+    let warmup = records.iter().filter(|r| r.warmup).count();
+    let failed = records
+        .iter()
+        .filter(|r| !r.warmup && !r.is_success())
+        .count();
+    format!(
+        "the {side} run has no successful request ({} records: {failed} failed, {warmup} \
+         warmup); nothing of it can be compared (rerun it, or see its errors with \
+         `speedbench report`)",
+        records.len()
+    )
+}
+
 fn opt(v: Option<f64>) -> String {
     v.filter(|v| v.is_finite())
         .map_or_else(|| "n/a".to_string(), thousands)
@@ -1072,8 +1096,13 @@ fn opt(v: Option<f64>) -> String {
 
 fn with_ci(v: Option<f64>, ci: Option<Interval>, suffix: &str) -> String {
     match (v, ci) {
-        (Some(v), Some(ci)) => format!("{v:.2}{suffix} [{:.2}, {:.2}]", ci.low, ci.high),
-        (Some(v), None) => format!("{v:.2}{suffix}"),
+        (Some(v), Some(ci)) => format!(
+            "{}{suffix} [{}, {}]",
+            fixed(v, 2),
+            fixed(ci.low, 2),
+            fixed(ci.high, 2)
+        ),
+        (Some(v), None) => format!("{}{suffix}", fixed(v, 2)),
         _ => "n/a".into(),
     }
 }
@@ -1106,18 +1135,16 @@ impl Comparison {
                     with_ci(r.speedups.decode_speedup, r.speedups.decode_speedup_ci, "x"),
                     r.speedups
                         .base_latency_s
-                        .map_or("n/a".into(), |v| format!("{v:.3}s")),
+                        .map_or("n/a".into(), |v| format!("{}s", fixed(v, 3))),
                     r.speedups
                         .spec_latency_s
-                        .map_or("n/a".into(), |v| format!("{v:.3}s")),
+                        .map_or("n/a".into(), |v| format!("{}s", fixed(v, 3))),
                     with_ci(
                         r.speedups.latency_speedup,
                         r.speedups.latency_speedup_ci,
                         "x",
                     ),
-                    r.speedups
-                        .accept_rate
-                        .map_or("n/a".into(), |v| format!("{v:.4}")),
+                    r.speedups.accept_rate.map_or("n/a".into(), |v| fixed(v, 4)),
                     with_ci(r.speedups.accept_length, r.speedups.accept_length_ci, ""),
                     match r.identical_share() {
                         Some(s) => format!("{}/{} ({:.0}%)", r.identical, r.paired, s * 100.0),
@@ -1434,6 +1461,41 @@ mod tests {
         let spec = vec![rec("a", "rag", 1.0, 1.0, "", None)];
         let err = compare(&base, &spec, &no_ci()).unwrap_err().to_string();
         assert!(err.contains("share no category"), "{err}");
+    }
+
+    #[test]
+    fn a_side_without_a_success_is_named_not_called_disjoint() {
+        let base = vec![rec("a", "qa", 1.0, 1.0, "", None)];
+        let mut failed = rec("a", "qa", 1.0, 1.0, "", None);
+        failed.error_kind = Some(speedbench_record::ErrorKind::HttpStatus);
+        let mut warm = rec("b", "qa", 1.0, 1.0, "", None);
+        warm.warmup = true;
+        let err = compare(&base, &[failed, warm], &no_ci())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "the speculative run has no successful request (2 records: 1 failed, 1 warmup)"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("share no category"), "{err}");
+    }
+
+    #[test]
+    fn a_ratio_over_a_timers_resolution_prints_short() {
+        assert_eq!(
+            with_ci(
+                Some(5.25e300),
+                Some(Interval {
+                    low: 0.29,
+                    high: 9.7e299
+                }),
+                "x"
+            ),
+            "5.25e300x [0.29, 9.70e299]"
+        );
+        assert_eq!(with_ci(Some(327.194), None, "x"), "327.19x");
     }
 
     #[test]

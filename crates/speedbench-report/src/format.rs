@@ -6,6 +6,11 @@ pub(crate) fn thousands(v: f64) -> String {
     if !v.is_finite() {
         return "N/A".to_string();
     }
+    // Past a trillion a grouped figure is a wall of digits (a speedup over
+    // a timer's resolution reaches 1e300): scientific notation instead.
+    if v.abs() >= LARGE {
+        return format!("{v:.2e}");
+    }
     // Round first, then group: 999.999 must become "1,000.00", not "999.100".
     let fixed = format!("{:.2}", v.abs());
     let (int, frac) = fixed.split_once('.').unwrap_or((&fixed, "00"));
@@ -25,6 +30,19 @@ pub(crate) fn thousands(v: f64) -> String {
     format!("{sign}{grouped}.{frac}")
 }
 
+/// Where a figure is shown in scientific notation.
+const LARGE: f64 = 1e12;
+
+/// `v` with `decimals` decimals, or in scientific notation past a
+/// trillion (so a ratio over a timer's resolution stays one short word).
+pub(crate) fn fixed(v: f64, decimals: usize) -> String {
+    if v.is_finite() && v.abs() >= LARGE {
+        format!("{v:.2e}")
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
 /// `n` followed by `word`, pluralized with an `s` unless `n == 1`.
 pub(crate) fn count_of(n: u64, word: &str) -> String {
     if n == 1 {
@@ -37,6 +55,16 @@ pub(crate) fn count_of(n: u64, word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_figures_are_scientific_not_a_wall_of_digits() {
+        assert_eq!(thousands(1e300), "1.00e300");
+        assert_eq!(thousands(-5.25e13), "-5.25e13");
+        assert_eq!(thousands(999_999_999_999.0), "999,999,999,999.00");
+        assert_eq!(fixed(327.194, 2), "327.19");
+        assert_eq!(fixed(1.5e300, 2), "1.50e300");
+        assert_eq!(fixed(0.5, 3), "0.500");
+    }
 
     #[test]
     fn thousands_groups_and_rounds() {

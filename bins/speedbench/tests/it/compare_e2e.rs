@@ -340,6 +340,31 @@ async fn incomplete_runs_are_compared_with_a_warning() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_where_every_request_failed_is_named_as_such() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = synth_run(&tmp.path().join("base"), &four(), "completed", greedy());
+    let failed: Vec<_> = four()
+        .into_iter()
+        .map(|mut r| {
+            r.error_kind = Some(speedbench_record::ErrorKind::HttpStatus);
+            r.error_message = Some("HTTP 404: The model m does not exist".into());
+            r
+        })
+        .collect();
+    let spec = synth_run(&tmp.path().join("down"), &failed, "failed", greedy());
+    let out = compare_dirs(&base, &spec, &[]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "the speculative run has no successful request (4 records: 4 failed, 0 warmup)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("share no category"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_ids_pair_by_occurrence() {
     // One row run twice (as --num-conversations above the row count does,
     // or a dataset with a repeated id recorded before such ids were refused)
