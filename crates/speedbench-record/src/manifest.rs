@@ -60,6 +60,12 @@ pub struct RunShard {
     pub index: u32,
     /// How many shards the run was split into.
     pub count: u32,
+    /// SHA-256 (hex) of every row of the dataset before it was split (ids,
+    /// preambles and turns, in order): the same on every shard of one run,
+    /// so shards that loaded different rows under one dataset name are
+    /// not merged. `None` in manifests written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
 }
 
 /// When a run's measured phase was planned to start and when it did.

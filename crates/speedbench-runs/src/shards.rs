@@ -199,7 +199,7 @@ impl ShardSet {
 ///         run_id: format!("bench-shard{index}of3"),
 ///         model: "m".into(),
 ///         outcome: "completed".into(),
-///         shard: Some(RunShard { group: "bench".into(), index, count: 3 }),
+///         shard: Some(RunShard { group: "bench".into(), index, count: 3, ..Default::default() }),
 ///         ..Default::default()
 ///     };
 ///     let mut writer = RecordWriter::create(dir.join("records.parquet"))?;
@@ -256,6 +256,39 @@ fn shard_of(run: &RunData) -> (u32, u32) {
         .map_or((0, 0), |s| (s.index, s.count))
 }
 
+/// The dataset digest a shard recorded, if it did.
+fn rows_sha256(run: &RunData) -> Option<&str> {
+    run.manifest
+        .as_ref()
+        .and_then(|m| m.shard.as_ref())
+        .and_then(|s| s.dataset_sha256.as_deref())
+}
+
+/// Refuses shards that split different rows: the same dataset name and
+/// row count can hide another file or another version of it, and pooled
+/// records of different prompts are no run at all.
+fn check_same_rows(group: &str, shards: &[RunData]) -> Result<(), RunsError> {
+    let mut digests = shards.iter().filter_map(|r| rows_sha256(r).map(|d| (r, d)));
+    let Some((first, want)) = digests.next() else {
+        return Ok(());
+    };
+    for (run, got) in digests {
+        if got != want {
+            return Err(RunsError::Shards(format!(
+                "the shards of run {group} split different rows under dataset {:?}: {} ran rows \
+                 with sha256 {}..., {} rows with sha256 {}...; give every shard the same file \
+                 (the same dataset version)",
+                first.dataset,
+                first.dir.display(),
+                &want[..want.len().min(12)],
+                run.dir.display(),
+                &got[..got.len().min(12)]
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsError> {
     let bad = |m: String| Err(RunsError::Shards(m));
     shards.sort_by_key(|r| shard_of(r).0);
@@ -291,6 +324,7 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
             }
         }
     }
+    check_same_rows(group, &shards)?;
     let mut warnings = Vec::new();
     let first_config = shards[0].manifest.as_ref().map(|m| m.config.clone());
     for run in &shards[1..] {
@@ -530,6 +564,7 @@ mod tests {
                 group: "g".into(),
                 index,
                 count,
+                dataset_sha256: Some("ab".repeat(32)),
             }),
             ..Default::default()
         };
@@ -634,6 +669,30 @@ mod tests {
         ];
         let e = merge_shards(counts).unwrap_err().to_string();
         assert!(e.contains("disagree on the shard count"), "{e}");
+    }
+
+    #[test]
+    fn shards_of_different_rows_are_refused_and_old_ones_without_a_digest_merge() {
+        let t = tempfile::tempdir().unwrap();
+        let mut other = shard(t.path(), "b", 1, 2, "completed", 1);
+        if let Some(s) = other.manifest.as_mut().and_then(|m| m.shard.as_mut()) {
+            s.dataset_sha256 = Some("cd".repeat(32));
+        }
+        let e = merge_shards(vec![shard(t.path(), "a", 0, 2, "completed", 1), other])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the shards of run g split different rows")
+                && e.contains("sha256 abababababab...")
+                && e.contains("sha256 cdcdcdcdcdcd..."),
+            "{e}"
+        );
+        // A manifest from before the digest was recorded: nothing to check.
+        let mut old = shard(t.path(), "d", 1, 2, "completed", 1);
+        if let Some(s) = old.manifest.as_mut().and_then(|m| m.shard.as_mut()) {
+            s.dataset_sha256 = None;
+        }
+        assert!(merge_shards(vec![shard(t.path(), "c", 0, 2, "completed", 1), old]).is_ok());
     }
 
     #[test]

@@ -325,6 +325,69 @@ async fn four_shards_merge_into_one_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_that_loaded_different_rows_are_not_merged() {
+    let server = sim(SimConfig::speed_bench_demo().with_output_tokens(4, 8)).await;
+    let tmp = tempfile::tempdir().unwrap();
+    // Two copies of the fixture under one name; the second has one prompt
+    // edited: the same dataset name, row count and model.
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let edited = text.replacen("[coding 0] Please", "[coding 0] Edited. Please", 1);
+    assert_ne!(edited, text, "the fixture's first row was edited");
+    let start_at = start_in(1.0);
+    let mut cmds = Vec::new();
+    for (i, rows) in [&text, &edited].into_iter().enumerate() {
+        let input = tmp
+            .path()
+            .join(format!("copy{i}"))
+            .join("speed_bench_mini.jsonl");
+        std::fs::create_dir_all(input.parent().unwrap()).unwrap();
+        std::fs::write(&input, rows).unwrap();
+        let mut cmd = bin();
+        cmd.args([
+            "profile",
+            "--url",
+            &server.url(),
+            "-m",
+            "speedbench-sim",
+            "--input-file",
+            input.to_str().unwrap(),
+            "--request-count",
+            "10",
+            "--concurrency",
+            "2",
+            "--server-metrics-shutdown-delay",
+            "0",
+            "--run-id",
+            "split",
+            "--shard",
+            &format!("{i}/2"),
+            "--start-at",
+            &start_at,
+            "--output-artifact-dir",
+            tmp.path()
+                .join("runs")
+                .join(format!("s{i}"))
+                .to_str()
+                .unwrap(),
+        ]);
+        cmds.push(cmd);
+    }
+    let outs = run_all(cmds).await;
+    server.shutdown().await;
+    assert!(outs.iter().all(|o| o.status.success()));
+    let runs = tmp.path().join("runs");
+    let out = run(&["report", runs.to_str().unwrap(), "--format", "json"]).await;
+    assert!(!out.status.success(), "different rows were merged");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "the shards of run split split different rows under dataset \"speed_bench_mini\""
+        ),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_shard_is_named() {
     let server = sim(SimConfig::speed_bench_demo().with_output_tokens(4, 8)).await;
     // A port nothing listens on: every request of shard 1 fails.

@@ -345,6 +345,7 @@ pub async fn run_profile(
     // its own run id within the group the caller's id names.
     let mut shard_info = None;
     if let Some(shard) = run.load.shard {
+        let dataset_sha256 = Some(record::dataset_sha256(&run.dataset));
         let (dataset, load) = shard.plan(&run.dataset, &run.load)?;
         load.validate()?;
         run.dataset = dataset;
@@ -355,6 +356,7 @@ pub async fn run_profile(
             group,
             index: shard.index(),
             count: shard.count(),
+            dataset_sha256,
         });
     }
     if let Some(limit) = run.open_file_limit {

@@ -52,6 +52,26 @@ pub(super) fn prompt_sha256(conv: &Conversation, turn_index: usize) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// SHA-256 (hex) of every row of `dataset` as the run was given it: each
+/// conversation's id, preamble and user turns, in order. The shards of one
+/// run record it from the whole dataset (before their split), so it is the
+/// same on every shard that loaded the same rows.
+pub(super) fn dataset_sha256(dataset: &speedbench_dataset::Dataset) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for conv in &dataset.conversations {
+        let preamble: Vec<(&str, &str)> = conv
+            .preamble
+            .iter()
+            .map(|m| (m.role.as_str(), m.content.as_str()))
+            .collect();
+        let row = (&conv.id, preamble, &conv.turns);
+        ctx.update(&serde_json::to_vec(&row).unwrap_or_default());
+        ctx.update(b"\n");
+    }
+    let digest = ctx.finish();
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub(super) fn base_record(
     shared: &Shared,
     conv: &Conversation,
