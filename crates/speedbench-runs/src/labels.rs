@@ -43,11 +43,27 @@ pub fn display_model(model: &str) -> String {
     }
 }
 
+/// `DIR#ID` as the directory and the run id of a sharded run in it; a
+/// path without `#` (or whose `#` is part of an existing path) as itself.
+pub fn split_group(path: &Path) -> (PathBuf, Option<String>) {
+    let text = path.to_string_lossy();
+    match text.rsplit_once('#') {
+        Some((dir, id)) if !id.is_empty() && !id.contains('/') && !path.exists() => {
+            (PathBuf::from(dir), Some(id.to_string()))
+        }
+        _ => (path.to_path_buf(), None),
+    }
+}
+
 /// Makes the runs' labels unique: `overrides` (`(dir, name)` pairs, from
 /// `--label DIR=NAME`) first, then the model as shown
 /// ([`display_model`]), and where two runs' labels collide, that name
 /// followed by the run directory's name (`model (dir)`), or its whole path
 /// if the names collide too.
+///
+/// A sharded run (merged from its shards) is also matched by its run id:
+/// `ID=NAME`, or `DIR#ID=NAME` where runs share the directory; two sharded
+/// runs of one model in one parent are labelled `model (ID)`.
 ///
 /// An override naming a directory that is not one of the runs, or two runs
 /// given the same name, is an error. A directory matches when it is the
@@ -60,13 +76,24 @@ pub fn assign_labels(
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let mut fixed: Vec<Option<String>> = vec![None; runs.len()];
     for (dir, name) in overrides {
-        let wanted = canonical(dir);
+        // `DIR#ID` (or `ID` alone) picks a sharded run by its run id.
+        let (path, group) = split_group(dir);
+        let wanted = canonical(&path);
         let matches: Vec<usize> = runs
             .iter()
             .enumerate()
             .filter(|(_, r)| {
-                canonical(&r.dir) == wanted
-                    || (dir.components().count() == 1 && r.dir.file_name() == Some(dir.as_os_str()))
+                let by_path = canonical(&r.dir) == wanted
+                    || (path.components().count() == 1
+                        && r.dir.file_name() == Some(path.as_os_str()));
+                let by_group = |g: &str| r.run_group.as_deref() == Some(g);
+                match &group {
+                    Some(g) => by_path && by_group(g),
+                    None => {
+                        by_path
+                            || (path.components().count() == 1 && by_group(&dir.to_string_lossy()))
+                    }
+                }
             })
             .map(|(i, _)| i)
             .collect();
@@ -105,7 +132,12 @@ pub fn assign_labels(
         .zip(&base)
         .map(|((r, f), b)| match f {
             Some(name) => name.clone(),
-            None if count(&base, b) > 1 => format!("{b} ({})", dir_name(&r.dir)),
+            // Two sharded runs in one parent share its directory: their
+            // run ids tell them apart.
+            None if count(&base, b) > 1 => match &r.run_group {
+                Some(group) => format!("{b} ({group})"),
+                None => format!("{b} ({})", dir_name(&r.dir)),
+            },
             None => b.clone(),
         })
         .collect();
@@ -115,7 +147,10 @@ pub fn assign_labels(
         .zip(&with_name)
         .zip(&base)
         .map(|(((r, f), l), b)| match f {
-            None if count(&with_name, l) > 1 => format!("{b} ({})", r.dir.display()),
+            None if count(&with_name, l) > 1 => match &r.run_group {
+                Some(group) => format!("{b} ({}#{group})", r.dir.display()),
+                None => format!("{b} ({})", r.dir.display()),
+            },
             _ => l.clone(),
         })
         .collect();
@@ -155,6 +190,7 @@ mod tests {
             server: None,
             speed_bench_py: None,
             warnings: Vec::new(),
+            run_group: None,
         }
     }
 

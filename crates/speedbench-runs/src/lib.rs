@@ -71,7 +71,7 @@ pub use aiperf::{
     PROFILE_JSON as AIPERF_PROFILE_FILE_NAME, PROFILE_JSONL as AIPERF_RECORDS_FILE_NAME,
 };
 pub use error::RunsError;
-pub use labels::{assign_labels, display_model};
+pub use labels::{assign_labels, display_model, split_group};
 pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
 pub use recover::{Recovered, recover};
 pub use shards::{

@@ -78,6 +78,10 @@ pub struct RunData {
     pub speed_bench_py: Option<SpeedBenchPyOutput>,
     /// Things worth telling the user (skipped lines and the like).
     pub warnings: Vec<String>,
+    /// For a run merged from shards ([`merge_shards`](crate::merge_shards)):
+    /// the run id they share, which tells two sharded runs in one parent
+    /// apart (their row labels, `--label ID=NAME`, `DIR#ID`).
+    pub run_group: Option<String>,
 }
 
 fn is_run_dir(dir: &Path) -> bool {
@@ -357,6 +361,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
             status_reason,
             speed_bench: true,
             dataset,
+            run_group: None,
             manifest,
             records,
             summary,
@@ -394,6 +399,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     Ok(RunData {
         dir: dir.to_path_buf(),
         format: RunFormat::Aiperf,
+        run_group: None,
         label: crate::labels::display_model(&label),
         model: label,
         status,

@@ -416,6 +416,7 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
     warnings_of_shards.extend(set.notes.iter().cloned());
     merged.warnings = warnings_of_shards;
     merged.dir = dir;
+    merged.run_group = Some(group.to_string());
     merged.status = status;
     merged.status_reason = (!set.is_complete()).then(|| set.describe());
     merged.records = records;
@@ -496,7 +497,13 @@ fn common_parent<'a>(dirs: impl Iterator<Item = &'a Path>) -> PathBuf {
 /// shards missing), or a directory whose run directories are the shards
 /// of one sharded run, merged. `None` when `path` holds neither (the
 /// caller's own loader then says what is wrong).
+///
+/// `DIR#ID` picks the sharded run `ID` where `DIR` holds the shards of
+/// several runs (the default `artifacts/<dataset>-ID-shardIofN` layout
+/// puts every run's shards in one parent).
 pub fn load_shard_group(path: &Path) -> Result<Option<MergedRun>, RunsError> {
+    let (path, group) = crate::labels::split_group(path);
+    let path = path.as_path();
     if !path.is_dir() {
         return Ok(None);
     }
@@ -520,16 +527,32 @@ pub fn load_shard_group(path: &Path) -> Result<Option<MergedRun>, RunsError> {
         .map(|d| load_run(d))
         .collect::<Result<Vec<_>, _>>()?;
     let mut merged = merge_shards(runs)?;
-    if merged.len() > 1 {
-        let groups: Vec<String> = merged
+    let groups: Vec<String> = merged
+        .iter()
+        .filter_map(|m| m.shards.as_ref().map(|s| s.group.clone()))
+        .collect();
+    if let Some(group) = &group {
+        return match merged
             .iter()
-            .filter_map(|m| m.shards.as_ref().map(|s| s.group.clone()))
-            .collect();
+            .position(|m| m.run.run_group.as_ref() == Some(group))
+        {
+            Some(i) => Ok(Some(merged.swap_remove(i))),
+            None => Err(RunsError::Shards(format!(
+                "{} holds no sharded run {group} (it holds {})",
+                path.display(),
+                groups.join(", ")
+            ))),
+        };
+    }
+    if merged.len() > 1 {
         return Err(RunsError::Shards(format!(
-            "{} holds the shards of {} runs ({}), not of one; give the directory of one run's shards",
+            "{} holds the shards of {} runs ({}), not of one; give the directory of one run's \
+             shards, or pick one as {}#{}",
             path.display(),
             merged.len(),
-            groups.join(", ")
+            groups.join(", "),
+            path.display(),
+            groups.first().map_or("ID", String::as_str)
         )));
     }
     Ok(merged.pop())

@@ -167,6 +167,7 @@ pub(crate) fn load(path: &Path) -> Result<RunData, RunsError> {
     Ok(RunData {
         dir: path.to_path_buf(),
         format: RunFormat::SpeedBenchPy,
+        run_group: None,
         label: crate::labels::display_model(&model),
         model,
         status: RunStatus::Completed,

@@ -388,6 +388,75 @@ async fn shards_that_loaded_different_rows_are_not_merged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sharded_runs_in_one_parent_are_told_apart_by_run_id() {
+    let server = sim(SimConfig::speed_bench_demo().with_output_tokens(4, 8)).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let parent = tmp.path().join("artifacts");
+    let start_at = start_in(1.0);
+    let mut cmds = Vec::new();
+    for run_id in ["base", "spec"] {
+        for i in 0..2 {
+            let dir = parent.join(format!("speed_bench_mini-{run_id}-shard{i}of2"));
+            cmds.push(shard_command(&server.url(), run_id, i, 2, &dir, &start_at));
+        }
+    }
+    let outs = run_all(cmds).await;
+    server.shutdown().await;
+    assert!(outs.iter().all(|o| o.status.success()));
+    let p = parent.to_str().unwrap();
+
+    // One row per run, labelled by its run id.
+    let json = report_json(&run(&["report", p, "--format", "json"]).await);
+    let labels: Vec<&str> = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["speedbench-sim (base)", "speedbench-sim (spec)"],
+        "{json}"
+    );
+    let json =
+        report_json(&run(&["report", p, "--format", "json", "--label", "spec=eagle3"]).await);
+    let spec_row = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["shards"]["group"] == "spec")
+        .unwrap();
+    assert_eq!(spec_row["label"], "eagle3", "{json}");
+
+    // compare picks each side by DIR#ID; the parent alone names the ids.
+    let base = format!("{p}#base");
+    let spec = format!("{p}#spec");
+    let out = run(&[
+        "compare",
+        "--baseline",
+        &base,
+        "--speculative",
+        &spec,
+        "--bootstrap",
+        "0",
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["compare", "--baseline", p, "--speculative", &spec]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("holds the shards of 2 runs (base, spec)")
+            && stderr.contains(&format!("pick one as {p}#base")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_shard_is_named() {
     let server = sim(SimConfig::speed_bench_demo().with_output_tokens(4, 8)).await;
     // A port nothing listens on: every request of shard 1 fails.
