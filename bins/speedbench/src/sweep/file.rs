@@ -434,6 +434,23 @@ fn dir_safe(description: &str) -> String {
     }
 }
 
+/// The most runs one sweep file may expand to: every run is checked
+/// before the first request, and a matrix of a million runs would take
+/// minutes and gigabytes only to plan.
+pub(crate) const MAX_VARIATIONS: usize = 10_000;
+
+/// The error of a sweep that expands to more than [`MAX_VARIATIONS`] runs.
+fn too_many(source: &Source<'_>, total: &str) -> CliError {
+    fail(
+        &source.path.display().to_string(),
+        format!(
+            "the sweep expands to {total} runs (its variations times every [matrix] \
+             combination); one sweep runs at most {MAX_VARIATIONS}: narrow the [matrix] or \
+             split the sweep into several files"
+        ),
+    )
+}
+
 /// Expands a sweep file into its runs.
 ///
 /// `profile` and `report` are the clap commands whose flags the file may
@@ -535,8 +552,16 @@ pub(crate) fn expand(
         }
     }
 
-    let combinations: usize = matrix.iter().map(Vec::len).product();
-    let total = listed.len() * combinations;
+    let combinations = matrix
+        .iter()
+        .try_fold(1usize, |acc, m| acc.checked_mul(m.len()));
+    let total = combinations.and_then(|c| c.checked_mul(listed.len()));
+    let (Some(combinations), Some(total)) = (combinations, total) else {
+        return Err(too_many(source, "more than 2^64"));
+    };
+    if total > MAX_VARIATIONS {
+        return Err(too_many(source, &total.to_string()));
+    }
     let width = total.to_string().len().max(2);
     let mut variations = Vec::with_capacity(total);
     for (own, name, origin) in &listed {

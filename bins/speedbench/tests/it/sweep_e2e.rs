@@ -212,6 +212,60 @@ async fn a_failed_run_does_not_stop_the_sweep_and_makes_the_exit_code_1() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_no_run_can_have_and_a_million_runs_are_refused_before_any_request() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("sweep");
+    let url = server.url();
+    // Values a run refuses (a zero concurrency, count, duration or rate)
+    // in a later variation: refused with the first variation's checks.
+    for (key, value, want) in [
+        ("concurrency", "0", "concurrency must be at least 1"),
+        ("request_count", "0", "counts must be at least 1"),
+        ("benchmark_duration", "0", "duration must be positive"),
+        ("request_rate", "0", "rate must be a positive number"),
+    ] {
+        let file = sweep_file(
+            dir.path(),
+            &format!(
+                "request_count = 2\n[[variation]]\nconcurrency = 1\n[[variation]]\n{key} = {value}\n"
+            ),
+        );
+        let out = run(&sweep_args(&file, &url, &parent)).await;
+        assert_eq!(out.status.code(), Some(1), "{key}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("variation 2 (") && err.contains(want) && err.contains("nothing was sent"),
+            "{key}: {err}"
+        );
+    }
+    // A matrix of a million runs is refused by its size, at once.
+    let values = format!(
+        "[{}]",
+        (1..=100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let file = sweep_file(
+        dir.path(),
+        &format!(
+            "[matrix]\nconcurrency = {values}\nrequest_count = {values}\nrandom_seed = {values}\n"
+        ),
+    );
+    let out = run(&sweep_args(&file, &url, &parent)).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the sweep expands to 1000000 runs") && err.contains("at most 10000"),
+        "{err}"
+    );
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests, 0);
+    assert!(!parent.exists(), "nothing was made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_flag_in_the_third_variation_refuses_the_sweep_before_any_request() {
     let server = sim(SimConfig::speed_bench_demo()).await;
     let dir = tempfile::tempdir().unwrap();
