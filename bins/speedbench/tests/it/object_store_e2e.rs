@@ -275,6 +275,27 @@ async fn a_wrong_secret_fails_before_any_request_and_is_never_printed() {
     assert!(!all.contains(wrong), "the secret was printed: {all}");
     assert_eq!(server.ground_truth().requests, 0, "nothing may be sent");
 
+    // Without --staging-dir the run would stage in a temporary directory:
+    // a refused run leaves none behind.
+    let tmpdir = tmp.path().join("tmpdir");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let mut args = profile_args(&server.url(), "s3://runs/denied", "");
+    args.truncate(args.len() - 2);
+    let mut cmd = bin();
+    for (k, v) in s3.env() {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .env("AWS_SECRET_ACCESS_KEY", wrong)
+        .env("TMPDIR", &tmpdir)
+        .args(&args)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let left: Vec<_> = std::fs::read_dir(&tmpdir).unwrap().collect();
+    assert!(left.is_empty(), "a refused run left {left:?}");
+
     // report with the wrong secret names the URL too.
     let out = run_with(&s3, wrong, &["report", "s3://runs"]).await;
     assert_eq!(out.status.code(), Some(1));
