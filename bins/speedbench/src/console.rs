@@ -25,13 +25,7 @@ pub(crate) struct Console {
 
 impl Observer for Console {
     fn dataset_loaded(&mut self, loaded: &PublicDataset) {
-        eprintln!(
-            "dataset {}: {} conversations, {} turns, from {}",
-            loaded.spec.name,
-            loaded.dataset.conversations.len(),
-            loaded.dataset.turn_count(),
-            loaded.origin
-        );
+        eprintln!("dataset {}", loaded_line(loaded));
     }
 
     fn rows_limited(&mut self, limit: usize, kept: usize, before: usize) {
@@ -79,6 +73,17 @@ impl Observer for Console {
     fn warning(&mut self, message: &str) {
         eprintln!("warning: {message}");
     }
+}
+
+/// A loaded public dataset in one line: its name, size and origin.
+pub(crate) fn loaded_line(loaded: &PublicDataset) -> String {
+    format!(
+        "{}: {} conversations, {} turns, from {}",
+        loaded.spec.name,
+        loaded.dataset.conversations.len(),
+        loaded.dataset.turn_count(),
+        loaded.origin
+    )
 }
 
 /// Whether per-request acceptance came back, and what to change when not.

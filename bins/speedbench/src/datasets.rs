@@ -166,13 +166,7 @@ pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
                 .await
                 .map_err(HintedError::new)
                 .context(format!("resolving {name}"))?;
-            println!(
-                "{}: {} conversations, {} turns, from {}",
-                loaded.spec.name,
-                loaded.dataset.conversations.len(),
-                loaded.dataset.turn_count(),
-                loaded.origin
-            );
+            println!("{}", crate::console::loaded_line(&loaded));
         }
         DatasetsCommand::Import { dir, dataset_cache } => {
             let m = import_bundle(&dir, &dataset_cache)

@@ -63,7 +63,13 @@ fn update(bar: &ProgressBar, p: &Progress, elapsed: Duration) {
     bar.set_message(rate_and_errors(p, elapsed));
 }
 
+/// What the display says while the run waits for its shared start.
+const WAITING: &str = "waiting for the start (--start-at or --start-after-barrier)";
+
 fn rate_and_errors(p: &Progress, elapsed: Duration) -> String {
+    if p.waiting_for_start() {
+        return WAITING.to_string();
+    }
     let secs = elapsed.as_secs_f64().max(1e-9);
     let warm = if p.warmup_done() > 0 {
         format!(" (+{} warmup)", p.warmup_done())
@@ -140,6 +146,17 @@ mod tests {
         assert_eq!(
             final_line(&p, None),
             "profiled: 0/? requests, ? req/s (request throughput), 0 failed"
+        );
+    }
+
+    #[test]
+    fn a_run_waiting_for_its_start_says_so() {
+        let p = Progress::default();
+        p.set_waiting_for_start(true);
+        assert_eq!(
+            line(&p, Duration::from_secs(7)),
+            "profiling: 0/? requests, waiting for the start (--start-at or \
+             --start-after-barrier), 7s"
         );
     }
 

@@ -1,7 +1,7 @@
 //! What a caller holds while a run goes: live counters and the stop button.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -17,6 +17,8 @@ pub struct Progress {
     /// Records handed to the recorder, warmup and skipped turns included.
     pub(crate) produced: AtomicU64,
     last_finished: std::sync::Mutex<Option<Instant>>,
+    /// Set while the run waits for its start (`--start-at`, a barrier file).
+    waiting_for_start: AtomicBool,
 }
 
 impl Progress {
@@ -36,6 +38,17 @@ impl Progress {
     /// conversation failed.
     pub fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
+    }
+    /// Whether the run is waiting for its shared start (a start time or a
+    /// barrier file) before its measured phase: a display says so rather
+    /// than look stuck.
+    pub fn waiting_for_start(&self) -> bool {
+        self.waiting_for_start.load(Ordering::Relaxed)
+    }
+    /// Marks the run as waiting for its start, or not: the runner does
+    /// around its start barrier; a caller with a wait of its own may too.
+    pub fn set_waiting_for_start(&self, waiting: bool) {
+        self.waiting_for_start.store(waiting, Ordering::Relaxed);
     }
     /// Warmup requests finished.
     pub fn warmup_done(&self) -> u64 {

@@ -440,6 +440,7 @@ pub async fn run_profile(
     if let Some(barrier) = shared.run.load.start_barrier.clone()
         && !stop.is_stopped()
     {
+        shared.progress.set_waiting_for_start(true);
         tokio::select! {
             planned = barrier.wait() => {
                 let measured = clock.unix_ns(Instant::now());
@@ -452,6 +453,7 @@ pub async fn run_profile(
             }
             _ = stop.stopped() => {}
         }
+        shared.progress.set_waiting_for_start(false);
     }
     if !stop.is_stopped() {
         if let Some(s) = &scraper {
