@@ -254,8 +254,74 @@ fn shown(token: &OsString) -> String {
     }
 }
 
+/// A sweep checked whole and ready to run.
+struct Plan {
+    /// Every variation, checked.
+    prepared: Vec<Prepared>,
+    /// The directory the runs go under.
+    parent: PathBuf,
+    /// The `speedbench report` flags of `[report]`.
+    report_tokens: Vec<OsString>,
+}
+
+impl Plan {
+    /// The report's arguments over `dirs`: `[report]`'s flags, console
+    /// output unless they name a format.
+    fn report_args(&self, dirs: &[PathBuf]) -> Vec<OsString> {
+        let mut t: Vec<OsString> = Vec::new();
+        if !self
+            .report_tokens
+            .iter()
+            .any(|t| t.to_string_lossy().starts_with("--format="))
+        {
+            t.push("--format=console".into());
+        }
+        t.extend(self.report_tokens.iter().cloned());
+        t.extend(dirs.iter().map(|d| d.clone().into_os_string()));
+        t
+    }
+}
+
 /// Runs `speedbench profile --config FILE`.
 pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliError> {
+    let mut plan = plan(path, args).await?;
+    let total = plan.prepared.len();
+    println!(
+        "sweep {}: {total} runs under {}",
+        path.display(),
+        plan.parent.display()
+    );
+    for p in &plan.prepared {
+        let v = &p.variation;
+        println!("  {}  {}  ({})", v.dir_name, v.description, v.origin);
+        if args.dry_run {
+            let flags: Vec<String> = v.tokens.iter().map(shown).collect();
+            println!("      flags from the file: {}", flags.join(" "));
+        }
+    }
+    if args.dry_run {
+        println!("every variation checked; nothing was sent (--dry-run)");
+        return Ok(Outcome::Done);
+    }
+    note_other_runs(&plan);
+    // One stop handle for the whole sweep: the first Ctrl-C stops the
+    // current run and starts no other; a second exits at once.
+    let stop = StopHandle::new();
+    let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
+    let ends = run_all(std::mem::take(&mut plan.prepared), &stop, &signals).await;
+    let report_failed = report_over(&plan, &ends).await;
+    summarize(
+        path,
+        &ends,
+        report_failed,
+        stop.is_stopped()
+            .then(|| signals.exit_code().unwrap_or(EXIT_SIGINT)),
+    )
+}
+
+/// Reads, expands and checks the sweep: every variation is checked before
+/// anything is sent, and any refusal refuses the whole sweep.
+async fn plan(path: &Path, args: &ProfileArgs) -> Result<Plan, CliError> {
     let text = std::fs::read_to_string(path)
         .context(format!("reading the sweep file {}", path.display()))?;
     let command_line = command_line()?;
@@ -279,8 +345,6 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             Path::new("artifacts").join(stem)
         });
     let total = expanded.variations.len();
-
-    // Every variation is checked before anything is sent.
     let mut files = HashMap::new();
     let mut prepared = Vec::new();
     let mut refused = Vec::new();
@@ -293,9 +357,37 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             )),
         }
     }
-    // Run directories in a store: a run already there is refused now, as
-    // a local one is (and credentials the store refuses fail here).
-    for p in &prepared {
+    refused.extend(refuse_occupied_stores(&prepared).await);
+    refused.extend(refuse_shared_outputs(&prepared));
+    let plan = Plan {
+        prepared,
+        parent,
+        report_tokens: expanded.report_tokens,
+    };
+    if let Err(e) = ReportCli::try_parse_from(plan.report_args(std::slice::from_ref(&plan.parent)))
+    {
+        refused.push(format!("[report]: {}", clap_message(&e)));
+    }
+    if refused.is_empty() {
+        return Ok(plan);
+    }
+    for r in &refused {
+        eprintln!("error: {r}");
+    }
+    Err(fail(
+        &format!("sweep {}", path.display()),
+        format!(
+            "{} of {total} variations refused (above); nothing was sent",
+            refused.len().min(total)
+        ),
+    ))
+}
+
+/// Run directories in a store: a run already there is refused now, as a
+/// local one is (and credentials the store refuses fail here).
+async fn refuse_occupied_stores(prepared: &[Prepared]) -> Vec<String> {
+    let mut refused = Vec::new();
+    for p in prepared {
         if p.spec.outputs.overwrite {
             continue;
         }
@@ -306,8 +398,14 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             ));
         }
     }
+    refused
+}
+
+/// Two runs writing one `--output` file.
+fn refuse_shared_outputs(prepared: &[Prepared]) -> Vec<String> {
+    let mut refused = Vec::new();
     let mut outputs: HashMap<&Path, usize> = HashMap::new();
-    for p in &prepared {
+    for p in prepared {
         if let Some(out) = &p.spec.outputs.output
             && let Some(first) = outputs.insert(out.as_path(), p.variation.index)
         {
@@ -319,68 +417,32 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             ));
         }
     }
-    let report_tokens = |dirs: &[PathBuf]| -> Vec<OsString> {
-        let mut t: Vec<OsString> = Vec::new();
-        if !expanded
-            .report_tokens
-            .iter()
-            .any(|t| t.to_string_lossy().starts_with("--format="))
-        {
-            t.push("--format=console".into());
-        }
-        t.extend(expanded.report_tokens.iter().cloned());
-        t.extend(dirs.iter().map(|d| d.clone().into_os_string()));
-        t
-    };
-    if let Err(e) = ReportCli::try_parse_from(report_tokens(std::slice::from_ref(&parent))) {
-        refused.push(format!("[report]: {}", clap_message(&e)));
-    }
-    if !refused.is_empty() {
-        for r in &refused {
-            eprintln!("error: {r}");
-        }
-        return Err(fail(
-            &format!("sweep {}", path.display()),
-            format!(
-                "{} of {total} variations refused (above); nothing was sent",
-                refused.len().min(total)
-            ),
-        ));
-    }
+    refused
+}
 
-    println!(
-        "sweep {}: {total} runs under {}",
-        path.display(),
-        parent.display()
-    );
-    for p in &prepared {
-        let v = &p.variation;
-        println!("  {}  {}  ({})", v.dir_name, v.description, v.origin);
-        if args.dry_run {
-            let flags: Vec<String> = v.tokens.iter().map(shown).collect();
-            println!("      flags from the file: {}", flags.join(" "));
-        }
-    }
-    if args.dry_run {
-        println!("every variation checked; nothing was sent (--dry-run)");
-        return Ok(Outcome::Done);
-    }
-    let others = other_runs(&parent, &prepared);
+/// Says which runs in the parent are not this sweep's (the sweep's
+/// report leaves them out).
+fn note_other_runs(plan: &Plan) {
+    let others = other_runs(&plan.parent, &plan.prepared);
     if !others.is_empty() {
         eprintln!(
             "note: {} also holds {} run(s) not of this sweep ({}); the sweep's report leaves \
              them out, `speedbench report {}` would not",
-            parent.display(),
+            plan.parent.display(),
             others.len(),
             others.join(", "),
-            parent.display()
+            plan.parent.display()
         );
     }
+}
 
-    // One stop handle for the whole sweep: the first Ctrl-C stops the
-    // current run and starts no other; a second exits at once.
-    let stop = StopHandle::new();
-    let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
+/// Runs every variation in turn; after a stop, the rest are not started.
+async fn run_all(
+    prepared: Vec<Prepared>,
+    stop: &StopHandle,
+    signals: &speedbench::process::SignalWatch,
+) -> Vec<(Variation, PathBuf, RunEnd)> {
+    let total = prepared.len();
     let mut ends = Vec::with_capacity(total);
     for p in prepared {
         if stop.is_stopped() {
@@ -394,39 +456,48 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
             p.variation.description,
             p.dir.display()
         );
-        let end = run_one(p.spec, p.valid, p.dataset, &stop, &signals).await;
+        let end = run_one(p.spec, p.valid, p.dataset, stop, signals).await;
         ends.push((p.variation, p.dir, end));
     }
+    ends
+}
 
-    // The report over every run that left records.
+/// The report over every run that left records; why it failed, if it did.
+async fn report_over(plan: &Plan, ends: &[(Variation, PathBuf, RunEnd)]) -> Option<String> {
     let kept: Vec<PathBuf> = ends
         .iter()
         .filter(|(_, _, e)| matches!(e, RunEnd::Completed | RunEnd::Interrupted))
         .map(|(_, d, _)| d.clone())
         .collect();
-    let mut report_failed = None;
     if kept.is_empty() {
-        report_failed = Some("no run finished, so there is nothing to report".to_string());
-    } else {
-        println!("\n=== report over {} run(s) of the sweep ===", kept.len());
-        let report = ReportCli::try_parse_from(report_tokens(&kept))
-            .map_err(|e| fail("[report]", clap_message(&e)))
-            .map(|r| r.report);
-        let result = match report {
-            Ok(report) => crate::report::run(report).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            report_failed = Some(e.to_string());
-        }
+        return Some("no run finished, so there is nothing to report".to_string());
     }
+    println!("\n=== report over {} run(s) of the sweep ===", kept.len());
+    let report = ReportCli::try_parse_from(plan.report_args(&kept))
+        .map_err(|e| fail("[report]", clap_message(&e)))
+        .map(|r| r.report);
+    let result = match report {
+        Ok(report) => crate::report::run(report).await,
+        Err(e) => Err(e),
+    };
+    result.err().map(|e| e.to_string())
+}
+
+/// The sweep's summary, and how it ends: interrupted (with the signal's
+/// exit code), failed runs named, a failed report, or done.
+fn summarize(
+    path: &Path,
+    ends: &[(Variation, PathBuf, RunEnd)],
+    report_failed: Option<String>,
+    interrupted: Option<u8>,
+) -> Result<Outcome, CliError> {
     println!("\nsweep summary ({}):", path.display());
     let width = ends
         .iter()
         .map(|(_, d, _)| d.display().to_string().len())
         .max()
         .unwrap_or(0);
-    for (v, dir, end) in &ends {
+    for (v, dir, end) in ends {
         println!(
             "  {:>2}  {:<width$}  {}",
             v.index,
@@ -437,22 +508,21 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     if let Some(e) = &report_failed {
         eprintln!("error: the report: {e}");
     }
+    if let Some(code) = interrupted {
+        return Ok(Outcome::Interrupted(code));
+    }
     let failed: Vec<&str> = ends
         .iter()
         .filter(|(_, _, e)| matches!(e, RunEnd::Failed(_)))
         .map(|(v, _, _)| v.dir_name.as_str())
         .collect();
-    if stop.is_stopped() {
-        return Ok(Outcome::Interrupted(
-            signals.exit_code().unwrap_or(EXIT_SIGINT),
-        ));
-    }
     if !failed.is_empty() {
         return Err(fail(
             &format!("sweep {}", path.display()),
             format!(
-                "{} of {total} runs failed: {}",
+                "{} of {} runs failed: {}",
                 failed.len(),
+                ends.len(),
                 failed.join(", ")
             ),
         ));
