@@ -475,10 +475,45 @@ pub(crate) fn expand(
         parent,
         ..
     } = settings(source, "[profile]", &file.profile, &profile_flags)?;
+    let matrix = matrix_of(source, &file.matrix, &profile_flags)?;
+    let listed = listed_of(source, &file, &profile_flags, &matrix)?;
+    refuse_cli_overrides(&matrix, &listed, cli)?;
+    let combinations = matrix
+        .iter()
+        .try_fold(1usize, |acc, m| acc.checked_mul(m.len()));
+    let total = combinations.and_then(|c| c.checked_mul(listed.len()));
+    let (Some(_), Some(total)) = (combinations, total) else {
+        return Err(too_many(source, "more than 2^64"));
+    };
+    if total > MAX_VARIATIONS {
+        return Err(too_many(source, &total.to_string()));
+    }
+    let plan = Combinations {
+        shared: &shared,
+        matrix: &matrix,
+        cli,
+    };
+    let variations = plan.variations(&listed, total);
+    let report_tokens = report_tokens(source, &file.report, &Flags::of(report))?;
+    Ok(Expanded {
+        variations,
+        parent,
+        report_tokens,
+    })
+}
 
-    // The matrix: each key a non-empty list, in file order.
+/// A listed variation: its settings, its `name`, and where it is written
+/// (`None` for the one implicit variation of a file that lists none).
+type Listed = (Vec<Setting>, Option<String>, Option<String>);
+
+/// `[matrix]`: each key a non-empty list, in file order.
+fn matrix_of(
+    source: &Source<'_>,
+    table: &Table,
+    flags: &Flags,
+) -> Result<Vec<Vec<Setting>>, CliError> {
     let mut matrix: Vec<Vec<Setting>> = Vec::new();
-    for (key, value, what) in keys(source, "[matrix]", &file.matrix, &profile_flags)? {
+    for (key, value, what) in keys(source, "[matrix]", table, flags)? {
         let at = source.at(key.span());
         let Key::Flag(flag) = what else {
             return Err(fail(
@@ -505,16 +540,25 @@ pub(crate) fn expand(
                 .collect::<Result<_, _>>()?,
         );
     }
+    Ok(matrix)
+}
 
-    // The listed variations (one empty one when none is).
-    let mut listed: Vec<(Vec<Setting>, Option<String>, Option<String>)> = Vec::new();
+/// The `[[variation]]`s (one empty one when none is); a key also in
+/// `[matrix]` is refused.
+fn listed_of(
+    source: &Source<'_>,
+    file: &SweepFile,
+    flags: &Flags,
+    matrix: &[Vec<Setting>],
+) -> Result<Vec<Listed>, CliError> {
+    let mut listed: Vec<Listed> = Vec::new();
     for (i, table) in file.variations.iter().enumerate() {
         let at = source.at(table.span());
         let Section {
             settings: own,
             name,
             ..
-        } = settings(source, "[[variation]]", table.get_ref(), &profile_flags)?;
+        } = settings(source, "[[variation]]", table.get_ref(), flags)?;
         for s in &own {
             if let Some(m) = matrix.iter().find(|m| m[0].flag.id == s.flag.id) {
                 return Err(fail(
@@ -532,9 +576,16 @@ pub(crate) fn expand(
     if listed.is_empty() {
         listed.push((Vec::new(), None, None));
     }
+    Ok(listed)
+}
 
-    // The command line wins over [profile]; over a key that tells runs
-    // apart it would make them alike.
+/// The command line wins over `[profile]`; over a key that tells runs
+/// apart it would make them alike, so that is refused.
+fn refuse_cli_overrides(
+    matrix: &[Vec<Setting>],
+    listed: &[Listed],
+    cli: &BTreeSet<String>,
+) -> Result<(), CliError> {
     for s in matrix
         .iter()
         .map(|m| &m[0])
@@ -551,96 +602,122 @@ pub(crate) fn expand(
             ));
         }
     }
+    Ok(())
+}
 
-    let combinations = matrix
-        .iter()
-        .try_fold(1usize, |acc, m| acc.checked_mul(m.len()));
-    let total = combinations.and_then(|c| c.checked_mul(listed.len()));
-    let (Some(combinations), Some(total)) = (combinations, total) else {
-        return Err(too_many(source, "more than 2^64"));
-    };
-    if total > MAX_VARIATIONS {
-        return Err(too_many(source, &total.to_string()));
-    }
-    let width = total.to_string().len().max(2);
-    let mut variations = Vec::with_capacity(total);
-    for (own, name, origin) in &listed {
-        for c in 0..combinations {
-            // The first matrix key varies slowest.
-            let mut rest = c;
-            let mut picked = vec![0; matrix.len()];
-            for (k, m) in matrix.iter().enumerate().rev() {
-                picked[k] = rest % m.len();
-                rest /= m.len();
-            }
-            let chosen: Vec<&Setting> = matrix.iter().zip(&picked).map(|(m, &i)| &m[i]).collect();
-            let mut merged: Vec<&Setting> = Vec::new();
-            for s in shared
-                .iter()
-                .chain(own.iter())
-                .chain(chosen.iter().copied())
-            {
-                merged.retain(|m| m.flag.id != s.flag.id);
-                merged.push(s);
-            }
-            let tokens = merged
-                .iter()
-                .filter(|s| !cli.contains(&s.flag.id))
-                .flat_map(|s| s.tokens.iter().cloned())
-                .collect();
-            // A listed variation is named by its `name`, else by its
-            // dataset or category, else by every option it sets.
-            let mut parts: Vec<String> = match name {
-                Some(n) => vec![n.clone()],
-                None if own.iter().any(names_the_data) => own
-                    .iter()
-                    .filter(|s| names_the_data(s))
-                    .map(describe)
-                    .collect(),
-                None => own.iter().map(describe).collect(),
-            };
-            parts.extend(chosen.iter().map(|s| describe(s)));
-            let description = if parts.is_empty() {
-                "run".to_string()
-            } else {
-                parts.join(", ")
-            };
-            let index = variations.len() + 1;
-            let dir_name = format!("{index:0width$}-{}", dir_safe(&parts.join("_")));
-            let origin = match (origin, combinations > 1) {
-                (Some(o), true) => format!("{o}, [matrix] combination {} of {combinations}", c + 1),
-                (None, true) => format!("[matrix] combination {} of {combinations}", c + 1),
-                (Some(o), false) => o.clone(),
-                (None, false) => "[profile]".to_string(),
-            };
-            variations.push(Variation {
-                index,
-                dir_name,
-                description,
-                origin,
-                tokens,
-            });
-        }
-    }
-
-    // [report]: `speedbench report` options.
-    let report_flags = Flags::of(report);
-    let mut report_tokens = Vec::new();
-    for (key, value, what) in keys(source, "[report]", &file.report, &report_flags)? {
+/// `[report]`: `speedbench report` options, as flag tokens.
+fn report_tokens(
+    source: &Source<'_>,
+    table: &Table,
+    flags: &Flags,
+) -> Result<Vec<OsString>, CliError> {
+    let mut tokens = Vec::new();
+    for (key, value, what) in keys(source, "[report]", table, flags)? {
         let Key::Flag(flag) = what else {
             return Err(fail(
                 &source.at(key.span()),
                 format!("[report] {}: not a report option", key.get_ref()),
             ));
         };
-        report_tokens
-            .extend(setting("[report]", flag, value.get_ref(), source.at(key.span()))?.tokens);
+        tokens.extend(setting("[report]", flag, value.get_ref(), source.at(key.span()))?.tokens);
     }
-    Ok(Expanded {
-        variations,
-        parent,
-        report_tokens,
-    })
+    Ok(tokens)
+}
+
+/// The runs of a sweep: every listed variation times every combination
+/// of the matrix, over what `[profile]` shares.
+struct Combinations<'a> {
+    shared: &'a [Setting],
+    matrix: &'a [Vec<Setting>],
+    cli: &'a BTreeSet<String>,
+}
+
+impl Combinations<'_> {
+    /// Every run, numbered from 1; the first matrix key varies slowest.
+    fn variations(&self, listed: &[Listed], total: usize) -> Vec<Variation> {
+        let combinations: usize = self.matrix.iter().map(Vec::len).product();
+        let width = total.to_string().len().max(2);
+        let mut variations = Vec::with_capacity(total);
+        for (own, name, origin) in listed {
+            for c in 0..combinations {
+                let chosen = self.chosen(c);
+                let index = variations.len() + 1;
+                let parts = parts(own, name.as_deref(), &chosen);
+                let origin = match (origin, combinations > 1) {
+                    (Some(o), true) => {
+                        format!("{o}, [matrix] combination {} of {combinations}", c + 1)
+                    }
+                    (None, true) => format!("[matrix] combination {} of {combinations}", c + 1),
+                    (Some(o), false) => o.clone(),
+                    (None, false) => "[profile]".to_string(),
+                };
+                variations.push(Variation {
+                    index,
+                    dir_name: format!("{index:0width$}-{}", dir_safe(&parts.join("_"))),
+                    description: if parts.is_empty() {
+                        "run".to_string()
+                    } else {
+                        parts.join(", ")
+                    },
+                    origin,
+                    tokens: self.tokens(own, &chosen),
+                });
+            }
+        }
+        variations
+    }
+
+    /// The matrix values of combination `c`.
+    fn chosen(&self, c: usize) -> Vec<&Setting> {
+        let mut rest = c;
+        let mut picked = vec![0; self.matrix.len()];
+        for (k, m) in self.matrix.iter().enumerate().rev() {
+            picked[k] = rest % m.len();
+            rest /= m.len();
+        }
+        self.matrix
+            .iter()
+            .zip(&picked)
+            .map(|(m, &i)| &m[i])
+            .collect()
+    }
+
+    /// A run's flags from the file: `[profile]`, then its own, then its
+    /// matrix values, each option once (the later wins), less those the
+    /// command line gives.
+    fn tokens(&self, own: &[Setting], chosen: &[&Setting]) -> Vec<OsString> {
+        let mut merged: Vec<&Setting> = Vec::new();
+        for s in self
+            .shared
+            .iter()
+            .chain(own.iter())
+            .chain(chosen.iter().copied())
+        {
+            merged.retain(|m| m.flag.id != s.flag.id);
+            merged.push(s);
+        }
+        merged
+            .iter()
+            .filter(|s| !self.cli.contains(&s.flag.id))
+            .flat_map(|s| s.tokens.iter().cloned())
+            .collect()
+    }
+}
+
+/// What names a run: a listed variation's `name`, else its dataset or
+/// category, else every option it sets; then its matrix values.
+fn parts(own: &[Setting], name: Option<&str>, chosen: &[&Setting]) -> Vec<String> {
+    let mut parts: Vec<String> = match name {
+        Some(n) => vec![n.to_string()],
+        None if own.iter().any(names_the_data) => own
+            .iter()
+            .filter(|s| names_the_data(s))
+            .map(describe)
+            .collect(),
+        None => own.iter().map(describe).collect(),
+    };
+    parts.extend(chosen.iter().map(|s| describe(s)));
+    parts
 }
 
 #[cfg(test)]
