@@ -329,6 +329,16 @@ pub async fn run_profile(
     stop: StopHandle,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, ClientError> {
+    let (run, shard_info) = plan_run(run)?;
+    let mut opened = open_run(run, shard_info, stop.clone(), progress)?;
+    let schedule = run_phases(&mut opened, &stop).await;
+    close_run(opened, schedule, &stop).await
+}
+
+/// Checks the run and takes its part: a shard runs its own rows, counts
+/// and concurrency under its own run id within the group the caller's id
+/// names; the load is fitted to the open-file limit.
+fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientError> {
     if run.dataset.conversations.is_empty() {
         return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
     }
@@ -341,8 +351,6 @@ pub async fn run_profile(
         )));
     }
     let mut run = run;
-    // A shard runs its share: its own rows, counts and concurrency, and
-    // its own run id within the group the caller's id names.
     let mut shard_info = None;
     if let Some(shard) = run.load.shard {
         let dataset_sha256 = Some(record::dataset_sha256(&run.dataset));
@@ -362,6 +370,38 @@ pub async fn run_profile(
     if let Some(limit) = run.open_file_limit {
         fit_open_files(&mut run.load, run.dataset.conversations.len(), limit)?;
     }
+    Ok((run, shard_info))
+}
+
+/// A run whose directory is locked and whose files are open, with its
+/// client, scraper and workers' shared state ready.
+struct OpenedRun {
+    shared: Arc<Shared>,
+    scraper: Option<Scraper>,
+    recorder: Recorder,
+    manifest: RunManifest,
+    /// Held until every file is written.
+    lock: RunDirLock,
+    paths: RunPaths,
+    sessions: Option<u64>,
+}
+
+/// Where a run's files go.
+struct RunPaths {
+    partial: PathBuf,
+    manifest: PathBuf,
+    raw: PathBuf,
+}
+
+/// Locks the run directory, writes `run.json` (outcome `running`), opens
+/// the records (and raw responses), and starts the HTTP client and the
+/// scraper.
+fn open_run(
+    mut run: ProfileRun,
+    shard_info: Option<RunShard>,
+    stop: StopHandle,
+    progress: Arc<Progress>,
+) -> Result<OpenedRun, ClientError> {
     let sinks = Sinks::new(std::mem::take(run.sinks_mut()));
     let annotators = std::mem::take(
         run.annotators
@@ -369,35 +409,20 @@ pub async fn run_profile(
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
-    let partial_path = run.output_dir.join(PARTIAL_RECORDS_FILE_NAME);
-    let manifest_path = run.output_dir.join(RunManifest::FILE_NAME);
-    let clock = Clock::now();
-    let mut manifest = RunManifest {
-        run_id: run.run_id.clone(),
-        schema_version: speedbench_record::SCHEMA_VERSION.into(),
-        tool: format!("speedbench {}", env!("CARGO_PKG_VERSION")),
-        server_url: redact_url(&run.target.base_url.to_string()),
-        model: run.target.model.clone(),
-        dataset: run.dataset.name.clone(),
-        started_unix_ns: clock.unix_ns,
-        ended_unix_ns: 0,
-        outcome: run_outcome::RUNNING.into(),
-        record_count: 0,
-        config: run.config.clone(),
-        shard: shard_info,
-        start: None,
+    let paths = RunPaths {
+        partial: run.output_dir.join(PARTIAL_RECORDS_FILE_NAME),
+        manifest: run.output_dir.join(RunManifest::FILE_NAME),
+        raw: run.output_dir.join(RAW_RESPONSES_FILE_NAME),
     };
+    let clock = Clock::now();
+    let manifest = first_manifest(&run, &clock, shard_info);
+    write_json(&paths.manifest, &manifest)?;
     let level = run.export_level;
-    if let Value::Object(config) = &mut manifest.config {
-        config.insert("export_level".into(), level.as_str().into());
-    }
-    write_json(&manifest_path, &manifest)?;
-    let raw_path = run.output_dir.join(RAW_RESPONSES_FILE_NAME);
     let raw = level
         .keeps_raw_responses()
-        .then(|| RawWriter::create(&raw_path))
+        .then(|| RawWriter::create(&paths.raw))
         .transpose()?;
-    let recorder = Recorder::start(&partial_path, manifest.clone(), sinks, annotators, raw)?;
+    let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, raw)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),
@@ -420,75 +445,114 @@ pub async fn run_profile(
     let shared = Arc::new(Shared {
         client,
         clock,
-        stop: stop.clone(),
+        stop,
         progress,
         request_index: AtomicU64::new(0),
         sink: recorder.tx.clone(),
         sink_broken: AtomicBool::new(false),
         run,
     });
+    Ok(OpenedRun {
+        shared,
+        scraper,
+        recorder,
+        manifest,
+        lock,
+        paths,
+        sessions,
+    })
+}
 
+/// `run.json` as the run starts: outcome `running`, the export level in
+/// its config.
+fn first_manifest(run: &ProfileRun, clock: &Clock, shard: Option<RunShard>) -> RunManifest {
+    let mut manifest = RunManifest {
+        run_id: run.run_id.clone(),
+        schema_version: speedbench_record::SCHEMA_VERSION.into(),
+        tool: format!("speedbench {}", env!("CARGO_PKG_VERSION")),
+        server_url: redact_url(&run.target.base_url.to_string()),
+        model: run.target.model.clone(),
+        dataset: run.dataset.name.clone(),
+        started_unix_ns: clock.unix_ns,
+        ended_unix_ns: 0,
+        outcome: run_outcome::RUNNING.into(),
+        record_count: 0,
+        config: run.config.clone(),
+        shard,
+        start: None,
+    };
+    if let Value::Object(config) = &mut manifest.config {
+        config.insert("export_level".into(), run.export_level.as_str().into());
+    }
+    manifest
+}
+
+/// The warmup, the wait for a shared start, and the measured phase (none
+/// of it after a stop). Returns the arrival schedule's lateness; the
+/// measured start goes into the manifest.
+async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<ScheduleStats> {
+    let shared = opened.shared.clone();
+    let shared = &shared;
     if shared.run.load.warmup_request_count > 0 {
         let warmup = Phase {
             dispatcher: Dispatcher::new(None, Some(shared.run.load.warmup_request_count), None),
             warmup: true,
             cancel: StopHandle::new(),
         };
-        run_phase(&shared, Arc::new(warmup)).await;
+        run_phase(shared, Arc::new(warmup)).await;
     }
-    let mut schedule = None;
-    if let Some(barrier) = shared.run.load.start_barrier.clone()
-        && !stop.is_stopped()
-    {
-        shared.progress.set_waiting_for_start(true);
-        tokio::select! {
-            planned = barrier.wait() => {
-                let measured = clock.unix_ns(Instant::now());
-                manifest.start = Some(MeasuredStart {
-                    barrier: barrier.describe(),
-                    planned_unix_ns: planned,
-                    measured_unix_ns: measured,
-                    offset_ns: measured - planned,
-                });
-            }
-            _ = stop.stopped() => {}
-        }
-        shared.progress.set_waiting_for_start(false);
+    opened.manifest.start = wait_for_start(shared, stop).await;
+    if stop.is_stopped() {
+        return None;
     }
-    if !stop.is_stopped() {
-        if let Some(s) = &scraper {
-            s.mark_profiling_start().await;
-        }
-        let deadline = shared
-            .run
-            .load
-            .benchmark_duration
-            .map(|d| Instant::now() + d);
-        let profile = Phase {
-            dispatcher: Dispatcher::new(sessions, shared.run.load.request_count, deadline),
-            warmup: false,
-            cancel: StopHandle::new(),
-        };
-        schedule = ScheduleStats::from_lateness(run_phase(&shared, Arc::new(profile)).await);
-        if let Some(s) = &scraper {
-            s.mark_profiling_end();
-        }
+    if let Some(s) = &opened.scraper {
+        s.mark_profiling_start().await;
     }
+    let deadline = shared
+        .run
+        .load
+        .benchmark_duration
+        .map(|d| Instant::now() + d);
+    let profile = Phase {
+        dispatcher: Dispatcher::new(opened.sessions, shared.run.load.request_count, deadline),
+        warmup: false,
+        cancel: StopHandle::new(),
+    };
+    let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);
+    if let Some(s) = &opened.scraper {
+        s.mark_profiling_end();
+    }
+    schedule
+}
 
+/// After the last request: the scrape's export, the run judged, the
+/// records closed and renamed, `summary.json` and the final `run.json`
+/// written (every promised file, or a message naming the one missing).
+async fn close_run(
+    opened: OpenedRun,
+    schedule: Option<ScheduleStats>,
+    stop: &StopHandle,
+) -> Result<RunOutcome, ClientError> {
+    let OpenedRun {
+        shared,
+        scraper,
+        recorder,
+        mut manifest,
+        lock,
+        paths,
+        ..
+    } = opened;
     // A broken records file stops the run through `stop` too; it is a
     // failure, not an interruption.
     let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
     let mut write_errors = Vec::new();
-    let mut server_metrics_path = None;
-    if let Some(s) = scraper {
-        // An interrupted run skips the shutdown delay: the user wants out.
-        let export = s.finish(!interrupted).await;
-        let path = shared.run.output_dir.join(SERVER_METRICS_FILE_NAME);
-        match write_json(&path, &export) {
-            Ok(()) => server_metrics_path = Some(path),
-            Err(e) => write_errors.push(e.to_string()),
-        }
-    }
+    let server_metrics_path = write_scrape(
+        scraper,
+        interrupted,
+        &shared.run.output_dir,
+        &mut write_errors,
+    )
+    .await;
     let p = &shared.progress;
     let requests = RequestTally {
         sent: p.done(),
@@ -498,59 +562,39 @@ pub async fn run_profile(
     let produced = p.produced.load(Ordering::Relaxed);
     let max_error_rate = shared.run.max_error_rate;
     let output_dir = shared.run.output_dir.clone();
-    manifest.ended_unix_ns = clock.unix_ns(Instant::now());
-    let status = judge(interrupted, &requests, max_error_rate, &write_errors);
-    manifest.outcome = status.as_outcome().into();
+    let level = shared.run.export_level;
+    manifest.ended_unix_ns = shared.clock.unix_ns(Instant::now());
+    let judged = |errors: &[String]| judge(interrupted, &requests, max_error_rate, errors);
+    manifest.outcome = judged(&write_errors).as_outcome().into();
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
     let (closed, sink_errors) = recorder.finish(manifest.clone());
     if let Some(e) = &closed.error {
-        let kept = if closed.readable {
-            format!("the {} records written before it are kept", closed.rows)
-        } else {
-            let why = closed
-                .close_error
-                .as_ref()
-                .map_or(String::new(), |e| format!(": {e}"));
-            format!("the records file could not be closed and cannot be read{why}")
-        };
         // The records file failed first: it is what the run is for.
-        write_errors.insert(0, format!("{e} ({kept})"));
+        write_errors.insert(0, format!("{e} ({})", records_kept(&closed)));
     }
     // A sink the caller asked for lost records: the run is not complete.
     write_errors.extend(sink_errors);
-    let records_path = output_dir.join(RECORDS_FILE_NAME);
-    let records_path = if closed.readable {
-        match std::fs::rename(&partial_path, &records_path) {
-            Ok(()) => records_path,
-            Err(e) => {
-                write_errors.push(format!(
-                    "{}: cannot rename to {RECORDS_FILE_NAME}: {e}",
-                    partial_path.display()
-                ));
-                partial_path
-            }
-        }
-    } else {
-        partial_path
-    };
-    let mut status = judge(interrupted, &requests, max_error_rate, &write_errors);
+    let records_path = keep_records(
+        closed.readable,
+        &paths.partial,
+        &output_dir,
+        &mut write_errors,
+    );
     // Every promised file, or a message naming the one missing.
-    let outcome_now = status.as_outcome();
+    let outcome_now = judged(&write_errors).as_outcome();
     let summary_path = match write_summary(closed.readable, &records_path, &output_dir, outcome_now)
     {
         Ok(path) => path,
         Err(message) => {
             write_errors.push(message);
-            status = judge(interrupted, &requests, max_error_rate, &write_errors);
             None
         }
     };
-    manifest.outcome = status.as_outcome().into();
+    manifest.outcome = judged(&write_errors).as_outcome().into();
     manifest.record_count = closed.rows;
-    if let Err(e) = write_json(&manifest_path, &manifest) {
+    if let Err(e) = write_json(&paths.manifest, &manifest) {
         write_errors.push(e.to_string());
-        status = judge(interrupted, &requests, max_error_rate, &write_errors);
     }
     // At the summary level the records go once summary.json holds their
     // statistics; without a summary they are all the run has, and stay.
@@ -558,32 +602,110 @@ pub async fn run_profile(
     if !level.keeps_records() && summary_path.is_some() {
         match std::fs::remove_file(&records_path) {
             Ok(()) => records_removed = true,
-            Err(e) => {
-                write_errors.push(format!(
-                    "{}: cannot remove (--export-level summary): {e}",
-                    records_path.display()
-                ));
-                status = judge(interrupted, &requests, max_error_rate, &write_errors);
-            }
+            Err(e) => write_errors.push(format!(
+                "{}: cannot remove (--export-level summary): {e}",
+                records_path.display()
+            )),
         }
     }
     drop(lock);
     Ok(RunOutcome {
         records_path,
-        manifest_path,
+        manifest_path: paths.manifest,
         summary_path,
         record_count: closed.rows,
         unsaved: produced.saturating_sub(closed.rows),
-        status,
+        status: judged(&write_errors),
         requests,
         write_errors,
         schedule,
         server_metrics_path,
         export_level: level,
         records_removed,
-        raw_responses_path: level.keeps_raw_responses().then_some(raw_path),
+        raw_responses_path: level.keeps_raw_responses().then_some(paths.raw),
         start: manifest.start,
     })
+}
+
+/// The scrape's export written beside the records; its path, or the
+/// error among the run's write errors.
+async fn write_scrape(
+    scraper: Option<Scraper>,
+    interrupted: bool,
+    output_dir: &Path,
+    write_errors: &mut Vec<String>,
+) -> Option<PathBuf> {
+    let s = scraper?;
+    // An interrupted run skips the shutdown delay: the user wants out.
+    let export = s.finish(!interrupted).await;
+    let path = output_dir.join(SERVER_METRICS_FILE_NAME);
+    match write_json(&path, &export) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            write_errors.push(e.to_string());
+            None
+        }
+    }
+}
+
+/// What became of the records written before the records file failed.
+fn records_kept(closed: &speedbench_record::ClosedRecords) -> String {
+    if closed.readable {
+        return format!("the {} records written before it are kept", closed.rows);
+    }
+    let why = closed
+        .close_error
+        .as_ref()
+        .map_or(String::new(), |e| format!(": {e}"));
+    format!("the records file could not be closed and cannot be read{why}")
+}
+
+/// A readable records file renamed from `.partial` to its final name; the
+/// path the records are at.
+fn keep_records(
+    readable: bool,
+    partial: &Path,
+    output_dir: &Path,
+    write_errors: &mut Vec<String>,
+) -> PathBuf {
+    if !readable {
+        return partial.to_path_buf();
+    }
+    let records_path = output_dir.join(RECORDS_FILE_NAME);
+    match std::fs::rename(partial, &records_path) {
+        Ok(()) => records_path,
+        Err(e) => {
+            write_errors.push(format!(
+                "{}: cannot rename to {RECORDS_FILE_NAME}: {e}",
+                partial.display()
+            ));
+            partial.to_path_buf()
+        }
+    }
+}
+
+/// Waits for the run's start barrier, if it has one; when it opened and
+/// when the measured phase began.
+async fn wait_for_start(shared: &Shared, stop: &StopHandle) -> Option<MeasuredStart> {
+    let barrier = shared.run.load.start_barrier.clone()?;
+    if stop.is_stopped() {
+        return None;
+    }
+    shared.progress.set_waiting_for_start(true);
+    let start = tokio::select! {
+        planned = barrier.wait() => {
+            let measured = shared.clock.unix_ns(Instant::now());
+            Some(MeasuredStart {
+                barrier: barrier.describe(),
+                planned_unix_ns: planned,
+                measured_unix_ns: measured,
+                offset_ns: measured - planned,
+            })
+        }
+        _ = stop.stopped() => None,
+    };
+    shared.progress.set_waiting_for_start(false);
+    start
 }
 
 /// Writes `value` as pretty JSON through a temporary file and a rename, so
