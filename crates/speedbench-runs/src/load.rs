@@ -253,128 +253,152 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
     if !is_run_dir(dir) {
         return Err(RunsError::NotARunDir(dir.to_path_buf()));
     }
-    let server_path = dir.join(SERVER_METRICS_FILE_NAME);
     // An unreadable server export costs the run its scrape figures only:
     // its records and summary are still reported, with the file named.
-    let mut server_warning = None;
-    let server = if server_path.is_file() {
-        match ServerMetricsExport::read(&server_path) {
-            Ok(export) => Some(export),
-            Err(e) => {
-                server_warning = Some(format!(
-                    "{e}; the run is reported without its server metrics"
-                ));
-                None
-            }
-        }
+    let (server, server_warning) = read_server_export(dir);
+    let mut warnings: Vec<String> = server_warning.into_iter().collect();
+    let is_speedbench = dir.join(RECORDS_FILE_NAME).is_file()
+        || dir.join(PARTIAL_RECORDS_FILE_NAME).is_file()
+        || is_summary_only_run(dir);
+    let mut run = if is_speedbench {
+        load_speedbench_run(dir, columns, &mut warnings)?
     } else {
-        None
+        load_aiperf_run(dir, &mut warnings)?
     };
+    run.server = server;
+    run.warnings = warnings;
+    Ok(run)
+}
+
+/// `server_metrics_export.json`, when there is one and it reads; the
+/// warning when it does not.
+fn read_server_export(dir: &Path) -> (Option<ServerMetricsExport>, Option<String>) {
+    let path = dir.join(SERVER_METRICS_FILE_NAME);
+    if !path.is_file() {
+        return (None, None);
+    }
+    match ServerMetricsExport::read(&path) {
+        Ok(export) => (Some(export), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "{e}; the run is reported without its server metrics"
+            )),
+        ),
+    }
+}
+
+/// A speedbench run directory: its records (or, killed mid-write, its
+/// crash journal), `run.json`, `summary.json`, and how it ended.
+fn load_speedbench_run(
+    dir: &Path,
+    columns: Option<&[&str]>,
+    warnings: &mut Vec<String>,
+) -> Result<RunData, RunsError> {
     let closed = dir.join(RECORDS_FILE_NAME);
     let partial = dir.join(PARTIAL_RECORDS_FILE_NAME);
     let summary_only = is_summary_only_run(dir);
-    if closed.is_file() || partial.is_file() || summary_only {
-        let only_partial = !closed.is_file() && !summary_only;
-        let records_path = if only_partial { &partial } else { &closed };
-        let mut warnings: Vec<String> = server_warning.take().into_iter().collect();
-        let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
-        let (file, recovered) = match read.transpose() {
-            Ok(file) => (file, None),
-            // A run killed mid-write leaves a file without its Parquet
-            // footer; its crash journal holds every record it flushed.
-            Err(e) if only_partial => from_crash_journal(dir, records_path, &e, &mut warnings),
-            Err(e) => return Err(e.into()),
-        };
-        let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
-        let summary_value = optional_json(&dir.join(SUMMARY_FILE_NAME))?;
-        let summary_outcome = summary_value
-            .as_ref()
-            .and_then(|v| v.get("outcome"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let summary = match summary_value {
-            None => None,
-            Some(v) => {
-                let metrics: RunMetrics =
-                    serde_json::from_value(v).map_err(|e| RunsError::Artifact {
-                        path: dir.join(SUMMARY_FILE_NAME),
-                        line: None,
-                        message: format!("not a speedbench run summary: {e}"),
-                    })?;
-                Some(RunSummary {
-                    accept_length: metrics.spec_decode.token_weighted_acceptance_length(),
-                    accept_rate: metrics
-                        .spec_decode
-                        .overall_draft_acceptance_rate_pct()
-                        .map(|p| p / 100.0),
-                    output_token_throughput: metrics.output_token_throughput,
-                })
-            }
-        };
-        let (footer, records) = match file {
-            Some(f) => (f.manifest, Some(f.records)),
-            None => (None, None),
-        };
-        // run.json is rewritten as the run goes; the footer copy is written
-        // once, at close. The newest word wins.
-        let manifest = run_json.or(footer);
-        if summary_only {
-            warnings.push(summary_only_warning(dir, manifest.as_ref()));
-        }
-        let recorded = manifest
-            .as_ref()
-            .map(|m| m.outcome.clone())
-            .filter(|o| !o.is_empty())
-            .or(summary_outcome);
-        let (mut status, mut status_reason) =
-            speedbench_status(dir, recorded.as_deref(), only_partial, records.is_some());
-        // A killed run whose journal kept its records was interrupted: its
-        // finished requests are all there.
-        if let Some(n) = recovered
-            && status != RunStatus::Running
-        {
-            status = RunStatus::Interrupted;
-            status_reason = Some(format!(
-                "the run's process was killed; its {n} flushed records were read from its crash journal"
-            ));
-        }
-        let first = records.as_ref().and_then(|r| r.first());
-        let model = manifest
-            .as_ref()
-            .map(|m| m.model.clone())
-            .filter(|m| !m.is_empty())
-            .or_else(|| first.map(|r| r.model.clone()))
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| dir_name(dir));
-        let dataset = manifest
-            .as_ref()
-            .map(|m| m.dataset.clone())
-            .filter(|d| !d.is_empty())
-            .or_else(|| first.map(|r| r.dataset.clone()))
-            .unwrap_or_default();
-        return Ok(RunData {
-            dir: dir.to_path_buf(),
-            format: RunFormat::Speedbench,
-            label: crate::labels::display_model(&model),
-            model,
-            status,
-            status_reason,
-            speed_bench: true,
-            dataset,
-            run_group: None,
-            manifest,
-            records,
-            summary,
-            server,
-            speed_bench_py: None,
-            warnings,
-        });
+    let only_partial = !closed.is_file() && !summary_only;
+    let records_path = if only_partial { &partial } else { &closed };
+    let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
+    let (file, recovered) = match read.transpose() {
+        Ok(file) => (file, None),
+        // A run killed mid-write leaves a file without its Parquet
+        // footer; its crash journal holds every record it flushed.
+        Err(e) if only_partial => from_crash_journal(dir, records_path, &e, warnings),
+        Err(e) => return Err(e.into()),
+    };
+    let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
+    let (summary, summary_outcome) = read_summary(dir)?;
+    let (footer, records) = match file {
+        Some(f) => (f.manifest, Some(f.records)),
+        None => (None, None),
+    };
+    // run.json is rewritten as the run goes; the footer copy is written
+    // once, at close. The newest word wins.
+    let manifest = run_json.or(footer);
+    if summary_only {
+        warnings.push(summary_only_warning(dir, manifest.as_ref()));
     }
+    let recorded = manifest
+        .as_ref()
+        .map(|m| m.outcome.clone())
+        .filter(|o| !o.is_empty())
+        .or(summary_outcome);
+    let (mut status, mut status_reason) =
+        speedbench_status(dir, recorded.as_deref(), only_partial, records.is_some());
+    // A killed run whose journal kept its records was interrupted: its
+    // finished requests are all there.
+    if let Some(n) = recovered
+        && status != RunStatus::Running
+    {
+        status = RunStatus::Interrupted;
+        status_reason = Some(format!(
+            "the run's process was killed; its {n} flushed records were read from its crash journal"
+        ));
+    }
+    let first = records.as_ref().and_then(|r| r.first());
+    let model = manifest
+        .as_ref()
+        .map(|m| m.model.clone())
+        .filter(|m| !m.is_empty())
+        .or_else(|| first.map(|r| r.model.clone()))
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| dir_name(dir));
+    let dataset = manifest
+        .as_ref()
+        .map(|m| m.dataset.clone())
+        .filter(|d| !d.is_empty())
+        .or_else(|| first.map(|r| r.dataset.clone()))
+        .unwrap_or_default();
+    Ok(RunData {
+        dir: dir.to_path_buf(),
+        format: RunFormat::Speedbench,
+        label: crate::labels::display_model(&model),
+        model,
+        status,
+        status_reason,
+        speed_bench: true,
+        dataset,
+        run_group: None,
+        manifest,
+        records,
+        summary,
+        server: None,
+        speed_bench_py: None,
+        warnings: Vec::new(),
+    })
+}
+
+/// `summary.json`'s figures and the outcome it records, when there is one.
+fn read_summary(dir: &Path) -> Result<(Option<RunSummary>, Option<String>), RunsError> {
+    let Some(v) = optional_json(&dir.join(SUMMARY_FILE_NAME))? else {
+        return Ok((None, None));
+    };
+    let outcome = v.get("outcome").and_then(Value::as_str).map(str::to_string);
+    let metrics: RunMetrics = serde_json::from_value(v).map_err(|e| RunsError::Artifact {
+        path: dir.join(SUMMARY_FILE_NAME),
+        line: None,
+        message: format!("not a speedbench run summary: {e}"),
+    })?;
+    let summary = RunSummary {
+        accept_length: metrics.spec_decode.token_weighted_acceptance_length(),
+        accept_rate: metrics
+            .spec_decode
+            .overall_draft_acceptance_rate_pct()
+            .map(|p| p / 100.0),
+        output_token_throughput: metrics.output_token_throughput,
+    };
+    Ok((Some(summary), outcome))
+}
+
+/// An AIPerf artifact directory: `profile_export_aiperf.json` and, when
+/// there, its per-request `profile_export.jsonl`.
+fn load_aiperf_run(dir: &Path, warnings: &mut Vec<String>) -> Result<RunData, RunsError> {
     let profile_path = dir.join(aiperf::PROFILE_JSON);
     let profile = read_json(&profile_path)?;
     let label = aiperf::model(&profile).unwrap_or_else(|| "unknown".into());
     let dataset = aiperf::dataset(&profile).unwrap_or_default();
-    let mut warnings: Vec<String> = server_warning.into_iter().collect();
     let records_path = dir.join(aiperf::PROFILE_JSONL);
     let records = if records_path.is_file() {
         let (records, skipped) = aiperf::read_records(&records_path, &label, &dataset)?;
@@ -409,9 +433,9 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         manifest: None,
         records,
         summary: Some(summary),
-        server,
+        server: None,
         speed_bench_py: None,
-        warnings,
+        warnings: Vec::new(),
     })
 }
 
