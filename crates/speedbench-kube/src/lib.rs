@@ -511,6 +511,40 @@ fn container_args(job: &ShardedJob) -> Vec<String> {
 /// on; the Job ends `Failed`, and `speedbench report` names the failed
 /// shard. `restartPolicy: Never` (required with a per-index limit).
 pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
+    check_input(input)?;
+    let labels = all_labels(input)?;
+    let shards = i32::try_from(input.shards).expect("at most MAX_SHARDS");
+    let job = Job {
+        metadata: ObjectMeta {
+            name: Some(input.name.clone()),
+            namespace: Some(input.namespace.clone()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".to_string()),
+            completions: Some(shards),
+            parallelism: Some(shards),
+            backoff_limit_per_index: Some(0),
+            active_deadline_seconds: input.active_deadline_seconds.map(i64::from),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(input)),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    };
+    check_job(&job)?;
+    Ok(job)
+}
+
+/// Every field of the input a Job could not be built from, and every
+/// credential given as a literal, refused before anything is built.
+fn check_input(input: &ShardedJob) -> Result<(), KubeError> {
     if input.shards == 0 || input.shards > MAX_SHARDS {
         return Err(invalid(
             "shards",
@@ -562,9 +596,71 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
             });
         }
     }
-    check_profile_args(&input.profile_args, &input.secrets)?;
-    let labels = all_labels(input)?;
+    check_profile_args(&input.profile_args, &input.secrets)
+}
 
+/// The Pod of every shard: one container, the results volume, the
+/// spread over nodes.
+fn pod_spec(input: &ShardedJob) -> PodSpec {
+    PodSpec {
+        restart_policy: Some("Never".to_string()),
+        containers: vec![container(input)],
+        volumes: match &input.output {
+            ResultsOutput::Pvc(pvc) => Some(vec![Volume {
+                name: RESULTS_VOLUME.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: pvc.claim.clone(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            }]),
+            ResultsOutput::Store { .. } => None,
+        },
+        service_account_name: input.service_account.clone(),
+        topology_spread_constraints: spread(input),
+        ..Default::default()
+    }
+}
+
+/// The speedbench container: image, command, arguments, environment,
+/// resources and the results mount.
+fn container(input: &ShardedJob) -> Container {
+    let quantities = |m: &BTreeMap<String, String>| {
+        (!m.is_empty()).then(|| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+                .collect::<BTreeMap<_, _>>()
+        })
+    };
+    let resources = (!input.resources.requests.is_empty() || !input.resources.limits.is_empty())
+        .then(|| ResourceRequirements {
+            requests: quantities(&input.resources.requests),
+            limits: quantities(&input.resources.limits),
+            ..Default::default()
+        });
+    Container {
+        name: CONTAINER_NAME.to_string(),
+        image: Some(input.image.clone()),
+        image_pull_policy: input.image_pull_policy.map(|p| p.as_str().to_string()),
+        command: Some(input.command.clone()),
+        args: Some(container_args(input)),
+        env: Some(container_env(input)),
+        resources,
+        volume_mounts: match &input.output {
+            ResultsOutput::Pvc(pvc) => Some(vec![VolumeMount {
+                name: RESULTS_VOLUME.to_string(),
+                mount_path: pvc.mount_path.clone(),
+                ..Default::default()
+            }]),
+            ResultsOutput::Store { .. } => None,
+        },
+        ..Default::default()
+    }
+}
+
+/// The shard index from the Pod's completion-index annotation, the plain
+/// variables, and every Secret reference.
+fn container_env(input: &ShardedJob) -> Vec<EnvVar> {
     let mut env = vec![EnvVar {
         name: SHARD_INDEX_ENV.to_string(),
         value_from: Some(EnvVarSource {
@@ -593,105 +689,29 @@ pub fn build_job(input: &ShardedJob) -> Result<Job, KubeError> {
         }),
         ..Default::default()
     }));
+    env
+}
 
-    let quantities = |m: &BTreeMap<String, String>| {
-        (!m.is_empty()).then(|| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), Quantity(v.clone())))
-                .collect::<BTreeMap<_, _>>()
-        })
+/// The Pods spread over nodes by hostname, as asked.
+fn spread(input: &ShardedJob) -> Option<Vec<TopologySpreadConstraint>> {
+    let when = match input.spread {
+        Spread::None => return None,
+        Spread::Preferred => "ScheduleAnyway",
+        Spread::Required => "DoNotSchedule",
     };
-    let resources = (!input.resources.requests.is_empty() || !input.resources.limits.is_empty())
-        .then(|| ResourceRequirements {
-            requests: quantities(&input.resources.requests),
-            limits: quantities(&input.resources.limits),
-            ..Default::default()
-        });
-
-    let container = Container {
-        name: CONTAINER_NAME.to_string(),
-        image: Some(input.image.clone()),
-        image_pull_policy: input.image_pull_policy.map(|p| p.as_str().to_string()),
-        command: Some(input.command.clone()),
-        args: Some(container_args(input)),
-        env: Some(env),
-        resources,
-        volume_mounts: match &input.output {
-            ResultsOutput::Pvc(pvc) => Some(vec![VolumeMount {
-                name: RESULTS_VOLUME.to_string(),
-                mount_path: pvc.mount_path.clone(),
-                ..Default::default()
-            }]),
-            ResultsOutput::Store { .. } => None,
-        },
-        ..Default::default()
-    };
-
-    let spread = match input.spread {
-        Spread::None => None,
-        Spread::Preferred => Some("ScheduleAnyway"),
-        Spread::Required => Some("DoNotSchedule"),
-    }
-    .map(|when| {
-        vec![TopologySpreadConstraint {
-            max_skew: 1,
-            topology_key: "kubernetes.io/hostname".to_string(),
-            when_unsatisfiable: when.to_string(),
-            label_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([
-                    (INSTANCE_LABEL.to_string(), input.name.clone()),
-                    (RUN_ID_LABEL.to_string(), input.run_id.clone()),
-                ])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]
-    });
-
-    let shards = i32::try_from(input.shards).expect("at most MAX_SHARDS");
-    let job = Job {
-        metadata: ObjectMeta {
-            name: Some(input.name.clone()),
-            namespace: Some(input.namespace.clone()),
-            labels: Some(labels.clone()),
-            ..Default::default()
-        },
-        spec: Some(JobSpec {
-            completion_mode: Some("Indexed".to_string()),
-            completions: Some(shards),
-            parallelism: Some(shards),
-            backoff_limit_per_index: Some(0),
-            active_deadline_seconds: input.active_deadline_seconds.map(i64::from),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("Never".to_string()),
-                    containers: vec![container],
-                    volumes: match &input.output {
-                        ResultsOutput::Pvc(pvc) => Some(vec![Volume {
-                            name: RESULTS_VOLUME.to_string(),
-                            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                                claim_name: pvc.claim.clone(),
-                                read_only: None,
-                            }),
-                            ..Default::default()
-                        }]),
-                        ResultsOutput::Store { .. } => None,
-                    },
-                    service_account_name: input.service_account.clone(),
-                    topology_spread_constraints: spread,
-                    ..Default::default()
-                }),
-            },
+    Some(vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".to_string(),
+        when_unsatisfiable: when.to_string(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([
+                (INSTANCE_LABEL.to_string(), input.name.clone()),
+                (RUN_ID_LABEL.to_string(), input.run_id.clone()),
+            ])),
             ..Default::default()
         }),
-        status: None,
-    };
-    check_job(&job)?;
-    Ok(job)
+        ..Default::default()
+    }])
 }
 
 /// The container's arguments as the kubelet hands them to the process of
