@@ -198,6 +198,9 @@ type RequestKey<'a> = (&'a str, u32, usize);
 /// The run's measured requests by [`RequestKey`], occurrences counted over
 /// every measured request (failed ones too, so one failure does not shift
 /// the pairing of the rest).
+/// A run's measured records by request (id, turn, occurrence).
+type Keyed<'a> = BTreeMap<RequestKey<'a>, &'a RequestRecord>;
+
 fn keyed(records: &[RequestRecord]) -> BTreeMap<RequestKey<'_>, &RequestRecord> {
     let mut ordered: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
     ordered.sort_by_key(|r| r.request_index);
@@ -551,53 +554,67 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
         }
     }
     if let (Some(b), Some(s)) = (&base.manifest, &spec.manifest) {
-        if b.dataset != s.dataset {
+        check_manifests(b, s, &mut check);
+    }
+    check_categories(base, spec, incomplete, &mut check);
+    let (bk, sk) = (keyed(&base.records), keyed(&spec.records));
+    check_request_counts(&bk, &sk, incomplete, &mut check);
+    check_prompts(&bk, &sk, &mut check);
+    check
+}
+
+/// What the two runs' manifests say they sent: the dataset, the request
+/// options, the sampling fields, streaming and the model.
+fn check_manifests(b: &RunManifest, s: &RunManifest, check: &mut RunCheck) {
+    if b.dataset != s.dataset {
+        check.mismatches.push(format!(
+            "dataset: baseline {:?}, speculative {:?}",
+            b.dataset, s.dataset
+        ));
+    }
+    let (bc, sc) = (&b.config, &s.config);
+    let field = |c: &Value, k: &str| c.get(k).cloned().filter(|v| !v.is_null());
+    for (key, what) in [
+        ("endpoint_type", "endpoint_type"),
+        ("osl", "osl (max_tokens)"),
+    ] {
+        let (x, y) = (field(bc, key), field(sc, key));
+        if x != y {
             check.mismatches.push(format!(
-                "dataset: baseline {:?}, speculative {:?}",
-                b.dataset, s.dataset
-            ));
-        }
-        let (bc, sc) = (&b.config, &s.config);
-        let field = |c: &Value, k: &str| c.get(k).cloned().filter(|v| !v.is_null());
-        for (key, what) in [
-            ("endpoint_type", "endpoint_type"),
-            ("osl", "osl (max_tokens)"),
-        ] {
-            let (x, y) = (field(bc, key), field(sc, key));
-            if x != y {
-                check.mismatches.push(format!(
-                    "{what}: baseline {}, speculative {}",
-                    shown(x.as_ref()),
-                    shown(y.as_ref())
-                ));
-            }
-        }
-        let extra = |c: &Value| c.get("extra_inputs").and_then(Value::as_object).cloned();
-        let (be, se) = (extra(bc).unwrap_or_default(), extra(sc).unwrap_or_default());
-        check_extra_inputs(&be, &se, &mut check);
-        if be.get("temperature").and_then(Value::as_f64) != Some(0.0) {
-            check.warnings.push(format!(
-                "the baseline does not pin temperature 0 (an extra input temperature of 0; \
-                 it sent {}): outputs are sampled, so byte-identical outputs are not expected",
-                shown(be.get("temperature"))
-            ));
-        }
-        if field(bc, "streaming") != field(sc, "streaming") {
-            check.warnings.push(format!(
-                "streaming: baseline {}, speculative {} (client decode speeds need streaming)",
-                shown(bc.get("streaming")),
-                shown(sc.get("streaming"))
-            ));
-        }
-        if b.model != s.model {
-            check.warnings.push(format!(
-                "models: baseline {:?}, speculative {:?}",
-                b.model, s.model
+                "{what}: baseline {}, speculative {}",
+                shown(x.as_ref()),
+                shown(y.as_ref())
             ));
         }
     }
+    let extra = |c: &Value| c.get("extra_inputs").and_then(Value::as_object).cloned();
+    let (be, se) = (extra(bc).unwrap_or_default(), extra(sc).unwrap_or_default());
+    check_extra_inputs(&be, &se, check);
+    if be.get("temperature").and_then(Value::as_f64) != Some(0.0) {
+        check.warnings.push(format!(
+            "the baseline does not pin temperature 0 (an extra input temperature of 0; \
+             it sent {}): outputs are sampled, so byte-identical outputs are not expected",
+            shown(be.get("temperature"))
+        ));
+    }
+    if field(bc, "streaming") != field(sc, "streaming") {
+        check.warnings.push(format!(
+            "streaming: baseline {}, speculative {} (client decode speeds need streaming)",
+            shown(bc.get("streaming")),
+            shown(sc.get("streaming"))
+        ));
+    }
+    if b.model != s.model {
+        check.warnings.push(format!(
+            "models: baseline {:?}, speculative {:?}",
+            b.model, s.model
+        ));
+    }
+}
 
-    // The records: the same categories and requests.
+/// A category in one run only: a mismatch, or a warning when a run is
+/// incomplete (it may not have reached it).
+fn check_categories(base: &CompareRun, spec: &CompareRun, incomplete: bool, check: &mut RunCheck) {
     let categories = |run: &CompareRun| -> BTreeSet<String> {
         run.records
             .iter()
@@ -618,8 +635,16 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
             check.mismatches.push(line);
         }
     }
-    let (bk, sk) = (keyed(&base.records), keyed(&spec.records));
-    let (bn, sn) = (request_counts(&bk), request_counts(&sk));
+}
+
+/// The same (question_id, turn) pairs, as often, in both complete runs.
+fn check_request_counts<'a>(
+    bk: &Keyed<'a>,
+    sk: &Keyed<'a>,
+    incomplete: bool,
+    check: &mut RunCheck,
+) {
+    let (bn, sn) = (request_counts(bk), request_counts(sk));
     let all: BTreeSet<&(&str, u32)> = bn.keys().chain(sn.keys()).collect();
     let mut request_lines = Vec::new();
     for key in all {
@@ -634,39 +659,43 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
             ));
         }
     }
-    if !request_lines.is_empty() && !incomplete {
-        let n = request_lines.len();
-        let mut line = format!(
-            "the runs sent different requests ({n} (question_id, turn) pair(s) differ); first: {}",
-            request_lines[0]
-        );
-        if n > 1 {
-            line.push_str(&format!("; next: {}", request_lines[1]));
-        }
-        check.mismatches.push(line);
+    if request_lines.is_empty() || incomplete {
+        return;
     }
+    let n = request_lines.len();
+    let mut line = format!(
+        "the runs sent different requests ({n} (question_id, turn) pair(s) differ); first: {}",
+        request_lines[0]
+    );
+    if n > 1 {
+        line.push_str(&format!("; next: {}", request_lines[1]));
+    }
+    check.mismatches.push(line);
+}
+
+/// The same request in both runs asked the same thing: its category, the
+/// dataset's text (hash), and its first turn's prompt length.
+fn check_prompts<'a>(bk: &Keyed<'a>, sk: &Keyed<'a>, check: &mut RunCheck) {
+    let category = |r: &RequestRecord| {
+        shown(
+            r.category
+                .as_ref()
+                .map(|c| Value::String(c.clone()))
+                .as_ref(),
+        )
+    };
     let mut category_lines = Vec::new();
     let mut prompt_lines = Vec::new();
     let mut hash_lines = Vec::new();
-    for (key, s) in &sk {
+    for (key, s) in sk {
         let Some(b) = bk.get(key) else { continue };
         if b.category != s.category && category_lines.is_empty() {
             category_lines.push(format!(
                 "request {:?} is in category {} in the baseline, {} in the speculative run: \
                  not the same dataset",
                 key.0,
-                shown(
-                    b.category
-                        .as_ref()
-                        .map(|c| Value::String(c.clone()))
-                        .as_ref()
-                ),
-                shown(
-                    s.category
-                        .as_ref()
-                        .map(|c| Value::String(c.clone()))
-                        .as_ref()
-                )
+                category(b),
+                category(s)
             ));
         }
         if let (Some(x), Some(y)) = (&b.prompt_sha256, &s.prompt_sha256)
@@ -705,7 +734,6 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
             prompt_lines.len()
         ));
     }
-    check
 }
 
 /// The two runs' `--extra-inputs`: a differing [`SAMPLING_FIELDS`] entry is
