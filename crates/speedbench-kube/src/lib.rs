@@ -1007,6 +1007,30 @@ pub fn check_job(job: &Job) -> Result<(), KubeError> {
         .spec
         .as_ref()
         .ok_or_else(|| missing("spec", "a Job spec"))?;
+    check_indexed(name, spec)?;
+    let pod = &spec.template;
+    check_labels(
+        "spec.template.metadata.labels",
+        pod.metadata.as_ref().and_then(|m| m.labels.as_ref()),
+    )?;
+    let pod_spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| missing("spec.template.spec", "a Pod spec"))?;
+    check_limits(spec, pod_spec)?;
+    if let Some(sa) = &pod_spec.service_account_name {
+        validate::dns_subdomain("spec.template.spec.serviceAccountName", sa)?;
+    }
+    check_containers_and_volumes(pod_spec)?;
+    for t in pod_spec.topology_spread_constraints.iter().flatten() {
+        check_spread(t)?;
+    }
+    Ok(())
+}
+
+/// An Indexed Job whose every shard runs at once, and whose Pods'
+/// hostnames (NAME-INDEX) fit a DNS label.
+fn check_indexed(name: &str, spec: &JobSpec) -> Result<(), KubeError> {
     if spec.completion_mode.as_deref() != Some("Indexed") {
         return Err(invalid(
             "spec.completionMode",
@@ -1054,15 +1078,11 @@ pub fn check_job(job: &Job) -> Result<(), KubeError> {
             "leave it to the Job controller",
         ));
     }
-    let pod = &spec.template;
-    check_labels(
-        "spec.template.metadata.labels",
-        pod.metadata.as_ref().and_then(|m| m.labels.as_ref()),
-    )?;
-    let pod_spec = pod
-        .spec
-        .as_ref()
-        .ok_or_else(|| missing("spec.template.spec", "a Pod spec"))?;
+    Ok(())
+}
+
+/// The restart policy, backoff limits and deadline the API server takes.
+fn check_limits(spec: &JobSpec, pod_spec: &PodSpec) -> Result<(), KubeError> {
     let restart = pod_spec.restart_policy.as_deref().unwrap_or("Always");
     if restart != "Never" && restart != "OnFailure" {
         return Err(invalid(
@@ -1101,9 +1121,11 @@ pub fn check_job(job: &Job) -> Result<(), KubeError> {
             "must be positive",
         ));
     }
-    if let Some(sa) = &pod_spec.service_account_name {
-        validate::dns_subdomain("spec.template.spec.serviceAccountName", sa)?;
-    }
+    Ok(())
+}
+
+/// Containers and volumes each named once, every mount naming a volume.
+fn check_containers_and_volumes(pod_spec: &PodSpec) -> Result<(), KubeError> {
     if pod_spec.containers.is_empty() {
         return Err(missing("spec.template.spec.containers", "one container"));
     }
@@ -1141,30 +1163,32 @@ pub fn check_job(job: &Job) -> Result<(), KubeError> {
             }
         }
     }
-    for t in pod_spec.topology_spread_constraints.iter().flatten() {
-        if t.max_skew < 1 {
-            return Err(invalid(
-                "topologySpreadConstraints.maxSkew",
-                t.max_skew,
-                "must be at least 1",
-            ));
-        }
-        validate::qualified_name("topologySpreadConstraints.topologyKey", &t.topology_key)?;
-        if !["DoNotSchedule", "ScheduleAnyway"].contains(&t.when_unsatisfiable.as_str()) {
-            return Err(invalid(
-                "topologySpreadConstraints.whenUnsatisfiable",
-                &t.when_unsatisfiable,
-                "must be DoNotSchedule or ScheduleAnyway",
-            ));
-        }
-        check_labels(
-            "topologySpreadConstraints.labelSelector",
-            t.label_selector
-                .as_ref()
-                .and_then(|s| s.match_labels.as_ref()),
-        )?;
-    }
     Ok(())
+}
+
+/// One topology spread constraint as the API server checks it.
+fn check_spread(t: &TopologySpreadConstraint) -> Result<(), KubeError> {
+    if t.max_skew < 1 {
+        return Err(invalid(
+            "topologySpreadConstraints.maxSkew",
+            t.max_skew,
+            "must be at least 1",
+        ));
+    }
+    validate::qualified_name("topologySpreadConstraints.topologyKey", &t.topology_key)?;
+    if !["DoNotSchedule", "ScheduleAnyway"].contains(&t.when_unsatisfiable.as_str()) {
+        return Err(invalid(
+            "topologySpreadConstraints.whenUnsatisfiable",
+            &t.when_unsatisfiable,
+            "must be DoNotSchedule or ScheduleAnyway",
+        ));
+    }
+    check_labels(
+        "topologySpreadConstraints.labelSelector",
+        t.label_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.as_ref()),
+    )
 }
 
 #[cfg(test)]
