@@ -290,9 +290,42 @@ fn check_same_rows(group: &str, shards: &[RunData]) -> Result<(), RunsError> {
 }
 
 fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsError> {
-    let bad = |m: String| Err(RunsError::Shards(m));
     shards.sort_by_key(|r| shard_of(r).0);
-    let (_, count) = shard_of(&shards[0]);
+    check_fit(group, &shards)?;
+    check_same_rows(group, &shards)?;
+    let set = shard_set(group, &shards);
+    let status = merged_status(&set);
+    let dir = common_parent(shards.iter().map(|r| r.dir.as_path()));
+    let (mut merged, records, mut manifest, mut warnings) = pool(group, set.count, shards);
+    if let Some(m) = &mut manifest {
+        m.outcome = match status {
+            RunStatus::Completed => outcome::COMPLETED.into(),
+            RunStatus::Failed => outcome::FAILED.into(),
+            RunStatus::Interrupted => outcome::INTERRUPTED.into(),
+            RunStatus::Running | RunStatus::Died => outcome::RUNNING.into(),
+            RunStatus::Unfinished => MERGED_INCOMPLETE.into(),
+        };
+    }
+    warnings.extend(set.notes.iter().cloned());
+    merged.warnings = warnings;
+    merged.dir = dir;
+    merged.run_group = Some(group.to_string());
+    merged.status = status;
+    merged.status_reason = (!set.is_complete()).then(|| set.describe());
+    merged.records = records;
+    merged.manifest = manifest;
+    merged.summary = None;
+    merged.server = None;
+    Ok(MergedRun {
+        run: merged,
+        shards: Some(set),
+    })
+}
+
+/// Shards (sorted by index) that fit together: one shard count, no index
+/// twice, one model and dataset.
+fn check_fit(group: &str, shards: &[RunData]) -> Result<(), RunsError> {
+    let bad = |m: String| Err(RunsError::Shards(m));
     for pair in shards.windows(2) {
         let ((i, n), (j, m)) = (shard_of(&pair[0]), shard_of(&pair[1]));
         if n != m {
@@ -324,7 +357,13 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
             }
         }
     }
-    check_same_rows(group, &shards)?;
+    Ok(())
+}
+
+/// The shards found and missing, with notes on options that differ and on
+/// server exports that are not merged.
+fn shard_set(group: &str, shards: &[RunData]) -> ShardSet {
+    let (_, count) = shard_of(&shards[0]);
     let mut warnings = Vec::new();
     let first_config = shards[0].manifest.as_ref().map(|m| m.config.clone());
     for run in &shards[1..] {
@@ -361,26 +400,37 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
             start: r.manifest.as_ref().and_then(|m| m.start.clone()),
         })
         .collect();
-    let set = ShardSet {
+    ShardSet {
         group: group.to_string(),
         count,
         found,
         missing,
         notes: warnings,
-    };
-    let status = merged_status(&set);
-    let dir = common_parent(shards.iter().map(|r| r.dir.as_path()));
+    }
+}
+
+/// A merged run's base, records, manifest and warnings.
+type Pooled = (
+    RunData,
+    Option<Vec<speedbench_record::RequestRecord>>,
+    Option<RunManifest>,
+    Vec<String>,
+);
+
+/// The shards pooled: the lowest shard's run as the base, the union of
+/// the records, one manifest (the group's id, the earliest start, the
+/// latest end, the summed count) and every shard's warnings, named.
+fn pool(group: &str, count: u32, shards: Vec<RunData>) -> Pooled {
     let mut records: Option<Vec<_>> = None;
     let mut manifest: Option<RunManifest> = None;
-    let mut warnings_of_shards = Vec::new();
+    let mut warnings = Vec::new();
     let mut first: Option<RunData> = None;
-    for run in shards {
+    for mut run in shards {
         let (index, _) = shard_of(&run);
-        let mut run = run;
         if let Some(part) = run.records.take() {
             records.get_or_insert_with(Vec::new).extend(part);
         }
-        warnings_of_shards.extend(
+        warnings.extend(
             std::mem::take(&mut run.warnings)
                 .into_iter()
                 .map(|w| format!("shard {index}/{count}: {w}")),
@@ -403,30 +453,8 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
         }
         first.get_or_insert(run);
     }
-    let mut merged = first.expect("a group has a shard");
-    if let Some(m) = &mut manifest {
-        m.outcome = match status {
-            RunStatus::Completed => outcome::COMPLETED.into(),
-            RunStatus::Failed => outcome::FAILED.into(),
-            RunStatus::Interrupted => outcome::INTERRUPTED.into(),
-            RunStatus::Running | RunStatus::Died => outcome::RUNNING.into(),
-            RunStatus::Unfinished => MERGED_INCOMPLETE.into(),
-        };
-    }
-    warnings_of_shards.extend(set.notes.iter().cloned());
-    merged.warnings = warnings_of_shards;
-    merged.dir = dir;
-    merged.run_group = Some(group.to_string());
-    merged.status = status;
-    merged.status_reason = (!set.is_complete()).then(|| set.describe());
-    merged.records = records;
-    merged.manifest = manifest;
-    merged.summary = None;
-    merged.server = None;
-    Ok(MergedRun {
-        run: merged,
-        shards: Some(set),
-    })
+    let first = first.expect("a group has a shard");
+    (first, records, manifest, warnings)
 }
 
 /// The `outcome` of a merged run's manifest when a shard is missing or
