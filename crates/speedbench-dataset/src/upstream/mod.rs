@@ -39,7 +39,7 @@ mod redact;
 mod script;
 mod sources;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -97,92 +97,13 @@ pub(crate) async fn run_prepare_step(
         })
         .collect();
     check_sources(config, input.iter().map(|(q, s)| (q, s.as_str())))?;
-
-    let (count, sources) = why.unwrap_or((0, String::new()));
-    let python = options.python.display().to_string();
-    let unavailable_because = |problem: String, source: Option<std::io::Error>| {
-        DatasetError::from(ResolveError::PythonUnavailable {
-            config: config.to_string(),
-            problem,
-            count,
-            sources: sources.clone(),
-            source,
-        })
-    };
-    let unavailable = |problem: String| unavailable_because(problem, None);
-    let work = tempfile::Builder::new()
-        .prefix("speedbench-prepare-")
-        .tempdir()
-        .map_err(|source| DatasetError::Io {
-            path: std::env::temp_dir(),
-            source,
-        })?;
-    let driver = work.path().join("speedbench_prepare_driver.py");
-    std::fs::write(&driver, DRIVER).map_err(|source| DatasetError::Io {
-        path: driver.clone(),
-        source,
-    })?;
-    let redactor = Redactor::for_hub(hub);
-    let spawn_failed = |e: std::io::Error| {
-        let problem = if e.kind() == std::io::ErrorKind::NotFound {
-            format!("the interpreter `{python}` was not found")
-        } else {
-            format!("the interpreter `{python}` could not be started: {e}")
-        };
-        unavailable_because(problem, Some(e))
-    };
-
+    let step = PrepareStep::new(config, options, hub, why)?;
     // Is the interpreter usable at all? (Before any download.)
-    let mut probe = python_command(&options.python, hub);
-    probe.arg(&driver).arg("--probe");
-    let out = run_child(probe, &redactor).await.map_err(spawn_failed)?;
-    if out.status.code() == Some(EXIT_MISSING) {
-        let module = out.missing.unwrap_or_else(|| "a package".into());
-        return Err(unavailable(format!("`{python}` cannot import {module}")));
-    }
-    if !out.status.success() {
-        return Err(unavailable(format!(
-            "`{python}` could not run speedbench's driver ({}): {}",
-            out.status,
-            out.tail.join(" | ")
-        )));
-    }
-    tracing::debug!(
-        "prepare step: {python}: {}",
-        out.first_stdout.as_deref().unwrap_or("ready")
-    );
-
-    let (script, by) = match &options.script {
-        PrepareScript::Pinned(pin) => {
-            let path =
-                fetch_prepare_script(pin, &dataset_cache.join("upstream"), hub.offline).await?;
-            let by = format!(
-                "by the upstream prepare step ({}, sha256 {})",
-                pin.url,
-                pin.sha256.to_ascii_lowercase()
-            );
-            (path, by)
-        }
-        PrepareScript::Local(path) => {
-            let sha = sha256_file(path)?;
-            tracing::info!(
-                script = %path.display(),
-                sha256 = %sha,
-                "prepare step: running a local prepare script as given (not checked against the pin)"
-            );
-            (
-                path.clone(),
-                format!(
-                    "by the local prepare script {} (sha256 {sha})",
-                    path.display()
-                ),
-            )
-        }
-    };
-
-    let output = work.path().join(format!("{config}.jsonl"));
+    step.probe().await?;
+    let (script, by) = prepare_script(options, dataset_cache, hub).await?;
+    let output = step.work.path().join(format!("{config}.jsonl"));
     let mut cmd = python_command(&options.python, hub);
-    cmd.arg(&driver)
+    cmd.arg(&step.driver)
         .arg("--script")
         .arg(&script)
         .arg("--config")
@@ -198,13 +119,19 @@ pub(crate) async fn run_prepare_step(
         dataset_cache.display()
     );
     let started = Instant::now();
-    let out = run_child(cmd, &redactor).await.map_err(spawn_failed)?;
+    let out = run_child(cmd, &step.redactor)
+        .await
+        .map_err(|e| step.spawn_failed(e))?;
     if out.status.code() == Some(EXIT_MISSING) && out.missing.is_some() {
-        return Err(unavailable(format!(
-            "`{python}` cannot import {} (needed by {})",
-            out.missing.unwrap_or_default(),
-            script.display()
-        )));
+        return Err(step.unavailable(
+            format!(
+                "`{}` cannot import {} (needed by {})",
+                step.python,
+                out.missing.unwrap_or_default(),
+                script.display()
+            ),
+            None,
+        ));
     }
     if !out.status.success() {
         return Err(DatasetError::from(ResolveError::PrepareFailed {
@@ -225,4 +152,141 @@ pub(crate) async fn run_prepare_step(
         "prepare step: resolved SPEED-Bench {config:?}"
     );
     Ok((jsonl, by))
+}
+
+/// One run of the prepare step: its scratch directory with speedbench's
+/// driver in it, the interpreter, and what a failure to start it says.
+struct PrepareStep<'a> {
+    config: &'a str,
+    python: String,
+    /// How many rows need the step and from which sources (for the error).
+    count: usize,
+    sources: String,
+    work: tempfile::TempDir,
+    driver: PathBuf,
+    redactor: Redactor,
+    options: &'a UpstreamOptions,
+    hub: &'a HubConfig,
+}
+
+impl<'a> PrepareStep<'a> {
+    fn new(
+        config: &'a str,
+        options: &'a UpstreamOptions,
+        hub: &'a HubConfig,
+        why: Option<(usize, String)>,
+    ) -> Result<PrepareStep<'a>, DatasetError> {
+        let (count, sources) = why.unwrap_or((0, String::new()));
+        let work = tempfile::Builder::new()
+            .prefix("speedbench-prepare-")
+            .tempdir()
+            .map_err(|source| DatasetError::Io {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let driver = work.path().join("speedbench_prepare_driver.py");
+        std::fs::write(&driver, DRIVER).map_err(|source| DatasetError::Io {
+            path: driver.clone(),
+            source,
+        })?;
+        Ok(PrepareStep {
+            config,
+            python: options.python.display().to_string(),
+            count,
+            sources,
+            work,
+            driver,
+            redactor: Redactor::for_hub(hub),
+            options,
+            hub,
+        })
+    }
+
+    /// The interpreter cannot run the step: why, with the rows that need it.
+    fn unavailable(&self, problem: String, source: Option<std::io::Error>) -> DatasetError {
+        DatasetError::from(ResolveError::PythonUnavailable {
+            config: self.config.to_string(),
+            problem,
+            count: self.count,
+            sources: self.sources.clone(),
+            source,
+        })
+    }
+
+    /// The interpreter could not be started.
+    fn spawn_failed(&self, e: std::io::Error) -> DatasetError {
+        let python = &self.python;
+        let problem = if e.kind() == std::io::ErrorKind::NotFound {
+            format!("the interpreter `{python}` was not found")
+        } else {
+            format!("the interpreter `{python}` could not be started: {e}")
+        };
+        self.unavailable(problem, Some(e))
+    }
+
+    /// Runs the driver's `--probe`: the interpreter starts and imports
+    /// what the step needs.
+    async fn probe(&self) -> Result<(), DatasetError> {
+        let python = &self.python;
+        let mut probe = python_command(&self.options.python, self.hub);
+        probe.arg(&self.driver).arg("--probe");
+        let out = run_child(probe, &self.redactor)
+            .await
+            .map_err(|e| self.spawn_failed(e))?;
+        if out.status.code() == Some(EXIT_MISSING) {
+            let module = out.missing.unwrap_or_else(|| "a package".into());
+            return Err(self.unavailable(format!("`{python}` cannot import {module}"), None));
+        }
+        if !out.status.success() {
+            return Err(self.unavailable(
+                format!(
+                    "`{python}` could not run speedbench's driver ({}): {}",
+                    out.status,
+                    out.tail.join(" | ")
+                ),
+                None,
+            ));
+        }
+        tracing::debug!(
+            "prepare step: {python}: {}",
+            out.first_stdout.as_deref().unwrap_or("ready")
+        );
+        Ok(())
+    }
+}
+
+/// The prepare script to run (the pinned one, fetched and checked, or a
+/// local one as given) and how the resolved rows say they were made.
+async fn prepare_script(
+    options: &UpstreamOptions,
+    dataset_cache: &Path,
+    hub: &HubConfig,
+) -> Result<(PathBuf, String), DatasetError> {
+    match &options.script {
+        PrepareScript::Pinned(pin) => {
+            let path =
+                fetch_prepare_script(pin, &dataset_cache.join("upstream"), hub.offline).await?;
+            let by = format!(
+                "by the upstream prepare step ({}, sha256 {})",
+                pin.url,
+                pin.sha256.to_ascii_lowercase()
+            );
+            Ok((path, by))
+        }
+        PrepareScript::Local(path) => {
+            let sha = sha256_file(path)?;
+            tracing::info!(
+                script = %path.display(),
+                sha256 = %sha,
+                "prepare step: running a local prepare script as given (not checked against the pin)"
+            );
+            Ok((
+                path.clone(),
+                format!(
+                    "by the local prepare script {} (sha256 {sha})",
+                    path.display()
+                ),
+            ))
+        }
+    }
 }
