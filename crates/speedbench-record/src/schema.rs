@@ -897,6 +897,97 @@ struct Columns<'a> {
     source: &'a str,
 }
 
+/// The speculative-decoding columns of a batch.
+struct SpecColumns<'a> {
+    source: &'a arrow_array::StringArray,
+    accepted: &'a arrow_array::UInt64Array,
+    proposed: &'a arrow_array::UInt64Array,
+    steps: &'a arrow_array::UInt64Array,
+    k: &'a arrow_array::UInt32Array,
+    histogram: &'a arrow_array::ListArray,
+    step_accepted: &'a arrow_array::ListArray,
+    step_drafted: &'a arrow_array::ListArray,
+}
+
+impl<'a> SpecColumns<'a> {
+    fn of(c: &Columns<'a>) -> Result<SpecColumns<'a>, RecordError> {
+        Ok(SpecColumns {
+            source: c.strings(columns::SPEC_SOURCE)?,
+            accepted: c.u64s(columns::SPEC_ACCEPTED_DRAFT_TOKENS)?,
+            proposed: c.u64s(columns::SPEC_PROPOSED_DRAFT_TOKENS)?,
+            steps: c.u64s(columns::SPEC_VERIFY_STEPS)?,
+            k: c.u32s(columns::SPEC_NUM_SPEC_TOKENS)?,
+            histogram: c.lists(columns::SPEC_ACCEPTANCE_HISTOGRAM)?,
+            step_accepted: c.lists(columns::SPEC_PER_STEP_ACCEPTED)?,
+            step_drafted: c.lists(columns::SPEC_PER_STEP_DRAFTED)?,
+        })
+    }
+
+    /// Row `i`'s counters: none without a source; a source with null
+    /// accepted or proposed counts is `invalid`.
+    fn row(
+        &self,
+        i: usize,
+        invalid: &dyn Fn(&str, String) -> RecordError,
+    ) -> Result<Option<SpecDecodeStats>, RecordError> {
+        let Some(name) = opt_str(self.source, i) else {
+            return Ok(None);
+        };
+        let required = |column: &'a arrow_array::UInt64Array, name: &str| {
+            opt(column, i).ok_or_else(|| invalid(name, "null while spec_source is set".into()))
+        };
+        Ok(Some(SpecDecodeStats {
+            source: SpecSource::named(&name),
+            accepted_draft_tokens: required(self.accepted, "spec_accepted_draft_tokens")?,
+            proposed_draft_tokens: required(self.proposed, "spec_proposed_draft_tokens")?,
+            verify_steps: opt(self.steps, i),
+            num_spec_tokens: opt(self.k, i),
+            acceptance_histogram: list_values::<UInt64Type>(self.histogram, i).unwrap_or_default(),
+            per_step_accepted: list_values::<UInt32Type>(self.step_accepted, i),
+            per_step_drafted: list_values::<UInt32Type>(self.step_drafted, i),
+        }))
+    }
+}
+
+/// llama.cpp's `timings` columns of a batch.
+struct TimingColumns<'a> {
+    prompt_n: &'a arrow_array::UInt64Array,
+    cache_n: &'a arrow_array::UInt64Array,
+    prompt_ms: &'a arrow_array::Float64Array,
+    prompt_per_second: &'a arrow_array::Float64Array,
+    predicted_n: &'a arrow_array::UInt64Array,
+    predicted_ms: &'a arrow_array::Float64Array,
+    predicted_per_second: &'a arrow_array::Float64Array,
+}
+
+impl<'a> TimingColumns<'a> {
+    fn of(c: &Columns<'a>) -> Result<TimingColumns<'a>, RecordError> {
+        Ok(TimingColumns {
+            prompt_n: c.u64s(columns::TIMINGS_PROMPT_N)?,
+            cache_n: c.u64s(columns::TIMINGS_CACHE_N)?,
+            prompt_ms: c.f64s(columns::TIMINGS_PROMPT_MS)?,
+            prompt_per_second: c.f64s(columns::TIMINGS_PROMPT_PER_SECOND)?,
+            predicted_n: c.u64s(columns::TIMINGS_PREDICTED_N)?,
+            predicted_ms: c.f64s(columns::TIMINGS_PREDICTED_MS)?,
+            predicted_per_second: c.f64s(columns::TIMINGS_PREDICTED_PER_SECOND)?,
+        })
+    }
+
+    /// Row `i`'s timings; none when every field is null.
+    fn row(&self, i: usize) -> Option<ServerTimings> {
+        let timings = ServerTimings {
+            prompt_n: opt(self.prompt_n, i),
+            cache_n: opt(self.cache_n, i),
+            prompt_ms: opt(self.prompt_ms, i),
+            prompt_per_second: opt(self.prompt_per_second, i),
+            predicted_n: opt(self.predicted_n, i),
+            predicted_ms: opt(self.predicted_ms, i),
+            predicted_per_second: opt(self.predicted_per_second, i),
+        };
+        (timings != ServerTimings::default()).then_some(timings)
+    }
+}
+
 impl<'a> Columns<'a> {
     fn column(&self, name: &str) -> Result<&'a ArrayRef, RecordError> {
         let schema_field = SCHEMA
@@ -1032,21 +1123,8 @@ pub(crate) fn batch_to_records(
     let error_kind = c.strings(columns::ERROR_KIND)?;
     let error_message = c.strings(columns::ERROR_MESSAGE)?;
     let output_text = c.strings(columns::OUTPUT_TEXT)?;
-    let spec_source = c.strings(columns::SPEC_SOURCE)?;
-    let spec_accepted = c.u64s(columns::SPEC_ACCEPTED_DRAFT_TOKENS)?;
-    let spec_proposed = c.u64s(columns::SPEC_PROPOSED_DRAFT_TOKENS)?;
-    let spec_steps = c.u64s(columns::SPEC_VERIFY_STEPS)?;
-    let spec_k = c.u32s(columns::SPEC_NUM_SPEC_TOKENS)?;
-    let spec_hist = c.lists(columns::SPEC_ACCEPTANCE_HISTOGRAM)?;
-    let spec_step_acc = c.lists(columns::SPEC_PER_STEP_ACCEPTED)?;
-    let spec_step_draft = c.lists(columns::SPEC_PER_STEP_DRAFTED)?;
-    let t_prompt_n = c.u64s(columns::TIMINGS_PROMPT_N)?;
-    let t_cache_n = c.u64s(columns::TIMINGS_CACHE_N)?;
-    let t_prompt_ms = c.f64s(columns::TIMINGS_PROMPT_MS)?;
-    let t_prompt_ps = c.f64s(columns::TIMINGS_PROMPT_PER_SECOND)?;
-    let t_pred_n = c.u64s(columns::TIMINGS_PREDICTED_N)?;
-    let t_pred_ms = c.f64s(columns::TIMINGS_PREDICTED_MS)?;
-    let t_pred_ps = c.f64s(columns::TIMINGS_PREDICTED_PER_SECOND)?;
+    let spec_columns = SpecColumns::of(&c)?;
+    let timing_columns = TimingColumns::of(&c)?;
 
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
@@ -1063,39 +1141,8 @@ pub(crate) fn batch_to_records(
                     .ok_or_else(|| invalid("error_kind", format!("unknown error kind {name:?}")))?,
             ),
         };
-        let spec = match opt_str(spec_source, i) {
-            None => None,
-            Some(name) => Some(SpecDecodeStats {
-                source: SpecSource::named(&name),
-                accepted_draft_tokens: opt(spec_accepted, i).ok_or_else(|| {
-                    invalid(
-                        "spec_accepted_draft_tokens",
-                        "null while spec_source is set".into(),
-                    )
-                })?,
-                proposed_draft_tokens: opt(spec_proposed, i).ok_or_else(|| {
-                    invalid(
-                        "spec_proposed_draft_tokens",
-                        "null while spec_source is set".into(),
-                    )
-                })?,
-                verify_steps: opt(spec_steps, i),
-                num_spec_tokens: opt(spec_k, i),
-                acceptance_histogram: list_values::<UInt64Type>(spec_hist, i).unwrap_or_default(),
-                per_step_accepted: list_values::<UInt32Type>(spec_step_acc, i),
-                per_step_drafted: list_values::<UInt32Type>(spec_step_draft, i),
-            }),
-        };
-        let timings = ServerTimings {
-            prompt_n: opt(t_prompt_n, i),
-            cache_n: opt(t_cache_n, i),
-            prompt_ms: opt(t_prompt_ms, i),
-            prompt_per_second: opt(t_prompt_ps, i),
-            predicted_n: opt(t_pred_n, i),
-            predicted_ms: opt(t_pred_ms, i),
-            predicted_per_second: opt(t_pred_ps, i),
-        };
-        let server_timings = (timings != ServerTimings::default()).then_some(timings);
+        let spec = spec_columns.row(i, &invalid)?;
+        let server_timings = timing_columns.row(i);
         out.push(RequestRecord {
             run_id: run_id.value(i).to_string(),
             request_index: request_index.value(i),
