@@ -296,7 +296,16 @@ pub fn render_compare_html(page: &CompareHtml<'_>) -> String {
          is the share of paired requests whose outputs are byte-identical. _low/_high: interval \
          ends; - where a value is missing.</p></section>",
     );
+    speedup_section(&mut out, page);
+    share_section(&mut out, c);
+    divergence_section(&mut out, c);
+    out.push_str(&page_end());
+    out
+}
 
+/// The decode and latency speedups per category, with their intervals.
+fn speedup_section(out: &mut String, page: &CompareHtml<'_>) {
+    let c = page.comparison;
     let speedups = [
         Series {
             label: "decode speedup",
@@ -341,7 +350,10 @@ pub fn render_compare_html(page: &CompareHtml<'_>) -> String {
             }
         );
     }
+}
 
+/// The acceptance rate and the byte-identical share per category.
+fn share_section(out: &mut String, c: &Comparison) {
     let shares = [
         Series {
             label: "draft acceptance rate (accepted / drafted tokens)",
@@ -373,7 +385,10 @@ pub fn render_compare_html(page: &CompareHtml<'_>) -> String {
             esc(&c.byte_identical_note)
         );
     }
+}
 
+/// The first paired outputs that differ.
+fn divergence_section(out: &mut String, c: &Comparison) {
     if !c.divergences.is_empty() {
         let _ = write!(
             out,
@@ -394,8 +409,6 @@ pub fn render_compare_html(page: &CompareHtml<'_>) -> String {
         }
         out.push_str("</ul></section>");
     }
-    out.push_str(&page_end());
-    out
 }
 
 #[cfg(test)]
