@@ -902,6 +902,39 @@ fn check_container(c: &Container) -> Result<(), KubeError> {
             "must be Always, IfNotPresent or Never",
         ));
     }
+    check_env(c)?;
+    if let Some(r) = &c.resources {
+        check_resources(r)?;
+    }
+    let mut paths = BTreeSet::new();
+    for m in c.volume_mounts.iter().flatten() {
+        if !m.mount_path.starts_with('/') {
+            return Err(invalid(
+                "volumeMounts.mountPath",
+                &m.mount_path,
+                "must be an absolute path",
+            ));
+        }
+        if m.mount_path.split('/').any(|p| p == "..") {
+            return Err(invalid(
+                "volumeMounts.mountPath",
+                &m.mount_path,
+                "must not contain '..'",
+            ));
+        }
+        if !paths.insert(m.mount_path.as_str()) {
+            return Err(KubeError::Duplicate {
+                field: "volumeMounts.mountPath".into(),
+                name: m.mount_path.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A container's environment: names valid and unique, one source each,
+/// Secret references well formed, no credential as a literal value.
+fn check_env(c: &Container) -> Result<(), KubeError> {
     let mut names = BTreeSet::new();
     for e in c.env.iter().flatten() {
         validate::env_name("env name", &e.name)?;
@@ -953,32 +986,6 @@ fn check_container(c: &Container) -> Result<(), KubeError> {
                 }
             }
             _ => {}
-        }
-    }
-    if let Some(r) = &c.resources {
-        check_resources(r)?;
-    }
-    let mut paths = BTreeSet::new();
-    for m in c.volume_mounts.iter().flatten() {
-        if !m.mount_path.starts_with('/') {
-            return Err(invalid(
-                "volumeMounts.mountPath",
-                &m.mount_path,
-                "must be an absolute path",
-            ));
-        }
-        if m.mount_path.split('/').any(|p| p == "..") {
-            return Err(invalid(
-                "volumeMounts.mountPath",
-                &m.mount_path,
-                "must not contain '..'",
-            ));
-        }
-        if !paths.insert(m.mount_path.as_str()) {
-            return Err(KubeError::Duplicate {
-                field: "volumeMounts.mountPath".into(),
-                name: m.mount_path.clone(),
-            });
         }
     }
     Ok(())
