@@ -286,8 +286,25 @@ pub fn compare(
         OVERALL, &base_all, &spec_all, speculates, options, &mut rng,
     ));
 
-    // The lossless check: the same row, turn and occurrence in both runs,
-    // byte for byte.
+    let (divergences, diverging) = lossless_check(baseline, speculative, &shared, &mut rows);
+    Ok(Comparison {
+        rows,
+        divergences,
+        diverging,
+        confidence: options.confidence,
+        byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
+    })
+}
+
+/// The lossless check: the same row, turn and occurrence in both runs,
+/// byte for byte, counted into each row (its category's and Overall);
+/// the first differences (at most 20) and how many differ.
+fn lossless_check(
+    baseline: &[RequestRecord],
+    speculative: &[RequestRecord],
+    shared: &BTreeSet<&str>,
+    rows: &mut [CategoryComparison],
+) -> (Vec<Divergence>, u64) {
     let shared_key = |r: &RequestRecord| {
         is_measured(r)
             && category_key(r)
@@ -326,13 +343,7 @@ pub fn compare(
             }
         }
     }
-    Ok(Comparison {
-        rows,
-        divergences,
-        diverging,
-        confidence: options.confidence,
-        byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
-    })
+    (divergences, diverging)
 }
 
 /// One side of a comparison, read from its run directory or its
