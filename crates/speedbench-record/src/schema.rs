@@ -795,53 +795,8 @@ fn to_list(
     target: &DataType,
     item: &DataType,
 ) -> Result<ArrayRef, RecordError> {
-    use DataType::*;
     let len = col.len();
-    let valid = |i: usize| col.is_valid(i);
-    // Each row's (start, end) in the child values, None for a null row.
-    let (values, ranges): (ArrayRef, Vec<Option<(usize, usize)>>) = match col.data_type() {
-        List(_) => {
-            let l = col.as_list::<i32>();
-            let o = l.value_offsets();
-            let r = (0..len)
-                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
-                .collect();
-            (l.values().clone(), r)
-        }
-        LargeList(_) => {
-            let l = col.as_list::<i64>();
-            let o = l.value_offsets();
-            let r = (0..len)
-                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
-                .collect();
-            (l.values().clone(), r)
-        }
-        FixedSizeList(_, _) => {
-            let l = col.as_fixed_size_list();
-            let n = l.value_length() as usize;
-            let r = (0..len)
-                .map(|i| valid(i).then(|| (l.value_offset_at(i), l.value_offset_at(i) + n)))
-                .collect();
-            (l.values().clone(), r)
-        }
-        ListView(_) => {
-            let l = col.as_list_view::<i32>();
-            let (o, s) = (l.value_offsets(), l.value_sizes());
-            let r = (0..len)
-                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
-                .collect();
-            (l.values().clone(), r)
-        }
-        LargeListView(_) => {
-            let l = col.as_list_view::<i64>();
-            let (o, s) = (l.value_offsets(), l.value_sizes());
-            let r = (0..len)
-                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
-                .collect();
-            (l.values().clone(), r)
-        }
-        other => return Err(ctx.type_err(target, other)),
-    };
+    let (values, ranges) = list_ranges(ctx, col, target)?;
     let item_ctx = Ctx {
         source: ctx.source,
         column: ctx.column,
@@ -889,6 +844,60 @@ fn to_list(
     )
     .map_err(|e| ctx.value_err(0, format!("list rebuild failed: {e}")))?;
     Ok(Arc::new(list))
+}
+
+/// Any Arrow list layout as its child values and each row's (start, end)
+/// in them, `None` for a null row.
+type ListRanges = (ArrayRef, Vec<Option<(usize, usize)>>);
+
+fn list_ranges(ctx: &Ctx, col: &ArrayRef, target: &DataType) -> Result<ListRanges, RecordError> {
+    use DataType::*;
+    let len = col.len();
+    let valid = |i: usize| col.is_valid(i);
+    // Each row's (start, end) in the child values, None for a null row.
+    Ok(match col.data_type() {
+        List(_) => {
+            let l = col.as_list::<i32>();
+            let o = l.value_offsets();
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        LargeList(_) => {
+            let l = col.as_list::<i64>();
+            let o = l.value_offsets();
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, o[i + 1] as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        FixedSizeList(_, _) => {
+            let l = col.as_fixed_size_list();
+            let n = l.value_length() as usize;
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (l.value_offset_at(i), l.value_offset_at(i) + n)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        ListView(_) => {
+            let l = col.as_list_view::<i32>();
+            let (o, s) = (l.value_offsets(), l.value_sizes());
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        LargeListView(_) => {
+            let l = col.as_list_view::<i64>();
+            let (o, s) = (l.value_offsets(), l.value_sizes());
+            let r = (0..len)
+                .map(|i| valid(i).then(|| (o[i] as usize, (o[i] + s[i]) as usize)))
+                .collect();
+            (l.values().clone(), r)
+        }
+        other => return Err(ctx.type_err(target, other)),
+    })
 }
 
 /// Typed views of one batch's columns, checked against the schema once.
