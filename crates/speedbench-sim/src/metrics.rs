@@ -248,44 +248,50 @@ impl Exposition<'_> {
             self.running
         );
         if self.llamacpp {
-            // llama.cpp style: unlabelled, integer values, `# TYPE` names the full sample.
-            for (name, help, v) in [
-                (
-                    "llamacpp:spec_decode_num_draft_tokens_total",
-                    "Total draft tokens generated",
-                    t.proposed,
-                ),
-                (
-                    "llamacpp:spec_decode_num_accepted_tokens_total",
-                    "Total draft tokens accepted by the target model",
-                    t.accepted,
-                ),
-                (
-                    "llamacpp:spec_decode_num_drafts_total",
-                    "Total speculative decoding verification steps",
-                    t.steps,
-                ),
-            ] {
-                let _ = writeln!(out, "# HELP {name} {help}");
-                let _ = writeln!(out, "# TYPE {name} counter");
-                let _ = writeln!(out, "{name} {v}");
-            }
-            let name = "llamacpp:tokens_predicted_total";
-            let _ = writeln!(out, "# HELP {name} Number of generation tokens processed.");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", t.completion_tokens);
-            // As llama-server: the per-position series exist only once
-            // something was drafted, so they appear in the middle of a run.
-            if t.steps > 0 {
-                let name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total";
-                let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position");
-                let _ = writeln!(out, "# TYPE {name} counter");
-                for (i, v) in t.accepted_per_pos.iter().enumerate() {
-                    let _ = writeln!(out, "{name}{{position=\"{i}\"}} {v}");
-                }
-            }
+            self.render_llamacpp(&mut out);
         }
         out
+    }
+
+    /// llama-server's counters (as it writes them: unlabelled, integer
+    /// values, `# TYPE` naming the full sample).
+    fn render_llamacpp(&self, out: &mut String) {
+        let t = self.truth;
+        for (name, help, v) in [
+            (
+                "llamacpp:spec_decode_num_draft_tokens_total",
+                "Total draft tokens generated",
+                t.proposed,
+            ),
+            (
+                "llamacpp:spec_decode_num_accepted_tokens_total",
+                "Total draft tokens accepted by the target model",
+                t.accepted,
+            ),
+            (
+                "llamacpp:spec_decode_num_drafts_total",
+                "Total speculative decoding verification steps",
+                t.steps,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {v}");
+        }
+        let name = "llamacpp:tokens_predicted_total";
+        let _ = writeln!(out, "# HELP {name} Number of generation tokens processed.");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {}", t.completion_tokens);
+        // As llama-server: the per-position series exist only once
+        // something was drafted, so they appear in the middle of a run.
+        if t.steps > 0 {
+            let name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total";
+            let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            for (i, v) in t.accepted_per_pos.iter().enumerate() {
+                let _ = writeln!(out, "{name}{{position=\"{i}\"}} {v}");
+            }
+        }
     }
 }
 
