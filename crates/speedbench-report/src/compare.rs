@@ -905,6 +905,17 @@ pub fn check_speed_bench_py_match(base: &CompareRun, spec: &CompareRun) -> RunCh
             base.model, spec.model
         ));
     }
+    let differences = speed_bench_py_differences(base, spec);
+    if incomplete {
+        check.warnings.extend(differences);
+    } else {
+        check.mismatches.extend(differences);
+    }
+    check
+}
+
+/// Where two speed_bench.py sides ran different categories or samples.
+fn speed_bench_py_differences(base: &CompareRun, spec: &CompareRun) -> Vec<String> {
     let categories = |rows: Vec<SpeedBenchPyRow>| -> BTreeSet<String> {
         rows.into_iter()
             .map(|r| r.category)
@@ -965,12 +976,7 @@ pub fn check_speed_bench_py_match(base: &CompareRun, spec: &CompareRun) -> RunCh
             sample_lines.len()
         ));
     }
-    if incomplete {
-        check.warnings.extend(differences);
-    } else {
-        check.mismatches.extend(differences);
-    }
-    check
+    differences
 }
 
 /// speed_bench_compare.py's comparison of a baseline and a speculative
