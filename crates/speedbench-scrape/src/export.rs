@@ -438,28 +438,34 @@ pub(crate) fn build_metrics<'a>(
         }
     }
     for m in out.values_mut() {
-        if m.kind != MetricType::Counter {
-            continue;
+        if m.kind == MetricType::Counter {
+            m.aggregate = Some(counter_aggregate(&m.series));
         }
-        let mut agg = CounterAggregate {
-            total: 0.0,
-            rate: None,
-            by_position: BTreeMap::new(),
-        };
-        for s in &m.series {
-            if let Some(SeriesStats::Counter(c)) = &s.stats {
-                agg.total += c.total;
-                if let Some(r) = c.rate {
-                    agg.rate = Some(agg.rate.unwrap_or(0.0) + r);
-                }
-                if let Some(pos) = s.labels.get("position") {
-                    *agg.by_position.entry(pos.clone()).or_insert(0.0) += c.total;
-                }
-            }
-        }
-        m.aggregate = Some(agg);
     }
     out
+}
+
+/// A counter family's aggregate: the deltas summed over its series (and
+/// per draft position where a series has a `position` label), the rates
+/// summed where there are any.
+fn counter_aggregate(series: &[SeriesExport]) -> CounterAggregate {
+    let mut agg = CounterAggregate {
+        total: 0.0,
+        rate: None,
+        by_position: BTreeMap::new(),
+    };
+    for s in series {
+        if let Some(SeriesStats::Counter(c)) = &s.stats {
+            agg.total += c.total;
+            if let Some(r) = c.rate {
+                agg.rate = Some(agg.rate.unwrap_or(0.0) + r);
+            }
+            if let Some(pos) = s.labels.get("position") {
+                *agg.by_position.entry(pos.clone()).or_insert(0.0) += c.total;
+            }
+        }
+    }
+    agg
 }
 
 #[cfg(test)]
