@@ -127,29 +127,13 @@ fn grouped_chart(
             if let Some((lo, hi, low, high)) = interval {
                 let cx = x + bar_w * 0.95 / 2.0;
                 let cap = (bar_w * 0.25).min(6.0);
-                let _ = write!(
-                    svg,
-                    "<g class=\"whisker\"><line {} x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/>\
-                     <line class=\"cap\" {} x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/>\
-                     <line class=\"cap\" {} x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/></g>",
-                    format_args!(
-                        "data-row=\"{}\" data-col=\"{}\"",
-                        esc(&row.category),
-                        ser.value.name
-                    ),
-                    y(low),
-                    y(high),
-                    mark(row, &lo),
-                    cx - cap,
-                    cx + cap,
-                    y(low),
-                    y(low),
-                    mark(row, &hi),
-                    cx - cap,
-                    cx + cap,
-                    y(high),
-                    y(high),
-                );
+                let ends = Whisker {
+                    cx,
+                    cap,
+                    low: y(low),
+                    high: y(high),
+                };
+                ends.draw(&mut svg, row, &ser.value, &lo, &hi);
             }
         }
         let _ = write!(
@@ -176,6 +160,53 @@ fn grouped_chart(
     x_axis_category(&mut svg, left, w, h, bottom);
     svg.push_str(&legend(series.iter().map(|s| s.label)));
     svg
+}
+
+/// An interval's whisker on a bar: where it stands and how wide its caps.
+struct Whisker {
+    cx: f64,
+    cap: f64,
+    /// The interval's ends, in the chart's y coordinates.
+    low: f64,
+    high: f64,
+}
+
+impl Whisker {
+    /// The vertical line and its two caps, each marked with the column it
+    /// shows.
+    fn draw(
+        &self,
+        svg: &mut String,
+        row: &CategoryComparison,
+        value: &CompareColumn,
+        lo: &CompareColumn,
+        hi: &CompareColumn,
+    ) {
+        let Whisker { cx, cap, low, high } = *self;
+        let _ = write!(
+            svg,
+            "<g class=\"whisker\"><line {} x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/>\
+             <line class=\"cap\" {} x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/>\
+             <line class=\"cap\" {} x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#222\"/></g>",
+            format_args!(
+                "data-row=\"{}\" data-col=\"{}\"",
+                esc(&row.category),
+                value.name
+            ),
+            low,
+            high,
+            mark(row, lo),
+            cx - cap,
+            cx + cap,
+            low,
+            low,
+            mark(row, hi),
+            cx - cap,
+            cx + cap,
+            high,
+            high,
+        );
+    }
 }
 
 /// The table: the CSV's columns and text, `-` where the CSV is empty.
