@@ -64,8 +64,12 @@ impl HttpClient {
         target.validate()?;
         let mut headers = vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
         headers.extend(request_headers(target.api_key.as_ref(), &target.headers)?);
+        // llama-server closes the connection after every streamed answer
+        // while its headers say keep-alive: a request written to it in that
+        // instant would be lost, so its connections are not reused.
+        let reuse = target.engine != Some(crate::Engine::LlamaCpp);
         let options = ClientOptions {
-            max_idle_per_host: max_connections,
+            max_idle_per_host: if reuse { max_connections } else { 0 },
             extra_roots_pem: target.extra_roots_pem.clone(),
             local_addrs: target.local_addrs.clone(),
             ..Default::default()

@@ -26,6 +26,7 @@
 //! bytes reached the socket.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,11 @@ const MAX_HEAD: usize = 64 * 1024;
 
 /// The largest chunk-size or trailer line accepted.
 const MAX_LINE: usize = 4096;
+
+/// A pooled connection found closed sooner than this after its response
+/// was closed by a server that does not keep connections, not by an idle
+/// timeout (servers' shortest are seconds).
+const QUICK_CLOSE: Duration = Duration::from_secs(1);
 
 /// How long an idle connection is kept for reuse.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -89,6 +95,11 @@ struct Pool {
     /// expired ones dropped from the front.
     idle: Mutex<VecDeque<(Conn, Instant)>>,
     max_idle: usize,
+    /// Set once the server is seen closing a connection right after its
+    /// response (llama-server does after every streamed answer, while its
+    /// headers say keep-alive): from then on no connection is kept, so no
+    /// request is written to one the server is closing.
+    closes_after_response: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -134,6 +145,7 @@ impl H1Client {
                 head,
                 idle: Mutex::new(VecDeque::new()),
                 max_idle: options.max_idle_per_host,
+                closes_after_response: AtomicBool::new(false),
             }),
         })
     }
@@ -144,9 +156,15 @@ impl H1Client {
     /// first byte goes out, and a connection that fails after the request
     /// was written fails the request (the server may have read it).
     pub async fn post(&self, body: &[u8]) -> Result<H1Response, HttpError> {
-        while let Some(mut conn) = self.pool.take_idle() {
+        while let Some((mut conn, since)) = self.pool.take_idle() {
             if conn.still_open().await {
                 return self.pool.attempt(conn, body).await;
+            }
+            if since.elapsed() < QUICK_CLOSE {
+                // Not an idle timeout: the server closes after answering.
+                self.pool
+                    .closes_after_response
+                    .store(true, Ordering::Relaxed);
             }
             tracing::debug!("an idle connection was closed by the server; not reused");
         }
@@ -174,7 +192,7 @@ impl Conn {
 }
 
 impl Pool {
-    fn take_idle(&self) -> Option<Conn> {
+    fn take_idle(&self) -> Option<(Conn, Instant)> {
         let mut idle = self.idle.lock().ok()?;
         let now = Instant::now();
         while idle
@@ -183,10 +201,13 @@ impl Pool {
         {
             idle.pop_front();
         }
-        idle.pop_back().map(|(conn, _)| conn)
+        idle.pop_back()
     }
 
     fn give_back(&self, conn: Conn) {
+        if self.closes_after_response.load(Ordering::Relaxed) {
+            return;
+        }
         if let Ok(mut idle) = self.idle.lock()
             && idle.len() < self.max_idle
         {

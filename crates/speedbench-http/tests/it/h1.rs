@@ -257,6 +257,43 @@ async fn a_pooled_connection_the_server_closed_is_replaced_before_the_request_is
 }
 
 #[tokio::test]
+async fn a_server_that_closes_after_answering_gets_a_new_connection_per_request() {
+    // llama-server closes every streamed answer's connection while saying
+    // keep-alive: once the client has seen that, it pools nothing, so no
+    // request can be written in the instant the server is closing.
+    let ok = |b: &'static [u8], after| answer(&[b], after);
+    let (uri, seen) = server(vec![
+        ok(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na",
+            After::Close,
+        ),
+        ok(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nb",
+            After::KeepOpen,
+        ),
+        ok(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nc",
+            After::KeepOpen,
+        ),
+    ])
+    .await;
+    let c = client(&uri);
+    for (i, want) in [b"a", b"b", b"c"].into_iter().enumerate() {
+        let mut resp = c.post(i.to_string().as_bytes()).await.unwrap();
+        assert_eq!(body(&mut resp).await.unwrap().0, want);
+        drop(resp);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(c.idle_connections(), 0, "nothing is pooled once seen");
+    let conns: Vec<usize> = seen.lock().unwrap().iter().map(|(c, _)| *c).collect();
+    assert_eq!(
+        conns,
+        vec![0, 1, 2],
+        "a connection of its own for each request"
+    );
+}
+
+#[tokio::test]
 async fn a_request_the_server_read_and_never_answered_is_not_sent_again() {
     // The second request reaches the server on the kept-alive connection;
     // the server holds it, then closes without a byte.
