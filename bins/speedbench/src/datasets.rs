@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
-use speedbench_dataset::{
-    DatasetError, LoadOptions, Resolver, import_bundle, load_public_dataset, registry,
-};
+use speedbench_dataset::{LoadOptions, Resolver, import_bundle, load_public_dataset, registry};
 
-use crate::{CliError, Context, Outcome};
+use speedbench_run::dataset_error;
+
+use crate::{CliError, Outcome};
 
 /// How SPEED-Bench placeholder rows are resolved.
 #[derive(Args, Debug, Clone, Default)]
@@ -51,38 +51,6 @@ pub(crate) struct PublicDatasetArgs {
     /// `--resolver`, `--python`, `--prepare-script`.
     #[command(flatten)]
     pub resolve: ResolveArgs,
-}
-
-/// A dataset error with what to do about it in this program's flags and
-/// commands (the library's messages name none).
-#[derive(Debug)]
-pub(crate) struct HintedError {
-    error: DatasetError,
-    hint: Option<String>,
-}
-
-impl HintedError {
-    /// Adds the hint `speedbench_run::dataset_hint` gives for `error`, if any.
-    pub(crate) fn new(error: DatasetError) -> HintedError {
-        let hint = speedbench_run::dataset_hint(&error);
-        HintedError { error, hint }
-    }
-}
-
-impl std::fmt::Display for HintedError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.error)?;
-        if let Some(hint) = &self.hint {
-            write!(f, "\n  hint: {hint}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for HintedError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
 }
 
 /// The load options of a public dataset: as `profile` loads it.
@@ -164,14 +132,12 @@ pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
             let options = load_options(dataset_cache, &resolve);
             let loaded = load_public_dataset(&name, &options)
                 .await
-                .map_err(HintedError::new)
-                .context(format!("resolving {name}"))?;
+                .map_err(|e| dataset_error(format!("resolving {name}"), e))?;
             println!("{}", crate::console::loaded_line(&loaded));
         }
         DatasetsCommand::Import { dir, dataset_cache } => {
             let m = import_bundle(&dir, &dataset_cache)
-                .map_err(HintedError::new)
-                .context(format!("importing bundle {}", dir.display()))?;
+                .map_err(|e| dataset_error(format!("importing bundle {}", dir.display()), e))?;
             for e in &m.files {
                 println!(
                     "imported {} ({} rows, sha256 {}, revision {}) into {}",
@@ -190,7 +156,7 @@ pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use speedbench_dataset::{ChecksumOf, IntegrityError};
+    use speedbench_dataset::{ChecksumOf, DatasetError, IntegrityError};
 
     #[test]
     fn a_prepare_script_that_is_not_the_pin_names_the_flag_that_runs_another() {
@@ -200,7 +166,7 @@ mod tests {
             actual: "b".repeat(64),
             of: ChecksumOf::PrepareScript,
         });
-        let text = HintedError::new(e).to_string();
+        let text = dataset_error("resolving", e).to_string();
         assert!(
             text.contains("checksum mismatch") && text.contains("--prepare-script PATH"),
             "{text}"
@@ -212,6 +178,6 @@ mod tests {
             actual: "2 bytes".into(),
             of: ChecksumOf::Download,
         });
-        assert!(!HintedError::new(e).to_string().contains("hint:"));
+        assert!(!dataset_error("resolving", e).to_string().contains("hint:"));
     }
 }

@@ -220,9 +220,9 @@ fn prepare(
             Some(dataset)
         }
         (_, Some(name)) => {
-            speedbench_dataset::registry::lookup(&name)
-                .map_err(crate::datasets::HintedError::new)
-                .context(format!("--public-dataset {name}"))?;
+            speedbench_dataset::registry::lookup(&name).map_err(|e| {
+                speedbench_run::dataset_error(format!("--public-dataset {name}"), e)
+            })?;
             None
         }
         (_, None) => None,

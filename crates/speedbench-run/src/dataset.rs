@@ -41,8 +41,10 @@ pub fn dataset_hint(error: &DatasetError) -> Option<String> {
     })
 }
 
-/// A dataset error with what was being done and its hint.
-pub(crate) fn dataset_error(context: impl Into<String>, source: DatasetError) -> RunError {
+/// A dataset error with what was being done and what to do about it
+/// ([`dataset_hint`]), shown as `CONTEXT: ERROR` and an indented
+/// `hint:` line.
+pub fn dataset_error(context: impl Into<String>, source: DatasetError) -> RunError {
     let hint = dataset_hint(&source);
     RunError::Dataset {
         context: context.into(),

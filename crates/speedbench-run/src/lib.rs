@@ -53,7 +53,7 @@ mod staging;
 mod validate;
 mod words;
 
-pub use dataset::dataset_hint;
+pub use dataset::{dataset_error, dataset_hint};
 pub use error::RunError;
 pub use execute::{RunReport, RunResults, ShownPaths, execute, run_spec};
 pub use observer::{EngineSource, Observer, Silent};
