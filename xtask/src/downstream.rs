@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The examples built as the downstream crate's binaries, run in turn.
-const EXAMPLES: [&str; 2] = ["downstream", "run_spec"];
+const EXAMPLES: [&str; 3] = ["downstream", "run_spec", "sweep"];
 
 pub(crate) fn run(root: &Path) -> Result<(), String> {
     let dir = root.join("xtask").join("downstream");

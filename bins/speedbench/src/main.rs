@@ -130,21 +130,12 @@ impl From<speedbench_run::RunError> for CliError {
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut text = match &self.context {
-            Some(context) => format!("{context}: {}", self.source),
-            None => self.source.to_string(),
-        };
-        let mut cause = self.source.source();
-        while let Some(c) = cause {
-            // Many errors already quote their cause in their own message.
-            let c_text = c.to_string();
-            if !text.contains(&c_text) {
-                text.push_str(": ");
-                text.push_str(&c_text);
-            }
-            cause = c.source();
+        // Many errors already quote their cause in their own message.
+        let message = speedbench_run::error_message(self.source.as_ref());
+        match &self.context {
+            Some(context) => write!(f, "{context}: {message}"),
+            None => f.write_str(&message),
         }
-        f.write_str(&text)
     }
 }
 

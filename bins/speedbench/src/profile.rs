@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use clap::builder::PossibleValuesParser;
-use speedbench::process::{EXIT_SIGINT, SignalEvent, SignalWatch, stop_on_signals};
+use speedbench::process::{EXIT_SIGINT, SignalEvent, stop_on_signals};
 use speedbench_client::{ApiKind, Arrival, ExportLevel, HttpClientKind, RunStatus, StopHandle};
 use speedbench_dataset::Dataset;
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
@@ -56,7 +56,7 @@ pub(crate) struct ProfileArgs {
     /// order, after resolution and --category; rows without a category
     /// count as one group, multi-turn rows are kept whole. The run is then
     /// sized over the kept rows (--num-conversations, --request-count).
-    #[arg(long, value_name = "N", value_parser = parse_limit)]
+    #[arg(long, value_name = "N", value_parser = speedbench_run::flags::parse_limit)]
     pub limit: Option<NonZeroUsize>,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 1)]
@@ -229,19 +229,6 @@ impl Default for ClientArgs {
     }
 }
 
-/// `--limit N`: a whole number of rows, at least 1.
-fn parse_limit(s: &str) -> Result<NonZeroUsize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err(
-            "must be at least 1: it is the number of rows kept of each category \
-                      (omit --limit to keep every row)"
-                .to_string(),
-        ),
-        Ok(n) => Ok(NonZeroUsize::new(n).expect("not zero")),
-        Err(e) => Err(format!("not a whole number of rows ({e})")),
-    }
-}
-
 /// Runs `speedbench profile` (a sweep with `--config`).
 pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     if let Some(file) = args.config.clone() {
@@ -328,7 +315,14 @@ impl ClientArgs {
 pub(crate) async fn execute(valid: ValidRun, dataset: Dataset) -> Result<Outcome, CliError> {
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), notify_signal);
-    execute_with(valid, dataset, stop, &signals).await
+    let mut console = Console::default();
+    let report = speedbench_run::execute(valid, dataset, stop, &mut console).await?;
+    match report.into_status()? {
+        RunStatus::Interrupted => Ok(Outcome::Interrupted(
+            signals.exit_code().unwrap_or(EXIT_SIGINT),
+        )),
+        _ => Ok(Outcome::Done),
+    }
 }
 
 /// What the terminal is told when a signal comes.
@@ -338,23 +332,5 @@ pub(crate) fn notify_signal(event: SignalEvent) {
             eprintln!("\nstopping: saving every finished request (press Ctrl-C again to abort)")
         }
         _ => eprintln!("aborted"),
-    }
-}
-
-/// [`execute`] with the caller's stop handle and signal watch (a sweep
-/// keeps one of each for all its runs).
-pub(crate) async fn execute_with(
-    valid: ValidRun,
-    dataset: Dataset,
-    stop: StopHandle,
-    signals: &SignalWatch,
-) -> Result<Outcome, CliError> {
-    let mut console = Console::default();
-    let report = speedbench_run::execute(valid, dataset, stop, &mut console).await?;
-    match report.into_status()? {
-        RunStatus::Interrupted => Ok(Outcome::Interrupted(
-            signals.exit_code().unwrap_or(EXIT_SIGINT),
-        )),
-        _ => Ok(Outcome::Done),
     }
 }

@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use speedbench_store::{
-    StoreError, StoreOptions, StoreUrl, UploadReport, check_vacant as store_vacant, fetch, open,
-};
+use speedbench_store::{StoreOptions, StoreUrl, UploadReport, fetch, open};
 
 use crate::{CliError, Context};
 
@@ -16,24 +14,6 @@ pub(crate) fn store_url(path: &Path, flag: &str) -> Result<Option<StoreUrl>, Cli
     StoreUrl::from_path(path)
         .transpose()
         .context(flag.to_string())
-}
-
-/// When `dir` is a store URL: refuses it if it already holds a run (a
-/// sweep checks every run's URL before its first request). A local path
-/// passes (the sweep checks those itself).
-pub(crate) async fn check_vacant(dir: &Path) -> Result<(), CliError> {
-    let Some(url) = store_url(dir, "the run directory")? else {
-        return Ok(());
-    };
-    let store = open(&url, &StoreOptions::default()).context(format!("opening {url}"))?;
-    match store_vacant(&store, &url).await {
-        Ok(()) => Ok(()),
-        Err(e @ StoreError::Occupied { .. }) => Err(crate::fail(
-            &e.to_string(),
-            "its results are kept (give --overwrite to replace the sweep's runs)",
-        )),
-        Err(e) => Err(e).context(format!("checking {url} before the sweep")),
-    }
 }
 
 /// Local copies of the store URLs among a command's run arguments.

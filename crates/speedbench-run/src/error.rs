@@ -21,7 +21,8 @@ pub enum RunError {
     /// A field of the specification holds a value no run can use.
     #[error("{field}: {message}")]
     Invalid {
-        /// The field, as its flag (`--timeout`).
+        /// The field, as its flag (`--timeout`), or the place in a file
+        /// (`sweep.toml:12`).
         field: String,
         /// What is wrong with it, and what would be right.
         message: String,
@@ -80,6 +81,17 @@ pub enum RunError {
         /// Why, as `run.json` records it.
         reason: String,
     },
+    /// A sweep (or any list of runs) some of whose runs were refused, each
+    /// named with why; nothing was sent.
+    #[error("{what}: {} of {total} variations refused; nothing was sent:\n  {}", refusals.len().min(*total), refusals.join("\n  "))]
+    Refused {
+        /// What was refused (`sweep ladder.toml`).
+        what: String,
+        /// How many runs it holds.
+        total: usize,
+        /// One line per refusal, naming the run.
+        refusals: Vec<String>,
+    },
     /// A local file or directory.
     #[error("{context}: {source}")]
     Io {
@@ -99,4 +111,20 @@ impl RunError {
             message: message.into(),
         }
     }
+}
+
+/// An error with every cause its message does not already quote, joined
+/// by `: ` (as the command line prints errors).
+pub fn error_message(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text.push_str(": ");
+            text.push_str(&c_text);
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -46,15 +46,17 @@
 mod dataset;
 mod error;
 mod execute;
+pub mod flags;
 mod observer;
 pub mod process;
 mod spec;
 mod staging;
+pub mod sweep;
 mod validate;
 mod words;
 
 pub use dataset::{dataset_error, dataset_hint};
-pub use error::RunError;
+pub use error::{RunError, error_message};
 pub use execute::{RunReport, RunResults, ShownPaths, execute, run_spec};
 pub use observer::{EngineSource, Observer, Silent};
 pub use spec::{

@@ -18,6 +18,30 @@ pub fn store_url(path: &Path, field: &str) -> Result<Option<StoreUrl>, RunError>
         })
 }
 
+/// When `dir` is a store URL: refuses it if it already holds a run (a
+/// sweep checks every run's URL before its first request). A local path
+/// passes.
+pub(crate) async fn check_vacant(dir: &Path) -> Result<(), RunError> {
+    let Some(url) = store_url(dir, "the run directory")? else {
+        return Ok(());
+    };
+    let store = open(&url, &StoreOptions::default()).map_err(|source| RunError::Store {
+        context: format!("opening {url}"),
+        source,
+    })?;
+    match speedbench_store::check_vacant(&store, &url).await {
+        Ok(()) => Ok(()),
+        Err(e @ StoreError::Occupied { .. }) => Err(RunError::invalid(
+            e.to_string(),
+            "its results are kept (give --overwrite to replace the sweep's runs)",
+        )),
+        Err(source) => Err(RunError::Store {
+            context: format!("checking {url} before the sweep"),
+            source,
+        }),
+    }
+}
+
 /// A run being staged for upload.
 pub(crate) struct StagedRun {
     url: StoreUrl,

@@ -20,20 +20,25 @@
 //! ```
 //!
 //! Keys are the long flag names (`request_rate` or `request-rate`);
-//! `true` sets a switch, a list repeats a repeatable flag. Nothing here
-//! checks a value: each run's arguments go through the same clap
-//! definition as the command line.
+//! `true` sets a switch, a list repeats a repeatable flag. Values are
+//! checked when each run's spec is built ([`crate::flags`]), as the
+//! command line checks them.
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use clap::{ArgAction, Command};
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
-use crate::{CliError, fail};
+use crate::error::RunError;
+use crate::flags::{self, FlagKind, REPORT_FLAGS, normalize};
+use crate::spec::RunSpec;
+
+/// A refusal at a place in the file.
+fn fail(at: &str, message: impl Into<String>) -> RunError {
+    RunError::invalid(at, message)
+}
 
 /// A table of options as written: key and value, each with its place in
 /// the file.
@@ -66,62 +71,46 @@ const RESERVED: [(&str, &str); 4] = [
     ("version", "not an option of a run"),
 ];
 
-/// How a flag takes its value.
+/// One flag a table may set: its long name and how it takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A switch: `true` gives it, `false` leaves it out.
-    Switch,
-    /// One value.
-    One,
-    /// Repeatable: a list gives it once per element.
-    Many,
-}
-
-/// One flag of a clap command.
-#[derive(Debug, Clone)]
-struct Flag {
-    id: String,
-    long: String,
-    kind: Kind,
+pub(crate) struct Flag {
+    /// The long name, with dashes; also its identity.
+    pub long: &'static str,
+    kind: FlagKind,
 }
 
 /// The flags of a command, found by the names a sweep file may use.
 struct Flags {
-    command: String,
-    flags: Vec<(String, Flag)>,
-}
-
-/// `request_rate` and `request-rate` are the same key.
-fn normalize(key: &str) -> String {
-    key.trim().replace('_', "-")
+    command: &'static str,
+    flags: Vec<(&'static str, Flag)>,
 }
 
 impl Flags {
-    fn of(command: &Command) -> Flags {
-        let mut command = command.clone();
-        command.build();
-        let mut flags = Vec::new();
-        for arg in command.get_arguments() {
-            let Some(long) = arg.get_long() else { continue };
-            let kind = match arg.get_action() {
-                ArgAction::SetTrue | ArgAction::SetFalse => Kind::Switch,
-                ArgAction::Append => Kind::Many,
-                a if a.takes_values() => Kind::One,
-                _ => Kind::Switch,
-            };
+    /// `speedbench profile`'s flags: [`crate::flags`].
+    fn profile() -> Flags {
+        let mut out = Vec::new();
+        for f in flags::all() {
             let flag = Flag {
-                id: arg.get_id().to_string(),
-                long: long.to_string(),
-                kind,
+                long: f.long,
+                kind: f.kind,
             };
-            flags.push((long.to_string(), flag.clone()));
-            for alias in arg.get_all_aliases().unwrap_or_default() {
-                flags.push((alias.to_string(), flag.clone()));
-            }
+            out.push((f.long, flag));
+            out.extend(f.aliases.iter().map(|a| (*a, flag)));
         }
         Flags {
-            command: command.get_name().to_string(),
-            flags,
+            command: "profile",
+            flags: out,
+        }
+    }
+
+    /// `speedbench report`'s options.
+    fn report() -> Flags {
+        Flags {
+            command: "report",
+            flags: REPORT_FLAGS
+                .iter()
+                .map(|&(long, kind)| (long, Flag { long, kind }))
+                .collect(),
         }
     }
 
@@ -131,13 +120,7 @@ impl Flags {
     }
 
     fn suggest(&self, key: &str) -> Option<&str> {
-        let key = normalize(key);
-        self.flags
-            .iter()
-            .map(|(n, _)| (speedbench_dataset::registry::edit_distance(&key, n), n))
-            .filter(|(d, _)| *d <= key.len().max(4) / 3)
-            .min()
-            .map(|(_, n)| n.as_str())
+        flags::closest(key, self.flags.iter().map(|(n, _)| *n))
     }
 }
 
@@ -157,16 +140,45 @@ impl Source<'_> {
     }
 }
 
-/// One option a table sets, turned into flags.
+/// One option a table sets.
 #[derive(Debug, Clone)]
-struct Setting {
-    flag: Flag,
-    /// The flag tokens (`--concurrency=4`; none for a switch set to false).
-    tokens: Vec<OsString>,
+pub(crate) struct Setting {
+    /// The flag.
+    pub flag: Flag,
+    /// Its values: one, one per list element (repeatable), or `true` /
+    /// `false` (a switch).
+    pub values: Vec<String>,
     /// The value as text, for the run's directory name.
     text: String,
     /// Where it was written (`sweep.toml:12`).
-    at: String,
+    pub at: String,
+}
+
+impl Setting {
+    /// The flag tokens it stands for (`--concurrency=4`; none for a switch
+    /// set to false).
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        match self.flag.kind {
+            FlagKind::Switch if self.values == ["true"] => vec![format!("--{}", self.flag.long)],
+            FlagKind::Switch => Vec::new(),
+            _ => self
+                .values
+                .iter()
+                .map(|v| format!("--{}={v}", self.flag.long))
+                .collect(),
+        }
+    }
+
+    /// Sets it in `spec` (a repeatable flag's values are added to the
+    /// spec's, which hold none: the command line's flags are not a run's
+    /// settings).
+    pub(crate) fn apply(&self, spec: &mut RunSpec) -> Result<(), RunError> {
+        let flag = flags::find(self.flag.long).expect("a profile flag");
+        for value in &self.values {
+            flag.apply(spec, value)?;
+        }
+        Ok(())
+    }
 }
 
 /// A value as a flag's value, or why it cannot be one.
@@ -182,19 +194,14 @@ fn scalar(value: &Value) -> Result<String, String> {
     }
 }
 
-fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Setting, CliError> {
+fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Setting, RunError> {
     let key = format!("{section} {}", flag.long.replace('-', "_"));
-    let token = |v: &str| OsString::from(format!("--{}={v}", flag.long));
-    let (tokens, text) = match (flag.kind, value) {
-        (Kind::Switch, Value::Boolean(true)) => (
-            vec![OsString::from(format!("--{}", flag.long))],
-            "true".into(),
-        ),
-        (Kind::Switch, Value::Boolean(false)) => (Vec::new(), "false".into()),
-        (Kind::Switch, _) => {
+    let (values, text) = match (flag.kind, value) {
+        (FlagKind::Switch, Value::Boolean(b)) => (vec![b.to_string()], b.to_string()),
+        (FlagKind::Switch, _) => {
             return Err(fail(&at, format!("{key}: a switch, so true or false")));
         }
-        (Kind::One, Value::Array(_)) => {
+        (FlagKind::One, Value::Array(_)) => {
             return Err(fail(
                 &at,
                 format!(
@@ -202,22 +209,23 @@ fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Sett
                 ),
             ));
         }
-        (Kind::Many, Value::Array(items)) => {
+        (FlagKind::Many, Value::Array(items)) => {
             let texts = items
                 .iter()
                 .map(scalar)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| fail(&at, format!("{key}: {e}")))?;
-            (texts.iter().map(|t| token(t)).collect(), texts.join("+"))
+            let text = texts.join("+");
+            (texts, text)
         }
         (_, v) => {
             let text = scalar(v).map_err(|e| fail(&at, format!("{key}: {e}")))?;
-            (vec![token(&text)], text)
+            (vec![text.clone()], text)
         }
     };
     Ok(Setting {
-        flag: flag.clone(),
-        tokens,
+        flag: *flag,
+        values,
         text,
         at,
     })
@@ -235,9 +243,9 @@ pub(crate) struct Variation {
     pub description: String,
     /// Where the file describes it.
     pub origin: String,
-    /// Its `speedbench profile` flags from the file, without those the
+    /// Its `speedbench profile` options from the file, without those the
     /// command line gives.
-    pub tokens: Vec<OsString>,
+    pub settings: Vec<Setting>,
 }
 
 /// What a sweep file expands to.
@@ -248,7 +256,7 @@ pub(crate) struct Expanded {
     /// `[profile] output_artifact_dir`: the parent of the runs.
     pub parent: Option<PathBuf>,
     /// The `speedbench report` flags of `[report]`.
-    pub report_tokens: Vec<OsString>,
+    pub report_tokens: Vec<String>,
 }
 
 /// Where a table's key sends it.
@@ -271,7 +279,7 @@ fn keys<'t, 'f>(
     section: &str,
     table: &'t Table,
     flags: &'f Flags,
-) -> Result<Vec<Entry<'t, 'f>>, CliError> {
+) -> Result<Vec<Entry<'t, 'f>>, RunError> {
     let mut entries: Vec<_> = table.iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     let mut out: Vec<Entry<'t, 'f>> = Vec::new();
@@ -323,7 +331,7 @@ fn keys<'t, 'f>(
         if let Key::Flag(flag) = &what
             && let Some((earlier, _, _)) = out
                 .iter()
-                .find(|(_, _, k)| matches!(k, Key::Flag(f) if f.id == flag.id))
+                .find(|(_, _, k)| matches!(k, Key::Flag(f) if f.long == flag.long))
         {
             return Err(fail(
                 &at,
@@ -355,7 +363,7 @@ fn settings(
     section: &str,
     table: &Table,
     flags: &Flags,
-) -> Result<Section, CliError> {
+) -> Result<Section, RunError> {
     let mut out = Vec::new();
     let mut name = None;
     let mut parent = None;
@@ -391,7 +399,7 @@ const VALUE_ONLY: [&str; 4] = ["public-dataset", "bench", "input-file", "categor
 
 /// Whether a setting names the run's rows (a dataset, a category).
 fn names_the_data(s: &Setting) -> bool {
-    VALUE_ONLY.contains(&s.flag.long.as_str())
+    VALUE_ONLY.contains(&s.flag.long)
 }
 
 /// A setting as a part of a run's description (`concurrency=4`).
@@ -437,10 +445,10 @@ fn dir_safe(description: &str) -> String {
 /// The most runs one sweep file may expand to: every run is checked
 /// before the first request, and a matrix of a million runs would take
 /// minutes and gigabytes only to plan.
-pub(crate) const MAX_VARIATIONS: usize = 10_000;
+pub const MAX_VARIATIONS: usize = 10_000;
 
 /// The error of a sweep that expands to more than [`MAX_VARIATIONS`] runs.
-fn too_many(source: &Source<'_>, total: &str) -> CliError {
+fn too_many(source: &Source<'_>, total: &str) -> RunError {
     fail(
         &source.path.display().to_string(),
         format!(
@@ -453,23 +461,17 @@ fn too_many(source: &Source<'_>, total: &str) -> CliError {
 
 /// Expands a sweep file into its runs.
 ///
-/// `profile` and `report` are the clap commands whose flags the file may
-/// set; `cli` are the ids of the profile flags the command line gives,
+/// `cli` are the long names of the profile flags the command line gives,
 /// which every run takes from there (a `[matrix]` or variation key among
 /// them is refused: it would make the runs alike).
-pub(crate) fn expand(
-    source: &Source<'_>,
-    profile: &Command,
-    report: &Command,
-    cli: &BTreeSet<String>,
-) -> Result<Expanded, CliError> {
+pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expanded, RunError> {
     let file: SweepFile = toml::from_str(source.text).map_err(|e| {
         fail(
             &source.path.display().to_string(),
             e.to_string().trim_end().to_string(),
         )
     })?;
-    let profile_flags = Flags::of(profile);
+    let profile_flags = Flags::profile();
     let Section {
         settings: shared,
         parent,
@@ -494,7 +496,7 @@ pub(crate) fn expand(
         cli,
     };
     let variations = plan.variations(&listed, total);
-    let report_tokens = report_tokens(source, &file.report, &Flags::of(report))?;
+    let report_tokens = report_tokens(source, &file.report, &Flags::report())?;
     Ok(Expanded {
         variations,
         parent,
@@ -511,7 +513,7 @@ fn matrix_of(
     source: &Source<'_>,
     table: &Table,
     flags: &Flags,
-) -> Result<Vec<Vec<Setting>>, CliError> {
+) -> Result<Vec<Vec<Setting>>, RunError> {
     let mut matrix: Vec<Vec<Setting>> = Vec::new();
     for (key, value, what) in keys(source, "[matrix]", table, flags)? {
         let at = source.at(key.span());
@@ -550,7 +552,7 @@ fn listed_of(
     file: &SweepFile,
     flags: &Flags,
     matrix: &[Vec<Setting>],
-) -> Result<Vec<Listed>, CliError> {
+) -> Result<Vec<Listed>, RunError> {
     let mut listed: Vec<Listed> = Vec::new();
     for (i, table) in file.variations.iter().enumerate() {
         let at = source.at(table.span());
@@ -560,7 +562,7 @@ fn listed_of(
             ..
         } = settings(source, "[[variation]]", table.get_ref(), flags)?;
         for s in &own {
-            if let Some(m) = matrix.iter().find(|m| m[0].flag.id == s.flag.id) {
+            if let Some(m) = matrix.iter().find(|m| m[0].flag.long == s.flag.long) {
                 return Err(fail(
                     &s.at,
                     format!(
@@ -585,13 +587,13 @@ fn refuse_cli_overrides(
     matrix: &[Vec<Setting>],
     listed: &[Listed],
     cli: &BTreeSet<String>,
-) -> Result<(), CliError> {
+) -> Result<(), RunError> {
     for s in matrix
         .iter()
         .map(|m| &m[0])
         .chain(listed.iter().flat_map(|(own, _, _)| own))
     {
-        if cli.contains(&s.flag.id) {
+        if cli.contains(s.flag.long) {
             return Err(fail(
                 &s.at,
                 format!(
@@ -610,7 +612,7 @@ fn report_tokens(
     source: &Source<'_>,
     table: &Table,
     flags: &Flags,
-) -> Result<Vec<OsString>, CliError> {
+) -> Result<Vec<String>, RunError> {
     let mut tokens = Vec::new();
     for (key, value, what) in keys(source, "[report]", table, flags)? {
         let Key::Flag(flag) = what else {
@@ -619,7 +621,7 @@ fn report_tokens(
                 format!("[report] {}: not a report option", key.get_ref()),
             ));
         };
-        tokens.extend(setting("[report]", flag, value.get_ref(), source.at(key.span()))?.tokens);
+        tokens.extend(setting("[report]", flag, value.get_ref(), source.at(key.span()))?.tokens());
     }
     Ok(tokens)
 }
@@ -660,7 +662,7 @@ impl Combinations<'_> {
                         parts.join(", ")
                     },
                     origin,
-                    tokens: self.tokens(own, &chosen),
+                    settings: self.settings(own, &chosen),
                 });
             }
         }
@@ -685,7 +687,7 @@ impl Combinations<'_> {
     /// A run's flags from the file: `[profile]`, then its own, then its
     /// matrix values, each option once (the later wins), less those the
     /// command line gives.
-    fn tokens(&self, own: &[Setting], chosen: &[&Setting]) -> Vec<OsString> {
+    fn settings(&self, own: &[Setting], chosen: &[&Setting]) -> Vec<Setting> {
         let mut merged: Vec<&Setting> = Vec::new();
         for s in self
             .shared
@@ -693,13 +695,13 @@ impl Combinations<'_> {
             .chain(own.iter())
             .chain(chosen.iter().copied())
         {
-            merged.retain(|m| m.flag.id != s.flag.id);
+            merged.retain(|m| m.flag.long != s.flag.long);
             merged.push(s);
         }
         merged
             .iter()
-            .filter(|s| !self.cli.contains(&s.flag.id))
-            .flat_map(|s| s.tokens.iter().cloned())
+            .filter(|s| !self.cli.contains(s.flag.long))
+            .map(|&s| s.clone())
             .collect()
     }
 }
@@ -723,50 +725,14 @@ fn parts(own: &[Setting], name: Option<&str>, chosen: &[&Setting]) -> Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{Arg, ArgAction};
-
-    /// A small command with each kind of flag.
-    fn profile() -> Command {
-        Command::new("profile")
-            .arg(Arg::new("concurrency").long("concurrency"))
-            .arg(Arg::new("request_rate").long("request-rate"))
-            .arg(Arg::new("public_dataset").long("public-dataset"))
-            .arg(
-                Arg::new("streaming")
-                    .long("streaming")
-                    .action(ArgAction::SetTrue),
-            )
-            .arg(
-                Arg::new("category")
-                    .long("category")
-                    .action(ArgAction::Append),
-            )
-            .arg(Arg::new("run_id").long("run-id"))
-            .arg(Arg::new("output_artifact_dir").long("output-artifact-dir"))
-            .arg(
-                Arg::new("arrival")
-                    .long("arrival")
-                    .alias("request-rate-mode"),
-            )
-    }
-
-    fn report() -> Command {
-        Command::new("report")
-            .arg(Arg::new("paths").action(ArgAction::Append))
-            .arg(Arg::new("metric").long("metric"))
-    }
-
     fn expand_text(text: &str, cli: &[&str]) -> Result<Expanded, String> {
         let path = Path::new("s.toml");
         let cli: BTreeSet<String> = cli.iter().map(|s| s.to_string()).collect();
-        expand(&Source { path, text }, &profile(), &report(), &cli).map_err(|e| e.to_string())
+        expand(&Source { path, text }, &cli).map_err(|e| e.to_string())
     }
 
     fn tokens(v: &Variation) -> Vec<String> {
-        v.tokens
-            .iter()
-            .map(|t| t.to_string_lossy().into_owned())
-            .collect()
+        v.settings.iter().flat_map(Setting::tokens).collect()
     }
 
     #[test]
@@ -944,12 +910,7 @@ mod tests {
     #[test]
     fn report_options_become_report_flags() {
         let e = expand_text("[report]\nmetric = \"accept_rate\"\n", &[]).unwrap();
-        let t: Vec<String> = e
-            .report_tokens
-            .iter()
-            .map(|t| t.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(t, ["--metric=accept_rate"]);
+        assert_eq!(e.report_tokens, ["--metric=accept_rate"]);
     }
 
     #[test]

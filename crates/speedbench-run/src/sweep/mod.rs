@@ -1,0 +1,556 @@
+//! A sweep: one file of runs (docs/sweeps/README.md), expanded into one
+//! [`RunSpec`] per run, every run checked before the first request, then
+//! run one after another under one parent directory.
+//!
+//! ```
+//! use std::collections::BTreeSet;
+//! use std::path::Path;
+//! use speedbench_run::{RunSpec, sweep::Sweep};
+//!
+//! let text = "[profile]\nstreaming = true\n[matrix]\nconcurrency = [1, 8]\n";
+//! let mut base = RunSpec::default();
+//! base.target.url = "127.0.0.1:8000".into();
+//! let sweep = Sweep::parse(Path::new("ladder.toml"), text, &base, &BTreeSet::new())?;
+//! let dirs: Vec<&str> = sweep.runs().iter().map(|r| r.dir_name.as_str()).collect();
+//! assert_eq!(dirs, ["01-concurrency-1", "02-concurrency-8"]);
+//! let second = sweep.runs()[1].spec().expect("its options make a run");
+//! assert_eq!((second.load.concurrency, second.target.streaming), (8, true));
+//! // Then `sweep.check().await?.run(&stop, &mut observer).await` runs them
+//! // (crates/speedbench/examples/sweep.rs).
+//! # Ok::<(), speedbench_run::RunError>(())
+//! ```
+
+mod file;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use speedbench_client::{RunStatus, StopHandle};
+use speedbench_dataset::Dataset;
+use speedbench_record::{RUN_FILE_NAMES, run_is_live};
+
+use crate::dataset::dataset_error;
+use crate::error::RunError;
+use crate::execute::{RunReport, execute};
+use crate::observer::Observer;
+use crate::spec::{DatasetSource, RunSpec};
+use crate::validate::ValidRun;
+use file::{Source, Variation};
+
+pub use file::MAX_VARIATIONS;
+
+/// One run of a sweep.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SweepRun {
+    /// Its place in the sweep, from 1.
+    pub index: usize,
+    /// Its directory's name under the parent: `<index>-<description>`.
+    pub dir_name: String,
+    /// What sets it apart from the other runs (`concurrency=4`), or its
+    /// `name`.
+    pub description: String,
+    /// Where the file describes it (`[[variation]] 2 at sweep.toml:8`).
+    pub origin: String,
+    /// Its run directory (or store URL): the parent joined with `dir_name`.
+    pub dir: PathBuf,
+    /// The flags the file gives it, secrets hidden (for showing a plan).
+    pub file_flags: Vec<String>,
+    /// The run, or why no run can be made of it (refused by
+    /// [`Sweep::check`]).
+    spec: Result<RunSpec, String>,
+}
+
+impl SweepRun {
+    /// The run's specification, if its options make one.
+    pub fn spec(&self) -> Option<&RunSpec> {
+        self.spec.as_ref().ok()
+    }
+}
+
+/// A sweep file expanded into its runs.
+#[derive(Debug)]
+pub struct Sweep {
+    path: PathBuf,
+    parent: PathBuf,
+    runs: Vec<SweepRun>,
+    report_tokens: Vec<String>,
+}
+
+impl Sweep {
+    /// Reads and expands the sweep file at `path` over `base` (the options
+    /// every run shares, as from the command line). `given` are the long
+    /// names (`request-rate`) of the options the caller set in `base` on
+    /// purpose: they win over the file's `[profile]`, and a `[matrix]` or
+    /// variation key among them is refused (the runs would be alike).
+    /// `base`'s `output_artifact_dir` is the parent when set.
+    pub fn read(path: &Path, base: &RunSpec, given: &BTreeSet<String>) -> Result<Sweep, RunError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RunError::Io {
+            context: format!("reading the sweep file {}", path.display()),
+            source,
+        })?;
+        Sweep::parse(path, &text, base, given)
+    }
+
+    /// [`Sweep::read`] over the file's text.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        base: &RunSpec,
+        given: &BTreeSet<String>,
+    ) -> Result<Sweep, RunError> {
+        if given.contains("run-id") {
+            return Err(RunError::invalid(
+                "--run-id",
+                "each run of a sweep gets its own id; set run_id in a [[variation]]",
+            ));
+        }
+        let expanded = file::expand(&Source { path, text }, given)?;
+        let parent = base
+            .outputs
+            .output_artifact_dir
+            .clone()
+            .or(expanded.parent)
+            .unwrap_or_else(|| default_parent(path));
+        let runs = expanded
+            .variations
+            .into_iter()
+            .map(|v| sweep_run(v, base, &parent))
+            .collect();
+        Ok(Sweep {
+            path: path.to_path_buf(),
+            parent,
+            runs,
+            report_tokens: expanded.report_tokens,
+        })
+    }
+
+    /// The sweep file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory the runs go under.
+    pub fn parent(&self) -> &Path {
+        &self.parent
+    }
+
+    /// Every run, in order.
+    pub fn runs(&self) -> &[SweepRun] {
+        &self.runs
+    }
+
+    /// The `speedbench report` flags of the file's `[report]`
+    /// (`--metric=accept_rate`), for a report over the sweep's runs.
+    pub fn report_flags(&self) -> &[String] {
+        &self.report_tokens
+    }
+
+    /// Checks every run before anything is sent: its options, its request
+    /// options and load, its dataset where that is cheap (an input file is
+    /// loaded, a registered name looked up), its run directory (free, or
+    /// `overwrite`; a store URL is asked) and its `--output` file. Any
+    /// refusal refuses the whole sweep, naming each run refused.
+    pub async fn check(self) -> Result<CheckedSweep, RunError> {
+        let mut files = HashMap::new();
+        let mut prepared = Vec::new();
+        let mut refused = Vec::new();
+        for run in &self.runs {
+            match prepare(run, &mut files) {
+                Ok(p) => prepared.push(p),
+                Err(e) => refused.push(format!("{}: {e}", run_name(run))),
+            }
+        }
+        refused.extend(refuse_occupied_stores(&self.runs, &prepared).await);
+        refused.extend(refuse_shared_outputs(&self.runs, &prepared));
+        if !refused.is_empty() {
+            return Err(RunError::Refused {
+                what: format!("sweep {}", self.path.display()),
+                total: self.runs.len(),
+                refusals: refused,
+            });
+        }
+        Ok(CheckedSweep {
+            sweep: self,
+            prepared,
+        })
+    }
+}
+
+/// `artifacts/<file stem>`.
+fn default_parent(path: &Path) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
+    Path::new("artifacts").join(stem)
+}
+
+/// `variation 3 (03-concurrency-many; [[variation]] 3 at s.toml:9)`.
+fn run_name(run: &SweepRun) -> String {
+    format!("variation {} ({}; {})", run.index, run.dir_name, run.origin)
+}
+
+/// A variation over `base`, in its directory under `parent`.
+fn sweep_run(v: Variation, base: &RunSpec, parent: &Path) -> SweepRun {
+    let dir = parent.join(&v.dir_name);
+    let mut spec = base.clone();
+    let built = v
+        .settings
+        .iter()
+        .try_for_each(|s| s.apply(&mut spec))
+        .map(|()| {
+            spec.outputs.output_artifact_dir = Some(dir.clone());
+            spec
+        })
+        .map_err(|e| e.to_string());
+    let file_flags = v
+        .settings
+        .iter()
+        .flat_map(|s| s.tokens())
+        .map(|t| shown(&t))
+        .collect();
+    SweepRun {
+        index: v.index,
+        dir_name: v.dir_name,
+        description: v.description,
+        origin: v.origin,
+        dir,
+        file_flags,
+        spec: built,
+    }
+}
+
+/// `--api-key=...` and header values hidden, for printing a run's flags.
+fn shown(token: &str) -> String {
+    if token.starts_with("--api-key=") {
+        return "--api-key=(hidden)".into();
+    }
+    if let Some(h) = token.strip_prefix("--header=") {
+        let name = h.split(':').next().unwrap_or_default();
+        return format!("--header={name}:(hidden)");
+    }
+    if token.contains(' ') {
+        format!("'{token}'")
+    } else {
+        token.to_string()
+    }
+}
+
+/// A run checked and ready to go.
+struct Prepared {
+    index: usize,
+    valid: ValidRun,
+    /// The loaded `--input-file`; a public dataset is loaded when its run
+    /// starts.
+    dataset: Option<Arc<Dataset>>,
+}
+
+/// Refuses a run directory that a run of this sweep may not use: one
+/// another run is writing to, or (without `overwrite`) one holding a run.
+/// The run checks again when it locks the directory.
+fn check_run_dir(dir: &Path, overwrite: bool) -> Result<(), String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("{}: exists and is not a directory", dir.display()));
+    }
+    if run_is_live(dir) {
+        return Err(format!(
+            "{}: another speedbench run is writing to this directory",
+            dir.display()
+        ));
+    }
+    if !overwrite && let Some(found) = RUN_FILE_NAMES.iter().find(|n| dir.join(n).exists()) {
+        return Err(format!(
+            "{}: already holds a run ({found} exists); its results are kept (give --overwrite \
+             to replace the sweep's runs)",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one run (see [`Sweep::check`]).
+fn prepare(
+    run: &SweepRun,
+    files: &mut HashMap<PathBuf, Arc<Dataset>>,
+) -> Result<Prepared, RunError> {
+    let spec = run
+        .spec
+        .as_ref()
+        .map_err(|e| RunError::invalid("the flags", e.clone()))?;
+    let public_name = spec.dataset.public_name()?;
+    let valid = spec.validate()?;
+    let dataset = match (&spec.dataset.source, public_name) {
+        (Some(DatasetSource::InputFile(path)), _) => {
+            let dataset = match files.get(path) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(
+                        Dataset::from_jsonl_file(path)
+                            .map_err(|e| dataset_error("loading the input file", e))?,
+                    );
+                    files.insert(path.clone(), d.clone());
+                    d
+                }
+            };
+            // Categories that select nothing are refused now, not mid-sweep.
+            dataset
+                .select_categories(valid.categories())
+                .map_err(|e| dataset_error("filtering categories", e))?;
+            Some(dataset)
+        }
+        (_, Some(name)) => {
+            speedbench_dataset::registry::lookup(&name)
+                .map_err(|e| dataset_error(format!("--public-dataset {name}"), e))?;
+            None
+        }
+        (_, None) => None,
+    };
+    check_run_dir(&run.dir, spec.outputs.overwrite)
+        .map_err(|e| RunError::invalid("the run directory", e))?;
+    Ok(Prepared {
+        index: run.index,
+        valid,
+        dataset,
+    })
+}
+
+/// Run directories in a store: a run already there is refused now, as a
+/// local one is (and credentials the store refuses fail here).
+async fn refuse_occupied_stores(runs: &[SweepRun], prepared: &[Prepared]) -> Vec<String> {
+    let mut refused = Vec::new();
+    for p in prepared {
+        let run = &runs[p.index - 1];
+        if p.valid.spec().outputs.overwrite {
+            continue;
+        }
+        if let Err(e) = crate::staging::check_vacant(&run.dir).await {
+            refused.push(format!("{}: {e}", run_name(run)));
+        }
+    }
+    refused
+}
+
+/// Two runs writing one `--output` file.
+fn refuse_shared_outputs(runs: &[SweepRun], prepared: &[Prepared]) -> Vec<String> {
+    let mut refused = Vec::new();
+    let mut outputs: HashMap<&Path, usize> = HashMap::new();
+    for p in prepared {
+        let run = &runs[p.index - 1];
+        if let Some(out) = &p.valid.spec().outputs.output
+            && let Some(first) = outputs.insert(out.as_path(), p.index)
+        {
+            refused.push(format!(
+                "variation {} ({}): --output {} is also variation {first}'s; give each run its own",
+                p.index,
+                run.dir_name,
+                out.display()
+            ));
+        }
+    }
+    refused
+}
+
+/// A sweep whose every run passed [`Sweep::check`].
+pub struct CheckedSweep {
+    sweep: Sweep,
+    prepared: Vec<Prepared>,
+}
+
+impl std::ops::Deref for CheckedSweep {
+    type Target = Sweep;
+    fn deref(&self) -> &Sweep {
+        &self.sweep
+    }
+}
+
+impl CheckedSweep {
+    /// Run directories in the parent that are not this sweep's (a report
+    /// over the sweep's runs leaves them out; one over the parent would
+    /// not).
+    pub fn other_runs(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.sweep.parent) else {
+            return Vec::new();
+        };
+        let ours: BTreeSet<&str> = self
+            .sweep
+            .runs
+            .iter()
+            .map(|r| r.dir_name.as_str())
+            .collect();
+        let mut others: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !ours.contains(n.as_str()))
+            .filter(|n| {
+                RUN_FILE_NAMES
+                    .iter()
+                    .any(|f| self.sweep.parent.join(n).join(f).exists())
+            })
+            .collect();
+        others.sort();
+        others
+    }
+
+    /// Runs every run in turn. A failed run does not stop the sweep; a
+    /// stop does (the current run keeps what it measured, later ones are
+    /// not started).
+    pub async fn run<O: SweepObserver>(self, stop: &StopHandle, observer: &mut O) -> SweepOutcome {
+        let total = self.prepared.len();
+        let mut runs = Vec::with_capacity(total);
+        let mut sweep_runs = self.sweep.runs.into_iter();
+        for p in self.prepared {
+            let run = sweep_runs.next().expect("one prepared per run");
+            let end = if stop.is_stopped() {
+                RunEnd::NotStarted
+            } else {
+                observer.sweep_run_started(&run, total);
+                let end = run_one(p, stop, observer).await;
+                observer.sweep_run_ended(&run, &end);
+                end
+            };
+            runs.push((run, end));
+        }
+        SweepOutcome { runs }
+    }
+}
+
+/// Runs one checked run.
+async fn run_one<O: SweepObserver>(p: Prepared, stop: &StopHandle, observer: &mut O) -> RunEnd {
+    let spec = p.valid.spec().clone();
+    crate::process::raise_open_files(spec.load.concurrency as u64 + 256);
+    let dataset = match p.dataset {
+        Some(d) => Arc::unwrap_or_clone(d),
+        None => match spec.load_dataset(observer).await {
+            Ok(d) => d,
+            Err(e) => return RunEnd::Failed(e),
+        },
+    };
+    // A stop while the dataset loaded starts nothing.
+    if stop.is_stopped() {
+        return RunEnd::NotStarted;
+    }
+    let status = execute(p.valid, dataset, stop.clone(), observer)
+        .await
+        .and_then(RunReport::into_status);
+    match status {
+        Ok(RunStatus::Interrupted) => RunEnd::Interrupted,
+        Ok(_) => RunEnd::Completed,
+        Err(e) => RunEnd::Failed(e),
+    }
+}
+
+/// How one run of a sweep ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunEnd {
+    /// It ran to the end.
+    Completed,
+    /// It was stopped; its finished requests are kept.
+    Interrupted,
+    /// It failed (its records, if any, are kept).
+    Failed(RunError),
+    /// The sweep was stopped before it started.
+    NotStarted,
+}
+
+impl RunEnd {
+    /// `completed`, `failed: WHY`, ... as a sweep's summary prints it.
+    pub fn describe(&self) -> String {
+        match self {
+            RunEnd::Completed => "completed".into(),
+            RunEnd::Interrupted => "interrupted (its finished requests are kept)".into(),
+            RunEnd::Failed(why) => format!("failed: {}", crate::error::error_message(why)),
+            RunEnd::NotStarted => "not started (the sweep was stopped)".into(),
+        }
+    }
+
+    /// Whether it left records to report on.
+    pub fn kept_records(&self) -> bool {
+        matches!(self, RunEnd::Completed | RunEnd::Interrupted)
+    }
+}
+
+/// Every run of a sweep and how it ended, in order.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct SweepOutcome {
+    /// Each run with its end.
+    pub runs: Vec<(SweepRun, RunEnd)>,
+}
+
+impl SweepOutcome {
+    /// The directories of the runs that left records.
+    pub fn kept_dirs(&self) -> Vec<PathBuf> {
+        self.runs
+            .iter()
+            .filter(|(_, e)| e.kept_records())
+            .map(|(r, _)| r.dir.clone())
+            .collect()
+    }
+
+    /// The directory names of the runs that failed.
+    pub fn failed(&self) -> Vec<&str> {
+        self.runs
+            .iter()
+            .filter(|(_, e)| matches!(e, RunEnd::Failed(_)))
+            .map(|(r, _)| r.dir_name.as_str())
+            .collect()
+    }
+}
+
+/// An [`Observer`] of every run of a sweep, told too when each starts and
+/// ends.
+pub trait SweepObserver: Observer {
+    /// Run `run.index` of `total` is about to start.
+    fn sweep_run_started(&mut self, _run: &SweepRun, _total: usize) {}
+
+    /// A run ended.
+    fn sweep_run_ended(&mut self, _run: &SweepRun, _end: &RunEnd) {}
+}
+
+impl SweepObserver for crate::observer::Silent {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_not_shown_with_a_runs_flags() {
+        assert_eq!(shown("--api-key=sk-1"), "--api-key=(hidden)");
+        assert_eq!(
+            shown("--header=Authorization:Bearer x"),
+            "--header=Authorization:(hidden)"
+        );
+        assert_eq!(shown("--concurrency=4"), "--concurrency=4");
+    }
+
+    #[test]
+    fn each_run_is_the_base_with_the_files_options_in_its_own_directory() {
+        let mut base = RunSpec::default();
+        base.target.url = "h:1".into();
+        base.target.api_key = Some(crate::Secret::new("sk-1"));
+        let given: BTreeSet<String> = ["url".to_string()].into();
+        let text = "[profile]\nurl = \"x:2\"\nconcurrency = 3\n[matrix]\nrequest_count = [5, 6]\n\
+                    [report]\nmetric = \"accept_rate\"\n";
+        let sweep = Sweep::parse(Path::new("lad.toml"), text, &base, &given).unwrap();
+        assert_eq!(sweep.parent(), Path::new("artifacts/lad"));
+        assert_eq!(sweep.report_flags(), ["--metric=accept_rate"]);
+        let specs: Vec<&RunSpec> = sweep.runs().iter().filter_map(SweepRun::spec).collect();
+        assert_eq!(specs.len(), 2);
+        for (spec, count) in specs.iter().zip([5, 6]) {
+            assert_eq!(spec.target.url, "h:1", "the given option wins");
+            assert_eq!(spec.load.concurrency, 3);
+            assert_eq!(spec.load.request_count, Some(count));
+            assert_eq!(spec.target.api_key, base.target.api_key);
+        }
+        assert_eq!(
+            specs[1].outputs.output_artifact_dir.as_deref(),
+            Some(Path::new("artifacts/lad/02-request_count-6"))
+        );
+        let given: BTreeSet<String> = ["run-id".to_string()].into();
+        let e = Sweep::parse(Path::new("s.toml"), "", &base, &given).unwrap_err();
+        assert!(e.to_string().contains("its own id"), "{e}");
+    }
+}
