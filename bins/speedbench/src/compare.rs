@@ -66,7 +66,10 @@ pub(crate) struct CompareArgs {
 /// Runs `speedbench compare`; a side given as a store URL is fetched first.
 pub(crate) async fn run(mut args: CompareArgs) -> Result<Outcome, CliError> {
     let mut sides = [args.baseline.clone(), args.speculative.clone()];
-    let _fetched = crate::remote::localize(&mut sides, "--baseline/--speculative").await?;
+    let fetched = speedbench_run::fetch::localize(&mut sides, "--baseline/--speculative").await?;
+    for note in &fetched.notes {
+        eprintln!("{note}");
+    }
     [args.baseline, args.speculative] = sides;
     run_local(args)
 }

@@ -63,7 +63,7 @@ impl Observer for Console {
     }
 
     fn uploaded(&mut self, report: &UploadReport) {
-        eprintln!("{}", crate::remote::uploaded_line(report));
+        eprintln!("{}", speedbench_run::fetch::uploaded_line(report));
     }
 
     fn finished(&mut self, report: &RunReport) {

@@ -15,7 +15,6 @@ mod kube;
 mod profile;
 mod progress;
 mod recover;
-mod remote;
 mod report;
 mod sim;
 mod sweep;

@@ -6,6 +6,7 @@ use speedbench_client::ClientError;
 use speedbench_dataset::DatasetError;
 use speedbench_record::RecordError;
 use speedbench_report::ReportError;
+use speedbench_runs::RunsError;
 use speedbench_store::StoreError;
 
 /// Why a run specification was refused or its run could not go on.
@@ -65,6 +66,25 @@ pub enum RunError {
         #[source]
         source: ReportError,
     },
+    /// Run directories being found, loaded, merged or labelled for a
+    /// report.
+    #[error("{context}: {source}")]
+    Runs {
+        /// What was being done.
+        context: String,
+        /// The runs crate's error.
+        #[source]
+        source: RunsError,
+    },
+    /// A report with nothing to show, or without some of the runs it was
+    /// given; the message names them.
+    #[error("{context}: {message}")]
+    Unreported {
+        /// What was being done.
+        context: String,
+        /// What is missing, and why.
+        message: String,
+    },
     /// An object store (a store URL as the run directory).
     #[error("{context}: {source}")]
     Store {
@@ -104,6 +124,14 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// A report missing something (see [`RunError::Unreported`]).
+    pub fn unreported(context: impl Into<String>, message: impl Into<String>) -> RunError {
+        RunError::Unreported {
+            context: context.into(),
+            message: message.into(),
+        }
+    }
+
     /// A refused field.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> RunError {
         RunError::Invalid {

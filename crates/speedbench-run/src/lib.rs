@@ -46,9 +46,11 @@
 mod dataset;
 mod error;
 mod execute;
+pub mod fetch;
 pub mod flags;
 mod observer;
 pub mod process;
+pub mod report;
 mod spec;
 mod staging;
 pub mod sweep;

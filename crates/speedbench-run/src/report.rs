@@ -1,0 +1,551 @@
+//! A report over run directories, as `speedbench report` makes it: find
+//! the runs (speedbench's, AIPerf's, speed_bench.py files; store URLs
+//! fetched first), load them (an unreadable one is named and left out),
+//! merge the shards of sharded runs, label the rows, build the matrix and
+//! render it. What a reader should know goes to a [`ReportObserver`];
+//! the rendered text comes back in [`ReportObserver::output`].
+//!
+//! ```
+//! use speedbench_run::report::{Lines, ReportFormat, ReportSpec, report};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/aiperf");
+//! let mut spec = ReportSpec::new(vec![fixture.into()]);
+//! spec.format = ReportFormat::Markdown;
+//! let mut lines = Lines::default();
+//! report(spec, &mut lines).await?;
+//! assert!(lines.output.contains("| Overall"), "{}", lines.output);
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use speedbench_report::{
+    AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, SourceChoice,
+    build_matrix, matrix_columns, render_html, render_speed_bench_py_records,
+    render_speed_bench_py_summary, speed_bench_py_matrix_gap,
+};
+use speedbench_runs::{
+    RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with, merge_shards,
+};
+
+use crate::error::{RunError, error_message};
+use crate::fetch::{Localized, localize};
+
+/// How the matrix is rendered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReportFormat {
+    /// A table on the output.
+    Console,
+    /// CSV written to [`ReportSpec::output`].
+    Csv,
+    /// JSON on the output.
+    Json,
+    /// A Markdown table on the output.
+    Markdown,
+    /// The console table, and CSV.
+    #[default]
+    Both,
+    /// A self-contained HTML page with SVG charts, written to
+    /// [`ReportSpec::html_output`].
+    Html,
+    /// llama.cpp speed_bench.py's per-category summary of each run (per
+    /// sample: a conversation's turns summed); metric and source do not
+    /// apply.
+    SpeedBenchPy,
+}
+
+/// What a report is over and how it is rendered: `speedbench report`'s
+/// flags.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ReportSpec {
+    /// Run directories, parents of run directories, speed_bench.py
+    /// `--output` files, or store URLs of any of these.
+    pub paths: Vec<PathBuf>,
+    /// What fills the cells.
+    pub metric: MatrixMetric,
+    /// Where the numbers come from.
+    pub source: SourceChoice,
+    /// How the matrix is rendered.
+    pub format: ReportFormat,
+    /// The CSV file of [`ReportFormat::Csv`] and [`ReportFormat::Both`].
+    pub output: PathBuf,
+    /// The HTML file of [`ReportFormat::Html`].
+    pub html_output: PathBuf,
+    /// Row labels of runs, as (directory, label).
+    pub labels: Vec<(PathBuf, String)>,
+}
+
+impl ReportSpec {
+    /// A report over `paths` with `speedbench report`'s defaults.
+    pub fn new(paths: Vec<PathBuf>) -> ReportSpec {
+        ReportSpec {
+            paths,
+            metric: MatrixMetric::AcceptLength,
+            source: SourceChoice::Auto,
+            format: ReportFormat::Both,
+            output: "speed_bench_report.csv".into(),
+            html_output: "speed_bench_report.html".into(),
+            labels: Vec::new(),
+        }
+    }
+}
+
+/// What a report tells the program making it. Every method has a default
+/// that ignores it except [`output`](ReportObserver::output).
+pub trait ReportObserver: Send {
+    /// The rendered report (a table, JSON, Markdown), in pieces.
+    fn output(&mut self, text: &str);
+    /// What was done (runs found, where a row's numbers came from, a file
+    /// written).
+    fn info(&mut self, _line: &str) {}
+    /// Something a reader of the numbers should know.
+    fn note(&mut self, _line: &str) {}
+    /// Something that may make the numbers wrong or incomplete.
+    fn warning(&mut self, _line: &str) {}
+    /// A run that could not be read (the report goes on without it).
+    fn error(&mut self, _line: &str) {}
+}
+
+/// A [`ReportObserver`] that keeps the output and every line.
+#[derive(Debug, Default)]
+pub struct Lines {
+    /// The rendered report.
+    pub output: String,
+    /// Every other line, prefixed `note: `, `warning: ` or `error: ` as
+    /// the command line prints them.
+    pub lines: Vec<String>,
+}
+
+impl ReportObserver for Lines {
+    fn output(&mut self, text: &str) {
+        self.output.push_str(text);
+    }
+    fn info(&mut self, line: &str) {
+        self.lines.push(line.to_string());
+    }
+    fn note(&mut self, line: &str) {
+        self.lines.push(format!("note: {line}"));
+    }
+    fn warning(&mut self, line: &str) {
+        self.lines.push(format!("warning: {line}"));
+    }
+    fn error(&mut self, line: &str) {
+        self.lines.push(format!("error: {line}"));
+    }
+}
+
+/// Makes the report. Every run given is in it or named: an unreadable run
+/// is left out and the report fails at the end naming it (after the
+/// others are rendered).
+pub async fn report(
+    mut spec: ReportSpec,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let fetched = localize(&mut spec.paths, "a run path").await?;
+    for note in &fetched.notes {
+        observer.info(note);
+    }
+    let dirs = find_run_dirs(&spec.paths).map_err(|source| RunError::Runs {
+        context: "finding runs".into(),
+        source,
+    })?;
+    observer.info(&format!("Found {} run directories.", dirs.len()));
+    let (mut runs, unreadable) = load_runs(&spec, &dirs, &fetched, observer)?;
+    for run in &mut runs {
+        run.dir = fetched.shown(&run.dir);
+    }
+    report_runs(&spec, runs, observer)?;
+    if !unreadable.is_empty() {
+        return Err(RunError::unreported(
+            "the report",
+            format!(
+                "{} of {} runs could not be read and are not in it: {} (errors above)",
+                unreadable.len(),
+                dirs.len(),
+                unreadable.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Loads every run directory, warning about incomplete ones. A run that
+/// cannot be read is reported and left out (its name returned), unless no
+/// run can be read at all.
+fn load_runs(
+    spec: &ReportSpec,
+    dirs: &[PathBuf],
+    fetched: &Localized,
+    observer: &mut dyn ReportObserver,
+) -> Result<(Vec<RunData>, Vec<String>), RunError> {
+    // HTML draws histograms and latencies from every record column.
+    // So does speed_bench.py's summary (timings, turns, errors).
+    let every_column = matches!(spec.format, ReportFormat::Html | ReportFormat::SpeedBenchPy);
+    let columns = (!every_column).then(|| matrix_columns(spec.metric));
+    let mut runs = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut first_error = None;
+    for dir in dirs {
+        let shown = fetched.shown(dir);
+        let loaded = load_run_with(dir, columns).map_err(|e| {
+            RunError::unreported(
+                format!("loading {}", shown.display()),
+                fetched.scrub(&error_message(&e)),
+            )
+        });
+        match loaded {
+            Ok(run) => {
+                warn_about(spec, &shown, &run, fetched, observer);
+                runs.push(run);
+            }
+            Err(e) => {
+                unreadable.push(shown.display().to_string());
+                if first_error.is_none() {
+                    first_error = Some(e);
+                } else {
+                    observer.error(&format!("{e} (the report goes on without it)"));
+                }
+            }
+        }
+    }
+    match first_error {
+        Some(e) if runs.is_empty() => Err(e),
+        Some(e) => {
+            observer.error(&format!("{e} (the report goes on without it)"));
+            Ok((runs, unreadable))
+        }
+        None => Ok((runs, unreadable)),
+    }
+}
+
+/// What a reader of the report should know about one run.
+fn warn_about(
+    spec: &ReportSpec,
+    dir: &Path,
+    run: &RunData,
+    fetched: &Localized,
+    observer: &mut dyn ReportObserver,
+) {
+    for warning in &run.warnings {
+        observer.warning(&fetched.scrub(warning));
+    }
+    if !run.status.is_complete() {
+        observer.warning(&format!(
+            "{} is an INCOMPLETE run ({}): {}; its cells cover only the requests that finished",
+            dir.display(),
+            run.status,
+            run.status_reason
+                .as_deref()
+                .unwrap_or("no outcome recorded")
+        ));
+    }
+    if spec.metric == MatrixMetric::Throughput && run.category_count() > 1 {
+        observer.info(&format!(
+            "{}: throughput is a rate over the whole run, so it is not split across its {} categories; \
+             the run gives one column (run one category per run for per-category throughput)",
+            dir.display(),
+            run.category_count()
+        ));
+    }
+}
+
+/// The report over loaded runs: merged shards, labels, the matrix in the
+/// asked format.
+fn report_runs(
+    spec: &ReportSpec,
+    runs: Vec<RunData>,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let (mut runs, shard_sets) = merge_shard_runs(runs, observer)?;
+    assign_labels(&mut runs, &spec.labels).map_err(|source| RunError::Runs {
+        context: "labelling the runs (--label DIR=NAME)".into(),
+        source,
+    })?;
+    if spec.format == ReportFormat::SpeedBenchPy {
+        return speed_bench_py_tables(&runs, observer);
+    }
+    let (matrix, sources) = build_matrix(spec.metric, spec.source, &runs);
+    for (run, source) in runs.iter().zip(&sources) {
+        tell_source(spec, run, *source, observer);
+    }
+    row_notes(&matrix, observer);
+    if matrix
+        .rows
+        .iter()
+        .all(|r| r.cells.iter().all(Option::is_none))
+    {
+        return Err(no_value(spec.metric));
+    }
+    render(spec, matrix, &runs, &shard_sets, observer)
+}
+
+/// Where one run's numbers came from, or why it has none.
+fn tell_source(
+    spec: &ReportSpec,
+    run: &RunData,
+    source: ResolvedSource,
+    observer: &mut dyn ReportObserver,
+) {
+    if source != ResolvedSource::None {
+        observer.info(&format!(
+            "{} (row {:?}): {} from {source}",
+            run.dir.display(),
+            run.label,
+            spec.metric
+        ));
+        return;
+    }
+    let why = if run.format == RunFormat::SpeedBenchPy {
+        match speed_bench_py_matrix_gap(spec.metric) {
+            Some(gap) => format!(" ({gap})"),
+            None => " (a speed_bench.py file gives accept_rate from its summary rows \
+                      only, and none of them drafted)"
+                .to_string(),
+        }
+    } else if spec.source == SourceChoice::Server && !spec.metric.is_acceptance() {
+        " (the server scrape gives acceptance only)".to_string()
+    } else {
+        String::new()
+    };
+    observer.warning(&format!(
+        "{} (row {:?}) has no {} value in {}{why}",
+        run.dir.display(),
+        run.label,
+        spec.metric,
+        spec.source
+    ));
+}
+
+/// The error of a matrix without a single value.
+fn no_value(metric: MatrixMetric) -> RunError {
+    let hint = if metric.is_acceptance() {
+        " (was speculation on, and does the server report acceptance per request or on /metrics?)"
+    } else {
+        ""
+    };
+    RunError::unreported(
+        "building the matrix",
+        format!(
+            "no run gave {} {metric} value{hint}",
+            article(metric.as_str())
+        ),
+    )
+}
+
+/// The matrix in the asked format: on the output, or in a file.
+fn render(
+    spec: &ReportSpec,
+    matrix: AcceptanceMatrix,
+    runs: &[RunData],
+    shard_sets: &[Option<ShardSet>],
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let write = |path: &Path, text: String| {
+        std::fs::write(path, text).map_err(|source| RunError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })
+    };
+    match spec.format {
+        ReportFormat::Html => {
+            write(&spec.html_output, html_page(spec, matrix, runs))?;
+            observer.info(&format!("HTML written to {}", spec.html_output.display()));
+        }
+        // Rendered before the matrix is built.
+        ReportFormat::SpeedBenchPy => return speed_bench_py_tables(runs, observer),
+        ReportFormat::Console => observer.output(&matrix.to_console()),
+        ReportFormat::Json => {
+            let mut json = matrix.to_json();
+            add_shard_sets(&mut json, runs, shard_sets);
+            let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+            observer.output(&format!("{text}\n"));
+        }
+        ReportFormat::Markdown => observer.output(&matrix.to_markdown()),
+        ReportFormat::Csv | ReportFormat::Both => {
+            if spec.format == ReportFormat::Both {
+                observer.output(&matrix.to_console());
+            }
+            write(&spec.output, matrix.to_csv())?;
+            observer.info(&format!("CSV written to {}", spec.output.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The page: the requested matrix, the two acceptance matrices from the
+/// same sources when they differ from it, and each run's charts.
+fn html_page(spec: &ReportSpec, matrix: AcceptanceMatrix, runs: &[RunData]) -> String {
+    let mut matrices = vec![matrix];
+    for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
+        if metric != spec.metric {
+            let (m, _) = build_matrix(metric, spec.source, runs);
+            if m.rows.iter().any(|r| r.overall.is_some()) {
+                matrices.push(m);
+            }
+        }
+    }
+    let html_runs = runs
+        .iter()
+        .map(|r| HtmlRun {
+            label: r.label.clone(),
+            dir: r.dir.display().to_string(),
+            status: r.status,
+            status_reason: r.status_reason.clone(),
+            counts: r.counts(),
+            records: r.records.as_deref(),
+        })
+        .collect();
+    render_html(&HtmlReport {
+        title: "speedbench report".into(),
+        matrices,
+        runs: html_runs,
+    })
+}
+
+/// speed_bench.py's summary of each run, headed by its label and
+/// directory (a speed_bench.py file's summary rows as written); runs
+/// without per-request records are named and passed over.
+fn speed_bench_py_tables(
+    runs: &[RunData],
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let mut printed = 0;
+    for run in runs {
+        let table = match (&run.speed_bench_py, run.records.as_deref()) {
+            (Some(file), _) => render_speed_bench_py_summary(&file.summary, None),
+            (None, Some(records)) => render_speed_bench_py_records(records),
+            (None, None) => {
+                observer.warning(&format!(
+                    "{} (row {:?}) has no per-request records, so no speed_bench.py summary",
+                    run.dir.display(),
+                    run.label
+                ));
+                continue;
+            }
+        };
+        if printed > 0 {
+            observer.output("\n");
+        }
+        observer.output(&format!("{} ({})\n{table}", run.label, run.dir.display()));
+        printed += 1;
+    }
+    if printed == 0 {
+        return Err(RunError::unreported(
+            "--format speed-bench-py",
+            "no run has per-request records (speedbench's records.parquet or AIPerf's \
+             profile_export.jsonl) or is a speed_bench.py file",
+        ));
+    }
+    Ok(())
+}
+
+/// The shards of each sharded run merged into one run (docs/distributed.md),
+/// each merge told: `merged N shards`, or the shards missing or at fault;
+/// the sets line up with the runs.
+fn merge_shard_runs(
+    runs: Vec<RunData>,
+    observer: &mut dyn ReportObserver,
+) -> Result<(Vec<RunData>, Vec<Option<ShardSet>>), RunError> {
+    let merged = merge_shards(runs).map_err(|source| RunError::Runs {
+        context: "merging the shards of a sharded run".into(),
+        source,
+    })?;
+    let mut out = (Vec::new(), Vec::new());
+    for m in merged {
+        if let Some(set) = &m.shards {
+            tell_shards(&m.run, set, observer);
+        }
+        out.0.push(m.run);
+        out.1.push(m.shards);
+    }
+    Ok(out)
+}
+
+/// What a merge of shards found.
+fn tell_shards(run: &RunData, set: &ShardSet, observer: &mut dyn ReportObserver) {
+    for note in &set.notes {
+        observer.warning(note);
+    }
+    if set.is_complete() {
+        observer.note(&format!("{}: {}", run.dir.display(), set.describe()));
+    } else {
+        observer.warning(&format!(
+            "{} is an INCOMPLETE run ({}): {}; its cells cover only the shards and requests that finished",
+            run.dir.display(),
+            run.status,
+            set.describe()
+        ));
+    }
+    if let Some(spread) = set.start_spread_ns() {
+        observer.note(&format!(
+            "{}: the shards' measured phases started within {:.3} ms of each other",
+            run.dir.display(),
+            spread as f64 / 1e6
+        ));
+    }
+}
+
+/// Adds `shards` (see [`ShardSet::to_json`]) to the JSON row of each
+/// merged run.
+fn add_shard_sets(json: &mut serde_json::Value, runs: &[RunData], sets: &[Option<ShardSet>]) {
+    let Some(rows) = json.get_mut("rows").and_then(|r| r.as_array_mut()) else {
+        return;
+    };
+    for row in rows {
+        let label = row
+            .get("label")
+            .and_then(|l| l.as_str())
+            .map(str::to_string);
+        let set = runs
+            .iter()
+            .zip(sets)
+            .find(|(r, _)| Some(&r.label) == label.as_ref())
+            .and_then(|(_, s)| s.as_ref());
+        if let (Some(set), Some(obj)) = (set, row.as_object_mut()) {
+            obj.insert("shards".into(), set.to_json());
+        }
+    }
+}
+
+/// What the matrix's rows call for: runs folded into one, and rows
+/// without an `Overall`.
+fn row_notes(matrix: &AcceptanceMatrix, observer: &mut dyn ReportObserver) {
+    for row in &matrix.rows {
+        if !row.folded.is_empty() {
+            let dirs: Vec<String> = row.folded.iter().map(|d| d.display().to_string()).collect();
+            observer.note(&format!(
+                "row {:?} folds {} runs of one model whose columns do not overlap \
+                 (AIPerf's rule): {}",
+                row.label,
+                row.folded.len(),
+                dirs.join(", ")
+            ));
+        }
+        if let Some(why) = row.run.as_ref().and_then(|r| r.overall_excluded.as_ref()) {
+            observer.note(&format!("row {:?} has no Overall: {why}", row.label));
+        }
+    }
+}
+
+/// `an` before a vowel sound's letter, else `a` ("an accept_length value").
+fn article(word: &str) -> &'static str {
+    match word.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn metric_names_take_their_article() {
+        assert_eq!(super::article("accept_length"), "an");
+        assert_eq!(super::article("accept_rate"), "an");
+        assert_eq!(super::article("latency"), "a");
+        assert_eq!(super::article("throughput"), "a");
+    }
+}
