@@ -17,7 +17,7 @@ use crate::export::{RawResponse, RawWriter};
 use crate::sink::Sinks;
 use speedbench_record::{
     ClosedRecords, JOURNAL_FILE_NAME, RecordError, RecordWriter, RequestRecord, RunManifest,
-    outcome,
+    RunStatus,
 };
 
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -143,7 +143,7 @@ fn record_loop(
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                manifest.outcome = outcome::FAILED.into();
+                manifest.outcome = RunStatus::Failed;
                 break writer.close_or_salvage(&manifest);
             }
         }

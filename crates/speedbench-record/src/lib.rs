@@ -63,6 +63,7 @@ mod record;
 mod rundir;
 #[cfg(feature = "parquet")]
 mod schema;
+mod status;
 
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
 pub use custom::{CUSTOM_COLUMN_PREFIX, CustomColumn, CustomKind, CustomValue};
@@ -77,7 +78,8 @@ pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecS
 #[cfg(feature = "parquet")]
 pub use rundir::{
     LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
-    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, outcome, run_is_live,
+    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
 };
 #[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};
+pub use status::RunStatus;

@@ -27,8 +27,9 @@ pub struct RunManifest {
     pub started_unix_ns: i64,
     /// Wall-clock end of the run; 0 while the run is in progress.
     pub ended_unix_ns: i64,
-    /// How the run ended: `completed`, `interrupted` or `failed`.
-    pub outcome: String,
+    /// How the run ended: `completed`, `interrupted` or `failed`
+    /// (`running` while it runs).
+    pub outcome: crate::RunStatus,
     /// Number of records the file holds, set when the file is closed.
     pub record_count: u64,
     /// The run's configuration (load shape, request options), secrets removed.

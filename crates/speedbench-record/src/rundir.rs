@@ -40,19 +40,6 @@ pub const RUN_FILE_NAMES: [&str; 7] = [
     RAW_RESPONSES_FILE_NAME,
 ];
 
-/// How a run ended, as `run.json`'s `outcome` and `summary.json` store it.
-pub mod outcome {
-    /// The run is in progress (or its process died: see [`super::run_is_live`]).
-    pub const RUNNING: &str = "running";
-    /// Every planned request was sent and the error rate was acceptable.
-    pub const COMPLETED: &str = "completed";
-    /// Stopped by a signal before the planned work was done.
-    pub const INTERRUPTED: &str = "interrupted";
-    /// No request succeeded, the error rate passed its limit, or a file
-    /// could not be written.
-    pub const FAILED: &str = "failed";
-}
-
 /// The exclusive lock on a run directory, held for the run's life.
 ///
 /// Dropping it releases the lock; the lock file itself stays (removing it

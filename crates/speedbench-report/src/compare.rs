@@ -36,7 +36,6 @@ use speedbench_metrics::{
 };
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest, SUMMARY_FILE_NAME,
-    outcome,
 };
 use speedbench_runs::{
     AIPERF_PROFILE_FILE_NAME, AIPERF_RECORDS_FILE_NAME, RunFormat, RunStatus, RunsError,
@@ -373,19 +372,18 @@ impl CompareRun {
     /// or still running.
     pub fn incomplete(&self) -> Option<String> {
         let m = self.manifest.as_ref()?;
-        match m.outcome.as_str() {
-            outcome::COMPLETED => None,
-            outcome::INTERRUPTED => Some("was interrupted before it finished".to_string()),
-            outcome::FAILED => Some("failed (run.json outcome `failed`)".to_string()),
-            outcome::RUNNING if self.live => Some("is still running".to_string()),
-            outcome::RUNNING => Some(
+        // Manifests written before outcomes were recorded read as completed.
+        match m.outcome {
+            RunStatus::Completed => None,
+            RunStatus::Interrupted => Some("was interrupted before it finished".to_string()),
+            RunStatus::Failed => Some("failed (run.json outcome `failed`)".to_string()),
+            RunStatus::Running if self.live => Some("is still running".to_string()),
+            RunStatus::Running | RunStatus::Died => Some(
                 "was killed before it finished (run.json says `running`, and no process \
                  holds its lock)"
                     .to_string(),
             ),
-            // Manifests written before outcomes were recorded say nothing.
-            "" => None,
-            other => Some(format!("ended with outcome {other:?}")),
+            RunStatus::Unfinished => Some(format!("ended with outcome {:?}", m.outcome.as_str())),
         }
     }
 }

@@ -101,7 +101,9 @@ impl RunReport {
             return Err(e);
         }
         match self.outcome.status {
-            RunStatus::Failed(reason) => Err(RunError::Failed { reason }),
+            RunStatus::Failed => Err(RunError::Failed {
+                reason: self.outcome.failure.unwrap_or_default(),
+            }),
             status => Ok(status),
         }
     }
@@ -509,7 +511,7 @@ fn read_back(outcome: &RunOutcome, model: String) -> Result<(RunResults, String)
             Ok((results, served))
         }
         // The failure is already reported; the summary cannot be shown.
-        Err(e) if matches!(outcome.status, RunStatus::Failed(_)) => {
+        Err(e) if outcome.status == RunStatus::Failed => {
             Ok((RunResults::Unreadable(e.to_string()), model))
         }
         Err(source) => Err(RunError::Record {

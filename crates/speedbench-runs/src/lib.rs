@@ -37,7 +37,7 @@
 //! std::fs::create_dir(&dir)?;
 //! let manifest = RunManifest {
 //!     model: "my-model".into(),
-//!     outcome: "completed".into(),
+//!     outcome: speedbench_record::RunStatus::Completed,
 //!     ..Default::default()
 //! };
 //! let mut writer = RecordWriter::create(dir.join("records.parquet"))?;
@@ -72,10 +72,8 @@ pub use aiperf::{
 };
 pub use error::RunsError;
 pub use labels::{assign_labels, display_model, split_group};
-pub use load::{RunData, RunFormat, RunSummary, find_run_dirs, load_run, load_run_with};
+pub use load::{RunData, RunFormat, SummaryFigures, find_run_dirs, load_run, load_run_with};
 pub use recover::{Recovered, recover};
-pub use shards::{
-    FoundShard, MERGED_INCOMPLETE, MergedRun, ShardSet, load_shard_group, merge_shards,
-};
+pub use shards::{FoundShard, MergedRun, ShardSet, load_shard_group, merge_shards};
 pub use speed_bench_py::SPEED_BENCH_PY_KEYS;
-pub use status::RunStatus;
+pub use speedbench_record::RunStatus;

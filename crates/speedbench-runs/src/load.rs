@@ -10,8 +10,9 @@ use speedbench_record::{
 };
 use speedbench_scrape::ServerMetricsExport;
 
-use crate::status::{RunStatus, aiperf_status, speedbench_status};
+use crate::status::{aiperf_status, speedbench_status};
 use crate::{RunsError, aiperf, speed_bench_py};
+use speedbench_record::RunStatus;
 
 /// Which tool wrote a run directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,9 +27,11 @@ pub enum RunFormat {
     SpeedBenchPy,
 }
 
-/// Run-level numbers from a run's summary file.
+/// The run-level figures a report takes from a run's summary file
+/// (speedbench's `summary.json`, whose whole is
+/// `speedbench_client::RunSummary`, or AIPerf's profile export).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct RunSummary {
+pub struct SummaryFigures {
     /// Token-weighted acceptance length.
     pub accept_length: Option<f64>,
     /// Overall draft acceptance rate, as a fraction.
@@ -69,7 +72,7 @@ pub struct RunData {
     /// [`RunFormat::SpeedBenchPy`] run: its samples sum their turns).
     pub records: Option<Vec<RequestRecord>>,
     /// Run-level summary, when the run has one.
-    pub summary: Option<RunSummary>,
+    pub summary: Option<SummaryFigures>,
     /// The server-metrics export, when the run has one (speedbench's or
     /// AIPerf's layout, read typed).
     pub server: Option<ServerMetricsExport>,
@@ -320,13 +323,9 @@ fn load_speedbench_run(
     if summary_only {
         warnings.push(summary_only_warning(dir, manifest.as_ref()));
     }
-    let recorded = manifest
-        .as_ref()
-        .map(|m| m.outcome.clone())
-        .filter(|o| !o.is_empty())
-        .or(summary_outcome);
+    let recorded = manifest.as_ref().map(|m| m.outcome).or(summary_outcome);
     let (mut status, mut status_reason) =
-        speedbench_status(dir, recorded.as_deref(), only_partial, records.is_some());
+        speedbench_status(dir, recorded, only_partial, records.is_some());
     // A killed run whose journal kept its records was interrupted: its
     // finished requests are all there.
     if let Some(n) = recovered
@@ -371,17 +370,20 @@ fn load_speedbench_run(
 }
 
 /// `summary.json`'s figures and the outcome it records, when there is one.
-fn read_summary(dir: &Path) -> Result<(Option<RunSummary>, Option<String>), RunsError> {
+fn read_summary(dir: &Path) -> Result<(Option<SummaryFigures>, Option<RunStatus>), RunsError> {
     let Some(v) = optional_json(&dir.join(SUMMARY_FILE_NAME))? else {
         return Ok((None, None));
     };
-    let outcome = v.get("outcome").and_then(Value::as_str).map(str::to_string);
+    let outcome = v
+        .get("outcome")
+        .and_then(Value::as_str)
+        .and_then(|o| o.parse().ok());
     let metrics: RunMetrics = serde_json::from_value(v).map_err(|e| RunsError::Artifact {
         path: dir.join(SUMMARY_FILE_NAME),
         line: None,
         message: format!("not a speedbench run summary: {e}"),
     })?;
-    let summary = RunSummary {
+    let summary = SummaryFigures {
         accept_length: metrics.spec_decode.token_weighted_acceptance_length(),
         accept_rate: metrics
             .spec_decode
@@ -412,7 +414,7 @@ fn load_aiperf_run(dir: &Path, warnings: &mut Vec<String>) -> Result<RunData, Ru
     } else {
         None
     };
-    let summary = RunSummary {
+    let summary = SummaryFigures {
         accept_length: aiperf::stat_avg(&profile, "spec_decode_token_weighted_acceptance_length"),
         accept_rate: aiperf::stat_avg(&profile, "spec_decode_overall_draft_acceptance_rate")
             .map(|p| p / 100.0),
@@ -508,7 +510,7 @@ mod summary_only_tests {
         let manifest = RunManifest {
             model: "m".into(),
             dataset: "speed_bench_coding".into(),
-            outcome: "completed".into(),
+            outcome: speedbench_record::RunStatus::Completed,
             config: serde_json::json!({"export_level": "summary"}),
             ..Default::default()
         };

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
     JOURNAL_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RecordWriter, RunManifest,
-    SUMMARY_FILE_NAME, outcome, read_journal, run_is_live,
+    RunStatus, SUMMARY_FILE_NAME, read_journal, run_is_live,
 };
 
 use crate::RunsError;
@@ -59,7 +59,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         })?,
         Err(_) => RunManifest::default(),
     };
-    manifest.outcome = outcome::INTERRUPTED.into();
+    manifest.outcome = RunStatus::Interrupted;
     manifest.record_count = journal.records.len() as u64;
     // Written aside and renamed: a recovery cut short leaves no half file
     // under the records' name.
@@ -76,7 +76,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
     std::fs::rename(&writing, &records_path).map_err(|e| io(&records_path, e))?;
     let mut summary = serde_json::to_value(RunMetrics::from_records(&journal.records))
         .map_err(|e| refuse(&e.to_string()))?;
-    summary["outcome"] = outcome::INTERRUPTED.into();
+    summary["outcome"] = RunStatus::Interrupted.as_str().into();
     let summary_path = dir.join(SUMMARY_FILE_NAME);
     std::fs::write(&summary_path, summary.to_string()).map_err(|e| io(&summary_path, e))?;
     let manifest_json = serde_json::to_vec_pretty(&manifest).map_err(|e| refuse(&e.to_string()))?;

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use speedbench_record::{MeasuredStart, RunManifest, outcome};
+use speedbench_record::{MeasuredStart, RunManifest};
 
 use crate::{RunData, RunStatus, RunsError, find_run_dirs, load_run};
 
@@ -198,7 +198,7 @@ impl ShardSet {
 ///     let manifest = RunManifest {
 ///         run_id: format!("bench-shard{index}of3"),
 ///         model: "m".into(),
-///         outcome: "completed".into(),
+///         outcome: speedbench_record::RunStatus::Completed,
 ///         shard: Some(RunShard { group: "bench".into(), index, count: 3, ..Default::default() }),
 ///         ..Default::default()
 ///     };
@@ -298,12 +298,11 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
     let dir = common_parent(shards.iter().map(|r| r.dir.as_path()));
     let (mut merged, records, mut manifest, mut warnings) = pool(group, set.count, shards);
     if let Some(m) = &mut manifest {
+        // A shard that died leaves the merge `running` (it never ended);
+        // a missing or unreadable shard makes it `unfinished`.
         m.outcome = match status {
-            RunStatus::Completed => outcome::COMPLETED.into(),
-            RunStatus::Failed => outcome::FAILED.into(),
-            RunStatus::Interrupted => outcome::INTERRUPTED.into(),
-            RunStatus::Running | RunStatus::Died => outcome::RUNNING.into(),
-            RunStatus::Unfinished => MERGED_INCOMPLETE.into(),
+            RunStatus::Died => RunStatus::Running,
+            s => s,
         };
     }
     warnings.extend(set.notes.iter().cloned());
@@ -457,10 +456,6 @@ fn pool(group: &str, count: u32, shards: Vec<RunData>) -> Pooled {
     (first, records, manifest, warnings)
 }
 
-/// The `outcome` of a merged run's manifest when a shard is missing or
-/// its records are unreadable (no shard's own outcome says it).
-pub const MERGED_INCOMPLETE: &str = "incomplete";
-
 /// The worst of the shards' statuses; a missing shard, or one whose
 /// records cannot be read, makes it at least [`RunStatus::Unfinished`].
 fn merged_status(set: &ShardSet) -> RunStatus {
@@ -606,7 +601,7 @@ mod tests {
         let manifest = RunManifest {
             run_id: format!("g-shard{index}of{count}"),
             model: "m".into(),
-            outcome: outcome.into(),
+            outcome: outcome.parse().expect("a run status"),
             started_unix_ns: 100 + i64::from(index),
             ended_unix_ns: 200 + i64::from(index),
             record_count: records,

@@ -18,7 +18,7 @@ use speedbench_metrics::{
 
 use crate::RunsError;
 use crate::load::{RunData, RunFormat, read_json};
-use crate::status::RunStatus;
+use speedbench_record::RunStatus;
 
 /// The top-level keys a file must have to be taken for speed_bench.py's
 /// layout when found in a directory: both of these.

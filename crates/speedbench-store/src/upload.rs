@@ -23,7 +23,7 @@ use std::time::Duration;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use ring::digest::{Context as Digest, SHA256};
 use speedbench_record::{
-    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RunManifest, outcome,
+    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RunManifest, RunStatus,
 };
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::watch;
@@ -542,7 +542,7 @@ async fn prefix_digest(
 fn running_placeholder(manifest: &[u8]) -> Vec<u8> {
     match serde_json::from_slice::<serde_json::Value>(manifest) {
         Ok(serde_json::Value::Object(mut fields)) => {
-            fields.insert("outcome".into(), outcome::RUNNING.into());
+            fields.insert("outcome".into(), RunStatus::Running.as_str().into());
             serde_json::to_vec_pretty(&fields).unwrap_or_else(|_| manifest.to_vec())
         }
         _ => manifest.to_vec(),

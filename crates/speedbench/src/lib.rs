@@ -57,6 +57,12 @@
 #![doc(test(attr(deny(warnings))))]
 pub use speedbench_run::process;
 
+/// A run's `summary.json`: its outcome and every run-level statistic.
+pub use speedbench_client::RunSummary;
+/// How a run ended: the one status type of every crate (the client's
+/// verdict, `run.json`'s `outcome`, a loaded run directory's status).
+pub use speedbench_record::RunStatus;
+
 pub use arrow_schema;
 pub use serde_json;
 pub use speedbench_client as client;

@@ -16,13 +16,13 @@ use speedbench_dataset::Dataset;
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
     MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
-    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, outcome as run_outcome,
-    read_records_file, redact_url,
+    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, read_records_file, redact_url,
 };
 
 pub use control::{Progress, StopHandle};
 pub use load::LoadConfig;
-pub use outcome::{RequestTally, RunOutcome, RunStatus, RunSummary};
+pub use outcome::{RequestTally, RunOutcome, RunSummary};
+pub use speedbench_record::RunStatus;
 
 use crate::RecordAnnotator;
 use crate::error::ClientError;
@@ -475,7 +475,7 @@ fn first_manifest(run: &ProfileRun, clock: &Clock, shard: Option<RunShard>) -> R
         dataset: run.dataset.name.clone(),
         started_unix_ns: clock.unix_ns,
         ended_unix_ns: 0,
-        outcome: run_outcome::RUNNING.into(),
+        outcome: RunStatus::Running,
         record_count: 0,
         config: run.config.clone(),
         shard,
@@ -565,7 +565,7 @@ async fn close_run(
     let level = shared.run.export_level;
     manifest.ended_unix_ns = shared.clock.unix_ns(Instant::now());
     let judged = |errors: &[String]| judge(interrupted, &requests, max_error_rate, errors);
-    manifest.outcome = judged(&write_errors).as_outcome().into();
+    manifest.outcome = judged(&write_errors).0;
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
     let (closed, sink_errors) = recorder.finish(manifest.clone());
@@ -582,7 +582,7 @@ async fn close_run(
         &mut write_errors,
     );
     // Every promised file, or a message naming the one missing.
-    let outcome_now = judged(&write_errors).as_outcome();
+    let outcome_now = judged(&write_errors).0;
     let summary_path = match write_summary(closed.readable, &records_path, &output_dir, outcome_now)
     {
         Ok(path) => path,
@@ -591,7 +591,7 @@ async fn close_run(
             None
         }
     };
-    manifest.outcome = judged(&write_errors).as_outcome().into();
+    manifest.outcome = judged(&write_errors).0;
     manifest.record_count = closed.rows;
     if let Err(e) = write_json(&paths.manifest, &manifest) {
         write_errors.push(e.to_string());
@@ -615,7 +615,8 @@ async fn close_run(
         summary_path,
         record_count: closed.rows,
         unsaved: produced.saturating_sub(closed.rows),
-        status: judged(&write_errors),
+        status: judged(&write_errors).0,
+        failure: judged(&write_errors).1,
         requests,
         write_errors,
         schedule,
@@ -717,7 +718,7 @@ fn write_summary(
     readable: bool,
     records_path: &Path,
     output_dir: &Path,
-    outcome: &str,
+    outcome: RunStatus,
 ) -> Result<Option<PathBuf>, String> {
     if !readable {
         return Ok(None);
@@ -726,7 +727,7 @@ fn write_summary(
         format!("{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}")
     })?;
     let summary = RunSummary {
-        outcome: outcome.into(),
+        outcome,
         metrics: RunMetrics::from_records(&file.records),
     };
     let path = output_dir.join(SUMMARY_FILE_NAME);

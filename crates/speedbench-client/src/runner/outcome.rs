@@ -3,32 +3,9 @@
 use std::path::PathBuf;
 
 use speedbench_metrics::RunMetrics;
-use speedbench_record::outcome;
+use speedbench_record::RunStatus;
 
 use crate::schedule::ScheduleStats;
-
-/// How a run ended, as `run.json` and `summary.json` record it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Every planned request was sent and enough of them succeeded.
-    Completed,
-    /// Stopped by [`StopHandle::stop`](crate::StopHandle::stop) before the planned work was done.
-    Interrupted,
-    /// No request succeeded, too many failed, or a file could not be
-    /// written; the reason says which (and names the file).
-    Failed(String),
-}
-
-impl RunStatus {
-    /// The `outcome` string stored in `run.json` ([`speedbench_record::outcome`]).
-    pub fn as_outcome(&self) -> &'static str {
-        match self {
-            RunStatus::Completed => outcome::COMPLETED,
-            RunStatus::Interrupted => outcome::INTERRUPTED,
-            RunStatus::Failed(_) => outcome::FAILED,
-        }
-    }
-}
 
 /// The profiled requests of a run, warmup excluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,7 +30,7 @@ impl RequestTally {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSummary {
     /// `run.json`'s outcome: `completed`, `interrupted` or `failed`.
-    pub outcome: String,
+    pub outcome: RunStatus,
     /// Every run-level statistic, computed from the records file.
     #[serde(flatten)]
     pub metrics: RunMetrics,
@@ -72,8 +49,12 @@ pub struct RunOutcome {
     pub record_count: u64,
     /// Finished requests whose records could not be saved (a write failed).
     pub unsaved: u64,
-    /// How the run ended.
+    /// How the run ended: completed, interrupted or failed.
     pub status: RunStatus,
+    /// Why it failed (no request succeeded, too many failed, or a file
+    /// could not be written, naming the file); `None` unless
+    /// [`RunStatus::Failed`].
+    pub failure: Option<String>,
     /// The profiled requests.
     pub requests: RequestTally,
     /// Every file that could not be written, first failure first; each
@@ -96,34 +77,38 @@ pub struct RunOutcome {
     pub start: Option<speedbench_record::MeasuredStart>,
 }
 
+/// How a run ended, and why when it failed.
+pub(crate) type Verdict = (RunStatus, Option<String>);
+
 /// How the run ended, from what it measured and what it could write.
 pub(crate) fn judge(
     interrupted: bool,
     requests: &RequestTally,
     max_error_rate: Option<f64>,
     write_errors: &[String],
-) -> RunStatus {
+) -> Verdict {
+    let failed_because = |why: String| (RunStatus::Failed, Some(why));
     if let Some(first) = write_errors.first() {
-        return RunStatus::Failed(first.clone());
+        return failed_because(first.clone());
     }
     if interrupted {
-        return RunStatus::Interrupted;
+        return (RunStatus::Interrupted, None);
     }
     let (sent, failed) = (requests.sent, requests.failed);
     if sent == 0 {
-        return RunStatus::Failed("no request was sent".into());
+        return failed_because("no request was sent".into());
     }
     if failed == sent {
-        return RunStatus::Failed(format!("no request succeeded ({failed} of {sent} failed)"));
+        return failed_because(format!("no request succeeded ({failed} of {sent} failed)"));
     }
     let rate = failed as f64 / sent as f64;
     match max_error_rate {
-        Some(max) if rate > max => RunStatus::Failed(format!(
+        Some(max) if rate > max => failed_because(format!(
             "{failed} of {sent} requests failed ({:.1}%), more than the {:.1}% allowed",
             rate * 100.0,
             max * 100.0
         )),
-        _ => RunStatus::Completed,
+        _ => (RunStatus::Completed, None),
     }
 }
 
@@ -141,30 +126,31 @@ mod tests {
 
     #[test]
     fn the_status_follows_failures_interruptions_and_write_errors() {
-        assert_eq!(judge(false, &tally(8, 2), None, &[]), RunStatus::Completed);
+        let failed = |why: &str| (RunStatus::Failed, Some(why.to_string()));
+        let completed = (RunStatus::Completed, None);
+        assert_eq!(judge(false, &tally(8, 2), None, &[]), completed);
         assert_eq!(
             judge(false, &tally(8, 8), None, &[]),
-            RunStatus::Failed("no request succeeded (8 of 8 failed)".into())
+            failed("no request succeeded (8 of 8 failed)")
         );
         assert_eq!(
             judge(false, &tally(0, 0), None, &[]),
-            RunStatus::Failed("no request was sent".into())
+            failed("no request was sent")
         );
         assert_eq!(
             judge(false, &tally(8, 2), Some(0.2), &[]),
-            RunStatus::Failed("2 of 8 requests failed (25.0%), more than the 20.0% allowed".into())
+            failed("2 of 8 requests failed (25.0%), more than the 20.0% allowed")
         );
-        assert_eq!(
-            judge(false, &tally(8, 2), Some(0.25), &[]),
-            RunStatus::Completed
-        );
+        assert_eq!(judge(false, &tally(8, 2), Some(0.25), &[]), completed);
         // Interrupted before anything finished is an interruption, not a failure.
-        assert_eq!(judge(true, &tally(0, 0), None, &[]), RunStatus::Interrupted);
+        assert_eq!(
+            judge(true, &tally(0, 0), None, &[]),
+            (RunStatus::Interrupted, None)
+        );
         // A file that could not be written fails the run whatever else happened.
         assert_eq!(
             judge(true, &tally(8, 0), None, &["disk full".into()]),
-            RunStatus::Failed("disk full".into())
+            failed("disk full")
         );
-        assert_eq!(RunStatus::Interrupted.as_outcome(), "interrupted");
     }
 }

@@ -134,8 +134,11 @@ async fn a_channel_sink_streams_every_record_and_a_dropped_receiver_fails_the_ru
     .await
     .unwrap();
     assert_eq!(
-        outcome.status,
-        RunStatus::Failed("record sink record channel: the receiver was dropped (detached)".into())
+        (outcome.status, outcome.failure.as_deref()),
+        (
+            RunStatus::Failed,
+            Some("record sink record channel: the receiver was dropped (detached)")
+        )
     );
     assert_eq!(outcome.record_count, 3, "the records file is whole");
     server.shutdown().await;
@@ -231,8 +234,8 @@ async fn an_annotator_fills_its_columns_in_the_file_and_the_sinks() {
     )
     .await
     .unwrap();
-    match &outcome.status {
-        RunStatus::Failed(why) => assert!(
+    match (outcome.status, &outcome.failure) {
+        (RunStatus::Failed, Some(why)) => assert!(
             why.contains("x_typo") && why.contains("not declared"),
             "{why}"
         ),

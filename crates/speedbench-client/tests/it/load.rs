@@ -161,8 +161,11 @@ async fn requests_outliving_the_grace_period_are_cancelled_rows() {
     assert!(started.elapsed() < Duration::from_millis(1_500));
     // Nothing succeeded: the run failed (it was not interrupted).
     assert_eq!(
-        outcome.status,
-        RunStatus::Failed("no request succeeded (5 of 5 failed)".into())
+        (outcome.status, outcome.failure.as_deref()),
+        (
+            RunStatus::Failed,
+            Some("no request succeeded (5 of 5 failed)")
+        )
     );
     assert_eq!(records.len(), 5, "arrivals at 0, 10, .., 40 ms");
     for r in &records {
