@@ -13,6 +13,15 @@
 //! | [`sim`] | `speedbench-sim` | the simulated speculative-decoding server |
 //! | [`run`] | `speedbench-run` | one run as a value ([`run::RunSpec`]) and the executor that runs it ([`run::execute`], [`run::Observer`]) |
 //! | [`process`] | `speedbench-run` | what a benchmark program needs of its process: open-file limit, two-stage Ctrl-C |
+//! | `store` | `speedbench-store` | run directories in S3, GCS and Azure |
+//! | `kube` | `speedbench-kube` | the Kubernetes Job of a sharded run |
+//!
+//! Features choose what is compiled: `sim`, `hub` (public datasets from the
+//! Hugging Face Hub), `report` (`runs` and `report`), `store`, `run` (`run`
+//! and `process`; it needs `hub`, `report` and `store`), all default, and
+//! `kube`. A benchmark that only drives servers and reads its records
+//! takes `default-features = false`: no Hub client, no object stores, no
+//! TLS beyond what its own `https://` targets need.
 //!
 //! The third-party types in their signatures are re-exported too
 //! ([`serde_json`], [`arrow_schema`], [`tokio`]), so a downstream benchmark
@@ -55,6 +64,7 @@
 //! A complete program on this crate alone is in `examples/downstream.rs`.
 
 #![doc(test(attr(deny(warnings))))]
+#[cfg(feature = "run")]
 pub use speedbench_run::process;
 
 /// A run's `summary.json`: its outcome and every run-level statistic.
@@ -69,9 +79,17 @@ pub use speedbench_client as client;
 pub use speedbench_dataset as dataset;
 pub use speedbench_metrics as metrics;
 pub use speedbench_record as record;
+#[cfg(feature = "kube")]
+pub use speedbench_kube as kube;
+#[cfg(feature = "report")]
 pub use speedbench_report as report;
+#[cfg(feature = "run")]
 pub use speedbench_run as run;
+#[cfg(feature = "report")]
 pub use speedbench_runs as runs;
 pub use speedbench_scrape as scrape;
+#[cfg(feature = "sim")]
 pub use speedbench_sim as sim;
+#[cfg(feature = "store")]
+pub use speedbench_store as store;
 pub use tokio;
