@@ -105,7 +105,7 @@ impl ReportArgs {
 }
 
 /// The report on the terminal: the matrix on stdout, the rest on stderr.
-struct Terminal;
+pub(crate) struct Terminal;
 
 impl ReportObserver for Terminal {
     fn output(&mut self, text: &str) {

@@ -43,6 +43,7 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+pub mod compare;
 mod dataset;
 mod error;
 mod execute;

@@ -77,10 +77,10 @@ pub use arrow_schema;
 pub use serde_json;
 pub use speedbench_client as client;
 pub use speedbench_dataset as dataset;
-pub use speedbench_metrics as metrics;
-pub use speedbench_record as record;
 #[cfg(feature = "kube")]
 pub use speedbench_kube as kube;
+pub use speedbench_metrics as metrics;
+pub use speedbench_record as record;
 #[cfg(feature = "report")]
 pub use speedbench_report as report;
 #[cfg(feature = "run")]

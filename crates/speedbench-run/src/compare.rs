@@ -1,0 +1,340 @@
+//! A baseline run against a speculative run, as `speedbench compare`
+//! makes it: each side fetched (a store URL), loaded (a directory of one
+//! sharded run's shards merged), checked against the other (a mismatch is
+//! refused unless forced), compared and rendered. What a reader should
+//! know goes to a [`ReportObserver`], the rendered text to its
+//! [`output`](ReportObserver::output).
+//!
+//! ```no_run
+//! use speedbench_run::compare::{CompareSpec, compare_runs};
+//! use speedbench_run::report::Lines;
+//!
+//! # async fn f() -> Result<(), speedbench_run::RunError> {
+//! let spec = CompareSpec::new("runs/baseline".into(), "runs/eagle3".into());
+//! let mut lines = Lines::default();
+//! compare_runs(spec, &mut lines).await?;
+//! print!("{}", lines.output);
+//! # Ok(()) }
+//! # let _ = f;
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use speedbench_report::{
+    CompareHtml, CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
+    check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
+    render_compare_html,
+};
+use speedbench_runs::RunStatus;
+
+use crate::error::RunError;
+use crate::fetch::localize;
+use crate::report::ReportObserver;
+
+/// How a comparison is rendered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CompareFormat {
+    /// A table on the output.
+    #[default]
+    Console,
+    /// JSON on the output.
+    Json,
+    /// CSV written to [`CompareSpec::output`].
+    Csv,
+    /// A Markdown table on the output.
+    Markdown,
+    /// The console table, and CSV.
+    Both,
+    /// A self-contained HTML page with SVG charts, written to
+    /// [`CompareSpec::html_output`].
+    Html,
+}
+
+/// The two runs and how they are compared: `speedbench compare`'s flags.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CompareSpec {
+    /// The baseline (speculation off): a run directory, a directory of one
+    /// sharded run, a speed_bench.py `--output` file, or a store URL.
+    pub baseline: PathBuf,
+    /// The speculative run, likewise.
+    pub speculative: PathBuf,
+    /// Bootstrap resamples per interval (0: none; at most
+    /// [`MAX_BOOTSTRAP_SAMPLES`]).
+    pub bootstrap: usize,
+    /// Confidence level of the intervals, strictly between 0 and 1.
+    pub confidence: f64,
+    /// Seed of the resampling.
+    pub seed: u64,
+    /// How the comparison is rendered.
+    pub format: CompareFormat,
+    /// The CSV file of [`CompareFormat::Csv`] and [`CompareFormat::Both`].
+    pub output: PathBuf,
+    /// The HTML file of [`CompareFormat::Html`].
+    pub html_output: PathBuf,
+    /// Compare runs that differ in dataset, requests, categories, prompts,
+    /// `--osl` or sampling fields (each difference is told).
+    pub force: bool,
+}
+
+impl CompareSpec {
+    /// `baseline` against `speculative` with `speedbench compare`'s
+    /// defaults.
+    pub fn new(baseline: PathBuf, speculative: PathBuf) -> CompareSpec {
+        CompareSpec {
+            baseline,
+            speculative,
+            bootstrap: 1000,
+            confidence: 0.95,
+            seed: 0,
+            format: CompareFormat::Console,
+            output: "speed_bench_compare.csv".into(),
+            html_output: "speed_bench_compare.html".into(),
+            force: false,
+        }
+    }
+
+    /// The interval options, or the field that cannot be used.
+    fn options(&self) -> Result<CompareOptions, RunError> {
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(RunError::invalid(
+                "--confidence",
+                "must lie strictly between 0 and 1",
+            ));
+        }
+        if self.bootstrap > MAX_BOOTSTRAP_SAMPLES {
+            return Err(RunError::invalid(
+                "--bootstrap",
+                format!(
+                    "{} resamples asked for; at most 1,000,000 are allowed (10,000 is plenty for \
+                     stable intervals)",
+                    self.bootstrap
+                ),
+            ));
+        }
+        Ok(CompareOptions {
+            bootstrap_samples: self.bootstrap,
+            confidence: self.confidence,
+            seed: self.seed,
+        })
+    }
+}
+
+/// Compares the two runs of `spec`.
+pub async fn compare_runs(
+    mut spec: CompareSpec,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let mut sides = [spec.baseline.clone(), spec.speculative.clone()];
+    // Holds the fetched copies until the comparison is done.
+    let fetched = localize(&mut sides, "--baseline/--speculative").await?;
+    for note in &fetched.notes {
+        observer.info(note);
+    }
+    [spec.baseline, spec.speculative] = sides;
+    let options = spec.options()?;
+    let base = load_side(&spec.baseline, "baseline", "--baseline", observer)?;
+    let spec_run = load_side(&spec.speculative, "speculative", "--speculative", observer)?;
+    if base.is_speed_bench_py_file() || spec_run.is_speed_bench_py_file() {
+        return speed_bench_py(&spec, &base, &spec_run, observer);
+    }
+    let check = check_runs_match(&base, &spec_run);
+    refuse_mismatch(&spec, &check, observer)?;
+    let comparison =
+        compare(&base.records, &spec_run.records, &options).map_err(|source| RunError::Report {
+            context: "comparing".into(),
+            source,
+        })?;
+    observer.info(&format!(
+        "Comparison: baseline={} speculative={}",
+        spec.baseline.display(),
+        spec.speculative.display()
+    ));
+    let json = || serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default();
+    match spec.format {
+        CompareFormat::Console => observer.output(&comparison.to_console()),
+        CompareFormat::Json => observer.output(&format!("{}\n", json())),
+        CompareFormat::Markdown => observer.output(&comparison.to_markdown()),
+        CompareFormat::Csv | CompareFormat::Both => {
+            if spec.format == CompareFormat::Both {
+                observer.output(&comparison.to_console());
+            }
+            write(&spec.output, &comparison.to_csv(), "CSV", observer)?;
+        }
+        CompareFormat::Html => {
+            let page = render_compare_html(&CompareHtml {
+                title: "speedbench compare".into(),
+                baseline: spec.baseline.display().to_string(),
+                speculative: spec.speculative.display().to_string(),
+                bootstrap_samples: spec.bootstrap,
+                seed: spec.seed,
+                warnings: page_warnings(&check),
+                comparison: &comparison,
+            });
+            write(&spec.html_output, &page, "HTML", observer)?;
+        }
+    }
+    Ok(())
+}
+
+/// What the page repeats of what the observer was told about the runs.
+fn page_warnings(check: &RunCheck) -> Vec<String> {
+    check
+        .warnings
+        .iter()
+        .cloned()
+        .chain(
+            check
+                .mismatches
+                .iter()
+                .map(|m| format!("the runs differ (--force): {m}")),
+        )
+        .collect()
+}
+
+/// Writes a rendered file and says so.
+fn write(
+    path: &Path,
+    text: &str,
+    what: &str,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    std::fs::write(path, text).map_err(|source| RunError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    })?;
+    observer.info(&format!("{what} written to {}", path.display()));
+    Ok(())
+}
+
+/// Tells `check`'s warnings; refuses its mismatches unless forced.
+fn refuse_mismatch(
+    spec: &CompareSpec,
+    check: &RunCheck,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    for w in &check.warnings {
+        observer.warning(w);
+    }
+    let Some(first) = check.mismatches.first() else {
+        return Ok(());
+    };
+    if !spec.force {
+        let more = match check.mismatches.len() {
+            1 => String::new(),
+            n => format!(" (and {} more difference(s))", n - 1),
+        };
+        return Err(RunError::unreported(
+            "the runs do not match",
+            format!(
+                "{first}{more}; compare runs of the same dataset, categories, --osl and \
+                 sampling settings, or pass --force to compare them anyway"
+            ),
+        ));
+    }
+    for m in &check.mismatches {
+        observer.warning(&format!("the runs differ (--force): {m}"));
+    }
+    Ok(())
+}
+
+/// A comparison where a side is a speed_bench.py file: speed_bench_compare.py's
+/// table over both sides' speed_bench.py summaries (see
+/// docs/speed-bench-py.md).
+fn speed_bench_py(
+    spec: &CompareSpec,
+    base: &CompareRun,
+    spec_run: &CompareRun,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    refuse_mismatch(spec, &check_speed_bench_py_match(base, spec_run), observer)?;
+    let files: Vec<String> = [base, spec_run]
+        .iter()
+        .filter(|r| r.is_speed_bench_py_file())
+        .map(|r| r.dir.display().to_string())
+        .collect();
+    let is = if files.len() == 1 {
+        "is a speed_bench.py file"
+    } else {
+        "are speed_bench.py files"
+    };
+    observer.note(&format!(
+        "{} {is} (no per-request records): comparing as \
+         speed_bench_compare.py does, per sample, from server-reported decode rates \
+         (avg_pred_t/s) and client latency summed over each sample's turns; the byte-identical \
+         check and the bootstrap intervals need two run directories",
+        files.join(" and ")
+    ));
+    let comparison = compare_speed_bench_py(base, spec_run);
+    match spec.format {
+        CompareFormat::Console => observer.output(&comparison.to_console()),
+        CompareFormat::Json => {
+            observer.info(&format!(
+                "Comparison: baseline={} speculative={}",
+                spec.baseline.display(),
+                spec.speculative.display()
+            ));
+            let json = serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default();
+            observer.output(&format!("{json}\n"));
+        }
+        other => {
+            return Err(RunError::invalid(
+                "--format",
+                format!(
+                    "{other:?} is not available when a side is a speed_bench.py file; use \
+                     console or json"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One side: a run directory, or a directory of one sharded run's shards
+/// merged into one run over their pooled records (docs/distributed.md;
+/// a missing or failed shard is told).
+fn load_side(
+    dir: &Path,
+    role: &str,
+    flag: &str,
+    observer: &mut dyn ReportObserver,
+) -> Result<CompareRun, RunError> {
+    let report_error = |source| RunError::Report {
+        context: flag.to_string(),
+        source,
+    };
+    let merged = speedbench_runs::load_shard_group(dir).map_err(|source| RunError::Runs {
+        context: flag.to_string(),
+        source,
+    })?;
+    let Some((run, set)) = merged.and_then(|m| Some((m.run, m.shards?))) else {
+        return load_compare_run(dir, role).map_err(report_error);
+    };
+    for w in &run.warnings {
+        observer.warning(w);
+    }
+    if set.is_complete() {
+        observer.note(&format!("the {role} {}: {}", dir.display(), set.describe()));
+    } else {
+        observer.warning(&format!(
+            "the {role} {} is an INCOMPLETE run: {}",
+            dir.display(),
+            set.describe()
+        ));
+    }
+    let records = run.records.ok_or_else(|| {
+        RunError::unreported(
+            flag,
+            format!("no shard of {} has readable records", dir.display()),
+        )
+    })?;
+    Ok(CompareRun {
+        dir: dir.to_path_buf(),
+        records,
+        live: run.status == RunStatus::Running,
+        manifest: run.manifest,
+        model: run.model,
+        speed_bench_py: None,
+    })
+}
