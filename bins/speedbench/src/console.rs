@@ -254,17 +254,15 @@ fn server_metrics_line(path: &Path) {
 fn engine_lines(export: &ServerMetricsExport) {
     // llama-server's own log divides by drafting steps only; speedbench's
     // figure counts every target pass (docs/engines.md): both, labelled.
-    if let Some(llama) = export
+    if let Some(length) = export
         .spec_decode()
         .into_iter()
         .find(|e| e.engine == "llamacpp")
-        && let (Some(accepted), Some(drafts)) = (llama.accepted_tokens, llama.drafts)
-        && drafts > 0.0
+        .and_then(|llama| llama.per_drafting_step_length())
     {
         eprintln!(
             "server metrics: llama.cpp's own acceptance length (its log's, per drafting step: \
-             1 + accepted / drafting steps) {:.3}; speedbench's counts every target pass",
-            1.0 + accepted / drafts
+             1 + accepted / drafting steps) {length:.3}; speedbench's counts every target pass"
         );
     }
     if let Some(engine) = export

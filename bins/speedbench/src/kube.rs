@@ -169,33 +169,60 @@ pub(crate) fn run(args: KubeArgs) -> Result<Outcome, CliError> {
 }
 
 fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
+    let start_at_unix = start_time(args.start_at, args.start_in)?;
+    let when = match args.start_at {
+        Some(_) => "as given".to_string(),
+        None => format!("{} s from now", args.start_in + 1),
+    };
+    let input = sharded_job(args, start_at_unix)?;
+    let job = build_job(&input).context("kube manifest")?;
+    // What the first and the last Pod will run, parsed by `profile`'s own
+    // definition: a flag it does not take fails here, not in the cluster.
+    for index in [0, input.shards - 1] {
+        check_pod_args(&expanded_args(&job, index, "secret"), input.shards)?;
+    }
+    let text = serde_json::to_string_pretty(&job).context("kube manifest: writing JSON")?;
+    println!("{text}");
+    eprintln!(
+        "kube manifest: {} shards of run {}; every shard starts its measured phase at Unix \
+         time {start_at_unix} ({when}); apply the Job before then",
+        input.shards, input.run_id,
+    );
+    Ok(Outcome::Done)
+}
+
+/// The shared start: `--start-at` (refused when already past), or whole
+/// seconds `--start-in` from now.
+fn start_time(start_at: Option<f64>, start_in: u64) -> Result<f64, CliError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|e| fail("--start-in", format!("the clock is before 1970: {e}")))?;
-    let start_at_unix = match args.start_at {
+    match start_at {
         // A start already past would let every Pod begin whenever it is
         // scheduled: no shared start at all.
-        Some(t) if t <= now.as_secs_f64() => {
-            return Err(fail(
-                "--start-at",
-                format!(
-                    "{t} is {:.0} s in the past; give a time after the Job's Pods will be \
-                     running, or --start-in SECONDS",
-                    now.as_secs_f64() - t
-                ),
-            ));
-        }
-        Some(t) => t,
+        Some(t) if t <= now.as_secs_f64() => Err(fail(
+            "--start-at",
+            format!(
+                "{t} is {:.0} s in the past; give a time after the Job's Pods will be \
+                 running, or --start-in SECONDS",
+                now.as_secs_f64() - t
+            ),
+        )),
+        Some(t) => Ok(t),
         // Whole seconds: the value is read by people and by `date -d @T`.
-        None => (now.as_secs() + 1 + args.start_in) as f64,
-    };
+        None => Ok((now.as_secs() + 1 + start_in) as f64),
+    }
+}
+
+/// The Job these flags describe.
+fn sharded_job(args: ManifestArgs, start_at_unix: f64) -> Result<ShardedJob, CliError> {
     let secrets = args
         .secret_env
         .iter()
         .map(|s| s.parse::<SecretEnv>())
         .collect::<Result<Vec<_>, _>>()
         .context("--secret-env")?;
-    let input = ShardedJob {
+    Ok(ShardedJob {
         run_id: args.run_id.clone().unwrap_or_else(|| args.name.clone()),
         name: args.name,
         namespace: args.namespace,
@@ -224,28 +251,7 @@ fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
             SpreadArg::Required => Spread::Required,
         },
         active_deadline_seconds: args.active_deadline,
-    };
-    let job = build_job(&input).context("kube manifest")?;
-    // What the first and the last Pod will run, parsed by `profile`'s own
-    // definition: a flag it does not take fails here, not in the cluster.
-    for index in [0, input.shards - 1] {
-        check_pod_args(&expanded_args(&job, index, "secret"), input.shards)?;
-    }
-    let text = serde_json::to_string_pretty(&job).context("kube manifest: writing JSON")?;
-    println!("{text}");
-    eprintln!(
-        "kube manifest: {} shards of run {}; every shard starts its measured phase at Unix \
-         time {} ({}); apply the Job before then",
-        input.shards,
-        input.run_id,
-        start_at_unix,
-        if args.start_at.is_some() {
-            "as given".to_string()
-        } else {
-            format!("{} s from now", args.start_in + 1)
-        }
-    );
-    Ok(Outcome::Done)
+    })
 }
 
 /// Parses one Pod's `speedbench` arguments with the binary's own flags and

@@ -99,6 +99,30 @@ pub struct SpecDecodeSummary {
     pub per_position: Vec<f64>,
 }
 
+impl SpecDecodeSummary {
+    /// The acceptance length as the engine's own log gives it, per
+    /// drafting step: `1 + accepted / drafts` (llama-server's; speedbench's
+    /// [`acceptance_length`](SpecDecodeSummary::acceptance_length) counts
+    /// every target pass, docs/engines.md). `None` without both counters
+    /// or without a draft.
+    ///
+    /// ```
+    /// # use speedbench_scrape::SpecDecodeSummary;
+    /// let s = SpecDecodeSummary {
+    ///     engine: "llamacpp".into(), drafts: Some(4.0), steps: Some(10.0),
+    ///     draft_tokens: Some(16.0), accepted_tokens: Some(6.0),
+    ///     acceptance_length: None, acceptance_rate: None, per_position: vec![],
+    /// };
+    /// assert_eq!(s.per_drafting_step_length(), Some(2.5));
+    /// ```
+    pub fn per_drafting_step_length(&self) -> Option<f64> {
+        match (self.accepted_tokens, self.drafts) {
+            (Some(accepted), Some(drafts)) if drafts > 0.0 => Some(1.0 + accepted / drafts),
+            _ => None,
+        }
+    }
+}
+
 /// How an engine's verify steps are counted on `/metrics`.
 #[derive(Clone, Copy)]
 enum Steps {
