@@ -276,24 +276,24 @@ fn check_pod_args(args: &[String], shards: u32) -> Result<(), CliError> {
     // Exactly `profile`'s own checks of the values (a zero timeout, a URL
     // it cannot use, a start in milliseconds), but for the files only the
     // Pod has.
-    profile.to_spec().validate_portable().map_err(|e| {
+    profile.spec.validate_portable().map_err(|e| {
         fail(
             "kube manifest",
             format!("the profile flags after -- would be refused by every Pod: {e}"),
         )
     })?;
     let shards = shards as usize;
-    if profile.client.request_rate.is_none() && profile.concurrency < shards {
+    if profile.spec.load.request_rate.is_none() && profile.spec.load.concurrency < shards {
         return Err(fail(
             "kube manifest",
             format!(
                 "--concurrency {} is split over {shards} shards and leaves some with none; \
                  give at least {shards}",
-                profile.concurrency
+                profile.spec.load.concurrency
             ),
         ));
     }
-    if let Some(m) = profile.client.max_concurrency
+    if let Some(m) = profile.spec.load.max_concurrency
         && m < shards
     {
         return Err(fail(
@@ -374,13 +374,13 @@ mod tests {
             let Command::Profile(p) = cli.command else {
                 panic!("not profile")
             };
-            assert_eq!(p.client.shard.shard_count, Some(3));
-            assert_eq!(p.client.shard.shard_index, Some(index));
-            assert_eq!(p.client.shard.start_at, Some(1_800_000_000.0));
-            assert_eq!(p.run_id.as_deref(), Some("bench1"));
-            assert_eq!(p.concurrency, 6);
+            assert_eq!(p.spec.shard.shard_count, Some(3));
+            assert_eq!(p.spec.shard.shard_index, Some(index));
+            assert_eq!(p.spec.shard.start_at, Some(1_800_000_000.0));
+            assert_eq!(p.spec.outputs.run_id.as_deref(), Some("bench1"));
+            assert_eq!(p.spec.load.concurrency, 6);
             assert_eq!(
-                p.output_artifact_dir.unwrap(),
+                p.spec.outputs.output_artifact_dir.unwrap(),
                 std::path::PathBuf::from(format!("/results/bench1/shard{index}of3"))
             );
         }

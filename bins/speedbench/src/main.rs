@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         .init();
     // One socket per in-flight request (and per connection for `sim`).
     let open_files_needed = match &cli.command {
-        Command::Profile(args) => args.concurrency as u64 + 256,
+        Command::Profile(args) => args.spec.load.concurrency as u64 + 256,
         Command::Sim(_) => u64::MAX,
         _ => 0,
     };

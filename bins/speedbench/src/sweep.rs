@@ -6,11 +6,10 @@
 //! run before the first request, the runs); this module gives it the
 //! command line's flags and prints what happens.
 
-use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{CommandFactory, Parser, parser::ValueSource};
+use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_run::RunError;
@@ -35,38 +34,6 @@ pub(crate) struct ProfileCli {
 pub(crate) struct ReportCli {
     #[command(flatten)]
     pub(crate) report: ReportArgs,
-}
-
-/// Flags of the command line that belong to the sweep, not to its runs.
-const SWEEP_FLAGS: [&str; 3] = ["config", "dry-run", "output-artifact-dir"];
-
-/// The `speedbench profile` arguments of this process, after `profile`.
-fn command_line() -> Result<Vec<OsString>, CliError> {
-    let mut args = std::env::args_os().skip(1);
-    match args.next() {
-        Some(s) if s == "profile" => Ok(args.collect()),
-        _ => Err(fail(
-            "--config",
-            "a sweep runs from the command line as `speedbench profile --config FILE`",
-        )),
-    }
-}
-
-/// The long names of the profile flags `tokens` give, less the sweep's own.
-fn given_flags(tokens: &[OsString]) -> Result<BTreeSet<String>, CliError> {
-    let command =
-        ProfileCli::command().mut_group("dataset_source", |g| g.required(false).multiple(true));
-    let matches = command
-        .clone()
-        .try_get_matches_from(tokens)
-        .map_err(|e| fail("the command line", clap_message(&e)))?;
-    Ok(command
-        .get_arguments()
-        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
-        .filter_map(|a| a.get_long())
-        .filter(|long| !SWEEP_FLAGS.contains(long))
-        .map(str::to_string)
-        .collect())
 }
 
 /// A clap error without its usage lines.
@@ -95,8 +62,10 @@ fn report_args(flags: &[String], dirs: &[PathBuf]) -> Vec<OsString> {
 
 /// Runs `speedbench profile --config FILE`.
 pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliError> {
-    let given = given_flags(&command_line()?)?;
-    let sweep = Sweep::read(path, &args.to_spec(), &given)?;
+    // The parent is the sweep's; every other flag given applies to each run.
+    let mut given = args.given.clone();
+    given.remove("output-artifact-dir");
+    let sweep = Sweep::read(path, &args.spec, &given)?;
     let report_flags = sweep.report_flags().to_vec();
     ReportCli::try_parse_from(report_args(&report_flags, &[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
@@ -263,9 +232,8 @@ fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::ArgAction;
     use speedbench_run::RunSpec;
-    use speedbench_run::flags::{self, FlagKind};
+    use speedbench_run::flags;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
@@ -273,7 +241,7 @@ mod tests {
 
     #[test]
     fn the_command_line_flags_are_known_by_long_name() {
-        let given = given_flags(&os(&[
+        let cli = ProfileCli::try_parse_from([
             "--config",
             "s.toml",
             "--url",
@@ -281,13 +249,12 @@ mod tests {
             "-m",
             "x",
             "--overwrite",
-            "--output-artifact-dir=p",
             "-H",
             "A:b",
-        ]))
+        ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            given.into_iter().collect::<Vec<_>>(),
+            cli.profile.given.into_iter().collect::<Vec<_>>(),
             ["header", "model", "overwrite", "url"]
         );
     }
@@ -300,47 +267,6 @@ mod tests {
         let m = clap_message(&e);
         assert!(m.contains("invalid value 'x' for '--concurrency"), "{m}");
         assert!(!m.contains("Usage"), "{m}");
-    }
-
-    /// The long names clap gives `speedbench profile`, with how each
-    /// takes its value and its aliases; the sweep's own flags left out.
-    fn clap_flags() -> Vec<(String, FlagKind, Vec<String>)> {
-        let mut command = ProfileCli::command();
-        command.build();
-        command
-            .get_arguments()
-            .filter_map(|a| {
-                let long = a.get_long()?;
-                let kind = match a.get_action() {
-                    ArgAction::SetTrue | ArgAction::SetFalse => FlagKind::Switch,
-                    ArgAction::Append => FlagKind::Many,
-                    _ => FlagKind::One,
-                };
-                let aliases = a.get_all_aliases().unwrap_or_default();
-                Some((
-                    long.to_string(),
-                    kind,
-                    aliases.iter().map(|s| s.to_string()).collect(),
-                ))
-            })
-            .filter(|(long, _, _)| !["config", "dry-run", "help"].contains(&long.as_str()))
-            .collect()
-    }
-
-    #[test]
-    fn the_library_knows_every_profile_flag_as_clap_does() {
-        let from_clap = clap_flags();
-        for (long, kind, aliases) in &from_clap {
-            let flag = flags::find(long)
-                .unwrap_or_else(|| panic!("--{long} is not in speedbench_run::flags"));
-            assert_eq!(flag.kind, *kind, "--{long}");
-            assert_eq!(flag.aliases, aliases.as_slice(), "--{long}");
-        }
-        assert_eq!(
-            flags::all().count(),
-            from_clap.len(),
-            "a library flag clap lacks"
-        );
     }
 
     /// Splits `--name=value` (a switch: `--name`).
@@ -413,7 +339,7 @@ mod tests {
         ];
         for argv in [&every[..], &other[..]] {
             let clap = ProfileCli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(clap.profile.to_spec(), set_all(argv), "{argv:?}");
+            assert_eq!(clap.profile.spec, set_all(argv), "{argv:?}");
         }
     }
 

@@ -42,7 +42,8 @@ pub enum FlagKind {
 /// of it.
 type Setter = fn(&mut RunSpec, &str) -> Result<(), String>;
 
-/// One flag of `speedbench profile`.
+/// One flag of `speedbench profile`: its names, how it takes its value,
+/// what it sets, and how a command line presents it (`--help`).
 #[derive(Clone, Copy)]
 pub struct Flag {
     /// The long name, with dashes (`request-rate`).
@@ -51,6 +52,19 @@ pub struct Flag {
     pub aliases: &'static [&'static str],
     /// How it takes its value.
     pub kind: FlagKind,
+    /// A one-letter name (`-m` for `--model`).
+    pub short: Option<char>,
+    /// What it does, for `--help`.
+    pub help: &'static str,
+    /// The placeholder of its value in `--help` (`SECONDS`).
+    pub value_name: Option<&'static str>,
+    /// Its default as typed; applying it to [`RunSpec::default`] changes
+    /// nothing (a test holds every flag to that).
+    pub default: Option<&'static str>,
+    /// The environment variable that gives it when the command line does not.
+    pub env: Option<&'static str>,
+    /// The only values it takes, when it is a closed list.
+    pub possible: &'static [&'static str],
     set: Setter,
 }
 
@@ -64,6 +78,75 @@ impl std::fmt::Debug for Flag {
 }
 
 impl Flag {
+    /// A flag with no help, placeholder, default or environment variable.
+    const fn new(long: &'static str, kind: FlagKind, set: Setter) -> Flag {
+        Flag {
+            long,
+            aliases: &[],
+            kind,
+            short: None,
+            help: "",
+            value_name: None,
+            default: None,
+            env: None,
+            possible: &[],
+            set,
+        }
+    }
+
+    /// With its `--help` text.
+    const fn help(self, help: &'static str) -> Flag {
+        Flag { help, ..self }
+    }
+
+    /// With the placeholder of its value.
+    const fn value(self, value_name: &'static str) -> Flag {
+        Flag {
+            value_name: Some(value_name),
+            ..self
+        }
+    }
+
+    /// With its default, as typed.
+    const fn default(self, default: &'static str) -> Flag {
+        Flag {
+            default: Some(default),
+            ..self
+        }
+    }
+
+    /// Given by an environment variable too.
+    const fn env(self, env: &'static str) -> Flag {
+        Flag {
+            env: Some(env),
+            ..self
+        }
+    }
+
+    /// With a one-letter name.
+    const fn short(self, short: char) -> Flag {
+        Flag {
+            short: Some(short),
+            ..self
+        }
+    }
+
+    /// Answering to other names too.
+    const fn aliases(self, aliases: &'static [&'static str]) -> Flag {
+        Flag { aliases, ..self }
+    }
+
+    /// Taking only these values.
+    const fn possible(self, possible: &'static [&'static str]) -> Flag {
+        Flag { possible, ..self }
+    }
+
+    /// Checks one value as [`Flag::apply`] would take it, on a spec of its
+    /// own (for a command-line parser's value check).
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        (self.set)(&mut RunSpec::default(), value)
+    }
+
     /// The key of this flag in a sweep file (`request_rate`).
     pub fn key(&self) -> String {
         self.long.replace('-', "_")
@@ -146,157 +229,203 @@ fn one_of(value: &str, names: &[&str]) -> Result<(), String> {
 
 macro_rules! flag {
     ($long:literal, $kind:ident, |$s:ident, $v:ident| $body:expr) => {
-        flag!($long, [], $kind, |$s, $v| $body)
-    };
-    ($long:literal, [$($alias:literal),*], $kind:ident, |$s:ident, $v:ident| $body:expr) => {
-        Flag {
-            long: $long,
-            aliases: &[$($alias),*],
-            kind: FlagKind::$kind,
-            set: |$s: &mut RunSpec, $v: &str| -> Result<(), String> {
+        Flag::new(
+            $long,
+            FlagKind::$kind,
+            |$s: &mut RunSpec, $v: &str| -> Result<(), String> {
                 $body;
                 #[allow(unreachable_code)]
                 Ok(())
             },
-        }
+        )
     };
 }
 
-/// The target and request flags.
+/// The server and how each request is made.
 const TARGET: &[Flag] = &[
-    flag!("url", One, |s, v| s.target.url = v.to_string()),
-    flag!("model", One, |s, v| s.target.model = Some(v.to_string())),
-    flag!("endpoint-type", One, |s, v| s.target.endpoint_type =
-        parse(v)?),
-    flag!("streaming", Switch, |s, v| s.target.streaming = switch(v)?),
-    flag!("timeout", One, |s, v| s.target.timeout_s = parse(v)?),
-    flag!("api-key", One, |s, v| s.target.api_key =
-        Some(Secret::new(v))),
-    flag!("header", Many, |s, v| s.target.headers.push(Secret::new(v))),
-    flag!("ca-cert", Many, |s, v| s.target.ca_cert.push(v.into())),
+    flag!("url", One, |s, v| s.target.url = v.to_string())
+        .help("Server URL: `host:port` or `http://host:port`, with or without `/v1`.")
+        .default("localhost:8000"),
+    flag!("model", One, |s, v| s.target.model = Some(v.to_string()))
+        .short('m')
+        .help("Model name to send; asked of `GET /v1/models` when omitted."),
+    flag!("endpoint-type", One, |s, v| s.target.endpoint_type = parse(v)?)
+        .help("API to call: `chat` (/v1/chat/completions) or `completions` (/v1/completions).")
+        .default("chat"),
+    flag!("streaming", Switch, |s, v| s.target.streaming = switch(v)?)
+        .help("Ask for streamed (SSE) responses; needed for TTFT and inter-token latency."),
+    flag!("timeout", One, |s, v| s.target.timeout_s = parse(v)?)
+        .help("Per-request timeout in seconds.")
+        .default("600"),
+    flag!("api-key", One, |s, v| s.target.api_key = Some(Secret::new(v)))
+        .help("API key sent as a bearer token (never logged or stored).")
+        .env("OPENAI_API_KEY"),
+    flag!("header", Many, |s, v| s.target.headers.push(Secret::new(v)))
+        .short('H')
+        .help("Extra HTTP header `Name:value` (repeatable; values are never stored)."),
+    flag!("ca-cert", Many, |s, v| s.target.ca_cert.push(v.into()))
+        .value("FILE")
+        .help("Extra CA certificate(s) to trust for HTTPS, as a PEM file (repeatable); `SSL_CERT_FILE` works too."),
     flag!("local-addr", Many, |s, v| {
         for addr in v.split(',') {
             s.target.local_addr.push(parse(addr)?);
         }
-    }),
-    flag!("http-client", One, |s, v| s.target.http_client = parse(v)?),
-    flag!("max-response-bytes", One, |s, v| s
-        .target
-        .max_response_bytes =
-        parse(v)?),
-    flag!("engine", One, |s, v| s.target.engine = parse(v)?),
-    flag!("no-preflight", Switch, |s, v| s.target.preflight =
-        !switch(v)?),
-    flag!("osl", One, |s, v| s.sampling.osl = Some(parse(v)?)),
-    flag!("extra-inputs", Many, |s, v| s
-        .sampling
-        .extra_inputs
-        .push(v.to_string())),
+    })
+    .value("ADDR")
+    .help("Source address(es) for the connections, taken in turn (repeatable or a comma list, e.g. `127.0.0.2,127.0.0.3`): one client can then hold more connections to one server than one address has ephemeral ports."),
+    flag!("http-client", One, |s, v| s.target.http_client = parse(v)?)
+        .value("CLIENT")
+        .default("lean")
+        .help("The HTTP client of requests to a plain http:// server: `lean` (speedbench's HTTP/1.1 client, a few KiB per request in flight) or `hyper` (about 21 KiB more per connection). https:// always uses hyper."),
+    flag!("max-response-bytes", One, |s, v| s.target.max_response_bytes = parse(v)?)
+        .value("BYTES")
+        .default("33554432")
+        .help("The most bytes kept of one non-streamed response body, and of one line or event of a stream (default 32 MiB); a response past it is a failed request naming the cap."),
+    flag!("engine", One, |s, v| s.target.engine = parse(v)?)
+        .value("ENGINE")
+        .default("auto")
+        .help("The engine behind the server: `auto` (found from what it answers: `/v1/models`, `/get_server_info`, `/props`, the metric names), or `vllm`, `sglang`, `trtllm`, `llamacpp`, `nim`, `openai`. It decides what each request asks for (SGLang's per-request acceptance) and which metrics endpoints are scraped (docs/engines.md)."),
+    flag!("no-preflight", Switch, |s, v| s.target.preflight = !switch(v)?)
+        .env("SPEEDBENCH_NO_PREFLIGHT")
+        .help("Skip the preflight: one small request before the run, to check that the server reports acceptance per request and say what to change when it does not (`SPEEDBENCH_NO_PREFLIGHT=true` too, e.g. for every run of a script)."),
+    flag!("osl", One, |s, v| s.sampling.osl = Some(parse(v)?))
+        .help("Output length cap, sent as `max_tokens`."),
+    flag!("extra-inputs", Many, |s, v| s.sampling.extra_inputs.push(v.to_string()))
+        .help("Extra request fields: `key:value` pairs or JSON objects (e.g. `temperature:0`)."),
 ];
 
-/// The dataset flags.
+/// The rows sent.
 const DATASET: &[Flag] = &[
-    flag!("input-file", One, |s, v| source(
-        s,
-        DatasetSource::InputFile(PathBuf::from(v))
-    )?),
-    flag!("public-dataset", One, |s, v| source(
-        s,
-        DatasetSource::PublicDataset(v.to_string())
-    )?),
+    flag!("input-file", One, |s, v| source(s, DatasetSource::InputFile(PathBuf::from(v)))?)
+        .help("SPEED-Bench-shaped JSONL rows (`question_id`, `category`, `messages` or `turns`)."),
+    flag!("public-dataset", One, |s, v| source(s, DatasetSource::PublicDataset(v.to_string()))?)
+        .value("NAME")
+        .help("A registered dataset (`speedbench datasets` lists them), fetched from the Hugging Face Hub and cached; SPEED-Bench placeholders are resolved first."),
     flag!("bench", One, |s, v| {
         one_of(v, &SPEED_BENCH_CONFIGS)?;
         source(s, DatasetSource::Bench(v.to_string()))?
-    }),
-    flag!("dataset-cache", One, |s, v| s.dataset.dataset_cache =
-        Some(v.into())),
+    })
+    .value("CONFIG")
+    .possible(&SPEED_BENCH_CONFIGS)
+    .help("A whole SPEED-Bench config, as llama.cpp's speed_bench.py names it: shorthand for `--public-dataset speed_bench_CONFIG` (the same cache, resolution and `--dataset-cache`)."),
+    flag!("dataset-cache", One, |s, v| s.dataset.dataset_cache = Some(v.into()))
+        .value("DIR")
+        .help("Dataset cache (default `.cache/speedbench/datasets`), or a bundle from `cargo xtask prestage` (its checksums are verified)."),
     flag!("resolver", One, |s, v| {
         one_of(v, &Resolver::NAMES)?;
         s.dataset.resolver = parse(v)?
-    }),
-    flag!("python", One, |s, v| s.dataset.python = Some(v.into())),
-    flag!("prepare-script", One, |s, v| s.dataset.prepare_script =
-        Some(v.into())),
-    flag!("category", Many, |s, v| s
-        .dataset
-        .category
-        .extend(v.split(',').map(str::to_string))),
-    flag!("limit", One, |s, v| s.dataset.limit = Some(parse_limit(v)?)),
+    })
+    .value("RESOLVER")
+    .default("auto")
+    .possible(&Resolver::NAMES)
+    .help("`auto`: natively when every placeholder's source is rebuilt exactly, else by running the upstream prepare step (NeMo-Skills' prepare.py, pinned by sha256; needs Python 3 with datasets, pandas, numpy, tiktoken). `native`: never run Python. `upstream`: always the prepare step."),
+    flag!("python", One, |s, v| s.dataset.python = Some(v.into()))
+        .value("PATH")
+        .env("SPEEDBENCH_PYTHON")
+        .help("The Python interpreter that runs the prepare step (default `python3`)."),
+    flag!("prepare-script", One, |s, v| s.dataset.prepare_script = Some(v.into()))
+        .value("PATH")
+        .env("SPEEDBENCH_PREPARE_SCRIPT")
+        .help("Run this local prepare script instead of downloading the pinned one (it is run as given; its sha256 is logged)."),
+    flag!("category", Many, |s, v| s.dataset.category.extend(v.split(',').map(str::to_string)))
+        .help("Keep only rows of these categories (repeat or separate with commas); `all` (alone) keeps every row, as when it is omitted."),
+    flag!("limit", One, |s, v| s.dataset.limit = Some(parse_limit(v)?))
+        .value("N")
+        .help("At most N rows (samples) of each category: the first N in file order, after resolution and --category; rows without a category count as one group, multi-turn rows are kept whole. The run is then sized over the kept rows (--num-conversations, --request-count)."),
 ];
 
-/// The load-shape flags.
+/// How many requests, at what concurrency or rate.
 const LOAD: &[Flag] = &[
-    flag!("concurrency", One, |s, v| s.load.concurrency = parse(v)?),
-    flag!("request-count", One, |s, v| s.load.request_count =
-        Some(parse(v)?)),
-    flag!("num-conversations", One, |s, v| s.load.num_conversations =
-        Some(parse(v)?)),
-    flag!("warmup-request-count", One, |s, v| s
-        .load
-        .warmup_request_count =
-        parse(v)?),
-    flag!("request-rate", One, |s, v| s.load.request_rate =
-        Some(parse(v)?)),
-    flag!("arrival", ["request-rate-mode"], One, |s, v| s
-        .load
-        .arrival =
-        parse(v)?),
-    flag!("random-seed", One, |s, v| s.load.random_seed = parse(v)?),
-    flag!("max-concurrency", One, |s, v| s.load.max_concurrency =
-        Some(parse(v)?)),
-    flag!("benchmark-duration", One, |s, v| s
-        .load
-        .benchmark_duration_s =
-        Some(parse(v)?)),
-    flag!("benchmark-grace-period", One, |s, v| s
-        .load
-        .benchmark_grace_period_s =
-        parse(v)?),
-    flag!("max-error-rate", One, |s, v| s.load.max_error_rate =
-        Some(parse(v)?)),
+    flag!("concurrency", One, |s, v| s.load.concurrency = parse(v)?)
+        .default("1")
+        .help("Requests in flight at once."),
+    flag!("request-count", One, |s, v| s.load.request_count = Some(parse(v)?))
+        .help("Profiled requests (turns) to send; conversations recycle to reach it."),
+    flag!("num-conversations", One, |s, v| s.load.num_conversations = Some(parse(v)?))
+        .help("Conversations to run, every turn each; default: every row once."),
+    flag!("warmup-request-count", One, |s, v| s.load.warmup_request_count = parse(v)?)
+        .default("0")
+        .help("Requests sent first and excluded from every statistic."),
+    flag!("request-rate", One, |s, v| s.load.request_rate = Some(parse(v)?))
+        .help("Open-loop load: conversation starts per second (requests per second for single-turn rows); `--concurrency` is then unused."),
+    flag!("arrival", One, |s, v| s.load.arrival = parse(v)?)
+        .aliases(&["request-rate-mode"])
+        .default("poisson")
+        .help("How request-rate arrivals are spaced: `poisson` (exponential gaps) or `constant` (equal gaps of 1/rate)."),
+    flag!("random-seed", One, |s, v| s.load.random_seed = parse(v)?)
+        .default("0")
+        .help("Seed of the arrival schedule."),
+    flag!("max-concurrency", One, |s, v| s.load.max_concurrency = Some(parse(v)?))
+        .help("With --request-rate: at most this many conversations in flight."),
+    flag!("benchmark-duration", One, |s, v| s.load.benchmark_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("Stop sending new requests after this many seconds of profiling."),
+    flag!("benchmark-grace-period", One, |s, v| s.load.benchmark_grace_period_s = parse(v)?)
+        .value("SECONDS")
+        .default("30")
+        .help("After --benchmark-duration, seconds in-flight requests may still run."),
+    flag!("max-error-rate", One, |s, v| s.load.max_error_rate = Some(parse(v)?))
+        .value("RATE")
+        .help("Fail the run (exit 1, outcome `failed`) when more than this share of its requests failed, 0.0-1.0; by default only when none succeeded."),
 ];
 
-/// The output, shard and scrape flags.
+/// Where the run's files go, the shard and the server-metrics scrape.
 const OUTPUT: &[Flag] = &[
-    flag!("output-artifact-dir", One, |s, v| s
-        .outputs
-        .output_artifact_dir =
-        Some(v.into())),
-    flag!("staging-dir", One, |s, v| s.outputs.staging_dir =
-        Some(v.into())),
-    flag!("output", One, |s, v| s.outputs.output = Some(v.into())),
-    flag!("overwrite", Switch, |s, v| s.outputs.overwrite = switch(v)?),
-    flag!("export-level", One, |s, v| s.outputs.export_level =
-        parse(v)?),
-    flag!("run-id", One, |s, v| s.outputs.run_id = Some(v.to_string())),
-    flag!("shard", One, |s, v| s.shard.shard = Some(parse(v)?)),
-    flag!("shard-count", One, |s, v| s.shard.shard_count =
-        Some(parse(v)?)),
-    flag!("shard-index", One, |s, v| s.shard.shard_index =
-        Some(parse(v)?)),
-    flag!("start-at", One, |s, v| s.shard.start_at = Some(parse(v)?)),
-    flag!("start-after-barrier", One, |s, v| s
-        .shard
-        .start_after_barrier =
-        Some(v.into())),
-    flag!("server-metrics", Many, |s, v| s
-        .scrape
-        .server_metrics
-        .push(v.to_string())),
-    flag!("no-server-metrics", Switch, |s, v| s.scrape.enabled =
-        !switch(v)?),
-    flag!("server-metrics-shutdown-delay", One, |s, v| s
-        .scrape
-        .shutdown_delay_s =
-        parse(v)?),
+    flag!("output-artifact-dir", One, |s, v| s.outputs.output_artifact_dir = Some(v.into()))
+        .help("Directory for `records.parquet`, `run.json` and `summary.json`, or a store URL (`s3://bucket/prefix`, `gs://...`, `az://...`; credentials from the store's standard environment variables): the run is staged locally, its records stream up as it goes and the rest follows at the end (docs/distributed.md)."),
+    flag!("staging-dir", One, |s, v| s.outputs.staging_dir = Some(v.into()))
+        .value("DIR")
+        .help("With a store URL as --output-artifact-dir: the local directory the run is staged in (kept); by default a new temporary directory, removed once the upload succeeded."),
+    flag!("output", One, |s, v| s.outputs.output = Some(v.into()))
+        .value("FILE.json")
+        .help("Also write llama.cpp speed_bench.py's `--output` JSON (config, per-category summary, per-sample results; docs/speed-bench-py.md) to this file, atomically; an existing file is refused unless --overwrite."),
+    flag!("overwrite", Switch, |s, v| s.outputs.overwrite = switch(v)?)
+        .help("Replace a run already in --output-artifact-dir (refused otherwise)."),
+    flag!("export-level", One, |s, v| s.outputs.export_level = parse(v)?)
+        .value("LEVEL")
+        .default("records")
+        .help("Files kept, as AIPerf's --export-level: `summary` (run.json, summary.json and the scrape; no records.parquet), `records` (also records.parquet) or `raw` (also raw_responses.jsonl: every response body, credentials scrubbed)."),
+    flag!("run-id", One, |s, v| s.outputs.run_id = Some(v.to_string()))
+        .help("Run identifier; generated when omitted."),
+    flag!("shard", One, |s, v| s.shard.shard = Some(parse(v)?))
+        .value("I/N")
+        .help("Run shard I of N (I from 0) of the work the other flags describe: conversations k with k mod N == I, concurrency and counts divided, request-rate arrivals thinned. Every shard needs the same --run-id; `speedbench report` merges them (docs/distributed.md). Wins over --shard-count and --shard-index."),
+    flag!("shard-count", One, |s, v| s.shard.shard_count = Some(parse(v)?))
+        .value("N")
+        .env("SPEEDBENCH_SHARD_COUNT")
+        .help("The shard count N, for a shard whose index comes from --shard-index or JOB_COMPLETION_INDEX (a Kubernetes indexed Job)."),
+    flag!("shard-index", One, |s, v| s.shard.shard_index = Some(parse(v)?))
+        .value("I")
+        .env("JOB_COMPLETION_INDEX")
+        .help("With --shard-count: this shard's index (default: JOB_COMPLETION_INDEX)."),
+    flag!("start-at", One, |s, v| s.shard.start_at = Some(parse(v)?))
+        .value("UNIX_TIME")
+        .help("Start the measured phase (after any warmup) at this Unix time, in seconds (fractions allowed), so that every shard starts together; run.json records the planned and the measured start."),
+    flag!("start-after-barrier", One, |s, v| s.shard.start_after_barrier = Some(v.into()))
+        .value("FILE")
+        .help("Start the measured phase (after any warmup) once FILE exists (on a filesystem every shard sees); the planned start is its modification time. A URL barrier is not supported."),
+    flag!("server-metrics", Many, |s, v| s.scrape.server_metrics.push(v.to_string()))
+        .value("URL")
+        .help("Prometheus endpoints to scrape besides `{url}/metrics` (NIM: `http://host:8000/v1/metrics`); written to server_metrics_export.json."),
+    flag!("no-server-metrics", Switch, |s, v| s.scrape.enabled = !switch(v)?)
+        .help("Do not scrape server metrics."),
+    flag!("server-metrics-shutdown-delay", One, |s, v| s.scrape.shutdown_delay_s = parse(v)?)
+        .value("SECONDS")
+        .default("2")
+        .help("At most this many seconds of scraping after the last request, for late counter updates; it stops once two scrapes in a row show no change."),
 ];
 
-/// Every flag of a run, in groups.
-const GROUPS: [&[Flag]; 4] = [TARGET, DATASET, LOAD, OUTPUT];
+/// Every flag of a run under its `--help` heading.
+pub const GROUPS: [(&str, &[Flag]); 4] = [
+    ("Server and requests", TARGET),
+    ("Dataset", DATASET),
+    ("Load", LOAD),
+    ("Output, shards and server metrics", OUTPUT),
+];
 
 /// Every flag that sets a field of a [`RunSpec`].
 pub fn all() -> impl Iterator<Item = &'static Flag> {
-    GROUPS.into_iter().flatten()
+    GROUPS.into_iter().flat_map(|(_, flags)| flags.iter())
 }
 
 /// The flag a name (long name or alias, dashes or underscores) names.
@@ -387,6 +516,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot be used with --input-file"), "{e}");
+    }
+
+    #[test]
+    fn every_default_is_the_specs_own() {
+        for flag in all() {
+            let mut spec = RunSpec::default();
+            if let Some(default) = flag.default {
+                flag.apply(&mut spec, default).unwrap();
+                assert_eq!(
+                    spec,
+                    RunSpec::default(),
+                    "--{} default {default}",
+                    flag.long
+                );
+            }
+            for value in flag.possible {
+                flag.check(value)
+                    .unwrap_or_else(|e| panic!("--{} {value}: {e}", flag.long));
+            }
+            assert!(!flag.help.is_empty(), "--{} has no help", flag.long);
+        }
     }
 
     #[test]

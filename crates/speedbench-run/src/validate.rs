@@ -111,6 +111,7 @@ impl RunSpec {
     }
 
     fn check(&self, place: Where) -> Result<ValidRun, RunError> {
+        self.check_pairs()?;
         let d = &self.dataset;
         let categories = CategorySelection::parse(&d.category).map_err(|e| RunError::Dataset {
             context: "--category".into(),
@@ -196,6 +197,38 @@ impl RunSpec {
             .validate()
             .map_err(|e| hinted("checking the request options", e))?;
         Ok(target)
+    }
+
+    /// Flags that need another or exclude one (the command line's parser
+    /// checks these too; a sweep file's run or a library's spec meets them
+    /// here).
+    fn check_pairs(&self) -> Result<(), RunError> {
+        let needs = [
+            (
+                self.load.max_concurrency.is_some() && self.load.request_rate.is_none(),
+                "--max-concurrency",
+                "needs --request-rate (a closed loop's --concurrency already caps it)",
+            ),
+            (
+                self.shard.shard_index.is_some() && self.shard.shard_count.is_none(),
+                "--shard-index",
+                "needs --shard-count",
+            ),
+            (
+                !self.scrape.enabled && !self.scrape.server_metrics.is_empty(),
+                "--no-server-metrics",
+                "cannot be used with --server-metrics",
+            ),
+            (
+                self.shard.start_at.is_some() && self.shard.start_after_barrier.is_some(),
+                "--start-at",
+                "cannot be used with --start-after-barrier (one shared start)",
+            ),
+        ];
+        match needs.into_iter().find(|(broken, _, _)| *broken) {
+            Some((_, field, message)) => Err(RunError::invalid(field, message)),
+            None => Ok(()),
+        }
     }
 
     /// The load shape, the shard and its start, checked as a run checks
@@ -447,6 +480,26 @@ mod tests {
         let mut s = spec();
         s.target.max_response_bytes = 0;
         assert_eq!(refused(&s), "--max-response-bytes: must be at least 1");
+    }
+
+    #[test]
+    fn flags_that_need_or_exclude_another_are_refused_in_pairs() {
+        let mut s = spec();
+        s.load.max_concurrency = Some(4);
+        assert!(refused(&s).starts_with("--max-concurrency: needs --request-rate"));
+        s.load.request_rate = Some(2.0);
+        assert!(s.validate().is_ok());
+        let mut s = spec();
+        s.shard.shard_index = Some(1);
+        assert_eq!(refused(&s), "--shard-index: needs --shard-count");
+        let mut s = spec();
+        s.scrape.enabled = false;
+        s.scrape.server_metrics = vec!["http://h:1/metrics".into()];
+        assert!(refused(&s).starts_with("--no-server-metrics: cannot be used"));
+        let mut s = spec();
+        s.shard.start_at = Some(2e9);
+        s.shard.start_after_barrier = Some("b".into());
+        assert!(refused(&s).starts_with("--start-at: cannot be used"));
     }
 
     #[test]
