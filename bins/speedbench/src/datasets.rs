@@ -133,7 +133,7 @@ pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
             let loaded = load_public_dataset(&name, &options)
                 .await
                 .map_err(|e| dataset_error(format!("resolving {name}"), e))?;
-            println!("{}", crate::console::loaded_line(&loaded));
+            println!("{}", speedbench_run::text::loaded_line(&loaded));
         }
         DatasetsCommand::Import { dir, dataset_cache } => {
             let m = import_bundle(&dir, &dataset_cache)

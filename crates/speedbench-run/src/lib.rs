@@ -55,6 +55,7 @@ pub mod report;
 mod spec;
 mod staging;
 pub mod sweep;
+pub mod text;
 mod validate;
 mod words;
 
