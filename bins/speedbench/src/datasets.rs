@@ -1,66 +1,56 @@
 //! `speedbench datasets`: list the registered datasets, resolve them into
-//! the cache, import pre-staged bundles; and the `--public-dataset` loading
-//! `speedbench profile` uses.
+//! the cache, import pre-staged bundles.
 
 use std::path::PathBuf;
 
-use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand};
+use clap::{ArgMatches, Args, Command, FromArgMatches, Subcommand};
 use speedbench_dataset::public::DEFAULT_DATASET_CACHE;
-use speedbench_dataset::{LoadOptions, Resolver, import_bundle, load_public_dataset, registry};
-
-use speedbench_run::dataset_error;
+use speedbench_dataset::{import_bundle, load_public_dataset, registry};
+use speedbench_run::{DatasetSpec, RunSpec, dataset_error, flags};
 
 use crate::{CliError, Outcome};
 
-/// How SPEED-Bench placeholder rows are resolved.
-#[derive(Args, Debug, Clone, Default)]
-pub(crate) struct ResolveArgs {
-    /// `auto`: natively when every placeholder's source is rebuilt exactly,
-    /// else by running the upstream prepare step (NeMo-Skills' prepare.py,
-    /// pinned by sha256; needs Python 3 with datasets, pandas, numpy,
-    /// tiktoken). `native`: never run Python. `upstream`: always the prepare step.
-    #[arg(
-        long,
-        value_name = "RESOLVER",
-        default_value = "auto",
-        value_parser = PossibleValuesParser::new(Resolver::NAMES)
-            .map(|s| s.parse::<Resolver>().expect("a possible value"))
-    )]
-    pub resolver: Resolver,
-    /// The Python interpreter that runs the prepare step (default `python3`).
-    #[arg(long, value_name = "PATH", env = "SPEEDBENCH_PYTHON")]
-    pub python: Option<PathBuf>,
-    /// Run this local prepare script instead of downloading the pinned one
-    /// (it is run as given; its sha256 is logged).
-    #[arg(long, value_name = "PATH", env = "SPEEDBENCH_PREPARE_SCRIPT")]
-    pub prepare_script: Option<PathBuf>,
+/// `--dataset-cache`, `--resolver`, `--python` and `--prepare-script`,
+/// as `speedbench profile` takes them (the library's flags).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResolveFlags {
+    dataset: Box<DatasetSpec>,
 }
 
-/// The `--public-dataset` options of `speedbench profile`.
-#[derive(Args, Debug, Clone, Default)]
-pub(crate) struct PublicDatasetArgs {
-    /// A registered dataset (`speedbench datasets` lists them), fetched from the
-    /// Hugging Face Hub and cached; SPEED-Bench placeholders are resolved first.
-    #[arg(long, value_name = "NAME", group = "dataset_source")]
-    pub public_dataset: Option<String>,
-    /// Dataset cache (default `.cache/speedbench/datasets`), or a bundle from
-    /// `cargo xtask prestage` (its checksums are verified).
-    #[arg(long, value_name = "DIR")]
-    pub dataset_cache: Option<PathBuf>,
-    /// `--resolver`, `--python`, `--prepare-script`.
-    #[command(flatten)]
-    pub resolve: ResolveArgs,
+/// The flags [`ResolveFlags`] takes.
+const RESOLVE_FLAGS: [&str; 4] = ["dataset-cache", "resolver", "python", "prepare-script"];
+
+impl Args for ResolveFlags {
+    fn augment_args(cmd: Command) -> Command {
+        cmd.args(
+            RESOLVE_FLAGS
+                .iter()
+                .filter_map(|name| flags::find(name).map(|f| crate::profile::arg(f, None))),
+        )
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
 }
 
-/// The load options of a public dataset: as `profile` loads it.
-fn load_options(cache: Option<PathBuf>, resolve: &ResolveArgs) -> LoadOptions {
-    let mut spec = speedbench_run::DatasetSpec::default();
-    spec.dataset_cache = cache;
-    spec.resolver = resolve.resolver;
-    spec.python = resolve.python.clone();
-    spec.prepare_script = resolve.prepare_script.clone();
-    spec.load_options()
+impl FromArgMatches for ResolveFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut spec = RunSpec::default();
+        crate::profile::apply_matches(
+            &mut spec,
+            m,
+            RESOLVE_FLAGS.iter().filter_map(|n| flags::find(n)),
+        )?;
+        Ok(ResolveFlags {
+            dataset: Box::new(spec.dataset),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 /// Options of `speedbench datasets`.
@@ -81,12 +71,9 @@ pub(crate) enum DatasetsCommand {
     Resolve {
         /// A `--public-dataset` name.
         name: String,
-        /// Dataset cache (default `.cache/speedbench/datasets`).
-        #[arg(long, value_name = "DIR")]
-        dataset_cache: Option<PathBuf>,
-        /// `--resolver`, `--python`, `--prepare-script`.
+        /// `--dataset-cache`, `--resolver`, `--python`, `--prepare-script`.
         #[command(flatten)]
-        resolve: ResolveArgs,
+        resolve: ResolveFlags,
     },
     /// Verify a bundle made by `cargo xtask prestage` (sha256, sizes, row
     /// counts) and copy it into the dataset cache, for air-gapped hosts.
@@ -99,37 +86,12 @@ pub(crate) enum DatasetsCommand {
     },
 }
 
-/// The registry as a text table.
-pub(crate) fn render_list() -> String {
-    let specs = registry();
-    let width = specs.iter().map(|s| s.name.len()).max().unwrap_or(4);
-    let mut out = format!(
-        "{:<width$}  {:>5}  {:<5}  {:<21}  DESCRIPTION\n",
-        "NAME", "ROWS", "TURNS", "SIZE (resolved)"
-    );
-    for s in &specs {
-        out.push_str(&format!(
-            "{:<width$}  {:>5}  {:<5}  {:<21}  {} [{}]\n",
-            s.name, s.rows, s.turns, s.approx_size, s.description, s.license
-        ));
-    }
-    out.push_str(
-        "\nSPEED-Bench names share one resolved file per config (categories are filtered after \
-         resolution); see docs/datasets.md for what resolves natively and how to pre-stage.\n",
-    );
-    out
-}
-
 /// Runs `speedbench datasets`.
 pub(crate) async fn run(args: DatasetsArgs) -> Result<Outcome, CliError> {
     match args.command.unwrap_or(DatasetsCommand::List) {
-        DatasetsCommand::List => print!("{}", render_list()),
-        DatasetsCommand::Resolve {
-            name,
-            dataset_cache,
-            resolve,
-        } => {
-            let options = load_options(dataset_cache, &resolve);
+        DatasetsCommand::List => print!("{}", registry::render_table()),
+        DatasetsCommand::Resolve { name, resolve } => {
+            let options = resolve.dataset.load_options();
             let loaded = load_public_dataset(&name, &options)
                 .await
                 .map_err(|e| dataset_error(format!("resolving {name}"), e))?;

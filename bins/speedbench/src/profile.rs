@@ -35,7 +35,7 @@ pub(crate) struct ProfileArgs {
 }
 
 /// One clap argument of a library flag.
-fn arg(flag: &'static Flag, heading: &'static str) -> Arg {
+pub(crate) fn arg(flag: &'static Flag, heading: Option<&'static str>) -> Arg {
     let mut arg = Arg::new(flag.long)
         .long(flag.long)
         .help(flag.help)
@@ -84,7 +84,7 @@ fn value_name(flag: &Flag) -> &'static str {
 impl Args for ProfileArgs {
     fn augment_args(mut cmd: Command) -> Command {
         for (heading, group) in flags::GROUPS {
-            cmd = cmd.args(group.iter().map(|f| arg(f, heading)));
+            cmd = cmd.args(group.iter().map(|f| arg(f, Some(heading))));
         }
         cmd.arg(
             Arg::new("config")
@@ -125,6 +125,30 @@ impl Args for ProfileArgs {
     }
 }
 
+/// Sets in `spec` what the matches give each of `flags` (its default
+/// included).
+pub(crate) fn apply_matches(
+    spec: &mut RunSpec,
+    m: &ArgMatches,
+    flags: impl Iterator<Item = &'static Flag>,
+) -> Result<(), clap::Error> {
+    for flag in flags {
+        let values: Vec<String> = match flag.kind {
+            FlagKind::Switch => vec![m.get_flag(flag.long).to_string()],
+            _ => m
+                .get_many::<String>(flag.long)
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default(),
+        };
+        for value in values {
+            flag.apply(spec, &value).map_err(|e| {
+                clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 impl FromArgMatches for ProfileArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut args = ProfileArgs {
@@ -132,23 +156,11 @@ impl FromArgMatches for ProfileArgs {
             dry_run: m.get_flag("dry-run"),
             ..ProfileArgs::default()
         };
-        for flag in flags::all() {
-            let values: Vec<String> = match flag.kind {
-                FlagKind::Switch => vec![m.get_flag(flag.long).to_string()],
-                _ => m
-                    .get_many::<String>(flag.long)
-                    .map(|v| v.cloned().collect())
-                    .unwrap_or_default(),
-            };
-            for value in values {
-                flag.apply(&mut args.spec, &value).map_err(|e| {
-                    clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
-                })?;
-            }
-            if m.value_source(flag.long) == Some(ValueSource::CommandLine) {
-                args.given.insert(flag.long.to_string());
-            }
-        }
+        apply_matches(&mut args.spec, m, flags::all())?;
+        args.given = flags::all()
+            .filter(|f| m.value_source(f.long) == Some(ValueSource::CommandLine))
+            .map(|f| f.long.to_string())
+            .collect();
         Ok(args)
     }
 

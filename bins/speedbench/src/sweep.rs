@@ -13,7 +13,7 @@ use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_run::RunError;
-use speedbench_run::sweep::{CheckedSweep, RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
+use speedbench_run::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
 
 use crate::console::Console;
 use crate::profile::ProfileArgs;
@@ -70,12 +70,17 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     ReportCli::try_parse_from(report_args(&report_flags, &[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
     let sweep = sweep.check().await.map_err(refused)?;
-    print_plan(&sweep, args.dry_run);
+    sweep
+        .plan_lines(args.dry_run)
+        .iter()
+        .for_each(|l| println!("{l}"));
     if args.dry_run {
         println!("every variation checked; nothing was sent (--dry-run)");
         return Ok(Outcome::Done);
     }
-    note_other_runs(&sweep);
+    if let Some(note) = sweep.other_runs_note() {
+        eprintln!("{note}");
+    }
     // One stop handle for the whole sweep: the first Ctrl-C stops the
     // current run and starts no other; a second exits at once.
     let stop = StopHandle::new();
@@ -111,39 +116,6 @@ fn refused(e: RunError) -> CliError {
             )
         }
         e => e.into(),
-    }
-}
-
-/// The runs, one line each (with `--dry-run`, the flags each takes from
-/// the file).
-fn print_plan(sweep: &CheckedSweep, dry_run: bool) {
-    println!(
-        "sweep {}: {} runs under {}",
-        sweep.path().display(),
-        sweep.runs().len(),
-        sweep.parent().display()
-    );
-    for run in sweep.runs() {
-        println!("  {}  {}  ({})", run.dir_name, run.description, run.origin);
-        if dry_run {
-            println!("      flags from the file: {}", run.file_flags.join(" "));
-        }
-    }
-}
-
-/// Says which runs in the parent are not this sweep's (the sweep's
-/// report leaves them out).
-fn note_other_runs(sweep: &CheckedSweep) {
-    let others = sweep.other_runs();
-    if !others.is_empty() {
-        eprintln!(
-            "note: {} also holds {} run(s) not of this sweep ({}); the sweep's report leaves \
-             them out, `speedbench report {}` would not",
-            sweep.parent().display(),
-            others.len(),
-            others.join(", "),
-            sweep.parent().display()
-        );
     }
 }
 
@@ -190,20 +162,8 @@ fn summarize(
     report_failed: Option<String>,
     interrupted: Option<u8>,
 ) -> Result<Outcome, CliError> {
-    println!("\nsweep summary ({}):", path.display());
-    let width = outcome
-        .runs
-        .iter()
-        .map(|(r, _)| r.dir.display().to_string().len())
-        .max()
-        .unwrap_or(0);
-    for (run, end) in &outcome.runs {
-        println!(
-            "  {:>2}  {:<width$}  {}",
-            run.index,
-            run.dir.display().to_string(),
-            end.describe()
-        );
+    for line in outcome.summary_lines(path) {
+        println!("{line}");
     }
     if let Some(e) = &report_failed {
         eprintln!("error: the report: {e}");

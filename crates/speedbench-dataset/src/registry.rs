@@ -320,6 +320,28 @@ pub fn lookup(name: &str) -> Result<DatasetSpec, DatasetError> {
     }))
 }
 
+/// Every registered dataset as a text table (`speedbench datasets`): name,
+/// rows, turns, size once resolved, description and license.
+pub fn render_table() -> String {
+    let specs = registry();
+    let width = specs.iter().map(|s| s.name.len()).max().unwrap_or(4);
+    let mut out = format!(
+        "{:<width$}  {:>5}  {:<5}  {:<21}  DESCRIPTION\n",
+        "NAME", "ROWS", "TURNS", "SIZE (resolved)"
+    );
+    for s in &specs {
+        out.push_str(&format!(
+            "{:<width$}  {:>5}  {:<5}  {:<21}  {} [{}]\n",
+            s.name, s.rows, s.turns, s.approx_size, s.description, s.license
+        ));
+    }
+    out.push_str(
+        "\nSPEED-Bench names share one resolved file per config (categories are filtered after \
+         resolution); see docs/datasets.md for what resolves natively and how to pre-stage.\n",
+    );
+    out
+}
+
 /// Levenshtein distance over chars.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();

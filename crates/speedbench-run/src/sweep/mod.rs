@@ -365,6 +365,46 @@ impl std::ops::Deref for CheckedSweep {
 }
 
 impl CheckedSweep {
+    /// The plan, one line per run after a heading (with `flags`, the
+    /// options each run takes from the file, secrets hidden).
+    pub fn plan_lines(&self, flags: bool) -> Vec<String> {
+        let sweep = &self.sweep;
+        let mut out = vec![format!(
+            "sweep {}: {} runs under {}",
+            sweep.path.display(),
+            sweep.runs.len(),
+            sweep.parent.display()
+        )];
+        for run in &sweep.runs {
+            out.push(format!(
+                "  {}  {}  ({})",
+                run.dir_name, run.description, run.origin
+            ));
+            if flags {
+                out.push(format!(
+                    "      flags from the file: {}",
+                    run.file_flags.join(" ")
+                ));
+            }
+        }
+        out
+    }
+
+    /// A note naming the runs in the parent that are not this sweep's (a
+    /// report over the sweep's runs leaves them out), when there are any.
+    pub fn other_runs_note(&self) -> Option<String> {
+        let others = self.other_runs();
+        let parent = self.sweep.parent.display();
+        (!others.is_empty()).then(|| {
+            format!(
+                "note: {parent} also holds {} run(s) not of this sweep ({}); the sweep's report \
+                 leaves them out, `speedbench report {parent}` would not",
+                others.len(),
+                others.join(", "),
+            )
+        })
+    }
+
     /// Run directories in the parent that are not this sweep's (a report
     /// over the sweep's runs leaves them out; one over the parent would
     /// not).
@@ -488,6 +528,27 @@ impl SweepOutcome {
             .filter(|(_, e)| e.kept_records())
             .map(|(r, _)| r.dir.clone())
             .collect()
+    }
+
+    /// The summary: a heading naming `path`, then each run's directory and
+    /// how it ended.
+    pub fn summary_lines(&self, path: &Path) -> Vec<String> {
+        let width = self
+            .runs
+            .iter()
+            .map(|(r, _)| r.dir.display().to_string().len())
+            .max()
+            .unwrap_or(0);
+        let mut out = vec![format!("\nsweep summary ({}):", path.display())];
+        for (run, end) in &self.runs {
+            out.push(format!(
+                "  {:>2}  {:<width$}  {}",
+                run.index,
+                run.dir.display().to_string(),
+                end.describe()
+            ));
+        }
+        out
     }
 
     /// The directory names of the runs that failed.
