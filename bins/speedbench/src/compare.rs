@@ -6,28 +6,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
-use speedbench_run::compare::{self, CompareSpec, compare_runs};
+use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use speedbench_run::compare::{CompareFormat, CompareSpec, compare_runs};
 
 use crate::report::Terminal;
 use crate::{CliError, Outcome};
-
-/// Output formats of a comparison.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub(crate) enum CompareFormat {
-    /// A table on stdout.
-    Console,
-    /// JSON on stdout.
-    Json,
-    /// CSV written to `--output`.
-    Csv,
-    /// A Markdown table on stdout.
-    Markdown,
-    /// Console table and CSV.
-    Both,
-    /// A self-contained HTML page with SVG charts, written to `--html-output`.
-    Html,
-}
 
 /// Options of `speedbench compare`.
 #[derive(Args, Debug)]
@@ -49,8 +33,10 @@ pub(crate) struct CompareArgs {
     /// Seed of the resampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "console")]
+    /// Output format: console, json, csv (to --output), markdown, both
+    /// (console and csv) or html (to --html-output).
+    #[arg(long, default_value = "console", value_parser = PossibleValuesParser::new(CompareFormat::NAMES)
+        .map(|s| s.parse::<CompareFormat>().expect("a possible value")))]
     pub format: CompareFormat,
     /// CSV destination for `--format csv|both`.
     #[arg(long, default_value = "speed_bench_compare.csv")]
@@ -77,14 +63,7 @@ impl CompareArgs {
         spec.bootstrap = self.bootstrap;
         spec.confidence = self.confidence;
         spec.seed = self.seed;
-        spec.format = match self.format {
-            CompareFormat::Console => compare::CompareFormat::Console,
-            CompareFormat::Json => compare::CompareFormat::Json,
-            CompareFormat::Csv => compare::CompareFormat::Csv,
-            CompareFormat::Markdown => compare::CompareFormat::Markdown,
-            CompareFormat::Both => compare::CompareFormat::Both,
-            CompareFormat::Html => compare::CompareFormat::Html,
-        };
+        spec.format = self.format;
         spec.output = self.output.clone();
         spec.html_output = self.html_output.clone();
         spec.force = self.force;

@@ -131,16 +131,7 @@ struct ManifestArgs {
 
 /// `NAME=VALUE` pairs of a repeatable flag; a name given twice is refused.
 fn pairs(flag: &str, values: &[String]) -> Result<BTreeMap<String, String>, CliError> {
-    let mut out = BTreeMap::new();
-    for v in values {
-        let Some((k, val)) = v.split_once('=') else {
-            return Err(fail(flag, format!("{v:?} is not NAME=VALUE")));
-        };
-        if out.insert(k.to_string(), val.to_string()).is_some() {
-            return Err(fail(flag, format!("{k} is given twice")));
-        }
-    }
-    Ok(out)
+    speedbench_kube::parse_pairs(values).map_err(|e| fail(flag, e))
 }
 
 /// The claim or the store prefix the shards write to; a URL is parsed as
@@ -191,27 +182,13 @@ fn manifest(args: ManifestArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Done)
 }
 
-/// The shared start: `--start-at` (refused when already past), or whole
-/// seconds `--start-in` from now.
+/// The shared start (`speedbench_kube::shared_start`) from now.
 fn start_time(start_at: Option<f64>, start_in: u64) -> Result<f64, CliError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|e| fail("--start-in", format!("the clock is before 1970: {e}")))?;
-    match start_at {
-        // A start already past would let every Pod begin whenever it is
-        // scheduled: no shared start at all.
-        Some(t) if t <= now.as_secs_f64() => Err(fail(
-            "--start-at",
-            format!(
-                "{t} is {:.0} s in the past; give a time after the Job's Pods will be \
-                 running, or --start-in SECONDS",
-                now.as_secs_f64() - t
-            ),
-        )),
-        Some(t) => Ok(t),
-        // Whole seconds: the value is read by people and by `date -d @T`.
-        None => Ok((now.as_secs() + 1 + start_in) as f64),
-    }
+    speedbench_kube::shared_start(start_at, start_in, now.as_secs_f64())
+        .map_err(|e| fail("--start-at", e))
 }
 
 /// The Job these flags describe.

@@ -165,14 +165,6 @@ impl std::fmt::Display for Message {
 
 impl std::error::Error for Message {}
 
-/// A [`CliError`] that is only its message (already in context).
-pub fn plain(message: impl Into<String>) -> CliError {
-    CliError {
-        context: None,
-        source: Box::new(Message(message.into())),
-    }
-}
-
 /// Builds a [`CliError`] from a context and a message.
 pub fn fail(context: &str, message: impl Into<String>) -> CliError {
     CliError {

@@ -1,38 +1,16 @@
 //! `speedbench report`: a matrix over run directories (speedbench's or AIPerf's).
-
 //!
 //! The report is `speedbench_run::report`'s; this module holds its flags
 //! and prints what it tells.
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use speedbench_report::{MatrixMetric, SourceChoice};
 use speedbench_run::report::{ReportFormat, ReportObserver, ReportSpec, report};
 
 use crate::{CliError, Outcome};
-
-/// Output formats of the matrix.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub(crate) enum Format {
-    /// A table on stdout.
-    Console,
-    /// CSV written to `--output`.
-    Csv,
-    /// JSON on stdout.
-    Json,
-    /// A Markdown table on stdout.
-    Markdown,
-    /// Console table and CSV.
-    Both,
-    /// A self-contained HTML page with SVG charts, written to `--html-output`.
-    Html,
-    /// llama.cpp speed_bench.py's per-category summary of each run (per
-    /// sample: a conversation's turns summed) on stdout; `--metric` and
-    /// `--source` do not apply.
-    #[value(name = "speed-bench-py", alias = "llamacpp")]
-    SpeedBenchPy,
-}
 
 /// Options of `speedbench report`.
 #[derive(Args, Debug)]
@@ -49,9 +27,12 @@ pub(crate) struct ReportArgs {
     /// Where numbers come from: auto (records, then summary, then server), records, summary or server.
     #[arg(long, default_value = "auto")]
     pub source: SourceChoice,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "both")]
-    pub format: Format,
+    /// Output format: console, csv (to --output), json, markdown, both
+    /// (console and csv), html (to --html-output), or speed-bench-py
+    /// (llama.cpp speed_bench.py's per-category summary of each run;
+    /// --metric and --source do not apply).
+    #[arg(long, default_value = "both", value_parser = format_parser())]
+    pub format: ReportFormat,
     /// CSV destination for `--format csv|both`.
     #[arg(long, default_value = "speed_bench_report.csv")]
     pub output: PathBuf,
@@ -76,6 +57,15 @@ fn parse_label(s: &str) -> Result<(PathBuf, String), String> {
     }
 }
 
+/// `--format`'s names (`llamacpp` too, for `speed-bench-py`).
+fn format_parser() -> impl TypedValueParser<Value = ReportFormat> {
+    let names = ReportFormat::NAMES.map(|name| match name {
+        "speed-bench-py" => PossibleValue::new(name).alias("llamacpp"),
+        _ => PossibleValue::new(name),
+    });
+    PossibleValuesParser::new(names).map(|s| s.parse::<ReportFormat>().expect("a possible value"))
+}
+
 /// Runs `speedbench report`; store URLs among the paths are fetched first.
 pub(crate) async fn run(args: ReportArgs) -> Result<Outcome, CliError> {
     report(args.to_spec(), &mut Terminal).await?;
@@ -88,15 +78,7 @@ impl ReportArgs {
         let mut spec = ReportSpec::new(self.paths.clone());
         spec.metric = self.metric;
         spec.source = self.source;
-        spec.format = match self.format {
-            Format::Console => ReportFormat::Console,
-            Format::Csv => ReportFormat::Csv,
-            Format::Json => ReportFormat::Json,
-            Format::Markdown => ReportFormat::Markdown,
-            Format::Both => ReportFormat::Both,
-            Format::Html => ReportFormat::Html,
-            Format::SpeedBenchPy => ReportFormat::SpeedBenchPy,
-        };
+        spec.format = self.format;
         spec.output = self.output.clone();
         spec.html_output = self.html_output.clone();
         spec.labels = self.labels.clone();

@@ -65,30 +65,18 @@ pub(crate) struct SimArgs {
     pub flavor: Option<Flavor>,
 }
 
+/// The configuration: a file, the demo's or the default, then the flags.
 fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
     let mut config = match &args.config {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).context(format!("reading {}", path.display()))?;
-            serde_json::from_str(&text).context(format!("parsing {}", path.display()))?
-        }
+        Some(path) => SimConfig::from_json_file(path).context("--config")?,
         None if args.demo_profiles => SimConfig::speed_bench_demo(),
         None => SimConfig::default(),
     };
-    if let Some(seed) = args.seed {
-        config.seed = seed;
-    }
-    if let Some(v) = args.ttft_ms {
-        config.ttft_ms = v;
-    }
-    if let Some(v) = args.step_ms {
-        config.step_ms = v;
-    }
+    config.seed = args.seed.unwrap_or(config.seed);
+    config.ttft_ms = args.ttft_ms.unwrap_or(config.ttft_ms);
+    config.step_ms = args.step_ms.unwrap_or(config.step_ms);
     if let Some(k) = args.num_spec_tokens {
-        config.default_spec.num_spec_tokens = k;
-        for profile in config.categories.values_mut() {
-            profile.num_spec_tokens = k;
-        }
+        config = config.with_num_spec_tokens(k);
     }
     if let Some(f) = args.flavor {
         config.flavor = match f {

@@ -6,8 +6,7 @@
 //! run before the first request, the runs); this module gives it the
 //! command line's flags and prints what happens.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
@@ -19,14 +18,6 @@ use crate::console::Console;
 use crate::profile::ProfileArgs;
 use crate::report::ReportArgs;
 use crate::{CliError, Outcome, fail};
-
-/// One run's flags, parsed as `speedbench profile` parses them.
-#[derive(Parser)]
-#[command(name = "profile", no_binary_name = true)]
-pub(crate) struct ProfileCli {
-    #[command(flatten)]
-    pub(crate) profile: ProfileArgs,
-}
 
 /// The report's flags, parsed as `speedbench report` parses them.
 #[derive(Parser)]
@@ -48,26 +39,13 @@ pub(crate) fn clap_message(e: &clap::Error) -> String {
         .join("; ")
 }
 
-/// The report's arguments over `dirs`: `[report]`'s flags, console output
-/// unless they name a format.
-fn report_args(flags: &[String], dirs: &[PathBuf]) -> Vec<OsString> {
-    let mut t: Vec<OsString> = Vec::new();
-    if !flags.iter().any(|t| t.starts_with("--format=")) {
-        t.push("--format=console".into());
-    }
-    t.extend(flags.iter().map(OsString::from));
-    t.extend(dirs.iter().map(|d| d.clone().into_os_string()));
-    t
-}
-
 /// Runs `speedbench profile --config FILE`.
 pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliError> {
     // The parent is the sweep's; every other flag given applies to each run.
     let mut given = args.given.clone();
     given.remove("output-artifact-dir");
     let sweep = Sweep::read(path, &args.spec, &given)?;
-    let report_flags = sweep.report_flags().to_vec();
-    ReportCli::try_parse_from(report_args(&report_flags, &[sweep.parent().to_path_buf()]))
+    ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
     let sweep = sweep.check().await.map_err(refused)?;
     sweep
@@ -86,7 +64,7 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
     let outcome = sweep.run(&stop, &mut Console::default()).await;
-    let report_failed = report_over(&report_flags, &outcome).await;
+    let report_failed = report_over(&outcome).await;
     summarize(
         path,
         &outcome,
@@ -138,13 +116,13 @@ impl SweepObserver for Console {
 }
 
 /// The report over every run that left records; why it failed, if it did.
-async fn report_over(flags: &[String], outcome: &SweepOutcome) -> Option<String> {
+async fn report_over(outcome: &SweepOutcome) -> Option<String> {
     let kept = outcome.kept_dirs();
     if kept.is_empty() {
         return Some("no run finished, so there is nothing to report".to_string());
     }
     println!("\n=== report over {} run(s) of the sweep ===", kept.len());
-    let report = ReportCli::try_parse_from(report_args(flags, &kept))
+    let report = ReportCli::try_parse_from(outcome.report_args())
         .map_err(|e| fail("[report]", clap_message(&e)))
         .map(|r| r.report);
     let result = match report {
@@ -192,12 +170,16 @@ fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One run's flags, parsed as `speedbench profile` parses them.
+    #[derive(Parser)]
+    #[command(name = "profile", no_binary_name = true)]
+    struct ProfileCli {
+        #[command(flatten)]
+        profile: ProfileArgs,
+    }
     use speedbench_run::RunSpec;
     use speedbench_run::flags;
-
-    fn os(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
-    }
 
     #[test]
     fn the_command_line_flags_are_known_by_long_name() {
@@ -301,14 +283,5 @@ mod tests {
             let clap = ProfileCli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(clap.profile.spec, set_all(argv), "{argv:?}");
         }
-    }
-
-    #[test]
-    fn report_flags_default_to_the_console() {
-        let dirs = [PathBuf::from("a")];
-        let args = report_args(&["--metric=accept_rate".into()], &dirs);
-        assert_eq!(args, os(&["--format=console", "--metric=accept_rate", "a"]));
-        let args = report_args(&["--format=json".into()], &dirs);
-        assert_eq!(args, os(&["--format=json", "a"]));
     }
 }

@@ -151,6 +151,49 @@ pub enum KubeError {
     },
 }
 
+/// The Unix time every shard starts its measured phase at: `start_at`
+/// (refused when already past at `now`: every Pod would begin whenever it
+/// is scheduled, no shared start at all), or whole seconds `start_in` after
+/// the next second, readable by people and by `date -d @T`.
+///
+/// ```
+/// assert_eq!(speedbench_kube::shared_start(None, 60, 1000.4), Ok(1061.0));
+/// assert_eq!(speedbench_kube::shared_start(Some(2000.5), 60, 1000.4), Ok(2000.5));
+/// assert!(speedbench_kube::shared_start(Some(900.0), 60, 1000.4).is_err());
+/// ```
+pub fn shared_start(start_at: Option<f64>, start_in: u64, now: f64) -> Result<f64, String> {
+    match start_at {
+        Some(t) if t <= now => Err(format!(
+            "{t} is {:.0} s in the past; give a time after the Job's Pods will be running, or \
+             --start-in SECONDS",
+            now - t
+        )),
+        Some(t) => Ok(t),
+        None => Ok((now.floor() as u64 + 1 + start_in) as f64),
+    }
+}
+
+/// `NAME=VALUE` pairs (a repeatable flag's: `--env`, `--label`,
+/// `--request`); a value without `=`, or a name given twice, is refused.
+///
+/// ```
+/// let p = speedbench_kube::parse_pairs(&["cpu=2".into(), "memory=4Gi".into()]).unwrap();
+/// assert_eq!(p["memory"], "4Gi");
+/// assert!(speedbench_kube::parse_pairs(&["cpu=1".into(), "cpu=2".into()]).is_err());
+/// ```
+pub fn parse_pairs(values: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for v in values {
+        let Some((k, val)) = v.split_once('=') else {
+            return Err(format!("{v:?} is not NAME=VALUE"));
+        };
+        if out.insert(k.to_string(), val.to_string()).is_some() {
+            return Err(format!("{k} is given twice"));
+        }
+    }
+    Ok(out)
+}
+
 fn invalid(field: &str, value: impl ToString, reason: impl Into<String>) -> KubeError {
     KubeError::Invalid {
         field: field.to_string(),

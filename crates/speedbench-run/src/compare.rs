@@ -51,6 +51,36 @@ pub enum CompareFormat {
     Html,
 }
 
+impl CompareFormat {
+    /// Every format by its name, as `--format` takes it.
+    pub const NAMES: [&'static str; 6] = ["console", "json", "csv", "markdown", "both", "html"];
+}
+
+impl std::str::FromStr for CompareFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CompareFormat, String> {
+        let all = [
+            CompareFormat::Console,
+            CompareFormat::Json,
+            CompareFormat::Csv,
+            CompareFormat::Markdown,
+            CompareFormat::Both,
+            CompareFormat::Html,
+        ];
+        CompareFormat::NAMES
+            .iter()
+            .zip(all)
+            .find(|(name, _)| **name == s)
+            .map(|(_, f)| f)
+            .ok_or_else(|| {
+                format!(
+                    "{s:?} is not a comparison format ({})",
+                    CompareFormat::NAMES.join(", ")
+                )
+            })
+    }
+}
+
 /// The two runs and how they are compared: `speedbench compare`'s flags.
 #[derive(Clone, Debug)]
 #[non_exhaustive]

@@ -57,6 +57,40 @@ pub enum ReportFormat {
     SpeedBenchPy,
 }
 
+impl ReportFormat {
+    /// Every format by its name, as `--format` takes it.
+    pub const NAMES: [&'static str; 7] = [
+        "console",
+        "csv",
+        "json",
+        "markdown",
+        "both",
+        "html",
+        "speed-bench-py",
+    ];
+}
+
+impl std::str::FromStr for ReportFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ReportFormat, String> {
+        Ok(match s {
+            "console" => ReportFormat::Console,
+            "csv" => ReportFormat::Csv,
+            "json" => ReportFormat::Json,
+            "markdown" => ReportFormat::Markdown,
+            "both" => ReportFormat::Both,
+            "html" => ReportFormat::Html,
+            "speed-bench-py" | "llamacpp" => ReportFormat::SpeedBenchPy,
+            other => {
+                return Err(format!(
+                    "{other:?} is not a report format ({})",
+                    ReportFormat::NAMES.join(", ")
+                ));
+            }
+        })
+    }
+}
+
 /// What a report is over and how it is rendered: `speedbench report`'s
 /// flags.
 #[derive(Clone, Debug)]

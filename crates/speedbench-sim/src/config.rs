@@ -87,6 +87,26 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// Reads a configuration written as JSON (this type's serde form).
+    pub fn from_json_file(path: &std::path::Path) -> Result<SimConfig, crate::SimError> {
+        let error = |message: String| crate::SimError::ConfigFile {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        serde_json::from_str(&text).map_err(|e| error(e.to_string()))
+    }
+
+    /// Sets the draft budget k of the default profile and of every
+    /// category's (0 turns speculation off).
+    pub fn with_num_spec_tokens(mut self, k: u32) -> Self {
+        self.default_spec.num_spec_tokens = k;
+        for profile in self.categories.values_mut() {
+            profile.num_spec_tokens = k;
+        }
+        self
+    }
+
     /// Sets the global seed mixed into every per-request PRNG seed.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;

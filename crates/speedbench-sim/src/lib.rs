@@ -136,6 +136,14 @@ pub enum SimError {
     /// The configuration failed [`SimConfig::validate`].
     #[error("invalid simulator config: {0}")]
     InvalidConfig(String),
+    /// A configuration file could not be read or is not a configuration.
+    #[error("{path}: {message}")]
+    ConfigFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong (the I/O error, or the JSON error with its line).
+        message: String,
+    },
     /// Binding or listening on the address failed.
     #[error("failed to listen on {addr}: {source}")]
     Bind {

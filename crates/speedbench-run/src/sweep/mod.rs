@@ -147,6 +147,12 @@ impl Sweep {
         &self.report_tokens
     }
 
+    /// The `speedbench report` arguments of a report over `dirs`: the
+    /// file's `[report]` flags, the console format unless they name one.
+    pub fn report_args(&self, dirs: &[PathBuf]) -> Vec<String> {
+        report_args(&self.report_tokens, dirs)
+    }
+
     /// Checks every run before anything is sent: its options, its request
     /// options and load, its dataset where that is cheap (an input file is
     /// loaded, a registered name looked up), its run directory (free, or
@@ -176,6 +182,17 @@ impl Sweep {
             prepared,
         })
     }
+}
+
+/// `[report]`'s flags over `dirs`, the console format unless they name one.
+fn report_args(flags: &[String], dirs: &[PathBuf]) -> Vec<String> {
+    let mut args = Vec::new();
+    if !flags.iter().any(|t| t.starts_with("--format=")) {
+        args.push("--format=console".to_string());
+    }
+    args.extend(flags.iter().cloned());
+    args.extend(dirs.iter().map(|d| d.display().to_string()));
+    args
 }
 
 /// `artifacts/<file stem>`.
@@ -436,10 +453,14 @@ impl CheckedSweep {
     /// Runs every run in turn. A failed run does not stop the sweep; a
     /// stop does (the current run keeps what it measured, later ones are
     /// not started).
-    pub async fn run<O: SweepObserver>(self, stop: &StopHandle, observer: &mut O) -> SweepOutcome {
+    pub async fn run<O: SweepObserver>(
+        mut self,
+        stop: &StopHandle,
+        observer: &mut O,
+    ) -> SweepOutcome {
         let total = self.prepared.len();
         let mut runs = Vec::with_capacity(total);
-        let mut sweep_runs = self.sweep.runs.into_iter();
+        let mut sweep_runs = std::mem::take(&mut self.sweep.runs).into_iter();
         for p in self.prepared {
             let run = sweep_runs.next().expect("one prepared per run");
             let end = if stop.is_stopped() {
@@ -452,7 +473,10 @@ impl CheckedSweep {
             };
             runs.push((run, end));
         }
-        SweepOutcome { runs }
+        SweepOutcome {
+            runs,
+            report_flags: self.sweep.report_tokens,
+        }
     }
 }
 
@@ -518,6 +542,8 @@ impl RunEnd {
 pub struct SweepOutcome {
     /// Each run with its end.
     pub runs: Vec<(SweepRun, RunEnd)>,
+    /// The file's `[report]` flags.
+    report_flags: Vec<String>,
 }
 
 impl SweepOutcome {
@@ -549,6 +575,12 @@ impl SweepOutcome {
             ));
         }
         out
+    }
+
+    /// The `speedbench report` arguments of the report over the runs that
+    /// left records (see [`Sweep::report_args`]).
+    pub fn report_args(&self) -> Vec<String> {
+        report_args(&self.report_flags, &self.kept_dirs())
     }
 
     /// The directory names of the runs that failed.
@@ -598,6 +630,10 @@ mod tests {
         let sweep = Sweep::parse(Path::new("lad.toml"), text, &base, &given).unwrap();
         assert_eq!(sweep.parent(), Path::new("artifacts/lad"));
         assert_eq!(sweep.report_flags(), ["--metric=accept_rate"]);
+        assert_eq!(
+            sweep.report_args(&["d".into()]),
+            ["--format=console", "--metric=accept_rate", "d"]
+        );
         let specs: Vec<&RunSpec> = sweep.runs().iter().filter_map(SweepRun::spec).collect();
         assert_eq!(specs.len(), 2);
         for (spec, count) in specs.iter().zip([5, 6]) {
