@@ -59,6 +59,7 @@ mod shard;
 mod sink;
 pub mod spec;
 pub mod sse;
+mod stop;
 mod target;
 
 pub use annotate::RecordAnnotator;

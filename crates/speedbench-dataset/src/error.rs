@@ -315,7 +315,7 @@ pub enum ChecksumOf {
 #[cfg(feature = "hub")]
 impl std::fmt::Display for ChecksumOf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::upstream::{PREPARE_SCRIPT_COMMIT, PREPARE_SCRIPT_PATH, PREPARE_SCRIPT_REPO};
+        use crate::pins::{PREPARE_SCRIPT_COMMIT, PREPARE_SCRIPT_PATH, PREPARE_SCRIPT_REPO};
         match self {
             ChecksumOf::CachedBlob => f.write_str(
                 "; the cached file is corrupt: delete it and run again with network access",
@@ -364,7 +364,7 @@ pub enum ResolveError {
          (the `auto` and `upstream` resolvers run the pinned NeMo-Skills \
          `nemo_skills/dataset/speed-bench/prepare.py` for you; it needs Python 3 with {packages}), \
          or import a bundle pre-staged on a connected machine; see docs/datasets.md",
-        packages = crate::upstream::PYTHON_PACKAGES
+        packages = crate::pins::PYTHON_PACKAGES
     )]
     Unresolvable {
         /// The SPEED-Bench config.
@@ -380,7 +380,7 @@ pub enum ResolveError {
         "SPEED-Bench {config:?} row {question_id}: source {source_url:?} is {what}, outside the \
          hosts SPEED-Bench sources its prompts from ({allowed}){more}. The prepare step fetches \
          prompt text from each row's source, so speedbench refuses to run it on this config",
-        allowed = crate::upstream::ALLOWED_SOURCE_HOSTS.join(", "),
+        allowed = crate::pins::ALLOWED_SOURCE_HOSTS.join(", "),
         more = if *others > 0 { format!(" ({others} more row(s) like it)") } else { String::new() }
     )]
     UntrustedSource {
@@ -409,7 +409,7 @@ pub enum ResolveError {
         } else {
             "resolving needs ".to_string()
         },
-        packages = crate::upstream::PYTHON_PACKAGES
+        packages = crate::pins::PYTHON_PACKAGES
     )]
     PythonUnavailable {
         /// The SPEED-Bench config.

@@ -62,6 +62,8 @@ mod jsonl;
 #[cfg(feature = "parquet")]
 pub mod parquet_rows;
 #[cfg(feature = "hub")]
+mod pins;
+#[cfg(feature = "hub")]
 pub mod public;
 pub mod registry;
 #[cfg(feature = "hub")]

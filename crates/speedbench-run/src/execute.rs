@@ -1,7 +1,7 @@
 //! [`execute`]: one run, end to end, from a checked spec and its rows to
 //! the files it leaves and the figures read back from them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -11,103 +11,16 @@ use speedbench_client::{
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::{RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput};
-use speedbench_record::{RecordError, RequestRecord, RunManifest, read_records_file};
+use speedbench_record::{RecordError, RunManifest, read_records_file};
 use speedbench_report::write_speed_bench_py_json;
 
 use crate::dataset::select_rows;
 use crate::error::RunError;
+use crate::finished::{RunReport, RunResults, ShownPaths};
 use crate::observer::{EngineSource, Observer};
 use crate::spec::{DatasetSource, EngineChoice, RunSpec};
 use crate::staging::{StagedRun, Uploaded, store_url};
 use crate::validate::{ValidRun, hinted};
-
-/// What a run read back from its own files once it ended.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum RunResults {
-    /// The per-request records.
-    Records {
-        /// Every run-level statistic.
-        metrics: RunMetrics,
-        /// The model as a table row's label (a GGUF path as its stem).
-        label: String,
-        /// The records, for the per-category tables.
-        records: Vec<RequestRecord>,
-    },
-    /// `--export-level summary`: the figures of `summary.json`.
-    SummaryOnly {
-        /// Every run-level statistic.
-        metrics: RunMetrics,
-        /// The file they came from.
-        path: PathBuf,
-    },
-    /// The records were not kept and no summary was written.
-    Nothing,
-    /// The records could not be read back from a run that had already
-    /// failed; why.
-    Unreadable(String),
-}
-
-/// A finished run: what it left, where, and the figures it gave.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct RunReport {
-    /// The client's account of the run.
-    pub outcome: RunOutcome,
-    /// The served model's name.
-    pub model: String,
-    /// The requests as they were counted while they ran.
-    pub progress: Arc<Progress>,
-    /// What was read back.
-    pub results: RunResults,
-    /// Where speed_bench.py's `--output` JSON was written.
-    pub speed_bench_py: Option<PathBuf>,
-    /// The records file, manifest, summary and raw responses as the user
-    /// finds them (store URLs for a run uploaded to a store).
-    pub shown: ShownPaths,
-    failure: Option<RunError>,
-}
-
-/// A run's files where the user finds them.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct ShownPaths {
-    /// `records.parquet`.
-    pub records: String,
-    /// `run.json`.
-    pub manifest: String,
-    /// `summary.json`, when written.
-    pub summary: Option<String>,
-    /// `raw_responses.jsonl`, when written.
-    pub raw_responses: Option<String>,
-}
-
-impl RunReport {
-    /// The request throughput the run's summary gives.
-    pub fn request_throughput(&self) -> Option<f64> {
-        match &self.results {
-            RunResults::Records { metrics, .. } | RunResults::SummaryOnly { metrics, .. } => {
-                metrics.request_throughput
-            }
-            _ => None,
-        }
-    }
-
-    /// How the run ended: its status, or the first error that came after
-    /// its requests (writing `--output`, the upload), or the reason a
-    /// failed run failed.
-    pub fn into_status(self) -> Result<RunStatus, RunError> {
-        if let Some(e) = self.failure {
-            return Err(e);
-        }
-        match self.outcome.status {
-            RunStatus::Failed => Err(RunError::Failed {
-                reason: self.outcome.failure.unwrap_or_default(),
-            }),
-            status => Ok(status),
-        }
-    }
-}
 
 /// Loads, validates and runs `spec`: [`RunSpec::validate`],
 /// [`RunSpec::load_dataset`], then [`execute`].

@@ -48,6 +48,7 @@ mod dataset;
 mod error;
 mod execute;
 pub mod fetch;
+mod finished;
 pub mod flags;
 mod observer;
 pub mod process;
@@ -61,7 +62,8 @@ mod words;
 
 pub use dataset::{dataset_error, dataset_hint};
 pub use error::{RunError, error_message};
-pub use execute::{RunReport, RunResults, ShownPaths, execute, run_spec};
+pub use execute::{execute, run_spec};
+pub use finished::{RunReport, RunResults, ShownPaths};
 pub use observer::{EngineSource, Observer, Silent};
 pub use spec::{
     DatasetSource, DatasetSpec, EngineChoice, LoadSpec, OutputSpec, RunSpec, SamplingSpec,

@@ -10,7 +10,7 @@ use speedbench_client::{Engine, Preflight, Progress};
 use speedbench_dataset::PublicDataset;
 use speedbench_store::{StoreUrl, UploadReport};
 
-use crate::execute::RunReport;
+use crate::finished::RunReport;
 
 /// How the engine behind the server became known.
 #[derive(Debug, Clone, PartialEq, Eq)]

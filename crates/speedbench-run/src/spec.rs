@@ -101,6 +101,12 @@ impl EngineChoice {
     }
 }
 
+impl crate::words::Word for EngineChoice {
+    fn word(&self) -> String {
+        self.name().into()
+    }
+}
+
 impl std::str::FromStr for EngineChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<EngineChoice, String> {

@@ -17,7 +17,7 @@ use speedbench_report::{
     AcceptanceMatrix, MatrixMetric, render_run_summary, render_speed_bench_py_records,
 };
 
-use crate::execute::{RunReport, RunResults};
+use crate::finished::{RunReport, RunResults};
 
 /// One piece of a run's text and where it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

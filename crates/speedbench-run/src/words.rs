@@ -8,8 +8,6 @@ use std::str::FromStr;
 use speedbench_client::{ApiKind, Arrival, ExportLevel, HttpClientKind, Shard};
 use speedbench_dataset::Resolver;
 
-use crate::spec::EngineChoice;
-
 /// A value with one word for it, the one its flag takes.
 pub(crate) trait Word: FromStr<Err: Display> {
     /// The word.
@@ -37,12 +35,6 @@ impl Word for Arrival {
 impl Word for ExportLevel {
     fn word(&self) -> String {
         self.as_str().into()
-    }
-}
-
-impl Word for EngineChoice {
-    fn word(&self) -> String {
-        self.name().into()
     }
 }
 

@@ -62,6 +62,7 @@ mod aiperf;
 mod error;
 mod labels;
 mod load;
+mod model_name;
 mod recover;
 mod shards;
 mod speed_bench_py;
@@ -71,8 +72,9 @@ pub use aiperf::{
     PROFILE_JSON as AIPERF_PROFILE_FILE_NAME, PROFILE_JSONL as AIPERF_RECORDS_FILE_NAME,
 };
 pub use error::RunsError;
-pub use labels::{assign_labels, display_model, split_group};
+pub use labels::{assign_labels, split_group};
 pub use load::{RunData, RunFormat, SummaryFigures, find_run_dirs, load_run, load_run_with};
+pub use model_name::display_model;
 pub use recover::{Recovered, recover};
 pub use shards::{FoundShard, MergedRun, ShardSet, load_shard_group, merge_shards};
 pub use speed_bench_py::SPEED_BENCH_PY_KEYS;

@@ -353,7 +353,7 @@ fn load_speedbench_run(
     Ok(RunData {
         dir: dir.to_path_buf(),
         format: RunFormat::Speedbench,
-        label: crate::labels::display_model(&model),
+        label: crate::model_name::display_model(&model),
         model,
         status,
         status_reason,
@@ -426,7 +426,7 @@ fn load_aiperf_run(dir: &Path, warnings: &mut Vec<String>) -> Result<RunData, Ru
         dir: dir.to_path_buf(),
         format: RunFormat::Aiperf,
         run_group: None,
-        label: crate::labels::display_model(&label),
+        label: crate::model_name::display_model(&label),
         model: label,
         status,
         status_reason,

@@ -168,7 +168,7 @@ pub(crate) fn load(path: &Path) -> Result<RunData, RunsError> {
         dir: path.to_path_buf(),
         format: RunFormat::SpeedBenchPy,
         run_group: None,
-        label: crate::labels::display_model(&model),
+        label: crate::model_name::display_model(&model),
         model,
         status: RunStatus::Completed,
         status_reason: None,

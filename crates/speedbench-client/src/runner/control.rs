@@ -1,10 +1,8 @@
-//! What a caller holds while a run goes: live counters and the stop button.
+//! What a caller holds while a run goes: live counters (the stop button
+//! is `crate::stop`'s).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
-
-use tokio::sync::watch;
 
 /// Live counters of a run, for progress displays.
 #[derive(Debug, Default)]
@@ -78,38 +76,5 @@ impl Progress {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *last = Some(Instant::now());
-    }
-}
-
-/// Asks a run to stop; in-flight requests are recorded as cancelled.
-#[derive(Debug, Clone)]
-pub struct StopHandle(Arc<watch::Sender<bool>>);
-
-impl StopHandle {
-    /// A new handle, not yet triggered.
-    pub fn new() -> StopHandle {
-        StopHandle(Arc::new(watch::channel(false).0))
-    }
-
-    /// Requests the stop. Idempotent.
-    pub fn stop(&self) {
-        self.0.send_replace(true);
-    }
-
-    /// True once [`Self::stop`] was called.
-    pub fn is_stopped(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    pub(crate) async fn stopped(&self) {
-        let mut rx = self.0.subscribe();
-        // An Err means the sender is gone, which cannot happen while self lives.
-        let _ = rx.wait_for(|s| *s).await;
-    }
-}
-
-impl Default for StopHandle {
-    fn default() -> Self {
-        StopHandle::new()
     }
 }

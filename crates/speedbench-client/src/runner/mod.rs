@@ -5,6 +5,7 @@ mod load;
 mod outcome;
 mod phase;
 mod record;
+mod shard_plan;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use speedbench_record::{
     RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, read_records_file, redact_url,
 };
 
-pub use control::{Progress, StopHandle};
+pub use crate::stop::StopHandle;
+pub use control::Progress;
 pub use load::LoadConfig;
 pub use outcome::{RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;

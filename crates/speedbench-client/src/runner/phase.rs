@@ -13,11 +13,11 @@ use super::Shared;
 /// bytes of one the server has finished to arrive (loopback or a LAN), far
 /// below the stop's promptness a user notices.
 const STOP_DRAIN: std::time::Duration = std::time::Duration::from_millis(50);
-use super::control::StopHandle;
 use super::record::{base_record, cancelled_record, to_record};
 use crate::export::RawResponse;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
+use crate::stop::StopHandle;
 
 /// Hands out conversations and request slots to workers.
 pub(super) struct Dispatcher {

@@ -53,8 +53,8 @@ pub use speedbench_scrape::{
 
 use crate::discovery::{control_client, fetch_failure};
 use crate::error::ClientError;
-use crate::runner::StopHandle;
 use crate::secrets::Secrets;
+use crate::stop::StopHandle;
 use crate::target::{ApiKey, Target, request_headers};
 
 /// Which endpoints to scrape, and how often.

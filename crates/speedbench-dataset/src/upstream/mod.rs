@@ -61,8 +61,7 @@ pub use output::validate_output;
 pub use script::fetch_prepare_script;
 pub use sources::{ALLOWED_SOURCE_HOSTS, check_sources, untrusted_source};
 
-/// The Python packages the pinned prepare step needs.
-pub const PYTHON_PACKAGES: &str = "datasets pandas numpy tiktoken";
+pub use crate::pins::PYTHON_PACKAGES;
 
 /// The driver, written next to nothing else in a temporary directory.
 const DRIVER: &str = include_str!("driver.py");

@@ -3,15 +3,10 @@
 
 use std::path::PathBuf;
 
-/// The repository of the pinned prepare script.
-pub const PREPARE_SCRIPT_REPO: &str = "NVIDIA-NeMo/Skills";
-/// The pinned commit of the prepare script (the one AIPerf vendors).
-pub const PREPARE_SCRIPT_COMMIT: &str = "5ac8609a56ac941540b10c92e68d556e6343cd4c";
-/// The script's path in [`PREPARE_SCRIPT_REPO`].
-pub const PREPARE_SCRIPT_PATH: &str = "nemo_skills/dataset/speed-bench/prepare.py";
-/// The sha256 the script at [`PREPARE_SCRIPT_COMMIT`] must have.
-pub const PREPARE_SCRIPT_SHA256: &str =
-    "a551be4df541474e54e21b480022b0cbb66c2da068fda61b2a64bd3223bbbed2";
+pub use crate::pins::{
+    PREPARE_SCRIPT_COMMIT, PREPARE_SCRIPT_PATH, PREPARE_SCRIPT_REPO, PREPARE_SCRIPT_SHA256,
+};
+
 /// Where raw GitHub files are downloaded from, unless
 /// `SPEEDBENCH_GITHUB_RAW_ENDPOINT` names a mirror.
 pub const DEFAULT_GITHUB_RAW_ENDPOINT: &str = "https://raw.githubusercontent.com";

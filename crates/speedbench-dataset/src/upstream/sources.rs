@@ -6,15 +6,7 @@ use serde_json::Value;
 use crate::DatasetError;
 use crate::error::ResolveError;
 
-/// The hosts a row's URL `source` may name (AIPerf's list, enumerated from
-/// every config at the pinned SPEED-Bench revision).
-pub const ALLOWED_SOURCE_HOSTS: [&str; 5] = [
-    "huggingface.co",
-    "raw.githubusercontent.com",
-    "github.com",
-    "opencompass.openxlab.space",
-    "www.gutenberg.org",
-];
+pub use crate::pins::ALLOWED_SOURCE_HOSTS;
 
 /// Why a row's `source` is refused, or `None` if the prepare step may use
 /// it: a bare `org/name` has no host and passes; a URL must be `http(s)` on

@@ -32,7 +32,8 @@ use speedbench_record::{RUN_FILE_NAMES, run_is_live};
 
 use crate::dataset::dataset_error;
 use crate::error::RunError;
-use crate::execute::{RunReport, execute};
+use crate::execute::execute;
+use crate::finished::RunReport;
 use crate::observer::Observer;
 use crate::spec::{DatasetSource, RunSpec};
 use crate::validate::ValidRun;
