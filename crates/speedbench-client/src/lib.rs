@@ -46,6 +46,7 @@
 mod annotate;
 mod discovery;
 mod engine;
+mod engine_kind;
 mod error;
 mod exchange;
 mod export;

@@ -59,6 +59,13 @@ impl fmt::Debug for Secrets {
     }
 }
 
+impl Target {
+    /// The credential scrubber for everything this target's requests bring back.
+    pub fn secrets(&self) -> Secrets {
+        Secrets::for_target(self)
+    }
+}
+
 impl Secrets {
     /// Secrets from explicit values; each value's token after an auth scheme
     /// (`Bearer X`, `Basic X`, `Token X`) counts too, since servers often

@@ -9,9 +9,8 @@ use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use speedbench_dataset::Message;
 
-use crate::engine::Engine;
+use crate::engine_kind::Engine;
 use crate::error::{ClientError, OwnedField};
-use crate::secrets::Secrets;
 use crate::spec::SpecAdapter;
 
 /// Which OpenAI-compatible API the requests use.
@@ -498,11 +497,6 @@ impl Target {
             });
         }
         Ok(())
-    }
-
-    /// The credential scrubber for everything this target's requests bring back.
-    pub fn secrets(&self) -> Secrets {
-        Secrets::for_target(self)
     }
 
     /// The URL requests are sent to.

@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ChecksumOf, IntegrityError};
 use crate::hub::{hex, write_atomic};
-use crate::public::{LoadOptions, materialize};
 use crate::registry::lookup;
 use crate::{Dataset, DatasetError};
 
@@ -172,28 +171,6 @@ fn merge_manifest(dir: &Path, entries: &[BundleEntry]) -> Result<BundleManifest,
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
     write_atomic(&dir.join(MANIFEST_FILE), &json)?;
     Ok(m)
-}
-
-/// Resolves or downloads `name` on a connected machine and writes it, with
-/// its manifest entry, into the bundle `out` (created if needed; other
-/// datasets already in it are kept).
-///
-/// The rows are validated (no placeholder left) before anything is written.
-pub async fn prestage(
-    name: &str,
-    out: &Path,
-    options: &LoadOptions,
-) -> Result<BundleEntry, DatasetError> {
-    let spec = lookup(name)?;
-    let m = materialize(&spec, options).await?;
-    stage_rows(
-        out,
-        name,
-        &m.jsonl,
-        m.repo,
-        m.revision,
-        &m.origin.to_string(),
-    )
 }
 
 /// Writes already materialized rows for the registered dataset `name` into

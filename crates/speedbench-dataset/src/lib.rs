@@ -73,13 +73,15 @@ pub mod select;
 pub mod upstream;
 
 #[cfg(feature = "hub")]
-pub use bundle::{BundleEntry, BundleManifest, import_bundle, prestage, verify_bundle};
+pub use bundle::{BundleEntry, BundleManifest, import_bundle, verify_bundle};
 pub use error::{BoxedCause, ContentError, DatasetError, GateReason, LookupError};
 #[cfg(feature = "hub")]
 pub use error::{ChecksumOf, FetchError, IntegrityError, ResolveError};
 #[cfg(feature = "hub")]
 pub use hub::{HubClient, HubConfig, HubToken};
 pub use jsonl::{PLACEHOLDER, UTF8_BOM, strip_bom};
+#[cfg(feature = "hub")]
+pub use public::prestage;
 #[cfg(feature = "hub")]
 pub use public::{LoadOptions, Origin, PublicDataset, load_public_dataset};
 pub use registry::{DatasetSource, DatasetSpec, lookup, registry};

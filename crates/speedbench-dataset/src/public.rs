@@ -11,7 +11,7 @@ use crate::error::{ContentError, LookupError};
 use crate::hub::{HubClient, HubConfig, write_atomic};
 use crate::parquet_rows::{json_kind, read_parquet_rows, string_items};
 use crate::registry::{DatasetSource, DatasetSpec, LiteratureSpec, lookup};
-use crate::resolve::{Resolver, resolve_config};
+use crate::resolve::{Plan, Resolver, fetch_config, resolve_native};
 use crate::upstream::UpstreamOptions;
 use crate::{Dataset, DatasetError};
 
@@ -346,4 +346,79 @@ pub async fn load_public_dataset(
         dataset,
         origin: m.origin,
     })
+}
+
+/// A resolved config as the JSONL text to cache.
+pub(crate) struct Resolution {
+    /// The SPEED-Bench commit read.
+    pub(crate) commit: String,
+    /// The rows, one JSON object a line.
+    pub(crate) jsonl: String,
+    /// How the rows were resolved, for the origin and the logs.
+    pub(crate) by: String,
+}
+
+/// Resolves `config` with the chosen resolver: natively when it can (or must),
+/// else by running the upstream prepare step.
+pub(crate) async fn resolve_config(
+    config: &str,
+    hub: &HubClient,
+    resolver: Resolver,
+    upstream: &crate::upstream::UpstreamOptions,
+    dataset_cache: &std::path::Path,
+) -> Result<Resolution, DatasetError> {
+    let rows = fetch_config(config, hub).await?;
+    let plan = Plan::new(config, &rows.rows)?;
+    let native = match resolver {
+        Resolver::Native => true,
+        Resolver::Upstream => false,
+        Resolver::Auto => plan.is_native(),
+    };
+    if native {
+        let commit = rows.commit.clone();
+        let resolved = resolve_native(config, hub, rows, plan).await?;
+        return Ok(Resolution {
+            commit,
+            jsonl: resolved.to_jsonl(),
+            by: "natively".into(),
+        });
+    }
+    // In auto mode, say why Python is needed if it turns out to be missing.
+    let why = (resolver == Resolver::Auto).then(|| plan.unsupported(config));
+    let (jsonl, by) = crate::upstream::run_prepare_step(
+        config,
+        &rows,
+        upstream,
+        hub.config(),
+        dataset_cache,
+        why,
+    )
+    .await?;
+    Ok(Resolution {
+        commit: rows.commit,
+        jsonl,
+        by,
+    })
+}
+
+/// Resolves or downloads `name` on a connected machine and writes it, with
+/// its manifest entry, into the bundle `out` (created if needed; other
+/// datasets already in it are kept).
+///
+/// The rows are validated (no placeholder left) before anything is written.
+pub async fn prestage(
+    name: &str,
+    out: &Path,
+    options: &LoadOptions,
+) -> Result<BundleEntry, DatasetError> {
+    let spec = crate::registry::lookup(name)?;
+    let m = materialize(&spec, options).await?;
+    crate::bundle::stage_rows(
+        out,
+        name,
+        &m.jsonl,
+        m.repo,
+        m.revision,
+        &m.origin.to_string(),
+    )
 }

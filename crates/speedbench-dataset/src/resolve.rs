@@ -595,59 +595,6 @@ pub(crate) async fn resolve_native(
     })
 }
 
-/// A resolved config as the JSONL text to cache.
-pub(crate) struct Resolution {
-    /// The SPEED-Bench commit read.
-    pub(crate) commit: String,
-    /// The rows, one JSON object a line.
-    pub(crate) jsonl: String,
-    /// How the rows were resolved, for the origin and the logs.
-    pub(crate) by: String,
-}
-
-/// Resolves `config` with the chosen resolver: natively when it can (or must),
-/// else by running the upstream prepare step.
-pub(crate) async fn resolve_config(
-    config: &str,
-    hub: &HubClient,
-    resolver: Resolver,
-    upstream: &crate::upstream::UpstreamOptions,
-    dataset_cache: &std::path::Path,
-) -> Result<Resolution, DatasetError> {
-    let rows = fetch_config(config, hub).await?;
-    let plan = Plan::new(config, &rows.rows)?;
-    let native = match resolver {
-        Resolver::Native => true,
-        Resolver::Upstream => false,
-        Resolver::Auto => plan.is_native(),
-    };
-    if native {
-        let commit = rows.commit.clone();
-        let resolved = resolve_native(config, hub, rows, plan).await?;
-        return Ok(Resolution {
-            commit,
-            jsonl: resolved.to_jsonl(),
-            by: "natively".into(),
-        });
-    }
-    // In auto mode, say why Python is needed if it turns out to be missing.
-    let why = (resolver == Resolver::Auto).then(|| plan.unsupported(config));
-    let (jsonl, by) = crate::upstream::run_prepare_step(
-        config,
-        &rows,
-        upstream,
-        hub.config(),
-        dataset_cache,
-        why,
-    )
-    .await?;
-    Ok(Resolution {
-        commit: rows.commit,
-        jsonl,
-        by,
-    })
-}
-
 fn turns_of(row: &JsonRow, source: &str, index: usize) -> Result<Vec<String>, DatasetError> {
     let bad = |message: String| {
         DatasetError::from(ContentError::InvalidRow {

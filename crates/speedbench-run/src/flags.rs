@@ -463,6 +463,28 @@ pub fn set(spec: &mut RunSpec, name: &str, value: &str) -> Result<(), RunError> 
     }
 }
 
+impl RunSpec {
+    /// This spec with flag `name` set to `value`, as the command line
+    /// would set it: a builder in the flags' own words.
+    ///
+    /// ```
+    /// use speedbench_run::RunSpec;
+    ///
+    /// let spec = RunSpec::default()
+    ///     .with("url", "127.0.0.1:8000")?
+    ///     .with("bench", "qualitative")?
+    ///     .with("concurrency", "16")?
+    ///     .with("streaming", "true")?;
+    /// assert_eq!(spec.load.concurrency, 16);
+    /// assert!(RunSpec::default().with("concurrency", "lots").is_err());
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn with(mut self, name: &str, value: &str) -> Result<RunSpec, RunError> {
+        set(&mut self, name, value)?;
+        Ok(self)
+    }
+}
+
 /// The options of `speedbench report` a sweep file's `[report]` may set,
 /// with how each takes its value (the report's values are checked by the
 /// program that runs the report).

@@ -19,7 +19,7 @@
 use serde::Deserialize;
 
 use crate::SimError;
-use crate::model::{SplitMix64, stream_seed};
+use crate::seed::{SplitMix64, stream_seed};
 
 /// One kind of injected fault.
 ///

@@ -119,6 +119,7 @@ mod metrics;
 mod model;
 mod precise_timer;
 mod respond;
+mod seed;
 mod server;
 mod wire;
 

@@ -4,7 +4,7 @@
 //! xtask downstream` too).
 use speedbench::client::StopHandle;
 use speedbench::run::sweep::{RunEnd, Sweep, SweepObserver, SweepRun};
-use speedbench::run::{DatasetSource, Observer, RunSpec};
+use speedbench::run::{Observer, RunSpec};
 use speedbench::sim::{SimConfig, SimServer};
 
 /// One line per run.
@@ -23,16 +23,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let file = std::env::args().nth(1).unwrap_or(default);
     let server =
         SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into()).await?;
-    let mut base = RunSpec::default();
-    base.target.url = server.url();
-    base.dataset.source = Some(DatasetSource::InputFile(
-        format!("{repo}/fixtures/speed_bench_mini.jsonl").into(),
-    ));
-    base.outputs.output_artifact_dir = Some(std::env::temp_dir().join("speedbench-sweep-example"));
-    base.outputs.overwrite = true;
+    let rows = format!("{repo}/fixtures/speed_bench_mini.jsonl");
+    let out = std::env::temp_dir().join("speedbench-sweep-example");
+    let base = RunSpec::default()
+        .with("url", &server.url())?
+        .with("input-file", &rows)?
+        .with("output-artifact-dir", &out.to_string_lossy())?
+        .with("overwrite", "true")?;
     let given = ["url", "input-file"].map(String::from).into();
     let sweep = Sweep::read(file.as_ref(), &base, &given)?.check().await?;
-    let outcome = sweep.run(&StopHandle::new(), &mut Lines).await;
+    let outcome = sweep.run(&StopHandle::default(), &mut Lines).await;
     assert!(outcome.failed().is_empty(), "every run completes");
     Ok(())
 }
