@@ -60,6 +60,10 @@ impl Observer for Console {
         }
     }
 
+    fn sampling(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+
     fn uploaded(&mut self, report: &UploadReport) {
         eprintln!("{}", speedbench_run::fetch::uploaded_line(report));
     }

@@ -161,6 +161,8 @@ impl FromArgMatches for ProfileArgs {
             .filter(|f| m.value_source(f.long) == Some(ValueSource::CommandLine))
             .map(|f| f.long.to_string())
             .collect();
+        // With `--bench` (speed_bench.py's vocabulary), its defaults.
+        args.spec.apply_speed_bench_py_defaults(&args.given);
         Ok(args)
     }
 

@@ -202,6 +202,25 @@ mod tests {
     }
 
     #[test]
+    fn bench_takes_speed_bench_pys_defaults_and_the_rest_aiperfs() {
+        let bench = ProfileCli::try_parse_from(["--bench", "qualitative"]).unwrap();
+        let s = &bench.profile.spec;
+        assert_eq!(s.target.url, "localhost:8080");
+        assert_eq!(s.sampling.osl, Some(4096));
+        assert_eq!(s.sampling.extra_inputs, [r#"{"temperature":0}"#]);
+        assert_eq!(s.target.timeout_s, 600.0);
+        let given = ProfileCli::try_parse_from(["--bench", "qualitative", "--osl", "64"]).unwrap();
+        assert_eq!(given.profile.spec.sampling.osl, Some(64));
+        let file = ProfileCli::try_parse_from(["--input-file", "rows.jsonl"]).unwrap();
+        let s = &file.profile.spec;
+        assert_eq!(
+            (s.target.url.as_str(), s.sampling.osl),
+            ("localhost:8000", None)
+        );
+        assert!(s.sampling.extra_inputs.is_empty());
+    }
+
+    #[test]
     fn a_clap_error_keeps_its_message_and_drops_the_usage() {
         let e = ProfileCli::try_parse_from(["--input-file=f", "--concurrency=x"])
             .err()

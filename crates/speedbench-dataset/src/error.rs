@@ -149,6 +149,22 @@ pub enum LookupError {
         /// The other names given.
         others: Vec<String>,
     },
+    /// Categories asked for that no row has (speed_bench.py refuses them
+    /// too: a typo would otherwise run a smaller benchmark than asked).
+    #[error(
+        "dataset {dataset}: no rows in categor{} {}; available categories: {}",
+        if unknown.len() == 1 { "y" } else { "ies" },
+        unknown.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "),
+        available.join(", ")
+    )]
+    UnknownCategories {
+        /// The dataset filtered.
+        dataset: String,
+        /// The names no row has, in the order given.
+        unknown: Vec<String>,
+        /// The categories the dataset has.
+        available: Vec<String>,
+    },
     /// The dataset lives outside the Hub: its file must be put in place.
     #[error(
         "{dataset} lives on {location}, not on the Hub: download that file and place it at {path}"

@@ -175,26 +175,20 @@ impl Dataset {
     /// Keeps only the rows of the given categories.
     ///
     /// An empty filter keeps everything. A filter that matches no row is an
-    /// error listing the categories that do exist; categories that match no
-    /// row while others do are logged as a warning naming them and the
-    /// categories that exist (see [`Dataset::unknown_categories`]).
+    /// error listing the categories that do exist, and so is one naming a
+    /// category no row has while others match (as speed_bench.py refuses
+    /// an unknown `--category`; see [`Dataset::unknown_categories`]).
     pub fn filter_categories(&self, wanted: &[String]) -> Result<Dataset, DatasetError> {
         if wanted.is_empty() {
             return Ok(self.clone());
         }
         let unknown = self.unknown_categories(wanted);
         if !unknown.is_empty() && unknown.len() < wanted.len() {
-            tracing::warn!(
-                "dataset {}: no rows in categor{} {} (ignored); available categories: {}",
-                self.name,
-                if unknown.len() == 1 { "y" } else { "ies" },
-                unknown
-                    .iter()
-                    .map(|c| format!("{c:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                self.categories().into_iter().collect::<Vec<_>>().join(", ")
-            );
+            return Err(DatasetError::from(LookupError::UnknownCategories {
+                dataset: self.name.clone(),
+                unknown: unknown.iter().map(|c| c.to_string()).collect(),
+                available: self.categories().into_iter().map(String::from).collect(),
+            }));
         }
         let conversations: Vec<_> = self
             .conversations

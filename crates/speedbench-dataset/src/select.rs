@@ -74,6 +74,13 @@ impl CategorySelection {
     /// # Ok::<(), speedbench_dataset::DatasetError>(())
     /// ```
     pub fn parse(names: &[String]) -> Result<CategorySelection, DatasetError> {
+        // `--category 'humaneval, mtbench'`: names are trimmed, as
+        // speed_bench.py trims them; an empty one is no name.
+        let names: Vec<String> = names
+            .iter()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
         if !names.iter().any(|n| n == ALL_CATEGORIES) {
             return Ok(if names.is_empty() {
                 CategorySelection::All
@@ -309,6 +316,19 @@ mod tests {
         assert!(
             err.contains("\"all\"") && err.contains("[\"coding\", \"math\"]"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn names_are_trimmed_and_an_unknown_one_is_refused_with_what_exists() {
+        let d = dataset(&[("h", Some("humaneval"), 1), ("m", Some("mtbench"), 2)]);
+        let both = CategorySelection::parse(&names(&["humaneval", " mtbench", ""])).unwrap();
+        assert_eq!(ids(&d.select_categories(&both).unwrap()), ["h", "m"]);
+        let typo = CategorySelection::parse(&names(&["humaneval", "coding"])).unwrap();
+        let err = d.select_categories(&typo).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "dataset t: no rows in category \"coding\"; available categories: humaneval, mtbench"
         );
     }
 

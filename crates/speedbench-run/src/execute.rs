@@ -49,6 +49,10 @@ pub async fn execute(
     for warning in valid.warnings() {
         observer.warning(warning);
     }
+    observer.sampling(&crate::text::sampling_line(
+        valid.target.max_tokens,
+        &valid.target.extra_body,
+    ));
     let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
     let prepared = prepare(valid, dataset, observer).await?;
     let progress = Arc::new(Progress::default());

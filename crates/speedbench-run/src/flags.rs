@@ -16,6 +16,7 @@
 //! # Ok::<(), speedbench_run::RunError>(())
 //! ```
 
+use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -307,7 +308,7 @@ const DATASET: &[Flag] = &[
     })
     .value("CONFIG")
     .possible(&SPEED_BENCH_CONFIGS)
-    .help("A whole SPEED-Bench config, as llama.cpp's speed_bench.py names it: shorthand for `--public-dataset speed_bench_CONFIG` (the same cache, resolution and `--dataset-cache`)."),
+    .help("A whole SPEED-Bench config, as llama.cpp's speed_bench.py names it: shorthand for `--public-dataset speed_bench_CONFIG` (the same cache, resolution and `--dataset-cache`). In speed_bench.py's vocabulary, speed_bench.py's defaults apply to the flags not given: --url localhost:8080, --osl 4096, --extra-inputs '{\"temperature\":0}', --timeout 600."),
     flag!("dataset-cache", One, |s, v| s.dataset.dataset_cache = Some(v.into()))
         .value("DIR")
         .help("Dataset cache (default `.cache/speedbench/datasets`), or a bundle from `cargo xtask prestage` (its checksums are verified)."),
@@ -463,7 +464,51 @@ pub fn set(spec: &mut RunSpec, name: &str, value: &str) -> Result<(), RunError> 
     }
 }
 
+/// What llama.cpp's speed_bench.py sends (and where) when its user gives
+/// no flag: the defaults of a `--bench` run, in speed_bench.py's
+/// vocabulary. Without `--bench`, AIPerf's defaults hold (no sampling
+/// fields, no `max_tokens`, `localhost:8000`).
+pub const SPEED_BENCH_PY_DEFAULTS: [(&str, &str); 4] = [
+    ("url", "localhost:8080"),
+    ("osl", "4096"),
+    ("extra-inputs", r#"{"temperature":0}"#),
+    ("timeout", "600"),
+];
+
 impl RunSpec {
+    /// For a `--bench` run, [`SPEED_BENCH_PY_DEFAULTS`] for each flag not
+    /// in `given` (long names); the names set, in order. A run of another
+    /// dataset source is left as it is.
+    ///
+    /// ```
+    /// use std::collections::BTreeSet;
+    /// use speedbench_run::RunSpec;
+    ///
+    /// let mut spec = RunSpec::default().with("bench", "qualitative")?;
+    /// let given: BTreeSet<String> = ["bench".to_string(), "osl".to_string()].into();
+    /// assert_eq!(spec.apply_speed_bench_py_defaults(&given), ["url", "extra-inputs", "timeout"]);
+    /// assert_eq!(spec.target.url, "localhost:8080");
+    /// assert_eq!(spec.sampling.extra_inputs, [r#"{"temperature":0}"#]);
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn apply_speed_bench_py_defaults(&mut self, given: &BTreeSet<String>) -> Vec<&'static str> {
+        if !matches!(self.dataset.source, Some(DatasetSource::Bench(_))) {
+            return Vec::new();
+        }
+        let mut set_now = Vec::new();
+        for (name, value) in SPEED_BENCH_PY_DEFAULTS {
+            if given.contains(name) {
+                continue;
+            }
+            if name == "extra-inputs" {
+                self.sampling.extra_inputs.clear();
+            }
+            set(self, name, value).expect("speed_bench.py's defaults are values of their flags");
+            set_now.push(name);
+        }
+        set_now
+    }
+
     /// This spec with flag `name` set to `value`, as the command line
     /// would set it: a builder in the flags' own words.
     ///

@@ -46,6 +46,10 @@ pub trait Observer: Send {
     /// The last request ended (or the run stopped); nothing is sent after.
     fn run_ended(&mut self) {}
 
+    /// The sampling fields every request of the run carries
+    /// ([`crate::text::sampling_line`]), before the first request.
+    fn sampling(&mut self, _line: &str) {}
+
     /// The staged run reached the store.
     fn uploaded(&mut self, _report: &UploadReport) {}
 

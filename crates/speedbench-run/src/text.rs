@@ -49,6 +49,53 @@ pub fn loaded_line(loaded: &PublicDataset) -> String {
     )
 }
 
+/// The sampling fields every request carries, said before the first one,
+/// so that nobody benchmarks sampled, uncapped decoding by accident:
+/// `max_tokens` (`--osl`) and every `--extra-inputs` field, or what the
+/// server decides when one is missing.
+///
+/// ```
+/// use serde_json::json;
+/// use speedbench_run::text::sampling_line;
+///
+/// let fields = json!({"temperature": 0, "top_p": 1}).as_object().unwrap().clone();
+/// assert_eq!(
+///     sampling_line(Some(4096), &fields),
+///     "sampling: max_tokens 4096 (--osl), temperature 0, top_p 1 (--extra-inputs)"
+/// );
+/// assert_eq!(
+///     sampling_line(None, &Default::default()),
+///     "sampling: max_tokens not sent (each answer runs as long as the server allows; --osl \
+///      caps it), temperature not sent (the server's default, usually sampled decoding; \
+///      --extra-inputs temperature:0 for greedy)"
+/// );
+/// ```
+pub fn sampling_line(
+    max_tokens: Option<u32>,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let cap = match max_tokens {
+        Some(n) => format!("max_tokens {n} (--osl)"),
+        None => {
+            "max_tokens not sent (each answer runs as long as the server allows; --osl caps it)"
+                .to_string()
+        }
+    };
+    let mut parts = vec![cap];
+    if !fields.is_empty() {
+        let list: Vec<String> = fields.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        parts.push(format!("{} (--extra-inputs)", list.join(", ")));
+    }
+    if !fields.contains_key("temperature") {
+        parts.push(
+            "temperature not sent (the server's default, usually sampled decoding; \
+             --extra-inputs temperature:0 for greedy)"
+                .to_string(),
+        );
+    }
+    format!("sampling: {}", parts.join(", "))
+}
+
 /// Whether per-request acceptance came back, and what to change when not.
 pub fn preflight_lines(check: &Preflight) -> Vec<String> {
     let engine = check.engine;

@@ -310,3 +310,62 @@ async fn bad_bench_limit_and_category_values_name_the_flag() {
         out_dir.display()
     );
 }
+
+/// `--bench` speaks speed_bench.py's vocabulary, so it takes speed_bench.py's
+/// sampling defaults (`{"temperature":0}`; `--osl` given here); without it
+/// AIPerf's hold (nothing sent). Every run says what it sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_takes_speed_bench_pys_sampling_defaults_and_every_run_says_its_sampling() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = qualitative_bundle(dir.path());
+    let bundle = bundle.to_str().unwrap();
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let bench = [
+        "--bench",
+        "qualitative",
+        "--dataset-cache",
+        bundle,
+        "--limit",
+        "1",
+    ];
+    let out = profile(&server.url(), &dir.path().join("bench"), &bench).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sampling: max_tokens 16 (--osl), temperature 0 (--extra-inputs)\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        run_json(&dir.path().join("bench")).config["extra_inputs"],
+        serde_json::json!({"temperature": 0})
+    );
+    // An --extra-inputs given replaces speed_bench.py's default, as there.
+    let mut top_p = bench.to_vec();
+    top_p.extend(["--extra-inputs", "top_p:0.5"]);
+    let out = profile(&server.url(), &dir.path().join("top_p"), &top_p).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("top_p 0.5 (--extra-inputs), temperature not sent"),
+        "{stderr}"
+    );
+    // Without --bench: AIPerf's defaults, said as such.
+    let input = fixture();
+    let file = [
+        "--input-file",
+        input.to_str().unwrap(),
+        "--request-count",
+        "2",
+    ];
+    let out = profile(&server.url(), &dir.path().join("file"), &file).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sampling: max_tokens 16 (--osl), temperature not sent"),
+        "{stderr}"
+    );
+    assert_eq!(
+        run_json(&dir.path().join("file")).config["extra_inputs"],
+        serde_json::json!({})
+    );
+    server.shutdown().await;
+}

@@ -117,7 +117,7 @@ impl Sweep {
         let runs = expanded
             .variations
             .into_iter()
-            .map(|v| sweep_run(v, base, &parent))
+            .map(|v| sweep_run(v, base, given, &parent))
             .collect();
         Ok(Sweep {
             path: path.to_path_buf(),
@@ -209,15 +209,20 @@ fn run_name(run: &SweepRun) -> String {
     format!("variation {} ({}; {})", run.index, run.dir_name, run.origin)
 }
 
-/// A variation over `base`, in its directory under `parent`.
-fn sweep_run(v: Variation, base: &RunSpec, parent: &Path) -> SweepRun {
+/// A variation over `base`, in its directory under `parent`; a `bench`
+/// run takes speed_bench.py's defaults for what neither the command line
+/// (`given`) nor the file sets.
+fn sweep_run(v: Variation, base: &RunSpec, given: &BTreeSet<String>, parent: &Path) -> SweepRun {
     let dir = parent.join(&v.dir_name);
     let mut spec = base.clone();
+    let mut set: BTreeSet<String> = given.clone();
+    set.extend(v.settings.iter().map(|s| s.flag.long.to_string()));
     let built = v
         .settings
         .iter()
         .try_for_each(|s| s.apply(&mut spec))
         .map(|()| {
+            spec.apply_speed_bench_py_defaults(&set);
             spec.outputs.output_artifact_dir = Some(dir.clone());
             spec
         })
@@ -609,6 +614,22 @@ impl SweepObserver for crate::observer::Silent {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bench_run_takes_speed_bench_pys_defaults_for_what_nobody_set() {
+        let text = "[profile]\nosl = 64\n[[variation]]\nbench = \"qualitative\"\n\
+                    [[variation]]\ninput_file = \"rows.jsonl\"\n";
+        let given: BTreeSet<String> = ["url".to_string()].into();
+        let mut base = RunSpec::default();
+        base.target.url = "h:1".into();
+        let sweep = Sweep::parse(Path::new("s.toml"), text, &base, &given).unwrap();
+        let bench = sweep.runs()[0].spec().unwrap();
+        assert_eq!(bench.target.url, "h:1", "given on the command line");
+        assert_eq!(bench.sampling.osl, Some(64), "set by the file");
+        assert_eq!(bench.sampling.extra_inputs, [r#"{"temperature":0}"#]);
+        let file = sweep.runs()[1].spec().unwrap();
+        assert!(file.sampling.extra_inputs.is_empty());
+    }
 
     #[test]
     fn secrets_are_not_shown_with_a_runs_flags() {
