@@ -169,6 +169,11 @@ pub struct RequestCounts {
     /// `failed` split by kind, in [`ErrorKind::ALL`] order, kinds with a
     /// zero count left out (never [`ErrorKind::Skipped`]).
     pub failed_by_kind: Vec<ErrorCount>,
+    /// The message of the first failed request, in record order (the
+    /// server's own words for an HTTP status: `HTTP 404: The model X does
+    /// not exist`), so a run that failed says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 impl RequestCounts {
@@ -186,6 +191,9 @@ impl RequestCounts {
                 (false, Some(ErrorKind::Skipped)) => counts.skipped += 1,
                 (false, Some(kind)) => {
                     counts.failed += 1;
+                    if counts.first_error.is_none() {
+                        counts.first_error = r.error_message.clone();
+                    }
                     let i = ErrorKind::ALL.iter().position(|&k| k == kind);
                     by_kind[i.expect("ErrorKind::ALL lists every kind")] += 1;
                 }

@@ -314,13 +314,28 @@ fn errors(c: &RequestCounts) -> Option<String> {
         .map(|e| format!("{}: {}", e.kind.as_str(), e.count))
         .collect();
     let measured = c.succeeded + c.failed;
+    let first = c.first_error.as_deref().map_or(String::new(), |m| {
+        format!("First error: {}\n", first_line(m, FIRST_ERROR_CHARS))
+    });
     Some(format!(
-        "Errors: {} of {} failed ({}); statistics exclude them\n{}",
+        "Errors: {} of {} failed ({}); statistics exclude them\n{first}{}",
         c.failed,
         count_of(measured, "request"),
         kinds.join(", "),
         skipped.unwrap_or_default()
     ))
+}
+
+/// The most characters of the first error's message a summary shows.
+const FIRST_ERROR_CHARS: usize = 300;
+
+/// The first line of `text`, at most `max` characters (`...` when cut).
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -692,6 +707,24 @@ mod tests {
         assert!(!out.contains("Time to First Token"));
         assert!(
             out.ends_with("Errors: 1 of 1 request failed (protocol: 1); statistics exclude them\n")
+        );
+    }
+
+    #[test]
+    fn a_failed_run_says_its_first_error_in_the_servers_words() {
+        let mut bad = failed(ErrorKind::HttpStatus);
+        bad.error_message = Some("HTTP 404 Not Found: The model `x` does not exist".into());
+        let mut long = failed(ErrorKind::HttpStatus);
+        long.error_message = Some(format!("{}\nsecond line", "e".repeat(400)));
+        let out = render_run_summary(&RunMetrics::from_records(&[bad, long.clone()]));
+        assert!(out.ends_with(
+            "Errors: 2 of 2 requests failed (http_status: 2); statistics exclude them\n\
+             First error: HTTP 404 Not Found: The model `x` does not exist\n"
+        ));
+        let out = render_run_summary(&RunMetrics::from_records(&[long]));
+        assert!(
+            out.ends_with(&format!("First error: {}...\n", "e".repeat(300))),
+            "{out}"
         );
     }
 

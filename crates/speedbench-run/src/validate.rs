@@ -8,6 +8,7 @@ use speedbench_client::{
     parse_header, scrape::ScrapeConfig,
 };
 use speedbench_dataset::CategorySelection;
+use speedbench_record::RUN_FILE_NAMES;
 use speedbench_report::{ReportError, check_output_free};
 
 use crate::error::RunError;
@@ -128,6 +129,7 @@ impl RunSpec {
         let scrape = self.scrape_config(&target)?;
         if place == Where::Here {
             self.check_output()?;
+            self.check_not_a_parent()?;
         }
         Ok(ValidRun {
             spec: self.clone(),
@@ -278,6 +280,44 @@ impl RunSpec {
             self.scrape.shutdown_delay_s,
         )?;
         Ok(Some(config))
+    }
+
+    /// A run written into a directory whose subdirectories are runs would
+    /// hide them: `speedbench report DIR` reports DIR as the one run it is.
+    fn check_not_a_parent(&self) -> Result<(), RunError> {
+        let Some(dir) = &self.outputs.output_artifact_dir else {
+            return Ok(());
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        let mut runs: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let path = e.path();
+                path.is_dir() && RUN_FILE_NAMES.iter().any(|f| path.join(f).is_file())
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if runs.is_empty() {
+            return Ok(());
+        }
+        runs.sort();
+        let shown: Vec<&str> = runs.iter().take(3).map(String::as_str).collect();
+        let more = if runs.len() > 3 { ", ..." } else { "" };
+        Err(RunError::invalid(
+            "--output-artifact-dir",
+            format!(
+                "{} holds {} run(s) in its subdirectories ({}{more}); a run written there would \
+                 hide them from `speedbench report {}`: give this run a directory of its own \
+                 (e.g. {})",
+                dir.display(),
+                runs.len(),
+                shown.join(", "),
+                dir.display(),
+                dir.join("NAME").display()
+            ),
+        ))
     }
 
     /// `--output` needs the records and a free path (the write checks

@@ -243,6 +243,23 @@ async fn a_run_where_nothing_succeeded_fails() {
         let file = read_run(&out_dir).unwrap();
         assert_eq!(file.manifest.unwrap().outcome, "failed", "{name}");
         assert!(file.records.iter().all(|r| !r.is_success()), "{name}");
+        // The summary says why, in the server's words where it gave some.
+        let first = file.records.iter().find_map(|r| r.error_message.clone());
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains(&format!(
+                "First error: {}",
+                first.clone().unwrap_or_default()
+            )),
+            "{name}: {shown}"
+        );
+        if name == "unauthorized" {
+            assert!(
+                shown.contains("First error: HTTP 401")
+                    && shown.contains("simulated fault: request rejected"),
+                "{shown}"
+            );
+        }
     }
     unauthorized.shutdown().await;
 }
@@ -648,5 +665,36 @@ async fn a_failed_write_keeps_every_flushed_record_readable() {
         "{:?}",
         files_in(&out_dir)
     );
+    server.shutdown().await;
+}
+
+/// A run written into a directory whose children are runs would hide them
+/// from `report PARENT`: refused before anything is sent, the children
+/// named; `report PARENT` still reports every child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_into_a_parent_of_runs_is_refused() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("ladder");
+    for child in ["c1", "c2"] {
+        let out = profile(
+            &server.url(),
+            &parent.join(child),
+            &["--request-count", "2"],
+        )
+        .await;
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let sent = server.ground_truth().requests;
+    let out = profile(&server.url(), &parent, &["--request-count", "2"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds 2 run(s) in its subdirectories (c1, c2)")
+            && err.contains("give this run a directory of its own"),
+        "{err}"
+    );
+    assert_eq!(server.ground_truth().requests, sent, "nothing was sent");
+    assert!(!parent.join("run.json").exists());
     server.shutdown().await;
 }
