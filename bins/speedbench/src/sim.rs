@@ -51,10 +51,12 @@ pub(crate) struct SimArgs {
     /// Seed of every pseudo-random draw.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Time to first token, milliseconds.
+    /// Time to first token, milliseconds [default: 30, or the --config
+    /// file's].
     #[arg(long)]
     pub ttft_ms: Option<f64>,
-    /// Time per verify step, milliseconds.
+    /// Time per verify step (one target pass: a token plus the drafts it
+    /// accepts), milliseconds [default: 10, or the --config file's].
     #[arg(long)]
     pub step_ms: Option<f64>,
     /// Draft budget k of the default profile; 0 turns speculation off.
@@ -65,12 +67,23 @@ pub(crate) struct SimArgs {
     pub flavor: Option<Flavor>,
 }
 
+/// Delays of a server a person would benchmark (an 8B-class model on one
+/// GPU), for a `sim` without a `--config`: the library's default of no
+/// delay at all gives billions of tokens per second on a first try.
+const DEFAULT_TTFT_MS: f64 = 30.0;
+/// See [`DEFAULT_TTFT_MS`].
+const DEFAULT_STEP_MS: f64 = 10.0;
+
 /// The configuration: a file, the demo's or the default, then the flags.
 fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
     let mut config = match &args.config {
         Some(path) => SimConfig::from_json_file(path).context("--config")?,
-        None if args.demo_profiles => SimConfig::speed_bench_demo(),
-        None => SimConfig::default(),
+        None if args.demo_profiles => SimConfig::speed_bench_demo()
+            .with_ttft_ms(DEFAULT_TTFT_MS)
+            .with_step_ms(DEFAULT_STEP_MS),
+        None => SimConfig::default()
+            .with_ttft_ms(DEFAULT_TTFT_MS)
+            .with_step_ms(DEFAULT_STEP_MS),
     };
     config.seed = args.seed.unwrap_or(config.seed);
     config.ttft_ms = args.ttft_ms.unwrap_or(config.ttft_ms);
@@ -94,6 +107,7 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
 /// Runs `speedbench sim`.
 pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
     let config = load_config(&args)?;
+    let config_delays = (config.ttft_ms, config.step_ms);
     let addr = SocketAddr::new(args.host, args.port);
     let server = if args.reuse_port {
         SimServer::start_shared_port(config, addr).await
@@ -103,6 +117,10 @@ pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
     .context(format!("starting the simulated server on {addr}"))?;
     // The URL goes to stdout, alone on its line, so scripts can read it.
     println!("{}", server.url());
+    eprintln!(
+        "simulated delays: {} ms to the first token, {} ms per verify step (--ttft-ms, --step-ms)",
+        config_delays.0, config_delays.1
+    );
     let _ = tokio::signal::ctrl_c().await;
     let truth = server.ground_truth();
     server.shutdown().await;

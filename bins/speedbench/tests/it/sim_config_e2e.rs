@@ -226,3 +226,39 @@ async fn a_config_file_serves_what_the_builders_build() {
     assert!(stderr.contains("served 6 requests"), "{stderr}");
     in_process.shutdown().await;
 }
+
+/// `speedbench sim` on a first try serves like a real server (30 ms to the
+/// first token, 10 ms a verify step) and says so, instead of answering in
+/// no time at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_sim_has_realistic_delays_and_prints_them() {
+    let mut child = common::bin()
+        .args(["sim", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).await.expect("the URL line");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    stderr.read_line(&mut said).await.expect("the delays line");
+    assert_eq!(
+        said.trim(),
+        "simulated delays: 30 ms to the first token, 10 ms per verify step (--ttft-ms, --step-ms)"
+    );
+    let addr: SocketAddr = url.trim().trim_start_matches("http://").parse().unwrap();
+    let body = json!({"model": "m", "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hi"}]})
+    .to_string();
+    let started = std::time::Instant::now();
+    let (status, _) =
+        tokio::task::spawn_blocking(move || exchange(addr, "/v1/chat/completions", &body))
+            .await
+            .unwrap();
+    assert_eq!(status, 200);
+    // At least the first token's 30 ms (the steps add more).
+    assert!(started.elapsed() >= std::time::Duration::from_millis(30));
+}
