@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use speedbench_sim::{
     AcceptanceProfile, Chunking, FaultKind, FaultPlan, SimConfig, SimServer, SpecFlavor,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, ChildStderr};
 
 /// Every field set to something other than its default.
 const CONFIG_JSON: &str = r#"{
@@ -144,14 +145,12 @@ fn requests() -> Vec<(&'static str, Value)> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_file_serves_what_the_builders_build() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sim.json");
-    std::fs::write(&path, CONFIG_JSON).unwrap();
+/// `speedbench sim --port 0 ARGS`: the process (killed when dropped), the
+/// address its URL line names, and its stderr.
+async fn start_sim(args: &[&std::ffi::OsStr]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
     let mut child = common::bin()
-        .args(["sim", "--port", "0", "--config"])
-        .arg(&path)
+        .args(["sim", "--port", "0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -160,12 +159,23 @@ async fn a_config_file_serves_what_the_builders_build() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut url = String::new();
     stdout.read_line(&mut url).await.expect("the URL line");
-    let from_file: SocketAddr = url
+    let addr: SocketAddr = url
         .trim()
         .strip_prefix("http://")
         .unwrap_or_else(|| panic!("a URL on stdout, got {url:?}"))
         .parse()
         .expect("host:port");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    (child, addr, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_serves_what_the_builders_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.json");
+    std::fs::write(&path, CONFIG_JSON).unwrap();
+    let (mut child, from_file, mut child_stderr) =
+        start_sim(&["--config".as_ref(), path.as_os_str()]).await;
     let in_process = SimServer::start(built(), ([127, 0, 0, 1], 0).into())
         .await
         .expect("the built config is valid");
@@ -219,9 +229,10 @@ async fn a_config_file_serves_what_the_builders_build() {
         unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGINT) },
         0
     );
-    let out = child.wait_with_output().await.unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let status = child.wait().await.unwrap();
+    let mut stderr = String::new();
+    child_stderr.read_to_string(&mut stderr).await.unwrap();
+    assert!(status.success(), "{stderr}");
     // The 503 is not a served request.
     assert!(stderr.contains("served 6 requests"), "{stderr}");
     in_process.shutdown().await;
@@ -232,24 +243,13 @@ async fn a_config_file_serves_what_the_builders_build() {
 /// no time at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_sim_has_realistic_delays_and_prints_them() {
-    let mut child = common::bin()
-        .args(["sim", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).await.expect("the URL line");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (_child, addr, mut stderr) = start_sim(&[]).await;
     let mut said = String::new();
     stderr.read_line(&mut said).await.expect("the delays line");
     assert_eq!(
         said.trim(),
         "simulated delays: 30 ms to the first token, 10 ms per verify step (--ttft-ms, --step-ms)"
     );
-    let addr: SocketAddr = url.trim().trim_start_matches("http://").parse().unwrap();
     let body = json!({"model": "m", "max_tokens": 4,
         "messages": [{"role": "user", "content": "hi"}]})
     .to_string();
