@@ -6,6 +6,8 @@
 //!   generator makes (CI runs this).
 //! - `downstream`: build and run the facade's examples from `xtask/downstream`,
 //!   a crate outside the workspace that depends only on `speedbench`.
+//! - `circles`: fail if the top-level modules of a crate import each other
+//!   in a circle (CI runs this).
 //! - `fuzz [--seconds N] [--target NAME]`: run every cargo-fuzz target under
 //!   `fuzz/` for N seconds (default 60) on the stable toolchain.
 //! - `prestage --dataset NAME --out DIR [--resolver R] [--python PATH]
@@ -32,6 +34,7 @@ mod bench;
 mod bench_dataset;
 mod bench_load;
 mod bench_report;
+mod circles;
 mod downstream;
 mod fixtures;
 mod fuzz;
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Some("prepare-venv") => prepare_venv::run(&workspace_root(), &args[1..]),
         Some("fuzz") => fuzz::run(&workspace_root(), &args[1..]),
         Some("downstream") => downstream::run(&workspace_root()),
+        Some("circles") => circles::run(&workspace_root()),
         Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
             bench_load::run(&workspace_root(), &args[2..])
         }
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n\ngot: {args:?}"
         )),
     };
     match result {
