@@ -21,9 +21,11 @@ pub(crate) struct ReportArgs {
     /// or speed_bench.py files (.json with `summary` and `results`).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// What fills the cells: accept_length, accept_rate, throughput, decode_tps or latency.
-    #[arg(long, default_value = "accept_length")]
-    pub metric: MatrixMetric,
+    /// What fills the cells: accept_length, accept_rate, throughput,
+    /// decode_tps or latency [default: accept_length; accept_rate when
+    /// every path is a speed_bench.py file, the figure those hold].
+    #[arg(long)]
+    pub metric: Option<MatrixMetric>,
     /// Where numbers come from: auto (records, then summary, then server), records, summary or server.
     #[arg(long, default_value = "auto")]
     pub source: SourceChoice,

@@ -99,8 +99,10 @@ pub struct ReportSpec {
     /// Run directories, parents of run directories, speed_bench.py
     /// `--output` files, or store URLs of any of these.
     pub paths: Vec<PathBuf>,
-    /// What fills the cells.
-    pub metric: MatrixMetric,
+    /// What fills the cells; `None`: `accept_length`, or `accept_rate`
+    /// when every run is a speed_bench.py file (the figure those files
+    /// hold).
+    pub metric: Option<MatrixMetric>,
     /// Where the numbers come from.
     pub source: SourceChoice,
     /// How the matrix is rendered.
@@ -114,11 +116,16 @@ pub struct ReportSpec {
 }
 
 impl ReportSpec {
+    /// The metric of the cells: the one asked for, else `accept_length`.
+    fn metric(&self) -> MatrixMetric {
+        self.metric.unwrap_or(MatrixMetric::AcceptLength)
+    }
+
     /// A report over `paths` with `speedbench report`'s defaults.
     pub fn new(paths: Vec<PathBuf>) -> ReportSpec {
         ReportSpec {
             paths,
-            metric: MatrixMetric::AcceptLength,
+            metric: None,
             source: SourceChoice::Auto,
             format: ReportFormat::Both,
             output: "speed_bench_report.csv".into(),
@@ -219,7 +226,7 @@ fn load_runs(
     // HTML draws histograms and latencies from every record column.
     // So does speed_bench.py's summary (timings, turns, errors).
     let every_column = matches!(spec.format, ReportFormat::Html | ReportFormat::SpeedBenchPy);
-    let columns = (!every_column).then(|| matrix_columns(spec.metric));
+    let columns = (!every_column).then(|| matrix_columns(spec.metric()));
     let mut runs = Vec::new();
     let mut unreadable = Vec::new();
     let mut first_error = None;
@@ -277,7 +284,7 @@ fn warn_about(
                 .unwrap_or("no outcome recorded")
         ));
     }
-    if spec.metric == MatrixMetric::Throughput && run.category_count() > 1 {
+    if spec.metric() == MatrixMetric::Throughput && run.category_count() > 1 {
         observer.info(&format!(
             "{}: throughput is a rate over the whole run, so it is not split across its {} categories; \
              the run gives one column (run one category per run for per-category throughput)",
@@ -295,6 +302,21 @@ fn report_runs(
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
     let (mut runs, shard_sets) = merge_shard_runs(runs, observer)?;
+    let chosen;
+    let spec = match what_they_hold(spec, &runs) {
+        Some(metric) => {
+            observer.info(&format!(
+                "every run is a speed_bench.py file: the matrix is {metric}, the figure they \
+                 hold (--metric chooses another)"
+            ));
+            chosen = ReportSpec {
+                metric: Some(metric),
+                ..spec.clone()
+            };
+            &chosen
+        }
+        None => spec,
+    };
     assign_labels(&mut runs, &spec.labels).map_err(|source| RunError::Runs {
         context: "labelling the runs (--label DIR=NAME)".into(),
         source,
@@ -302,7 +324,7 @@ fn report_runs(
     if spec.format == ReportFormat::SpeedBenchPy {
         return speed_bench_py_tables(&runs, observer);
     }
-    let (matrix, sources) = build_matrix(spec.metric, spec.source, &runs);
+    let (matrix, sources) = build_matrix(spec.metric(), spec.source, &runs);
     for (run, source) in runs.iter().zip(&sources) {
         tell_source(spec, run, *source, observer);
     }
@@ -312,9 +334,16 @@ fn report_runs(
         .iter()
         .all(|r| r.cells.iter().all(Option::is_none))
     {
-        return Err(no_value(spec.metric));
+        return Err(no_value(spec.metric()));
     }
     render(spec, matrix, &runs, &shard_sets, observer)
+}
+
+/// Without a metric asked for, over speed_bench.py files only: the one
+/// they hold (their summary rows' acceptance rate).
+fn what_they_hold(spec: &ReportSpec, runs: &[RunData]) -> Option<MatrixMetric> {
+    let all_files = !runs.is_empty() && runs.iter().all(|r| r.format == RunFormat::SpeedBenchPy);
+    (spec.metric.is_none() && all_files).then_some(MatrixMetric::AcceptRate)
 }
 
 /// Where one run's numbers came from, or why it has none.
@@ -329,18 +358,18 @@ fn tell_source(
             "{} (row {:?}): {} from {source}",
             run.dir.display(),
             run.label,
-            spec.metric
+            spec.metric()
         ));
         return;
     }
     let why = if run.format == RunFormat::SpeedBenchPy {
-        match speed_bench_py_matrix_gap(spec.metric) {
+        match speed_bench_py_matrix_gap(spec.metric()) {
             Some(gap) => format!(" ({gap})"),
             None => " (a speed_bench.py file gives accept_rate from its summary rows \
                       only, and none of them drafted)"
                 .to_string(),
         }
-    } else if spec.source == SourceChoice::Server && !spec.metric.is_acceptance() {
+    } else if spec.source == SourceChoice::Server && !spec.metric().is_acceptance() {
         " (the server scrape gives acceptance only)".to_string()
     } else {
         String::new()
@@ -349,7 +378,7 @@ fn tell_source(
         "{} (row {:?}) has no {} value in {}{why}",
         run.dir.display(),
         run.label,
-        spec.metric,
+        spec.metric(),
         spec.source
     ));
 }
@@ -415,7 +444,7 @@ fn render(
 fn html_page(spec: &ReportSpec, matrix: AcceptanceMatrix, runs: &[RunData]) -> String {
     let mut matrices = vec![matrix];
     for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
-        if metric != spec.metric {
+        if metric != spec.metric() {
             let (m, _) = build_matrix(metric, spec.source, runs);
             if m.rows.iter().any(|r| r.overall.is_some()) {
                 matrices.push(m);

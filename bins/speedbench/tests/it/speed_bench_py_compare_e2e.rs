@@ -649,3 +649,31 @@ async fn a_gguf_path_model_shows_as_its_stem_and_stays_whole_in_the_files() {
     assert_eq!(json["baseline_model"], GGUF);
     assert_eq!(json["speculative_model"], GGUF);
 }
+
+/// `report` over speed_bench.py files alone, without `--metric`, shows
+/// what the files hold (their acceptance rate) instead of failing on the
+/// acceptance length they cannot give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_over_speed_bench_py_files_defaults_to_what_they_hold() {
+    let fixtures = fixture_file("");
+    let out = run(&["report", s(&fixtures), "--format", "json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("every run is a speed_bench.py file: the matrix is accept_rate"),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["metric"], "accept_rate", "{json}");
+    let same = run(&[
+        "report",
+        s(&fixtures),
+        "--metric",
+        "accept_rate",
+        "--format",
+        "json",
+    ])
+    .await;
+    let asked: Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(json, asked, "the same matrix as asking for accept_rate");
+}
