@@ -140,19 +140,3 @@ impl RunError {
         }
     }
 }
-
-/// An error with every cause its message does not already quote, joined
-/// by `: ` (as the command line prints errors).
-pub fn error_message(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !text.contains(&c_text) {
-            text.push_str(": ");
-            text.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    text
-}

@@ -61,7 +61,7 @@ mod validate;
 mod words;
 
 pub use dataset::{dataset_error, dataset_hint};
-pub use error::{RunError, error_message};
+pub use error::RunError;
 pub use execute::{execute, run_spec};
 pub use finished::{RunReport, RunResults, ShownPaths};
 pub use observer::{EngineSource, Observer, Silent};
@@ -69,5 +69,8 @@ pub use spec::{
     DatasetSource, DatasetSpec, EngineChoice, LoadSpec, OutputSpec, RunSpec, SamplingSpec,
     ScrapeSpec, Secret, ShardSpec, TargetSpec,
 };
+/// An error with every cause its message does not already quote, on one
+/// line (as the command line prints errors).
+pub use speedbench_http::describe as error_message;
 pub use staging::store_url;
 pub use validate::ValidRun;

@@ -30,7 +30,8 @@ use speedbench_runs::{
     RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with, merge_shards,
 };
 
-use crate::error::{RunError, error_message};
+use crate::error::RunError;
+use crate::error_message;
 use crate::fetch::{Localized, localize};
 
 /// How the matrix is rendered.

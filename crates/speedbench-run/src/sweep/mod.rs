@@ -531,7 +531,7 @@ impl RunEnd {
         match self {
             RunEnd::Completed => "completed".into(),
             RunEnd::Interrupted => "interrupted (its finished requests are kept)".into(),
-            RunEnd::Failed(why) => format!("failed: {}", crate::error::error_message(why)),
+            RunEnd::Failed(why) => format!("failed: {}", crate::error_message(why)),
             RunEnd::NotStarted => "not started (the sweep was stopped)".into(),
         }
     }
