@@ -25,23 +25,15 @@ impl Observer for Console {
     }
 
     fn rows_limited(&mut self, limit: usize, kept: usize, before: usize) {
-        eprintln!(
-            "--limit {limit}: {kept} of {before} rows kept (the first {limit} of each category)"
-        );
+        eprintln!("{}", text::limited_line(limit, kept, before));
     }
 
     fn staging(&mut self, url: &StoreUrl, dir: &Path) {
-        eprintln!(
-            "uploading to {url} (the run is staged in {})",
-            dir.display()
-        );
+        eprintln!("{}", text::staging_line(url, dir));
     }
 
     fn engine(&mut self, engine: Engine, source: &EngineSource) {
-        match source {
-            EngineSource::Named => eprintln!("engine: {engine} (--engine)"),
-            EngineSource::Detected(evidence) => eprintln!("engine: {engine} ({evidence})"),
-        }
+        eprintln!("{}", text::engine_line(engine, source));
     }
 
     fn preflight(&mut self, check: &Preflight) {

@@ -40,8 +40,7 @@ pub(crate) fn arg(flag: &'static Flag, heading: Option<&'static str>) -> Arg {
         .long(flag.long)
         .help(flag.help)
         .help_heading(heading)
-        .visible_aliases(flag.aliases.iter().copied())
-        .value_name(value_name(flag));
+        .visible_aliases(flag.aliases.iter().copied());
     arg = match flag.kind {
         FlagKind::Switch => arg.action(ArgAction::SetTrue),
         FlagKind::One => arg.action(ArgAction::Set),
@@ -53,6 +52,9 @@ pub(crate) fn arg(flag: &'static Flag, heading: Option<&'static str>) -> Arg {
         } else {
             arg.value_parser(PossibleValuesParser::new(flag.possible))
         };
+    }
+    if let Some(name) = flag.value_name {
+        arg = arg.value_name(name);
     }
     if let Some(c) = flag.short {
         arg = arg.short(c);
@@ -68,16 +70,6 @@ pub(crate) fn arg(flag: &'static Flag, heading: Option<&'static str>) -> Arg {
         "category" | "local-addr" => arg.value_delimiter(','),
         "extra-inputs" | "server-metrics" => arg.num_args(1..),
         _ => arg,
-    }
-}
-
-/// The placeholder of a flag's value: its own, or its name in capitals
-/// (`REQUEST_COUNT`), as clap's derive writes it.
-fn value_name(flag: &Flag) -> &'static str {
-    match flag.value_name {
-        Some(name) => name,
-        // Once per flag and process: the help lives as long as the program.
-        None => Box::leak(flag.long.to_uppercase().replace('-', "_").into_boxed_str()),
     }
 }
 

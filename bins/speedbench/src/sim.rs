@@ -67,23 +67,12 @@ pub(crate) struct SimArgs {
     pub flavor: Option<Flavor>,
 }
 
-/// Delays of a server a person would benchmark (an 8B-class model on one
-/// GPU), for a `sim` without a `--config`: the library's default of no
-/// delay at all gives billions of tokens per second on a first try.
-const DEFAULT_TTFT_MS: f64 = 30.0;
-/// See [`DEFAULT_TTFT_MS`].
-const DEFAULT_STEP_MS: f64 = 10.0;
-
 /// The configuration: a file, the demo's or the default, then the flags.
 fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
     let mut config = match &args.config {
         Some(path) => SimConfig::from_json_file(path).context("--config")?,
-        None if args.demo_profiles => SimConfig::speed_bench_demo()
-            .with_ttft_ms(DEFAULT_TTFT_MS)
-            .with_step_ms(DEFAULT_STEP_MS),
-        None => SimConfig::default()
-            .with_ttft_ms(DEFAULT_TTFT_MS)
-            .with_step_ms(DEFAULT_STEP_MS),
+        None if args.demo_profiles => SimConfig::speed_bench_demo().with_typical_delays(),
+        None => SimConfig::default().with_typical_delays(),
     };
     config.seed = args.seed.unwrap_or(config.seed);
     config.ttft_ms = args.ttft_ms.unwrap_or(config.ttft_ms);

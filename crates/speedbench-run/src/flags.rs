@@ -245,24 +245,30 @@ macro_rules! flag {
 /// The server and how each request is made.
 const TARGET: &[Flag] = &[
     flag!("url", One, |s, v| s.target.url = v.to_string())
+        .value("URL")
         .help("Server URL: `host:port` or `http://host:port`, with or without `/v1`.")
         .default("localhost:8000"),
     flag!("model", One, |s, v| s.target.model = Some(v.to_string()))
         .short('m')
+        .value("MODEL")
         .help("Model name to send; asked of `GET /v1/models` when omitted."),
     flag!("endpoint-type", One, |s, v| s.target.endpoint_type = parse(v)?)
+        .value("ENDPOINT_TYPE")
         .help("API to call: `chat` (/v1/chat/completions) or `completions` (/v1/completions).")
         .default("chat"),
     flag!("streaming", Switch, |s, v| s.target.streaming = switch(v)?)
         .help("Ask for streamed (SSE) responses; needed for TTFT and inter-token latency."),
     flag!("timeout", One, |s, v| s.target.timeout_s = parse(v)?)
+        .value("TIMEOUT")
         .help("Per-request timeout in seconds.")
         .default("600"),
     flag!("api-key", One, |s, v| s.target.api_key = Some(Secret::new(v)))
+        .value("API_KEY")
         .help("API key sent as a bearer token (never logged or stored).")
         .env("OPENAI_API_KEY"),
     flag!("header", Many, |s, v| s.target.headers.push(Secret::new(v)))
         .short('H')
+        .value("HEADER")
         .help("Extra HTTP header `Name:value` (repeatable; values are never stored)."),
     flag!("ca-cert", Many, |s, v| s.target.ca_cert.push(v.into()))
         .value("FILE")
@@ -290,14 +296,17 @@ const TARGET: &[Flag] = &[
         .env("SPEEDBENCH_NO_PREFLIGHT")
         .help("Skip the preflight: one small request before the run, to check that the server reports acceptance per request and say what to change when it does not (`SPEEDBENCH_NO_PREFLIGHT=true` too, e.g. for every run of a script)."),
     flag!("osl", One, |s, v| s.sampling.osl = Some(parse(v)?))
+        .value("OSL")
         .help("Output length cap, sent as `max_tokens`."),
     flag!("extra-inputs", Many, |s, v| s.sampling.extra_inputs.push(v.to_string()))
+        .value("EXTRA_INPUTS")
         .help("Extra request fields: `key:value` pairs or JSON objects (e.g. `temperature:0`)."),
 ];
 
 /// The rows sent.
 const DATASET: &[Flag] = &[
     flag!("input-file", One, |s, v| source(s, DatasetSource::InputFile(PathBuf::from(v)))?)
+        .value("INPUT_FILE")
         .help("SPEED-Bench-shaped JSONL rows (`question_id`, `category`, `messages` or `turns`)."),
     flag!("public-dataset", One, |s, v| source(s, DatasetSource::PublicDataset(v.to_string()))?)
         .value("NAME")
@@ -329,6 +338,7 @@ const DATASET: &[Flag] = &[
         .env("SPEEDBENCH_PREPARE_SCRIPT")
         .help("Run this local prepare script instead of downloading the pinned one (it is run as given; its sha256 is logged)."),
     flag!("category", Many, |s, v| s.dataset.category.extend(v.split(',').map(str::to_string)))
+        .value("CATEGORY")
         .help("Keep only rows of these categories (repeat or separate with commas); `all` (alone) keeps every row, as when it is omitted."),
     flag!("limit", One, |s, v| s.dataset.limit = Some(parse_limit(v)?))
         .value("N")
@@ -339,24 +349,32 @@ const DATASET: &[Flag] = &[
 const LOAD: &[Flag] = &[
     flag!("concurrency", One, |s, v| s.load.concurrency = parse(v)?)
         .default("1")
+        .value("CONCURRENCY")
         .help("Requests in flight at once."),
     flag!("request-count", One, |s, v| s.load.request_count = Some(parse(v)?))
+        .value("REQUEST_COUNT")
         .help("Profiled requests (turns) to send; conversations recycle to reach it."),
     flag!("num-conversations", One, |s, v| s.load.num_conversations = Some(parse(v)?))
+        .value("NUM_CONVERSATIONS")
         .help("Conversations to run, every turn each; default: every row once."),
     flag!("warmup-request-count", One, |s, v| s.load.warmup_request_count = parse(v)?)
         .default("0")
+        .value("WARMUP_REQUEST_COUNT")
         .help("Requests sent first and excluded from every statistic."),
     flag!("request-rate", One, |s, v| s.load.request_rate = Some(parse(v)?))
+        .value("REQUEST_RATE")
         .help("Open-loop load: conversation starts per second (requests per second for single-turn rows); `--concurrency` is then unused."),
     flag!("arrival", One, |s, v| s.load.arrival = parse(v)?)
         .aliases(&["request-rate-mode"])
         .default("poisson")
+        .value("ARRIVAL")
         .help("How request-rate arrivals are spaced: `poisson` (exponential gaps) or `constant` (equal gaps of 1/rate)."),
     flag!("random-seed", One, |s, v| s.load.random_seed = parse(v)?)
         .default("0")
+        .value("RANDOM_SEED")
         .help("Seed of the arrival schedule."),
     flag!("max-concurrency", One, |s, v| s.load.max_concurrency = Some(parse(v)?))
+        .value("MAX_CONCURRENCY")
         .help("With --request-rate: at most this many conversations in flight."),
     flag!("benchmark-duration", One, |s, v| s.load.benchmark_duration_s = Some(parse(v)?))
         .value("SECONDS")
@@ -373,6 +391,7 @@ const LOAD: &[Flag] = &[
 /// Where the run's files go, the shard and the server-metrics scrape.
 const OUTPUT: &[Flag] = &[
     flag!("output-artifact-dir", One, |s, v| s.outputs.output_artifact_dir = Some(v.into()))
+        .value("OUTPUT_ARTIFACT_DIR")
         .help("Directory for `records.parquet`, `run.json` and `summary.json`, or a store URL (`s3://bucket/prefix`, `gs://...`, `az://...`; credentials from the store's standard environment variables): the run is staged locally, its records stream up as it goes and the rest follows at the end (docs/distributed.md)."),
     flag!("staging-dir", One, |s, v| s.outputs.staging_dir = Some(v.into()))
         .value("DIR")
@@ -387,6 +406,7 @@ const OUTPUT: &[Flag] = &[
         .default("records")
         .help("Files kept, as AIPerf's --export-level: `summary` (run.json, summary.json and the scrape; no records.parquet), `records` (also records.parquet) or `raw` (also raw_responses.jsonl: every response body, credentials scrubbed)."),
     flag!("run-id", One, |s, v| s.outputs.run_id = Some(v.to_string()))
+        .value("RUN_ID")
         .help("Run identifier; generated when omitted."),
     flag!("shard", One, |s, v| s.shard.shard = Some(parse(v)?))
         .value("I/N")
@@ -603,6 +623,12 @@ mod tests {
                     .unwrap_or_else(|e| panic!("--{} {value}: {e}", flag.long));
             }
             assert!(!flag.help.is_empty(), "--{} has no help", flag.long);
+            assert_eq!(
+                flag.value_name.is_some(),
+                flag.kind != FlagKind::Switch,
+                "--{}: a placeholder for a value, none for a switch",
+                flag.long
+            );
         }
     }
 

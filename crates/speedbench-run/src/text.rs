@@ -49,6 +49,27 @@ pub fn loaded_line(loaded: &PublicDataset) -> String {
     )
 }
 
+/// `--limit N` kept `kept` of `before` rows.
+pub fn limited_line(limit: usize, kept: usize, before: usize) -> String {
+    format!("--limit {limit}: {kept} of {before} rows kept (the first {limit} of each category)")
+}
+
+/// A run staged in `dir` for the store `url`.
+pub fn staging_line(url: &speedbench_store::StoreUrl, dir: &Path) -> String {
+    format!(
+        "uploading to {url} (the run is staged in {})",
+        dir.display()
+    )
+}
+
+/// The engine, and how it became known.
+pub fn engine_line(engine: speedbench_client::Engine, source: &crate::EngineSource) -> String {
+    match source {
+        crate::EngineSource::Named => format!("engine: {engine} (--engine)"),
+        crate::EngineSource::Detected(evidence) => format!("engine: {engine} ({evidence})"),
+    }
+}
+
 /// The sampling fields every request carries, said before the first one,
 /// so that nobody benchmarks sampled, uncapped decoding by accident:
 /// `max_tokens` (`--osl`) and every `--extra-inputs` field, or what the

@@ -87,6 +87,21 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// Time to first token of a server a person would benchmark (an
+    /// 8B-class model on one GPU), milliseconds; see
+    /// [`SimConfig::with_typical_delays`].
+    pub const TYPICAL_TTFT_MS: f64 = 30.0;
+    /// Time per verify step of such a server, milliseconds.
+    pub const TYPICAL_STEP_MS: f64 = 10.0;
+
+    /// With [`SimConfig::TYPICAL_TTFT_MS`] and [`SimConfig::TYPICAL_STEP_MS`]:
+    /// what `speedbench sim` serves without a config file (the default of no
+    /// delay at all gives billions of tokens per second on a first try).
+    pub fn with_typical_delays(self) -> Self {
+        self.with_ttft_ms(Self::TYPICAL_TTFT_MS)
+            .with_step_ms(Self::TYPICAL_STEP_MS)
+    }
+
     /// Reads a configuration written as JSON (this type's serde form).
     pub fn from_json_file(path: &std::path::Path) -> Result<SimConfig, crate::SimError> {
         let error = |message: String| crate::SimError::ConfigFile {
