@@ -562,6 +562,14 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
             ));
         }
     }
+    if drafted(&base.records) == Some(true) && drafted(&spec.records) == Some(false) {
+        check.mismatches.push(format!(
+            "roles: the baseline run {} speculates (its requests drafted) and the speculative \
+             run {} does not; were --baseline and --speculative swapped?",
+            base.dir.display(),
+            spec.dir.display()
+        ));
+    }
     if let (Some(b), Some(s)) = (&base.manifest, &spec.manifest) {
         check_manifests(b, s, &mut check);
     }
@@ -570,6 +578,14 @@ pub fn check_runs_match(base: &CompareRun, spec: &CompareRun) -> RunCheck {
     check_request_counts(&bk, &sk, incomplete, &mut check);
     check_prompts(&bk, &sk, &mut check);
     check
+}
+
+/// Whether a run's answered requests drafted tokens; `None` when none was
+/// answered (a run that failed whole says nothing of its server).
+fn drafted(records: &[RequestRecord]) -> Option<bool> {
+    let mut measured = records.iter().filter(|r| is_measured(r)).peekable();
+    measured.peek()?;
+    Some(measured.any(|r| r.spec.as_ref().is_some_and(|s| s.proposed_draft_tokens > 0)))
 }
 
 /// What the two runs' manifests say they sent: the dataset, the request

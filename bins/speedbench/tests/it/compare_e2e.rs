@@ -112,6 +112,23 @@ async fn compare_reports_speedup_and_a_lossless_check() {
     );
     assert!(!console.contains("Lossless check"), "{console}");
     assert!(!console.contains("meaningful"), "{console}");
+
+    // Roles swapped (a speculating baseline): refused, naming it; --force
+    // compares anyway and says it again.
+    let swapped = compare_dirs(&spec, &base, &[]).await;
+    assert_eq!(swapped.status.code(), Some(1), "{}", stderr(&swapped));
+    assert!(
+        stderr(&swapped).contains("were --baseline and --speculative swapped?"),
+        "{}",
+        stderr(&swapped)
+    );
+    let forced = compare_dirs(&spec, &base, &["--force"]).await;
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert!(
+        stderr(&forced).contains("the runs differ (--force): roles: the baseline run"),
+        "{}",
+        stderr(&forced)
+    );
 }
 
 /// A run directory written directly: `records`, and a `run.json` with
