@@ -28,8 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = RunSpec::default()
         .with("url", &server.url())?
         .with("input-file", &rows)?
-        .with("output-artifact-dir", &out.to_string_lossy())?
-        .with("overwrite", "true")?;
+        .with("output-artifact-dir", &out.to_string_lossy())?;
     let given = ["url", "input-file"].map(String::from).into();
     let sweep = Sweep::read(file.as_ref(), &base, &given)?.check().await?;
     let outcome = sweep.run(&StopHandle::default(), &mut Lines).await;
