@@ -268,6 +268,7 @@ fn run_config(spec: &RunSpec, target: &Target, engine: Engine) -> serde_json::Va
         "request_count": l.request_count,
         "num_conversations": l.num_conversations,
         "warmup_request_count": l.warmup_request_count,
+        "warmup_concurrency": l.warmup_concurrency,
         "osl": spec.sampling.osl,
         "extra_inputs": target.extra_body,
         "timeout_s": t.timeout_s,

@@ -361,6 +361,9 @@ const LOAD: &[Flag] = &[
         .default("0")
         .value("WARMUP_REQUEST_COUNT")
         .help("Requests sent first and excluded from every statistic."),
+    flag!("warmup-concurrency", One, |s, v| s.load.warmup_concurrency = Some(parse(v)?))
+        .value("WARMUP_CONCURRENCY")
+        .help("Warm up closed-loop at this many requests in flight, whatever the measured load (AIPerf's warmup phase of `type: concurrency`); default: the measured load's shape."),
     flag!("request-rate", One, |s, v| s.load.request_rate = Some(parse(v)?))
         .value("REQUEST_RATE")
         .help("Open-loop load: conversation starts per second (requests per second for single-turn rows); `--concurrency` is then unused."),

@@ -223,6 +223,9 @@ pub struct LoadSpec {
     pub num_conversations: Option<u64>,
     /// `--warmup-request-count`.
     pub warmup_request_count: u64,
+    /// `--warmup-concurrency`: warm up closed-loop at this many requests in
+    /// flight, whatever the measured load; `None` warms up in its shape.
+    pub warmup_concurrency: Option<usize>,
     /// `--request-rate`: open-loop arrivals per second.
     pub request_rate: Option<f64>,
     /// `--arrival`: poisson or constant gaps.
@@ -247,6 +250,7 @@ impl Default for LoadSpec {
             request_count: None,
             num_conversations: None,
             warmup_request_count: 0,
+            warmup_concurrency: None,
             request_rate: None,
             arrival: Arrival::Poisson,
             random_seed: 0,

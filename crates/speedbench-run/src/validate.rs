@@ -241,6 +241,7 @@ impl RunSpec {
         load.request_count = l.request_count;
         load.num_conversations = l.num_conversations;
         load.warmup_request_count = l.warmup_request_count;
+        load.warmup_concurrency = l.warmup_concurrency;
         load.request_rate = l.request_rate;
         load.arrival = l.arrival;
         load.random_seed = l.random_seed;

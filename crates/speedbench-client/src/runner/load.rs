@@ -46,6 +46,11 @@ pub struct LoadConfig {
     /// Requests sent first and recorded with `warmup = true` (in the same
     /// load shape, without the duration limit).
     pub warmup_request_count: u64,
+    /// Warm up closed-loop at this many requests in flight, whatever the
+    /// measured phase's shape (AIPerf's `--warmup-concurrency`, a warmup
+    /// phase of `type: concurrency`); `None` warms up in the measured
+    /// phase's own shape.
+    pub warmup_concurrency: Option<usize>,
     /// Run only this shard's share of the work described by the other
     /// fields, which keep their unsharded values (see [`Shard`] for the
     /// split); `None` runs all of it.
@@ -70,6 +75,7 @@ impl Default for LoadConfig {
             request_count: None,
             num_conversations: None,
             warmup_request_count: 0,
+            warmup_concurrency: None,
             shard: None,
             start_barrier: None,
         }
@@ -121,6 +127,12 @@ impl LoadConfig {
     /// Sends this many warmup requests first.
     pub fn with_warmup_requests(mut self, requests: u64) -> Self {
         self.warmup_request_count = requests;
+        self
+    }
+
+    /// Warms up closed-loop at `concurrency` requests in flight.
+    pub fn with_warmup_concurrency(mut self, concurrency: usize) -> Self {
+        self.warmup_concurrency = Some(concurrency);
         self
     }
 
@@ -190,6 +202,9 @@ impl LoadConfig {
                 return bad("a maximum concurrency needs a request rate");
             }
             _ => {}
+        }
+        if self.warmup_concurrency == Some(0) {
+            return bad("the warmup concurrency must be at least 1");
         }
         if self.max_concurrency == Some(0) {
             return bad("the maximum concurrency must be at least 1");

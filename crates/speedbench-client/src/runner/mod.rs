@@ -99,6 +99,17 @@ pub fn check_open_files(
     fit_open_files(&mut load, rows, limit)
 }
 
+/// The warmup's closed-loop workers: its own concurrency, else the
+/// run's (none when the warmup follows a request rate or sends nothing).
+fn warmup_workers(load: &LoadConfig) -> usize {
+    let concurrency = match (load.warmup_concurrency, load.request_rate) {
+        (Some(c), _) => c,
+        (None, None) => load.concurrency,
+        (None, Some(_)) => return 0,
+    };
+    worker_count(concurrency, None, Some(load.warmup_request_count))
+}
+
 /// Checks that the requests `load` holds in flight fit the open-file
 /// `limit` beside [`RESERVED_OPEN_FILES`]; an open-loop load without a cap
 /// gets one. `rows` bounds a closed loop with neither a count nor a
@@ -121,6 +132,7 @@ fn fit_open_files(load: &mut LoadConfig, rows: usize, limit: u64) -> Result<(), 
             phase::worker_count(load.concurrency, sessions, load.request_count) as u64
         }
     };
+    let in_flight = in_flight.max(warmup_workers(load) as u64);
     if in_flight > allowed {
         return Err(ClientError::OpenFileLimit {
             in_flight,
@@ -428,14 +440,9 @@ fn open_run(
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = match run.load.request_rate {
         Some(_) => run.load.max_concurrency.unwrap_or(1024),
-        None => {
-            worker_count(run.load.concurrency, sessions, run.load.request_count).max(worker_count(
-                run.load.concurrency,
-                None,
-                Some(run.load.warmup_request_count),
-            ))
-        }
-    };
+        None => worker_count(run.load.concurrency, sessions, run.load.request_count),
+    }
+    .max(warmup_workers(&run.load));
     let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
     let scraper = run
         .server_metrics
@@ -499,6 +506,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         let warmup = Phase {
             dispatcher: Dispatcher::new(None, Some(shared.run.load.warmup_request_count), None),
             warmup: true,
+            closed_loop_at: shared.run.load.warmup_concurrency,
             cancel: StopHandle::new(),
         };
         run_phase(shared, Arc::new(warmup)).await;
@@ -518,6 +526,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
     let profile = Phase {
         dispatcher: Dispatcher::new(opened.sessions, shared.run.load.request_count, deadline),
         warmup: false,
+        closed_loop_at: None,
         cancel: StopHandle::new(),
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);

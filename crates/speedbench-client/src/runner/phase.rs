@@ -73,6 +73,9 @@ impl Dispatcher {
 pub(super) struct Phase {
     pub(super) dispatcher: Dispatcher,
     pub(super) warmup: bool,
+    /// Closed-loop at this many requests in flight whatever the run's load
+    /// shape (a warmup with its own concurrency); `None` follows the run's.
+    pub(super) closed_loop_at: Option<usize>,
     /// Triggered when the grace period after the duration runs out.
     pub(super) cancel: StopHandle,
 }
@@ -107,13 +110,15 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         .deadline
         .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
     let mut arrivals = None;
-    let slots = load
-        .max_concurrency
-        .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
-    match load.request_rate {
+    let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
+        Some(c) => (None, c, None),
+        None => (load.request_rate, load.concurrency, load.max_concurrency),
+    };
+    let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    match rate {
         None => {
             let d = &phase.dispatcher;
-            for _ in 0..worker_count(load.concurrency, d.sessions, d.requests) {
+            for _ in 0..worker_count(concurrency, d.sessions, d.requests) {
                 let shared = shared.clone();
                 let phase = phase.clone();
                 tasks.spawn(async move { worker(&shared, &phase).await });

@@ -55,6 +55,10 @@ impl Shard {
             local.max_concurrency = Some(m_local as usize);
         }
         local.warmup_request_count = self.share(load.warmup_request_count);
+        // A shard too small for a warmup worker of its own warms up with one.
+        local.warmup_concurrency = load
+            .warmup_concurrency
+            .map(|c| (self.share(c as u64) as usize).max(1));
         let turns = |s: u64| dataset.conversations[(s % n) as usize].turns.len() as u64;
         match (load.num_conversations, load.request_count) {
             (None, None) if load.benchmark_duration.is_some() => {}

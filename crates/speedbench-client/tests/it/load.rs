@@ -220,3 +220,41 @@ async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation()
     );
     server.shutdown().await;
 }
+
+/// The most requests in flight at once among `records`.
+fn most_in_flight(records: &[&RequestRecord]) -> usize {
+    records
+        .iter()
+        .map(|r| {
+            records
+                .iter()
+                .filter(|o| o.start_unix_ns <= r.start_unix_ns && o.end_unix_ns > r.start_unix_ns)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_concurrency_warms_up_closed_loop_whatever_the_measured_rate() {
+    // A measured rate of one request every 2 s: a warmup in that shape
+    // would have one request in flight at a time (each takes ~100 ms).
+    let server = sim(100.0, 1.0).await;
+    let load = LoadConfig::request_rate(0.5)
+        .with_arrival(Arrival::Constant)
+        .with_request_count(1)
+        .with_warmup_requests(6)
+        .with_warmup_concurrency(3);
+    let (outcome, records) = run(&server, single_turns(6), load).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let warmup: Vec<&RequestRecord> = records.iter().filter(|r| r.warmup).collect();
+    assert_eq!((warmup.len(), records.len()), (6, 7));
+    assert!(warmup.iter().all(|r| r.is_success()));
+    // Closed loop at 3: never more than 3 at once, and 3 at once at some
+    // moment (the three workers start together and each request takes
+    // 100 ms, far longer than starting three tasks).
+    assert_eq!(most_in_flight(&warmup), 3);
+    // The measured phase keeps its own shape: its arrival schedule.
+    assert_eq!(outcome.schedule.expect("rate mode").arrivals, 1);
+    server.shutdown().await;
+}
