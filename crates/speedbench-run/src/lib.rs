@@ -59,6 +59,7 @@ pub mod sweep;
 pub mod text;
 mod validate;
 mod words;
+mod yaml;
 
 pub use dataset::{dataset_error, dataset_hint};
 pub use error::RunError;

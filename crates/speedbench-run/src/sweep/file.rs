@@ -34,6 +34,7 @@ use toml::{Spanned, Value};
 use crate::error::RunError;
 use crate::flags::{self, FlagKind, REPORT_FLAGS, normalize};
 use crate::spec::RunSpec;
+use crate::yaml::{self, Node};
 
 /// A refusal at a place in the file.
 fn fail(at: &str, message: impl Into<String>) -> RunError {
@@ -167,6 +168,27 @@ impl Setting {
                 .map(|v| format!("--{}={v}", self.flag.long))
                 .collect(),
         }
+    }
+
+    /// `long`'s `values` as written at `at`, checked as the flag checks
+    /// them (a config file's field translated to a flag).
+    pub(crate) fn new(long: &str, values: Vec<String>, at: String) -> Result<Setting, RunError> {
+        let table = flags::find(long).expect("a profile flag");
+        let mut probe = RunSpec::default();
+        for v in &values {
+            table
+                .apply(&mut probe, v)
+                .map_err(|e| fail(&at, format!("{e}")))?;
+        }
+        Ok(Setting {
+            flag: Flag {
+                long: table.long,
+                kind: table.kind,
+            },
+            text: values.join("+"),
+            values,
+            at,
+        })
     }
 
     /// Sets it in `spec` (a repeatable flag's values are added to the
@@ -465,12 +487,18 @@ fn too_many(source: &Source<'_>, total: &str) -> RunError {
 /// which every run takes from there (a `[matrix]` or variation key among
 /// them is refused: it would make the runs alike).
 pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expanded, RunError> {
-    let file: SweepFile = toml::from_str(source.text).map_err(|e| {
-        fail(
-            &source.path.display().to_string(),
-            e.to_string().trim_end().to_string(),
-        )
-    })?;
+    let file = match yaml_document(source)? {
+        Some(root) if super::aiperf::is_aiperf_config(&root) => {
+            return super::aiperf::expand(source, root, cli, &|name| std::env::var(name).ok());
+        }
+        Some(root) => yaml_sweep_file(source, &root)?,
+        None => toml::from_str(source.text).map_err(|e| {
+            fail(
+                &source.path.display().to_string(),
+                e.to_string().trim_end().to_string(),
+            )
+        })?,
+    };
     let profile_flags = Flags::profile();
     let Section {
         settings: shared,
@@ -501,6 +529,99 @@ pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expa
         variations,
         parent,
         report_tokens,
+    })
+}
+
+/// The file's YAML document when it is a YAML file (`.yaml`, `.yml`).
+fn yaml_document(source: &Source<'_>) -> Result<Option<Node>, RunError> {
+    let ext = source.path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !matches!(ext.to_ascii_lowercase().as_str(), "yaml" | "yml") {
+        return Ok(None);
+    }
+    yaml::parse(source.text)
+        .map(Some)
+        .map_err(|(line, why)| fail(&format!("{}:{line}", source.path.display()), why))
+}
+
+/// A speedbench sweep file written in YAML: the TOML file's sections as
+/// mappings (`profile:`, `matrix:`, `variation:` as a list, `report:`).
+fn yaml_sweep_file(source: &Source<'_>, root: &Node) -> Result<SweepFile, RunError> {
+    let at = |line: usize| format!("{}:{line}", source.path.display());
+    let entries = root
+        .entries()
+        .ok_or_else(|| fail(&at(root.line), "a sweep file is a mapping of sections"))?;
+    let mut file = SweepFile {
+        profile: Table::new(),
+        matrix: Table::new(),
+        variations: Vec::new(),
+        report: Table::new(),
+    };
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "profile" => file.profile = yaml_table(source, value)?,
+            "matrix" => file.matrix = yaml_table(source, value)?,
+            "report" => file.report = yaml_table(source, value)?,
+            "variation" | "variations" => {
+                let yaml::Value::List(items) = &value.value else {
+                    return Err(fail(&at(value.line), "variation: a list of runs"));
+                };
+                for item in items {
+                    let span = line_span(source, item.line);
+                    file.variations.push(Spanned::new(span, yaml_table(source, item)?));
+                }
+            }
+            other => {
+                return Err(fail(
+                    &at(key.line),
+                    format!("`{other}`: a sweep file has profile, matrix, variation and report"),
+                ));
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// The bytes of line `line` (from 1), as a span `Source::at` reads back.
+fn line_span(source: &Source<'_>, line: usize) -> Range<usize> {
+    let start: usize = source
+        .text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    start..start + 1
+}
+
+fn yaml_table(source: &Source<'_>, node: &Node) -> Result<Table, RunError> {
+    let at = |line: usize| format!("{}:{line}", source.path.display());
+    let entries = node
+        .entries()
+        .ok_or_else(|| fail(&at(node.line), format!("a mapping of options, not {}", node.kind())))?;
+    let mut table = Table::new();
+    for (key, value) in entries {
+        let v = toml_value(value).map_err(|why| fail(&at(value.line), format!("{}: {why}", key.name)))?;
+        table.insert(
+            Spanned::new(line_span(source, key.line), key.name.clone()),
+            Spanned::new(line_span(source, value.line), v),
+        );
+    }
+    Ok(table)
+}
+
+fn toml_value(node: &Node) -> Result<Value, String> {
+    Ok(match &node.value {
+        yaml::Value::Null => return Err("a value is missing".into()),
+        yaml::Value::Bool(b) => Value::Boolean(*b),
+        yaml::Value::Int(i) => Value::Integer(*i),
+        yaml::Value::Float(f) => Value::Float(*f),
+        yaml::Value::Str(s) => Value::String(s.clone()),
+        yaml::Value::List(items) => Value::Array(items.iter().map(toml_value).collect::<Result<_, _>>()?),
+        yaml::Value::Map(entries) => Value::Table(
+            entries
+                .iter()
+                .map(|(k, v)| Ok((k.name.clone(), toml_value(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
     })
 }
 

@@ -20,6 +20,7 @@
 //! # Ok::<(), speedbench_run::RunError>(())
 //! ```
 
+mod aiperf;
 mod file;
 
 use std::collections::{BTreeSet, HashMap};
@@ -213,7 +214,12 @@ fn run_name(run: &SweepRun) -> String {
 /// run takes speed_bench.py's defaults for what neither the command line
 /// (`given`) nor the file sets.
 fn sweep_run(v: Variation, base: &RunSpec, given: &BTreeSet<String>, parent: &Path) -> SweepRun {
-    let dir = parent.join(&v.dir_name);
+    // An AIPerf config without a sweep writes its one run into the parent.
+    let dir = if v.dir_name.is_empty() {
+        parent.to_path_buf()
+    } else {
+        parent.join(&v.dir_name)
+    };
     let mut spec = base.clone();
     let mut set: BTreeSet<String> = given.clone();
     set.extend(v.settings.iter().map(|s| s.flag.long.to_string()));

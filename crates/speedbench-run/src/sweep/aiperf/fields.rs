@@ -1,0 +1,505 @@
+//! An AIPerf `benchmark` block (shorthands expanded) as the `speedbench
+//! profile` flags that run the same thing: endpoint, model, one file or
+//! public dataset, a warmup and a profiling phase, server metrics and
+//! artifacts. Every field is either turned into flags, accepted as what
+//! speedbench does anyway (named in each arm), or refused by name and line.
+
+use std::path::PathBuf;
+
+use super::super::file::{Setting, Source};
+use super::shape::at;
+use super::unsupported;
+use crate::error::RunError;
+use crate::yaml::{Key, Node, Value};
+
+/// The flags a block sets, each with the line it came from.
+struct Out<'s> {
+    source: &'s Source<'s>,
+    settings: Vec<Setting>,
+}
+
+type Refusal = (usize, String);
+
+impl Out<'_> {
+    fn set(&mut self, long: &str, values: Vec<String>, line: usize) -> Result<(), RunError> {
+        self.settings
+            .push(Setting::new(long, values, at(self.source, line))?);
+        Ok(())
+    }
+
+    fn one(&mut self, long: &str, node: &Node) -> Result<(), RunError> {
+        self.set(long, vec![node.scalar_text().unwrap_or_default()], node.line)
+    }
+}
+
+/// The flags of one run's `benchmark` block.
+pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Setting>, RunError> {
+    let fail = |(line, m): Refusal| RunError::invalid(at(source, line), m);
+    let mut out = Out {
+        source,
+        settings: Vec::new(),
+    };
+    for (key, value) in benchmark.entries().unwrap_or_default() {
+        match key.name.as_str() {
+            "models" => models(&mut out, key, value)?,
+            "endpoint" => endpoint(&mut out, value)?,
+            "datasets" => datasets(&mut out, key, value)?,
+            "phases" => phases(&mut out, key, value)?,
+            "server_metrics" => server_metrics(&mut out, value)?,
+            "artifacts" => check_artifacts(value).map_err(fail)?,
+            other => return Err(fail(unsupported(key, other, benchmark_why(other)))),
+        }
+    }
+    Ok(out.settings)
+}
+
+fn benchmark_why(name: &str) -> &'static str {
+    match name {
+        "slos" => "it computes no goodput against SLOs; leave `slos` out",
+        "gpu_telemetry" => "it collects no GPU telemetry (DCGM)",
+        "tokenizer" => "it counts tokens from the server's usage, with no tokenizer",
+        _ => "no counterpart in speedbench for this field of the benchmark block",
+    }
+}
+
+/// Checks a mapping's keys against `allowed`, refusing any other by its
+/// dotted name.
+fn only<'n>(
+    node: &'n Node,
+    prefix: &str,
+    allowed: &[&str],
+    why: &str,
+) -> Result<&'n [(Key, Node)], Refusal> {
+    let entries = node
+        .entries()
+        .ok_or((node.line, format!("`{prefix}`: a mapping, not {}", node.kind())))?;
+    for (key, _) in entries {
+        if !allowed.contains(&key.name.as_str()) {
+            return Err(unsupported(key, &format!("{prefix}.{}", key.name), why));
+        }
+    }
+    Ok(entries)
+}
+
+fn invalid(out: &Out<'_>, r: Refusal) -> RunError {
+    RunError::invalid(at(out.source, r.0), r.1)
+}
+
+/// `models`: one model (a name, a list of one, or `items: [{name}]`).
+fn models(out: &mut Out<'_>, key: &Key, value: &Node) -> Result<(), RunError> {
+    let names: Vec<&Node> = match &value.value {
+        Value::Str(_) => vec![value],
+        Value::List(items) => items.iter().collect(),
+        Value::Map(_) => match value.get("items").map(|i| &i.value) {
+            Some(Value::List(items)) => items.iter().filter_map(|i| i.get("name")).collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    match names.as_slice() {
+        [one] => out.one("model", one),
+        [] => Err(invalid(out, (key.line, "`models`: a model name".into()))),
+        _ => Err(invalid(
+            out,
+            unsupported(key, "models", "it benchmarks one model per run (no round robin)"),
+        )),
+    }
+}
+
+const ENDPOINT_FIELDS: [&str; 9] = [
+    "url",
+    "urls",
+    "path",
+    "type",
+    "streaming",
+    "timeout",
+    "extra",
+    "headers",
+    "api_key",
+];
+
+/// `endpoint`: the URL (with its `path`), API, streaming, timeout, body
+/// fields, headers and key.
+fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let why = "no counterpart for this endpoint field (speedbench pools connections, one URL, the server's token counts)";
+    let mut allowed = ENDPOINT_FIELDS.to_vec();
+    // AIPerf's defaults, which are what speedbench does.
+    for (field, default) in [("connection_reuse", "pooled"), ("url_strategy", "round_robin")] {
+        if node.get(field).and_then(Node::scalar_text).as_deref() == Some(default) {
+            allowed.push(field);
+        }
+    }
+    let entries = only(node, "endpoint", &allowed, why).map_err(|r| invalid(out, r))?;
+    let mut url: Option<(String, usize)> = None;
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "url" => url = Some((value.scalar_text().unwrap_or_default(), value.line)),
+            "urls" => url = Some(one_url(key, value).map_err(|r| invalid(out, r))?),
+            "type" => endpoint_type(out, key, value)?,
+            "streaming" => out.set("streaming", vec![bool_text(value)], value.line)?,
+            "timeout" => out.one("timeout", value)?,
+            "extra" => out.set("extra-inputs", vec![json(value).to_string()], value.line)?,
+            "headers" => headers(out, value)?,
+            "api_key" => out.one("api-key", value)?,
+            _ => {}
+        }
+    }
+    if let Some((mut url, line)) = url {
+        if let Some(path) = node.get("path").and_then(Node::scalar_text) {
+            url = format!("{}/{}", url.trim_end_matches('/'), path.trim_start_matches('/'));
+        }
+        out.set("url", vec![server_of(&url)], line)?;
+    }
+    Ok(())
+}
+
+/// AIPerf's URLs name the endpoint (`…/v1/chat/completions`); speedbench's
+/// `--url` is the server, the endpoint from `--endpoint-type`.
+fn server_of(url: &str) -> String {
+    let trimmed = url.trim_end_matches('/');
+    for path in ["/v1/chat/completions", "/v1/completions"] {
+        if let Some(server) = trimmed.strip_suffix(path) {
+            return server.to_string();
+        }
+    }
+    url.to_string()
+}
+
+fn one_url(key: &Key, value: &Node) -> Result<(String, usize), Refusal> {
+    match &value.value {
+        Value::List(items) if items.len() == 1 => {
+            Ok((items[0].scalar_text().unwrap_or_default(), items[0].line))
+        }
+        Value::Str(s) => Ok((s.clone(), value.line)),
+        _ => Err(unsupported(
+            key,
+            "endpoint.urls",
+            "it drives one server URL per run (`kube manifest` shards one run over many \
+             clients)",
+        )),
+    }
+}
+
+fn endpoint_type(out: &mut Out<'_>, key: &Key, value: &Node) -> Result<(), RunError> {
+    match value.scalar_text().as_deref() {
+        Some(t @ ("chat" | "completions")) => out.set("endpoint-type", vec![t.into()], value.line),
+        Some(other) => Err(invalid(
+            out,
+            unsupported(
+                key,
+                &format!("endpoint.type: {other}"),
+                "it drives `chat` and `completions` endpoints",
+            ),
+        )),
+        None => Err(invalid(out, (value.line, "`endpoint.type`: a word".into()))),
+    }
+}
+
+fn bool_text(node: &Node) -> String {
+    node.scalar_text().unwrap_or_default().to_lowercase()
+}
+
+fn headers(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    for (key, value) in node.entries().unwrap_or_default() {
+        let header = format!("{}:{}", key.name, value.scalar_text().unwrap_or_default());
+        out.set("header", vec![header], key.line)?;
+    }
+    Ok(())
+}
+
+/// A YAML value as JSON (`endpoint.extra`, sent in every request body).
+pub(super) fn json(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => J::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Value::Str(s) => J::String(s.clone()),
+        Value::List(items) => J::Array(items.iter().map(json).collect()),
+        Value::Map(entries) => J::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.name.clone(), json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// `datasets`: one dataset, a file or a public one.
+fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
+    let items = match &node.value {
+        Value::List(items) => items.as_slice(),
+        _ => return Err(invalid(out, (node.line, "`datasets`: a list of named datasets".into()))),
+    };
+    let [dataset] = items else {
+        let why = "it runs one dataset per run (sweep over them instead)";
+        return Err(invalid(out, unsupported(key, "datasets", why)));
+    };
+    let kind = dataset.get("type").and_then(Node::scalar_text);
+    match kind.as_deref() {
+        Some("file") => file_dataset(out, dataset),
+        Some("public") => public_dataset(out, dataset),
+        _ => {
+            let k = dataset
+                .entries()
+                .and_then(|e| e.iter().find(|(k, _)| k.name == "type"))
+                .map_or(key, |(k, _)| k);
+            let why = "it sends real prompts, not synthetic ones: replace the dataset with a \
+                       `type: file` one (a JSONL of prompts, e.g. SPEED-Bench's qualitative.jsonl \
+                       with `format: speed_bench_<category>`) or a `type: public` one";
+            Err(invalid(
+                out,
+                unsupported(k, &format!("datasets[0].type: {}", kind.as_deref().unwrap_or("synthetic")), why),
+            ))
+        }
+    }
+}
+
+/// AIPerf's `sampling: sequential` is how speedbench walks rows.
+fn sampling_ok(node: &Node) -> bool {
+    node.get("sampling")
+        .and_then(Node::scalar_text)
+        .is_none_or(|s| s == "sequential")
+}
+
+fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let mut allowed = vec!["name", "type", "path", "format"];
+    if sampling_ok(node) {
+        allowed.push("sampling");
+    }
+    let why = "it reads a file dataset's rows in order, as given";
+    only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
+    let path = node
+        .get("path")
+        .ok_or_else(|| invalid(out, (node.line, "datasets[0]: a file dataset needs `path`".into())))?;
+    out.one("input-file", path)?;
+    let Some(format) = node.get("format") else {
+        return Ok(());
+    };
+    let name = format.scalar_text().unwrap_or_default();
+    match speed_bench_category(&name) {
+        Some(Some(category)) => out.set("category", vec![category.to_string()], format.line),
+        Some(None) => Ok(()),
+        None if matches!(name.as_str(), "single_turn" | "multi_turn") => Ok(()),
+        None => Err(invalid(
+            out,
+            (
+                format.line,
+                format!(
+                    "`datasets[0].format: {name}`: speedbench reads SPEED-Bench files \
+                     (`speed_bench_<category>`, `speed_bench_qualitative`, \
+                     `speed_bench_throughput_<isl>[_<tier>]`) and `single_turn`/`multi_turn` JSONL"
+                ),
+            ),
+        )),
+    }
+}
+
+/// The category a SPEED-Bench loader name keeps: `Some(Some("coding"))`
+/// for `speed_bench_coding`, `Some(None)` for a whole split
+/// (`speed_bench_qualitative`, `speed_bench_throughput_1k`), `None` for a
+/// name that is no SPEED-Bench loader.
+fn speed_bench_category(name: &str) -> Option<Option<&str>> {
+    let rest = name.strip_prefix("speed_bench_")?;
+    if rest == "qualitative" {
+        return Some(None);
+    }
+    if let Some(tier) = rest.strip_prefix("throughput_") {
+        return match tier.split_once('_') {
+            Some((_isl, tier)) => Some(Some(tier)),
+            None => Some(None),
+        };
+    }
+    (!rest.is_empty()).then_some(Some(rest))
+}
+
+fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let mut allowed = vec!["name", "type", "dataset"];
+    if sampling_ok(node) {
+        allowed.push("sampling");
+    }
+    let why = "it fetches a registered dataset whole, rows in order";
+    only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
+    let name = node
+        .get("dataset")
+        .ok_or_else(|| invalid(out, (node.line, "datasets[0]: a public dataset needs `dataset`".into())))?;
+    out.one("public-dataset", name)
+}
+
+/// `server_metrics`: on or off, the URLs to scrape; speedbench writes the
+/// scrape as `server_metrics.json` (AIPerf's `formats: [json]`).
+fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let mut allowed = vec!["enabled", "urls"];
+    if matches!(node.get("formats").map(|f| &f.value), Some(Value::List(l)) if l.iter().all(|f| f.scalar_text().as_deref() == Some("json")))
+    {
+        allowed.push("formats");
+    }
+    let why = "it scrapes the URLs given, or the server's own `/metrics`, into one JSON \
+               export";
+    let entries = only(node, "server_metrics", &allowed, why).map_err(|r| invalid(out, r))?;
+    for (key, value) in entries {
+        match (key.name.as_str(), &value.value) {
+            ("enabled", Value::Bool(false)) => out.set("no-server-metrics", vec!["true".into()], value.line)?,
+            ("urls", Value::List(urls)) => {
+                for u in urls {
+                    out.one("server-metrics", u)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `artifacts`: where the runs go (the sweep's parent); speedbench writes
+/// `summary.json` and `records.parquet` (AIPerf's `summary: [json]`,
+/// `records: [jsonl]`), `raw: true` keeps every response.
+fn check_artifacts(node: &Node) -> Result<(), Refusal> {
+    let is = |field: &str, word: &str| match node.get(field).map(|n| &n.value) {
+        Some(Value::List(l)) => l.iter().all(|f| f.scalar_text().as_deref() == Some(word)),
+        _ => false,
+    };
+    let mut allowed = vec!["dir"];
+    if is("summary", "json") {
+        allowed.push("summary");
+    }
+    if is("records", "jsonl") {
+        allowed.push("records");
+    }
+    let why = "it writes summary.json and records.parquet (`speedbench report --format csv` \
+               for a CSV), without time slices or plots";
+    only(node, "artifacts", &allowed, why).map(|_| ())
+}
+
+/// `artifacts.dir`, the runs' parent.
+pub(super) fn artifacts_dir(benchmark: &Node) -> Result<Option<PathBuf>, Refusal> {
+    match benchmark.get("artifacts").and_then(|a| a.get("dir")) {
+        Some(d) => match d.scalar_text() {
+            Some(t) if !t.is_empty() => Ok(Some(PathBuf::from(t))),
+            _ => Err((d.line, "`artifacts.dir`: a directory".into())),
+        },
+        None => Ok(None),
+    }
+}
+
+/// The kind of a phase: `warmup` if AIPerf's normalizing made it one or
+/// it is left out of the results, else `profiling`.
+fn is_warmup(phase: &Node) -> bool {
+    phase.get("kind").and_then(Node::scalar_text).as_deref() == Some("warmup")
+        || matches!(phase.get("exclude_from_results").map(|n| &n.value), Some(Value::Bool(true)))
+}
+
+/// `phases`: at most one warmup, then one profiling phase.
+fn phases(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
+    let Value::List(list) = &node.value else {
+        return Err(invalid(out, (node.line, "`phases`: a list of phases".into())));
+    };
+    let (warmups, profiling): (Vec<&Node>, Vec<&Node>) = list.iter().partition(|p| is_warmup(p));
+    let why = "it runs one warmup (optional), then one measured phase";
+    if warmups.len() > 1 || profiling.len() != 1 {
+        return Err(invalid(out, unsupported(key, "phases", why)));
+    }
+    if let Some(w) = warmups.first() {
+        warmup(out, w)?;
+    }
+    measured(out, profiling[0])
+}
+
+const PHASE_ID: [&str; 4] = ["name", "kind", "type", "exclude_from_results"];
+
+fn phase_type(out: &Out<'_>, phase: &Node) -> Result<String, RunError> {
+    phase
+        .get("type")
+        .and_then(Node::scalar_text)
+        .ok_or_else(|| invalid(out, (phase.line, "a phase needs `type`".into())))
+}
+
+/// The warmup: closed-loop, counted in requests.
+fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
+    let name = phase.get("name").and_then(Node::scalar_text).unwrap_or("warmup".into());
+    if phase_type(out, phase)? != "concurrency" {
+        let k = phase.entries().and_then(|e| e.iter().find(|(k, _)| k.name == "type")).map(|(k, _)| k.clone());
+        let k = k.unwrap_or(Key { name: "type".into(), line: phase.line });
+        let why = "it warms up closed-loop (`type: concurrency`), counted in requests";
+        return Err(invalid(out, unsupported(&k, &format!("phases.{name}.type"), why)));
+    }
+    let why = "its warmup takes `requests` and `concurrency`";
+    let allowed = [&PHASE_ID[..], &["requests", "concurrency"]].concat();
+    let entries = only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "requests" => out.one("warmup-request-count", value)?,
+            "concurrency" => out.one("warmup-concurrency", value)?,
+            _ => {}
+        }
+    }
+    if phase.get("requests").is_none() {
+        let m = format!("phases.{name}: speedbench's warmup is a number of `requests`");
+        return Err(invalid(out, (phase.line, m)));
+    }
+    Ok(())
+}
+
+/// The measured phase: closed-loop (`concurrency`) or at a rate
+/// (`poisson`, `constant`), sized by requests, sessions or a duration.
+fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
+    let name = phase.get("name").and_then(Node::scalar_text).unwrap_or("profiling".into());
+    let kind = phase_type(out, phase)?;
+    let arrival = match kind.as_str() {
+        "concurrency" => None,
+        "poisson" | "constant" => Some(kind.clone()),
+        _ => {
+            let why = "speedbench's load is closed-loop (`concurrency`) or a request rate \
+                       (`poisson`, `constant`)";
+            let m = format!("`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench");
+            return Err(invalid(out, (phase.line, m)));
+        }
+    };
+    let mut allowed = [&PHASE_ID[..], &["requests", "sessions", "duration", "grace_period", "concurrency"]].concat();
+    if arrival.is_some() {
+        allowed.push("rate");
+    }
+    let why = "no counterpart for this phase field (ramps, smoothness, user-centric \
+               schedules, prefill limits)";
+    let entries = only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    let concurrency_flag = if arrival.is_some() { "max-concurrency" } else { "concurrency" };
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "requests" => out.one("request-count", value)?,
+            "sessions" => out.one("num-conversations", value)?,
+            "duration" => out.set("benchmark-duration", vec![seconds(out, value)?], value.line)?,
+            "grace_period" => out.set("benchmark-grace-period", vec![seconds(out, value)?], value.line)?,
+            "concurrency" => out.one(concurrency_flag, value)?,
+            "rate" => out.one("request-rate", value)?,
+            _ => {}
+        }
+    }
+    match (arrival, phase.get("rate")) {
+        (Some(a), Some(_)) => out.set("arrival", vec![a], phase.line),
+        (Some(_), None) => Err(invalid(out, (phase.line, format!("phases.{name}: a `{kind}` phase needs `rate`")))),
+        (None, _) => Ok(()),
+    }
+}
+
+/// An AIPerf duration (`30`, `30s`, `5m`, `2h`) in seconds.
+fn seconds(out: &Out<'_>, node: &Node) -> Result<String, RunError> {
+    let bad = || invalid(out, (node.line, format!("`{}`: a duration (30, 30s, 5m, 2h)", node.scalar_text().unwrap_or_default())));
+    match &node.value {
+        Value::Int(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        Value::Str(s) => {
+            let s = s.trim().to_ascii_lowercase();
+            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+            let number: f64 = s[..split].parse().map_err(|_| bad())?;
+            let factor = match s[split..].trim() {
+                "" | "s" | "sec" => 1.0,
+                "m" | "min" => 60.0,
+                "h" | "hr" | "hour" => 3600.0,
+                _ => return Err(bad()),
+            };
+            Ok((number * factor).to_string())
+        }
+        _ => Err(bad()),
+    }
+}

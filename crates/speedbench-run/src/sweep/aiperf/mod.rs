@@ -1,0 +1,325 @@
+//! AIPerf 0.13.0's YAML config files (`schemaVersion: "2.0"`) read as a
+//! sweep: `${VAR:default}` substituted, AIPerf's shorthands expanded, a
+//! `sweep: {type: grid}` turned into one run per combination, and each
+//! run's `benchmark` block turned into the `speedbench profile` flags that
+//! do the same (module `fields`). A field speedbench has no counterpart
+//! for is refused with its dotted name and line, never ignored.
+//!
+//! The runs go where AIPerf puts them: `artifacts.dir` itself for a config
+//! without a sweep, `artifacts.dir/<leaf>_<value>` (AIPerf's `dir_name`,
+//! `format_speed_bench_coding`) for each combination of a sweep.
+
+mod fields;
+mod shape;
+
+use std::collections::BTreeSet;
+
+use super::file::{Expanded, Setting, Source, Variation};
+use crate::error::RunError;
+use crate::yaml::{Key, Node, Value};
+use shape::{at, normalize_benchmark, snake_keys, substitute};
+
+/// AIPerf's bare sweep names and the phase fields they stand for
+/// (`_SWEEP_PATH_ALIASES`, aiperf/config/loader/dotted_path.py).
+const SWEEP_ALIASES: [&str; 13] = [
+    "concurrency",
+    "prefill_concurrency",
+    "rate",
+    "requests",
+    "duration",
+    "sessions",
+    "users",
+    "smoothness",
+    "grace_period",
+    "concurrency_ramp",
+    "prefill_ramp",
+    "rate_ramp",
+    "rate_series",
+];
+
+/// Whether a YAML document is an AIPerf config (it names its schema).
+pub(crate) fn is_aiperf_config(root: &Node) -> bool {
+    root.get("schemaVersion").is_some() || root.get("schema_version").is_some()
+}
+
+/// One swept parameter: its dotted path (aliases resolved) and values.
+struct Dimension {
+    path: String,
+    values: Vec<Node>,
+}
+
+/// Expands an AIPerf config into its runs, reading `${VAR}` from `env`.
+pub(crate) fn expand(
+    source: &Source<'_>,
+    root: Node,
+    cli: &BTreeSet<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Expanded, RunError> {
+    let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
+    let root = snake_keys(substitute(root, env).map_err(|(l, m)| fail(l, m))?);
+    let top = Top::read(&root).map_err(|(l, m)| fail(l, m))?;
+    let dimensions = match top.sweep {
+        Some(s) => dimensions(s).map_err(|(l, m)| fail(l, m))?,
+        None => Vec::new(),
+    };
+    let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
+    let mut variations = Vec::new();
+    for (index, chosen) in combinations(&dimensions).into_iter().enumerate() {
+        let mut benchmark = base.clone();
+        for (d, value) in dimensions.iter().zip(&chosen) {
+            shape::set_path(&mut benchmark, &d.path, value.clone()).map_err(|(l, m)| fail(l, m))?;
+        }
+        let mut settings = fields::settings(source, &benchmark)?;
+        if let Some(seed) = top.random_seed {
+            settings.push(Setting::new("random-seed", vec![text(seed)], at(source, seed.line))?);
+        }
+        variations.push(variation(source, index, &dimensions, &chosen, settings, &top));
+    }
+    refuse_swept_cli_flags(&variations, cli)?;
+    for v in &mut variations {
+        v.settings.retain(|s| !cli.contains(s.flag.long));
+    }
+    let parent = fields::artifacts_dir(&base).map_err(|(l, m)| fail(l, m))?;
+    Ok(Expanded {
+        variations,
+        parent,
+        report_tokens: Vec::new(),
+    })
+}
+
+/// The top level of a config: what speedbench reads of it.
+struct Top<'a> {
+    benchmark: &'a Node,
+    sweep: Option<&'a Node>,
+    random_seed: Option<&'a Node>,
+}
+
+impl<'a> Top<'a> {
+    fn read(root: &'a Node) -> Result<Top<'a>, (usize, String)> {
+        let entries = root
+            .entries()
+            .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
+        let mut top = Top {
+            benchmark: root,
+            sweep: None,
+            random_seed: None,
+        };
+        let mut benchmark = None;
+        for (key, value) in entries {
+            match key.name.as_str() {
+                "schema_version" => check_schema(value)?,
+                "benchmark" => benchmark = Some(value),
+                "sweep" => top.sweep = Some(value),
+                "random_seed" => top.random_seed = Some(value),
+                "multi_run" => check_multi_run(value)?,
+                other => return Err(unsupported(key, other, top_level_why(other))),
+            }
+        }
+        top.benchmark = benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?;
+        Ok(top)
+    }
+}
+
+fn check_schema(value: &Node) -> Result<(), (usize, String)> {
+    match &value.value {
+        Value::Str(s) if s == "2.0" => Ok(()),
+        Value::Float(f) if *f == 2.0 => Ok(()),
+        _ => Err((
+            value.line,
+            format!(
+                "schemaVersion `{}`: speedbench reads AIPerf's schema \"2.0\" (AIPerf 0.13.0)",
+                value.scalar_text().unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// `multiRun` with one run (AIPerf's default) is a plain run; repeated
+/// trials are not (yet) something speedbench does.
+fn check_multi_run(value: &Node) -> Result<(), (usize, String)> {
+    for (key, v) in value.entries().unwrap_or_default() {
+        let one = matches!(v.value, Value::Int(1));
+        if key.name != "num_runs" || !one {
+            return Err(unsupported(
+                key,
+                &format!("multi_run.{}", key.name),
+                "it runs each variation once (no repeated trials or confidence intervals \
+                 across them); leave it out and run the config again for another trial",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn top_level_why(name: &str) -> &'static str {
+    match name {
+        "variables" => "template variables are not substituted; write ${VAR:default} in the value",
+        "slos" => "it computes no goodput against SLOs; leave `slos` out",
+        _ => "not a field of an AIPerf 0.13.0 config that speedbench has a counterpart for",
+    }
+}
+
+/// A refusal of field `name` at its key's line.
+pub(super) fn unsupported(key: &Key, name: &str, why: &str) -> (usize, String) {
+    (key.line, format!("`{name}` is not run by speedbench: {why}"))
+}
+
+/// `sweep:`: a grid over dotted parameters.
+fn dimensions(sweep: &Node) -> Result<Vec<Dimension>, (usize, String)> {
+    let mut kind_ok = false;
+    let mut parameters = None;
+    for (key, value) in sweep.entries().unwrap_or_default() {
+        match key.name.as_str() {
+            "type" if value.scalar_text().as_deref() == Some("grid") => kind_ok = true,
+            "type" => {
+                let why = "it expands grid sweeps (every combination of the lists)";
+                return Err(unsupported(key, "sweep.type", why));
+            }
+            "parameters" => parameters = Some(value),
+            other => {
+                let why = "its grid sweeps take `type` and `parameters`";
+                return Err(unsupported(key, &format!("sweep.{other}"), why));
+            }
+        }
+    }
+    if !kind_ok {
+        return Err((sweep.line, "sweep: `type: grid` is the sweep speedbench expands".into()));
+    }
+    let parameters = parameters.ok_or((sweep.line, "sweep: no `parameters`".to_string()))?;
+    let mut out: Vec<Dimension> = Vec::new();
+    for (key, value) in parameters.entries().unwrap_or_default() {
+        let path = resolve_alias(&key.name);
+        let Value::List(values) = &value.value else {
+            return Err((key.line, format!("sweep parameter `{}`: a list of values", key.name)));
+        };
+        if values.is_empty() {
+            return Err((key.line, format!("sweep parameter `{}`: an empty list", key.name)));
+        }
+        if path.starts_with("benchmark.") || out.iter().any(|d| d.path == path) {
+            let why = format!("sweep parameter `{}`: a path under `benchmark`, once", key.name);
+            return Err((key.line, why));
+        }
+        out.push(Dimension {
+            path,
+            values: values.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// `rate` is `phases.profiling.rate`, as in AIPerf.
+fn resolve_alias(name: &str) -> String {
+    let name = shape::snake(name);
+    if SWEEP_ALIASES.contains(&name.as_str()) {
+        format!("phases.profiling.{name}")
+    } else {
+        name
+    }
+}
+
+/// Every combination of the dimensions' values, the first varying slowest
+/// (AIPerf's order, `itertools.product`); one empty combination without a
+/// sweep.
+fn combinations(dimensions: &[Dimension]) -> Vec<Vec<Node>> {
+    let mut out: Vec<Vec<Node>> = vec![Vec::new()];
+    for d in dimensions {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                d.values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push(v.clone());
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// A value as Python's `str()` writes it: AIPerf's directory names and
+/// labels are made so (`rate_10.0`, `format_speed_bench_coding`).
+fn python_str(node: &Node) -> String {
+    match &node.value {
+        Value::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e16 => format!("{f:.1}"),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        _ => node.scalar_text().unwrap_or_else(|| node.kind().to_string()),
+    }
+}
+
+fn text(node: &Node) -> String {
+    node.scalar_text().unwrap_or_default()
+}
+
+/// AIPerf's `dir_name`: `<last segment>_<value>`, joined by `__`, with
+/// `/`, `\`, `..` and `<>:"|?*` taken out.
+fn dir_name(dimensions: &[Dimension], chosen: &[Node]) -> String {
+    let joined = dimensions
+        .iter()
+        .zip(chosen)
+        .map(|(d, v)| {
+            let leaf = d.path.rsplit('.').next().unwrap_or(&d.path);
+            format!("{leaf}_{}", python_str(v))
+        })
+        .collect::<Vec<_>>()
+        .join("__");
+    let mut safe = joined.replace(['/', '\\'], "").replace("..", "");
+    safe.retain(|c| !"<>:\"|?*".contains(c));
+    safe
+}
+
+fn variation(
+    source: &Source<'_>,
+    index: usize,
+    dimensions: &[Dimension],
+    chosen: &[Node],
+    settings: Vec<Setting>,
+    top: &Top<'_>,
+) -> Variation {
+    let label = dimensions
+        .iter()
+        .zip(chosen)
+        .map(|(d, v)| format!("{}={}", d.path, python_str(v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let origin = match chosen.first() {
+        Some(v) => format!("sweep combination {} at {}", index + 1, at(source, v.line)),
+        None => format!("benchmark at {}", at(source, top.benchmark.line)),
+    };
+    Variation {
+        index: index + 1,
+        dir_name: dir_name(dimensions, chosen),
+        description: if label.is_empty() { "run".into() } else { label },
+        origin,
+        settings,
+    }
+}
+
+/// A flag the sweep varies may not come from the command line too: every
+/// run would take the command line's value and the runs would be alike.
+fn refuse_swept_cli_flags(variations: &[Variation], cli: &BTreeSet<String>) -> Result<(), RunError> {
+    let Some(first) = variations.first() else {
+        return Ok(());
+    };
+    for v in &variations[1..] {
+        for s in &v.settings {
+            let same = first
+                .settings
+                .iter()
+                .any(|f| f.flag.long == s.flag.long && f.values == s.values);
+            if !same && cli.contains(s.flag.long) {
+                return Err(RunError::invalid(
+                    &s.at,
+                    format!(
+                        "--{} on the command line would replace what the sweep varies, making \
+                         the runs alike; change it in the file instead",
+                        s.flag.long
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
