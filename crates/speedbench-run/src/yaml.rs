@@ -87,10 +87,12 @@ impl Node {
 /// An alias reads as its anchor's value; a tag is refused (no config
 /// field takes one).
 pub(crate) fn parse(text: &str) -> Result<Node, (usize, String)> {
-    let docs = MarkedYaml::load_from_str(text)
-        .map_err(|e| (e.marker().line(), e.info().to_string()))?;
+    let docs =
+        MarkedYaml::load_from_str(text).map_err(|e| (e.marker().line(), e.info().to_string()))?;
     let mut docs = docs.into_iter();
-    let doc = docs.next().ok_or((1, "the file holds no YAML document".to_string()))?;
+    let doc = docs
+        .next()
+        .ok_or((1, "the file holds no YAML document".to_string()))?;
     if let Some(second) = docs.next() {
         return Err((
             line_of(&second),
@@ -115,13 +117,17 @@ fn convert(node: &MarkedYaml<'_>) -> Result<Node, (usize, String)> {
             Scalar::String(s) => Value::Str(s.to_string()),
         },
         YamlData::Representation(text, _, _) => Value::Str(text.to_string()),
-        YamlData::Sequence(items) => Value::List(items.iter().map(convert).collect::<Result<_, _>>()?),
+        YamlData::Sequence(items) => {
+            Value::List(items.iter().map(convert).collect::<Result<_, _>>()?)
+        }
         YamlData::Mapping(map) => {
             let mut entries = Vec::with_capacity(map.len());
             for (k, v) in map {
                 let name = match &k.data {
                     YamlData::Value(Scalar::String(s)) => s.to_string(),
-                    YamlData::Value(s) => convert(k)?.scalar_text().unwrap_or_else(|| format!("{s:?}")),
+                    YamlData::Value(s) => convert(k)?
+                        .scalar_text()
+                        .unwrap_or_else(|| format!("{s:?}")),
                     _ => return Err((line_of(k), "a key must be a plain word".into())),
                 };
                 let key = Key {
@@ -148,12 +154,26 @@ mod tests {
     fn every_node_and_key_keeps_its_line() {
         let doc = parse("a: 1\nb:\n  - x\n  - 2.5\nc: {d: true}\ne: \"2.0\"\nf:\n").unwrap();
         let entries = doc.entries().unwrap();
-        let lines: Vec<(&str, usize)> = entries.iter().map(|(k, _)| (k.name.as_str(), k.line)).collect();
+        let lines: Vec<(&str, usize)> = entries
+            .iter()
+            .map(|(k, _)| (k.name.as_str(), k.line))
+            .collect();
         assert_eq!(lines, [("a", 1), ("b", 2), ("c", 5), ("e", 6), ("f", 7)]);
         let b = doc.get("b").unwrap();
-        let Value::List(items) = &b.value else { panic!("{b:?}") };
-        assert_eq!(items[1], Node { line: 4, value: Value::Float(2.5) });
-        assert_eq!(doc.get("c").unwrap().get("d").unwrap().value, Value::Bool(true));
+        let Value::List(items) = &b.value else {
+            panic!("{b:?}")
+        };
+        assert_eq!(
+            items[1],
+            Node {
+                line: 4,
+                value: Value::Float(2.5)
+            }
+        );
+        assert_eq!(
+            doc.get("c").unwrap().get("d").unwrap().value,
+            Value::Bool(true)
+        );
         assert_eq!(doc.get("e").unwrap().value, Value::Str("2.0".into()));
         assert_eq!(doc.get("f").unwrap().value, Value::Null);
     }
@@ -162,8 +182,14 @@ mod tests {
     fn what_cannot_be_read_is_refused_with_its_line() {
         assert_eq!(parse("a: 1\na: 2\n").unwrap_err().0, 2);
         // An alias is its anchor's value, as in any YAML reader.
-        assert_eq!(parse("a: &x 1\nb: *x\n").unwrap().get("b").unwrap().value, Value::Int(1));
-        assert!(parse("a: !mine 1\n").unwrap_err().1.contains("tags"), "a tag");
+        assert_eq!(
+            parse("a: &x 1\nb: *x\n").unwrap().get("b").unwrap().value,
+            Value::Int(1)
+        );
+        assert!(
+            parse("a: !mine 1\n").unwrap_err().1.contains("tags"),
+            "a tag"
+        );
         let (line, why) = parse("a: 1\n---\nb: 2\n").unwrap_err();
         assert!(why.contains("second YAML document"), "{line}: {why}");
         assert_eq!(parse("a: [1,\n").unwrap_err().0, 2);

@@ -5,6 +5,7 @@
 mod common;
 
 mod acceptance_sources_e2e;
+mod aiperf_config_e2e;
 mod bad_files_e2e;
 mod bench_limit_e2e;
 mod compare_e2e;

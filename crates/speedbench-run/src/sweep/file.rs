@@ -534,7 +534,11 @@ pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expa
 
 /// The file's YAML document when it is a YAML file (`.yaml`, `.yml`).
 fn yaml_document(source: &Source<'_>) -> Result<Option<Node>, RunError> {
-    let ext = source.path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let ext = source
+        .path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
     if !matches!(ext.to_ascii_lowercase().as_str(), "yaml" | "yml") {
         return Ok(None);
     }
@@ -567,7 +571,8 @@ fn yaml_sweep_file(source: &Source<'_>, root: &Node) -> Result<SweepFile, RunErr
                 };
                 for item in items {
                     let span = line_span(source, item.line);
-                    file.variations.push(Spanned::new(span, yaml_table(source, item)?));
+                    file.variations
+                        .push(Spanned::new(span, yaml_table(source, item)?));
                 }
             }
             other => {
@@ -594,12 +599,16 @@ fn line_span(source: &Source<'_>, line: usize) -> Range<usize> {
 
 fn yaml_table(source: &Source<'_>, node: &Node) -> Result<Table, RunError> {
     let at = |line: usize| format!("{}:{line}", source.path.display());
-    let entries = node
-        .entries()
-        .ok_or_else(|| fail(&at(node.line), format!("a mapping of options, not {}", node.kind())))?;
+    let entries = node.entries().ok_or_else(|| {
+        fail(
+            &at(node.line),
+            format!("a mapping of options, not {}", node.kind()),
+        )
+    })?;
     let mut table = Table::new();
     for (key, value) in entries {
-        let v = toml_value(value).map_err(|why| fail(&at(value.line), format!("{}: {why}", key.name)))?;
+        let v = toml_value(value)
+            .map_err(|why| fail(&at(value.line), format!("{}: {why}", key.name)))?;
         table.insert(
             Spanned::new(line_span(source, key.line), key.name.clone()),
             Spanned::new(line_span(source, value.line), v),
@@ -615,7 +624,9 @@ fn toml_value(node: &Node) -> Result<Value, String> {
         yaml::Value::Int(i) => Value::Integer(*i),
         yaml::Value::Float(f) => Value::Float(*f),
         yaml::Value::Str(s) => Value::String(s.clone()),
-        yaml::Value::List(items) => Value::Array(items.iter().map(toml_value).collect::<Result<_, _>>()?),
+        yaml::Value::List(items) => {
+            Value::Array(items.iter().map(toml_value).collect::<Result<_, _>>()?)
+        }
         yaml::Value::Map(entries) => Value::Table(
             entries
                 .iter()

@@ -28,7 +28,11 @@ impl Out<'_> {
     }
 
     fn one(&mut self, long: &str, node: &Node) -> Result<(), RunError> {
-        self.set(long, vec![node.scalar_text().unwrap_or_default()], node.line)
+        self.set(
+            long,
+            vec![node.scalar_text().unwrap_or_default()],
+            node.line,
+        )
     }
 }
 
@@ -70,9 +74,10 @@ fn only<'n>(
     allowed: &[&str],
     why: &str,
 ) -> Result<&'n [(Key, Node)], Refusal> {
-    let entries = node
-        .entries()
-        .ok_or((node.line, format!("`{prefix}`: a mapping, not {}", node.kind())))?;
+    let entries = node.entries().ok_or((
+        node.line,
+        format!("`{prefix}`: a mapping, not {}", node.kind()),
+    ))?;
     for (key, _) in entries {
         if !allowed.contains(&key.name.as_str()) {
             return Err(unsupported(key, &format!("{prefix}.{}", key.name), why));
@@ -101,7 +106,11 @@ fn models(out: &mut Out<'_>, key: &Key, value: &Node) -> Result<(), RunError> {
         [] => Err(invalid(out, (key.line, "`models`: a model name".into()))),
         _ => Err(invalid(
             out,
-            unsupported(key, "models", "it benchmarks one model per run (no round robin)"),
+            unsupported(
+                key,
+                "models",
+                "it benchmarks one model per run (no round robin)",
+            ),
         )),
     }
 }
@@ -124,7 +133,10 @@ fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let why = "no counterpart for this endpoint field (speedbench pools connections, one URL, the server's token counts)";
     let mut allowed = ENDPOINT_FIELDS.to_vec();
     // AIPerf's defaults, which are what speedbench does.
-    for (field, default) in [("connection_reuse", "pooled"), ("url_strategy", "round_robin")] {
+    for (field, default) in [
+        ("connection_reuse", "pooled"),
+        ("url_strategy", "round_robin"),
+    ] {
         if node.get(field).and_then(Node::scalar_text).as_deref() == Some(default) {
             allowed.push(field);
         }
@@ -146,7 +158,11 @@ fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     if let Some((mut url, line)) = url {
         if let Some(path) = node.get("path").and_then(Node::scalar_text) {
-            url = format!("{}/{}", url.trim_end_matches('/'), path.trim_start_matches('/'));
+            url = format!(
+                "{}/{}",
+                url.trim_end_matches('/'),
+                path.trim_start_matches('/')
+            );
         }
         out.set("url", vec![server_of(&url)], line)?;
     }
@@ -230,7 +246,12 @@ pub(super) fn json(node: &Node) -> serde_json::Value {
 fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
     let items = match &node.value {
         Value::List(items) => items.as_slice(),
-        _ => return Err(invalid(out, (node.line, "`datasets`: a list of named datasets".into()))),
+        _ => {
+            return Err(invalid(
+                out,
+                (node.line, "`datasets`: a list of named datasets".into()),
+            ));
+        }
     };
     let [dataset] = items else {
         let why = "it runs one dataset per run (sweep over them instead)";
@@ -250,7 +271,14 @@ fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
                        with `format: speed_bench_<category>`) or a `type: public` one";
             Err(invalid(
                 out,
-                unsupported(k, &format!("datasets[0].type: {}", kind.as_deref().unwrap_or("synthetic")), why),
+                unsupported(
+                    k,
+                    &format!(
+                        "datasets[0].type: {}",
+                        kind.as_deref().unwrap_or("synthetic")
+                    ),
+                    why,
+                ),
             ))
         }
     }
@@ -270,9 +298,12 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     let why = "it reads a file dataset's rows in order, as given";
     only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
-    let path = node
-        .get("path")
-        .ok_or_else(|| invalid(out, (node.line, "datasets[0]: a file dataset needs `path`".into())))?;
+    let path = node.get("path").ok_or_else(|| {
+        invalid(
+            out,
+            (node.line, "datasets[0]: a file dataset needs `path`".into()),
+        )
+    })?;
     out.one("input-file", path)?;
     let Some(format) = node.get("format") else {
         return Ok(());
@@ -321,9 +352,15 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     let why = "it fetches a registered dataset whole, rows in order";
     only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
-    let name = node
-        .get("dataset")
-        .ok_or_else(|| invalid(out, (node.line, "datasets[0]: a public dataset needs `dataset`".into())))?;
+    let name = node.get("dataset").ok_or_else(|| {
+        invalid(
+            out,
+            (
+                node.line,
+                "datasets[0]: a public dataset needs `dataset`".into(),
+            ),
+        )
+    })?;
     out.one("public-dataset", name)
 }
 
@@ -340,7 +377,9 @@ fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let entries = only(node, "server_metrics", &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
         match (key.name.as_str(), &value.value) {
-            ("enabled", Value::Bool(false)) => out.set("no-server-metrics", vec!["true".into()], value.line)?,
+            ("enabled", Value::Bool(false)) => {
+                out.set("no-server-metrics", vec!["true".into()], value.line)?
+            }
             ("urls", Value::List(urls)) => {
                 for u in urls {
                     out.one("server-metrics", u)?;
@@ -387,13 +426,19 @@ pub(super) fn artifacts_dir(benchmark: &Node) -> Result<Option<PathBuf>, Refusal
 /// it is left out of the results, else `profiling`.
 fn is_warmup(phase: &Node) -> bool {
     phase.get("kind").and_then(Node::scalar_text).as_deref() == Some("warmup")
-        || matches!(phase.get("exclude_from_results").map(|n| &n.value), Some(Value::Bool(true)))
+        || matches!(
+            phase.get("exclude_from_results").map(|n| &n.value),
+            Some(Value::Bool(true))
+        )
 }
 
 /// `phases`: at most one warmup, then one profiling phase.
 fn phases(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
     let Value::List(list) = &node.value else {
-        return Err(invalid(out, (node.line, "`phases`: a list of phases".into())));
+        return Err(invalid(
+            out,
+            (node.line, "`phases`: a list of phases".into()),
+        ));
     };
     let (warmups, profiling): (Vec<&Node>, Vec<&Node>) = list.iter().partition(|p| is_warmup(p));
     let why = "it runs one warmup (optional), then one measured phase";
@@ -417,16 +462,29 @@ fn phase_type(out: &Out<'_>, phase: &Node) -> Result<String, RunError> {
 
 /// The warmup: closed-loop, counted in requests.
 fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
-    let name = phase.get("name").and_then(Node::scalar_text).unwrap_or("warmup".into());
+    let name = phase
+        .get("name")
+        .and_then(Node::scalar_text)
+        .unwrap_or("warmup".into());
     if phase_type(out, phase)? != "concurrency" {
-        let k = phase.entries().and_then(|e| e.iter().find(|(k, _)| k.name == "type")).map(|(k, _)| k.clone());
-        let k = k.unwrap_or(Key { name: "type".into(), line: phase.line });
+        let k = phase
+            .entries()
+            .and_then(|e| e.iter().find(|(k, _)| k.name == "type"))
+            .map(|(k, _)| k.clone());
+        let k = k.unwrap_or(Key {
+            name: "type".into(),
+            line: phase.line,
+        });
         let why = "it warms up closed-loop (`type: concurrency`), counted in requests";
-        return Err(invalid(out, unsupported(&k, &format!("phases.{name}.type"), why)));
+        return Err(invalid(
+            out,
+            unsupported(&k, &format!("phases.{name}.type"), why),
+        ));
     }
     let why = "its warmup takes `requests` and `concurrency`";
     let allowed = [&PHASE_ID[..], &["requests", "concurrency"]].concat();
-    let entries = only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    let entries =
+        only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
         match key.name.as_str() {
             "requests" => out.one("warmup-request-count", value)?,
@@ -444,7 +502,10 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
 /// The measured phase: closed-loop (`concurrency`) or at a rate
 /// (`poisson`, `constant`), sized by requests, sessions or a duration.
 fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
-    let name = phase.get("name").and_then(Node::scalar_text).unwrap_or("profiling".into());
+    let name = phase
+        .get("name")
+        .and_then(Node::scalar_text)
+        .unwrap_or("profiling".into());
     let kind = phase_type(out, phase)?;
     let arrival = match kind.as_str() {
         "concurrency" => None,
@@ -452,24 +513,45 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         _ => {
             let why = "speedbench's load is closed-loop (`concurrency`) or a request rate \
                        (`poisson`, `constant`)";
-            let m = format!("`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench");
+            let m = format!(
+                "`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench"
+            );
             return Err(invalid(out, (phase.line, m)));
         }
     };
-    let mut allowed = [&PHASE_ID[..], &["requests", "sessions", "duration", "grace_period", "concurrency"]].concat();
+    let mut allowed = [
+        &PHASE_ID[..],
+        &[
+            "requests",
+            "sessions",
+            "duration",
+            "grace_period",
+            "concurrency",
+        ],
+    ]
+    .concat();
     if arrival.is_some() {
         allowed.push("rate");
     }
     let why = "no counterpart for this phase field (ramps, smoothness, user-centric \
                schedules, prefill limits)";
-    let entries = only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
-    let concurrency_flag = if arrival.is_some() { "max-concurrency" } else { "concurrency" };
+    let entries =
+        only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    let concurrency_flag = if arrival.is_some() {
+        "max-concurrency"
+    } else {
+        "concurrency"
+    };
     for (key, value) in entries {
         match key.name.as_str() {
             "requests" => out.one("request-count", value)?,
             "sessions" => out.one("num-conversations", value)?,
             "duration" => out.set("benchmark-duration", vec![seconds(out, value)?], value.line)?,
-            "grace_period" => out.set("benchmark-grace-period", vec![seconds(out, value)?], value.line)?,
+            "grace_period" => out.set(
+                "benchmark-grace-period",
+                vec![seconds(out, value)?],
+                value.line,
+            )?,
             "concurrency" => out.one(concurrency_flag, value)?,
             "rate" => out.one("request-rate", value)?,
             _ => {}
@@ -477,20 +559,39 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
     }
     match (arrival, phase.get("rate")) {
         (Some(a), Some(_)) => out.set("arrival", vec![a], phase.line),
-        (Some(_), None) => Err(invalid(out, (phase.line, format!("phases.{name}: a `{kind}` phase needs `rate`")))),
+        (Some(_), None) => Err(invalid(
+            out,
+            (
+                phase.line,
+                format!("phases.{name}: a `{kind}` phase needs `rate`"),
+            ),
+        )),
         (None, _) => Ok(()),
     }
 }
 
 /// An AIPerf duration (`30`, `30s`, `5m`, `2h`) in seconds.
 fn seconds(out: &Out<'_>, node: &Node) -> Result<String, RunError> {
-    let bad = || invalid(out, (node.line, format!("`{}`: a duration (30, 30s, 5m, 2h)", node.scalar_text().unwrap_or_default())));
+    let bad = || {
+        invalid(
+            out,
+            (
+                node.line,
+                format!(
+                    "`{}`: a duration (30, 30s, 5m, 2h)",
+                    node.scalar_text().unwrap_or_default()
+                ),
+            ),
+        )
+    };
     match &node.value {
         Value::Int(i) => Ok(i.to_string()),
         Value::Float(f) => Ok(f.to_string()),
         Value::Str(s) => {
             let s = s.trim().to_ascii_lowercase();
-            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+            let split = s
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(s.len());
             let number: f64 = s[..split].parse().map_err(|_| bad())?;
             let factor = match s[split..].trim() {
                 "" | "s" | "sec" => 1.0,

@@ -71,9 +71,20 @@ pub(crate) fn expand(
         }
         let mut settings = fields::settings(source, &benchmark)?;
         if let Some(seed) = top.random_seed {
-            settings.push(Setting::new("random-seed", vec![text(seed)], at(source, seed.line))?);
+            settings.push(Setting::new(
+                "random-seed",
+                vec![text(seed)],
+                at(source, seed.line),
+            )?);
         }
-        variations.push(variation(source, index, &dimensions, &chosen, settings, &top));
+        variations.push(variation(
+            source,
+            index,
+            &dimensions,
+            &chosen,
+            settings,
+            &top,
+        ));
     }
     refuse_swept_cli_flags(&variations, cli)?;
     for v in &mut variations {
@@ -115,7 +126,8 @@ impl<'a> Top<'a> {
                 other => return Err(unsupported(key, other, top_level_why(other))),
             }
         }
-        top.benchmark = benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?;
+        top.benchmark =
+            benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?;
         Ok(top)
     }
 }
@@ -161,7 +173,10 @@ fn top_level_why(name: &str) -> &'static str {
 
 /// A refusal of field `name` at its key's line.
 pub(super) fn unsupported(key: &Key, name: &str, why: &str) -> (usize, String) {
-    (key.line, format!("`{name}` is not run by speedbench: {why}"))
+    (
+        key.line,
+        format!("`{name}` is not run by speedbench: {why}"),
+    )
 }
 
 /// `sweep:`: a grid over dotted parameters.
@@ -183,20 +198,32 @@ fn dimensions(sweep: &Node) -> Result<Vec<Dimension>, (usize, String)> {
         }
     }
     if !kind_ok {
-        return Err((sweep.line, "sweep: `type: grid` is the sweep speedbench expands".into()));
+        return Err((
+            sweep.line,
+            "sweep: `type: grid` is the sweep speedbench expands".into(),
+        ));
     }
     let parameters = parameters.ok_or((sweep.line, "sweep: no `parameters`".to_string()))?;
     let mut out: Vec<Dimension> = Vec::new();
     for (key, value) in parameters.entries().unwrap_or_default() {
         let path = resolve_alias(&key.name);
         let Value::List(values) = &value.value else {
-            return Err((key.line, format!("sweep parameter `{}`: a list of values", key.name)));
+            return Err((
+                key.line,
+                format!("sweep parameter `{}`: a list of values", key.name),
+            ));
         };
         if values.is_empty() {
-            return Err((key.line, format!("sweep parameter `{}`: an empty list", key.name)));
+            return Err((
+                key.line,
+                format!("sweep parameter `{}`: an empty list", key.name),
+            ));
         }
         if path.starts_with("benchmark.") || out.iter().any(|d| d.path == path) {
-            let why = format!("sweep parameter `{}`: a path under `benchmark`, once", key.name);
+            let why = format!(
+                "sweep parameter `{}`: a path under `benchmark`, once",
+                key.name
+            );
             return Err((key.line, why));
         }
         out.push(Dimension {
@@ -245,7 +272,9 @@ fn python_str(node: &Node) -> String {
         Value::Bool(true) => "True".into(),
         Value::Bool(false) => "False".into(),
         Value::Null => "None".into(),
-        _ => node.scalar_text().unwrap_or_else(|| node.kind().to_string()),
+        _ => node
+            .scalar_text()
+            .unwrap_or_else(|| node.kind().to_string()),
     }
 }
 
@@ -291,7 +320,11 @@ fn variation(
     Variation {
         index: index + 1,
         dir_name: dir_name(dimensions, chosen),
-        description: if label.is_empty() { "run".into() } else { label },
+        description: if label.is_empty() {
+            "run".into()
+        } else {
+            label
+        },
         origin,
         settings,
     }
@@ -299,7 +332,10 @@ fn variation(
 
 /// A flag the sweep varies may not come from the command line too: every
 /// run would take the command line's value and the runs would be alike.
-fn refuse_swept_cli_flags(variations: &[Variation], cli: &BTreeSet<String>) -> Result<(), RunError> {
+fn refuse_swept_cli_flags(
+    variations: &[Variation],
+    cli: &BTreeSet<String>,
+) -> Result<(), RunError> {
     let Some(first) = variations.first() else {
         return Ok(());
     };

@@ -90,18 +90,23 @@ fn substitute_text(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<V
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| {
-            format!("`{text}`: a `${{` without its closing `}}`")
-        })?;
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("`{text}`: a `${{` without its closing `}}`"))?;
         let inner = &after[..end];
         let (name, default) = match inner.split_once(':') {
             Some((n, d)) => (n, Some(d)),
             None => (inner, None),
         };
-        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
-            return Err(format!("`${{{inner}}}`: `{name}` is not an environment variable's name"));
+            return Err(format!(
+                "`${{{inner}}}`: `{name}` is not an environment variable's name"
+            ));
         }
         match (env(name), default) {
             (Some(v), _) => out.push_str(&v),
@@ -182,32 +187,53 @@ pub(crate) fn normalize_benchmark(benchmark: Node) -> Result<Node, (usize, Strin
         return Err((line, "`benchmark:` is a mapping".into()));
     };
     let has = |n: &str| entries.iter().any(|(k, _)| k.name == n);
-    for (a, b) in [("warmup", "phases"), ("profiling", "phases"), ("dataset", "datasets"), ("model", "models")] {
+    for (a, b) in [
+        ("warmup", "phases"),
+        ("profiling", "phases"),
+        ("dataset", "datasets"),
+        ("model", "models"),
+    ] {
         if has(a) && has(b) {
-            return Err((line, format!("benchmark: `{a}` cannot be used with `{b}` (AIPerf refuses it too)")));
+            return Err((
+                line,
+                format!("benchmark: `{a}` cannot be used with `{b}` (AIPerf refuses it too)"),
+            ));
         }
     }
     if has("warmup") && !has("profiling") {
-        return Err((line, "benchmark: `warmup` requires `profiling` (a warmup alone measures nothing)".into()));
+        return Err((
+            line,
+            "benchmark: `warmup` requires `profiling` (a warmup alone measures nothing)".into(),
+        ));
     }
     let mut out: Vec<(Key, Node)> = Vec::new();
     let mut phases: Vec<Node> = Vec::new();
-    let mut phases_line = line;
+    // Where the phases stand among the fields (refusals come in file order).
+    let mut phases_at: Option<(usize, usize)> = None;
     for (key, value) in entries {
         match key.name.as_str() {
             "warmup" | "profiling" => {
-                phases_line = phases_line.max(key.line);
+                phases_at.get_or_insert((out.len(), key.line));
                 phases.push(named(value, &key.name, true));
             }
-            "dataset" => out.push(entry("datasets", key.line, list(vec![named(value, "default", false)], key.line))),
+            "dataset" => out.push(entry(
+                "datasets",
+                key.line,
+                list(vec![named(value, "default", false)], key.line),
+            )),
             "model" => out.push(entry("models", key.line, value)),
             "phases" => out.push(entry("phases", key.line, flat_phases(value))),
             _ => out.push((key, value)),
         }
     }
-    if !phases.is_empty() {
-        phases.sort_by_key(|p| p.get("kind").and_then(Node::scalar_text).as_deref() != Some("warmup"));
-        out.push(entry("phases", phases_line, list(phases, phases_line)));
+    if let Some((index, phases_line)) = phases_at {
+        phases.sort_by_key(|p| {
+            p.get("kind").and_then(Node::scalar_text).as_deref() != Some("warmup")
+        });
+        out.insert(
+            index,
+            entry("phases", phases_line, list(phases, phases_line)),
+        );
     }
     Ok(Node {
         line,
@@ -227,7 +253,9 @@ fn list(items: Vec<Node>, line: usize) -> Node {
 fn flat_phases(phases: Node) -> Node {
     let line = phases.line;
     match phases.value {
-        Value::Map(_) if phases.get("type").is_some() => list(vec![named(phases, "profiling", true)], line),
+        Value::Map(_) if phases.get("type").is_some() => {
+            list(vec![named(phases, "profiling", true)], line)
+        }
         Value::List(items) => list(
             items
                 .into_iter()
@@ -245,7 +273,11 @@ fn flat_phases(phases: Node) -> Node {
 /// Sets `path` (`datasets.main.format`, `phases.profiling.rate`) in the
 /// benchmark block: a list's element is found by its `name`, a missing
 /// mapping key is added.
-pub(crate) fn set_path(benchmark: &mut Node, path: &str, value: Node) -> Result<(), (usize, String)> {
+pub(crate) fn set_path(
+    benchmark: &mut Node,
+    path: &str,
+    value: Node,
+) -> Result<(), (usize, String)> {
     let line = value.line;
     let segments: Vec<String> = path.split('.').map(snake).collect();
     let mut node = benchmark;
@@ -254,15 +286,42 @@ pub(crate) fn set_path(benchmark: &mut Node, path: &str, value: Node) -> Result<
         node = match &mut node.value {
             Value::List(items) => items
                 .iter_mut()
-                .find(|n| n.get("name").and_then(Node::scalar_text).as_deref() == Some(segment.as_str()))
-                .ok_or_else(|| (line, format!("sweep parameter `{path}`: no entry named `{segment}` in that list")))?,
+                .find(|n| {
+                    n.get("name").and_then(Node::scalar_text).as_deref() == Some(segment.as_str())
+                })
+                .ok_or_else(|| {
+                    (
+                        line,
+                        format!(
+                            "sweep parameter `{path}`: no entry named `{segment}` in that list"
+                        ),
+                    )
+                })?,
             Value::Map(entries) => {
                 if !entries.iter().any(|(k, _)| &k.name == segment) {
-                    entries.push(entry(segment, line, Node { line, value: Value::Null }));
+                    entries.push(entry(
+                        segment,
+                        line,
+                        Node {
+                            line,
+                            value: Value::Null,
+                        },
+                    ));
                 }
-                &mut entries.iter_mut().find(|(k, _)| &k.name == segment).expect("just added").1
+                &mut entries
+                    .iter_mut()
+                    .find(|(k, _)| &k.name == segment)
+                    .expect("just added")
+                    .1
             }
-            _ => return Err((line, format!("sweep parameter `{path}`: `{segment}` is not inside a mapping or list"))),
+            _ => {
+                return Err((
+                    line,
+                    format!(
+                        "sweep parameter `{path}`: `{segment}` is not inside a mapping or list"
+                    ),
+                ));
+            }
         };
         if last {
             *node = value;
@@ -288,8 +347,14 @@ mod tests {
         assert_eq!(sub("${UNSET:600.0}").unwrap(), Value::Float(600.0));
         assert_eq!(sub("${UNSET:8}").unwrap(), Value::Int(8));
         assert_eq!(sub("${UNSET:true}").unwrap(), Value::Bool(true));
-        assert_eq!(sub("x-${SET}-${UNSET:}").unwrap(), Value::Str("x-value-".into()));
-        assert_eq!(sub("${UNSET:http://h:1/v1}").unwrap(), Value::Str("http://h:1/v1".into()));
+        assert_eq!(
+            sub("x-${SET}-${UNSET:}").unwrap(),
+            Value::Str("x-value-".into())
+        );
+        assert_eq!(
+            sub("${UNSET:http://h:1/v1}").unwrap(),
+            Value::Str("http://h:1/v1".into())
+        );
         assert!(sub("${UNSET}").unwrap_err().contains("UNSET is not set"));
         assert!(sub("${SET").unwrap_err().contains("closing"));
     }
@@ -299,26 +364,56 @@ mod tests {
         let doc = parse("model: m\ndataset:\n  type: file\nwarmup:\n  type: concurrency\nprofiling:\n  type: poisson\n").unwrap();
         let b = normalize_benchmark(snake_keys(doc)).unwrap();
         assert_eq!(b.get("models").unwrap().scalar_text().unwrap(), "m");
-        let Value::List(ds) = &b.get("datasets").unwrap().value else { panic!() };
+        let Value::List(ds) = &b.get("datasets").unwrap().value else {
+            panic!()
+        };
         assert_eq!(ds[0].get("name").unwrap().scalar_text().unwrap(), "default");
-        let Value::List(ph) = &b.get("phases").unwrap().value else { panic!() };
-        let kinds: Vec<String> = ph.iter().map(|p| p.get("kind").unwrap().scalar_text().unwrap()).collect();
+        let Value::List(ph) = &b.get("phases").unwrap().value else {
+            panic!()
+        };
+        let kinds: Vec<String> = ph
+            .iter()
+            .map(|p| p.get("kind").unwrap().scalar_text().unwrap())
+            .collect();
         assert_eq!(kinds, ["warmup", "profiling"]);
         let flat = normalize_benchmark(parse("phases:\n  type: concurrency\n").unwrap()).unwrap();
-        let Value::List(ph) = &flat.get("phases").unwrap().value else { panic!() };
-        assert_eq!(ph[0].get("name").unwrap().scalar_text().unwrap(), "profiling");
-        assert!(normalize_benchmark(parse("warmup: {}\n").unwrap()).unwrap_err().1.contains("requires"));
+        let Value::List(ph) = &flat.get("phases").unwrap().value else {
+            panic!()
+        };
+        assert_eq!(
+            ph[0].get("name").unwrap().scalar_text().unwrap(),
+            "profiling"
+        );
+        assert!(
+            normalize_benchmark(parse("warmup: {}\n").unwrap())
+                .unwrap_err()
+                .1
+                .contains("requires")
+        );
         assert_eq!(snake("excludeFromResults"), "exclude_from_results");
     }
 
     #[test]
     fn a_sweep_path_finds_list_entries_by_name() {
-        let mut b = parse("datasets:\n  - name: main\n    format: a\nphases:\n  - name: profiling\n    rate: 1\n").unwrap();
-        let v = |t: &str| Node { line: 9, value: Value::Str(t.into()) };
+        let mut b = parse(
+            "datasets:\n  - name: main\n    format: a\nphases:\n  - name: profiling\n    rate: 1\n",
+        )
+        .unwrap();
+        let v = |t: &str| Node {
+            line: 9,
+            value: Value::Str(t.into()),
+        };
         set_path(&mut b, "datasets.main.format", v("b")).unwrap();
         set_path(&mut b, "phases.profiling.gracePeriod", v("5")).unwrap();
-        let Value::List(ds) = &b.get("datasets").unwrap().value else { panic!() };
+        let Value::List(ds) = &b.get("datasets").unwrap().value else {
+            panic!()
+        };
         assert_eq!(ds[0].get("format").unwrap(), &v("b"));
-        assert!(set_path(&mut b, "datasets.other.format", v("c")).unwrap_err().1.contains("no entry named `other`"));
+        assert!(
+            set_path(&mut b, "datasets.other.format", v("c"))
+                .unwrap_err()
+                .1
+                .contains("no entry named `other`")
+        );
     }
 }

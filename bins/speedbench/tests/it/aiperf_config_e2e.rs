@@ -1,0 +1,141 @@
+//! End-to-end: AIPerf 0.13.0's own SPEED-Bench template
+//! (`aiperf config init --template speed_bench_sweep`, unchanged in
+//! fixtures/aiperf/configs) run by `speedbench profile --config` against the
+//! simulator: the runs AIPerf's `config expand` lists, in its directories,
+//! each with its dataset, category, phases, load and request body; every
+//! record keeps the invariants; a report over the sweep's parent is
+//! AIPerf's one-row matrix.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{Value, json};
+use speedbench_sim::SimConfig;
+
+fn configs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aiperf/configs")
+}
+
+/// AIPerf's own expansion of a template (`aiperf config expand --full`).
+fn aiperf_expansion(template: &str) -> Value {
+    let path = configs().join(format!("{template}.expand.json"));
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn run_json(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// The phase named `name` of an AIPerf variation.
+fn phase<'a>(variation: &'a Value, name: &str) -> &'a Value {
+    variation["benchmark"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_speed_bench_sweep_template_runs_unchanged_and_reports_one_row() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // The template reads datasets/speed-bench/qualitative.jsonl relative to
+    // the working directory, as AIPerf does.
+    let data = dir.path().join("datasets/speed-bench");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::copy(fixture(), data.join("qualitative.jsonl")).unwrap();
+    let template = configs().join("speed_bench_sweep.yaml");
+    let url = server.url();
+    let out = bin()
+        .current_dir(dir.path())
+        // The template's ${INFERENCE_URL:...} and ${SERVER_METRICS_URL:...}.
+        .env("INFERENCE_URL", format!("{url}/v1/chat/completions"))
+        .env("SERVER_METRICS_URL", format!("{url}/metrics"))
+        .env_remove("MODEL_NAME")
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let expansion = aiperf_expansion("speed_bench_sweep");
+    let variations = expansion["variations"].as_array().unwrap();
+    assert_eq!(variations.len(), 11);
+    let parent = dir.path().join("artifacts/speed_bench_sweep");
+    let mut requests = 0;
+    for v in variations {
+        let b = &v["benchmark"];
+        // AIPerf's directory for this variation, and what it would run.
+        let run_dir = parent.join(v["dir_name"].as_str().unwrap());
+        let config = &run_json(&run_dir)["config"];
+        let format = b["datasets"][0]["format"].as_str().unwrap();
+        let category = format.strip_prefix("speed_bench_").unwrap();
+        assert_eq!(config["categories"], json!([category]), "{run_dir:?}");
+        assert!(
+            config["input_file"]
+                .as_str()
+                .unwrap()
+                .ends_with(b["datasets"][0]["path"].as_str().unwrap())
+        );
+        assert_eq!(config["model"], b["models"]["items"][0]["name"]);
+        assert_eq!(config["extra_inputs"], b["endpoint"]["extra"]);
+        assert_eq!(config["timeout_s"], b["endpoint"]["timeout"]);
+        assert_eq!(config["streaming"], b["endpoint"]["streaming"]);
+        let (warmup, profiling) = (phase(v, "warmup"), phase(v, "profiling"));
+        assert_eq!(config["warmup_request_count"], warmup["requests"]);
+        assert_eq!(config["warmup_concurrency"], warmup["concurrency"]);
+        assert_eq!(config["request_count"], profiling["requests"]);
+        assert_eq!(config["concurrency"], profiling["concurrency"]);
+        assert_eq!(config["client"]["random_seed"], expansion_seed(&template));
+        let metrics_urls = &config["client"]["server_metrics"];
+        assert_eq!(metrics_urls, &json!([format!("{url}/metrics")]), "{config}");
+        // Every record of the run: the warmup and the 80 profiled requests
+        // of this category, each keeping the invariants.
+        let file = read_run(&run_dir).unwrap();
+        let warm = file.records.iter().filter(|r| r.warmup).count();
+        assert_eq!((warm, file.records.len() - warm), (50, 80), "{run_dir:?}");
+        assert!(file.records.iter().all(|r| r.is_success()));
+        assert!(
+            file.records
+                .iter()
+                .all(|r| r.conversation_id.starts_with(category)),
+            "{run_dir:?}"
+        );
+        requests += file.records.len() as u64;
+    }
+    assert_eq!(server.ground_truth().requests, requests);
+    server.shutdown().await;
+    // The sweep's report, and one over the parent afterwards: one row of
+    // eleven categories, as `aiperf speed-bench-report` gives.
+    assert!(
+        stdout.contains("=== report over 11 run(s) of the sweep ==="),
+        "{stdout}"
+    );
+    let report = report_json(&parent, "accept_length", "records").await;
+    let rows = report["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(rows.len(), 1, "{report}");
+    let categories: Vec<&str> = variations
+        .iter()
+        .map(|v| &v["benchmark"]["datasets"][0]["format"].as_str().unwrap()[12..])
+        .collect();
+    assert_eq!(report["columns"], json!(categories), "{report}");
+    let cells = rows[0]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 11);
+    assert!(
+        cells.iter().all(|c| c.as_f64().is_some_and(|x| x >= 1.0)),
+        "{report}"
+    );
+}
+
+/// The template's `randomSeed`.
+fn expansion_seed(template: &Path) -> Value {
+    let text = std::fs::read_to_string(template).unwrap();
+    let line = text.lines().find(|l| l.starts_with("randomSeed:")).unwrap();
+    json!(line["randomSeed:".len()..].trim().parse::<u64>().unwrap())
+}

@@ -1,0 +1,292 @@
+//! AIPerf 0.13.0's config templates (fixtures/aiperf/configs, made by
+//! `aiperf config init`) read by [`Sweep`]: the SPEED-Bench sweep gives
+//! the runs AIPerf's own `config expand` lists, each the same spec as the
+//! equivalent `speedbench profile` flags; every general template is refused
+//! at the first field speedbench has no counterpart for, by name and line,
+//! and runs once a SPEED-Bench user has adapted those fields.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use speedbench_run::RunSpec;
+use speedbench_run::sweep::Sweep;
+
+fn configs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aiperf/configs")
+}
+
+fn template(name: &str) -> String {
+    std::fs::read_to_string(configs().join(format!("{name}.yaml"))).unwrap()
+}
+
+fn expand(name: &str, text: &str, cli: &[&str]) -> Result<Sweep, String> {
+    let given: BTreeSet<String> = cli.iter().map(|s| s.to_string()).collect();
+    let mut base = RunSpec::default();
+    for flag in cli {
+        base = base.with(flag, "http://127.0.0.1:9").unwrap();
+    }
+    Sweep::parse(Path::new(&format!("{name}.yaml")), text, &base, &given).map_err(|e| e.to_string())
+}
+
+/// The line (from 1) of the first line of `text` that contains `needle`
+/// after the line holding `after`.
+fn line_of(text: &str, after: &str, needle: &str) -> usize {
+    let start = text.lines().position(|l| l.contains(after)).unwrap();
+    start
+        + 1
+        + text
+            .lines()
+            .skip(start)
+            .position(|l| l.contains(needle))
+            .unwrap()
+}
+
+#[test]
+fn the_speed_bench_sweep_is_the_runs_aiperf_expands_with_the_equivalent_flags() {
+    let text = template("speed_bench_sweep");
+    let sweep = expand("speed_bench_sweep", &text, &[]).unwrap();
+    let aiperf: Value = serde_json::from_slice(
+        &std::fs::read(configs().join("speed_bench_sweep.expand.json")).unwrap(),
+    )
+    .unwrap();
+    let variations = aiperf["variations"].as_array().unwrap();
+    assert_eq!(sweep.runs().len(), variations.len());
+    assert_eq!(sweep.parent(), Path::new("./artifacts/speed_bench_sweep"));
+    for (run, v) in sweep.runs().iter().zip(variations) {
+        assert_eq!(run.dir_name, v["dir_name"].as_str().unwrap());
+        assert_eq!(run.description, v["label"].as_str().unwrap());
+        assert_eq!(run.dir, sweep.parent().join(&run.dir_name));
+        let category = &v["benchmark"]["datasets"][0]["format"].as_str().unwrap()[12..];
+        // The same run written as speedbench flags, by hand from the
+        // template's fields.
+        let mut flags = RunSpec::default();
+        for (flag, value) in [
+            ("model", "meta-llama/Llama-3.1-8B-Instruct"),
+            ("url", "http://localhost:8000"),
+            ("endpoint-type", "chat"),
+            ("streaming", "true"),
+            ("timeout", "600"),
+            // endpoint.extra as one JSON object (its keys in JSON's order).
+            (
+                "extra-inputs",
+                r#"{"max_completion_tokens":4096,"temperature":0}"#,
+            ),
+            ("input-file", "datasets/speed-bench/qualitative.jsonl"),
+            ("category", category),
+            ("warmup-request-count", "50"),
+            ("warmup-concurrency", "8"),
+            ("request-count", "80"),
+            ("concurrency", "16"),
+            ("server-metrics", "http://localhost:8000/metrics"),
+            ("random-seed", "42"),
+        ] {
+            flags = flags.with(flag, value).unwrap();
+        }
+        flags.outputs.output_artifact_dir = Some(run.dir.clone());
+        assert_eq!(run.spec().unwrap(), &flags, "{}", run.dir_name);
+    }
+}
+
+#[test]
+fn the_command_line_replaces_a_field_but_not_a_swept_one() {
+    let text = template("speed_bench_sweep");
+    let sweep = expand("speed_bench_sweep", &text, &["url"]).unwrap();
+    assert!(
+        sweep
+            .runs()
+            .iter()
+            .all(|r| r.spec().unwrap().target.url == "http://127.0.0.1:9")
+    );
+    let swept = text
+        .replace("datasets.main.format:", "endpoint.url:")
+        .replace("      - speed_bench_", "      - http://h/");
+    let swept = swept.replace(
+        "format: speed_bench_coding  # overridden by sweep",
+        "format: speed_bench_coding",
+    );
+    let err = expand("s", &swept, &["url"]).unwrap_err();
+    assert!(
+        err.contains("--url on the command line would replace what the sweep varies"),
+        "{err}"
+    );
+}
+
+/// Each general template, as shipped, refused at its first field without a
+/// counterpart: (template, the field as named, the line's text).
+const REFUSED: [(&str, &str, &str); 6] = [
+    (
+        "minimal",
+        "`datasets[0].type: synthetic`",
+        "type: synthetic",
+    ),
+    (
+        "warmup_profiling",
+        "`datasets[0].type: synthetic`",
+        "type: synthetic",
+    ),
+    (
+        "latency_test",
+        "`datasets[0].type: synthetic`",
+        "type: synthetic",
+    ),
+    (
+        "goodput_slo",
+        "`datasets[0].type: synthetic`",
+        "type: synthetic",
+    ),
+    (
+        "multi_turn_conversation",
+        "`endpoint.connection_reuse`",
+        "connectionReuse:",
+    ),
+    ("sweep_distributions", "`multi_run.num_runs`", "numRuns:"),
+];
+
+#[test]
+fn every_general_template_is_refused_by_field_and_line() {
+    for (name, field, line_text) in REFUSED {
+        let text = template(name);
+        let err = expand(name, &text, &[]).unwrap_err();
+        let line = line_of(&text, "schemaVersion", line_text);
+        assert!(
+            err.contains(&format!("{name}.yaml:{line}: {field}")),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// A synthetic dataset block replaced by the SPEED-Bench file, as a user
+/// adapting a template does.
+fn with_speed_bench_file(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        if line.starts_with("  dataset:") {
+            skipping = true;
+            out.push("  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_coding");
+            continue;
+        }
+        if skipping
+            && (line.starts_with("    ")
+                || line.trim().is_empty()
+                || line.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        skipping = false;
+        out.push(line);
+    }
+    out.join("\n") + "\n"
+}
+
+/// Lines holding `needle` taken out.
+fn without(text: &str, needle: &str) -> String {
+    text.lines()
+        .filter(|l| !l.contains(needle))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[test]
+fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
+    // latency_test: the dataset swapped, then its time slices refused.
+    let text = with_speed_bench_file(&template("latency_test"));
+    let err = expand("latency_test", &text, &[]).unwrap_err();
+    assert!(err.contains("`artifacts.slice_duration`"), "{err}");
+    let sweep = expand("latency_test", &without(&text, "sliceDuration"), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(spec.load.request_rate, Some(20.0));
+    assert_eq!(spec.load.max_concurrency, Some(100));
+    assert_eq!(spec.load.benchmark_duration_s, Some(120.0));
+    assert_eq!(spec.load.benchmark_grace_period_s, 60.0);
+    assert_eq!(spec.dataset.category, ["coding"]);
+    // One run without a sweep goes into artifacts.dir itself, as AIPerf's.
+    assert_eq!(sweep.runs()[0].dir, Path::new("./artifacts/latency_test"));
+
+    // warmup_profiling: a gamma arrival process has no counterpart.
+    let text = with_speed_bench_file(&template("warmup_profiling"));
+    let err = expand("warmup_profiling", &text, &[]).unwrap_err();
+    assert!(err.contains("`phases.profiling.type: gamma`"), "{err}");
+
+    // goodput_slo: SLOs are refused; without them it runs.
+    let text = with_speed_bench_file(&template("goodput_slo"));
+    let err = expand("goodput_slo", &text, &[]).unwrap_err();
+    assert!(err.contains("`slos`"), "{err}");
+    let text = without(&without(&text, "sliceDuration"), "slos:");
+    let text = text
+        .lines()
+        .filter(|l| {
+            !l.starts_with("    request_latency")
+                && !l.starts_with("    time_to_first")
+                && !l.starts_with("    inter_token")
+                && !l.starts_with("    output_token")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let sweep = expand("goodput_slo", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.target.url, "http://localhost:8000",
+        "url + path, the path speedbench's own"
+    );
+    assert_eq!(
+        (spec.load.warmup_request_count, spec.load.warmup_concurrency),
+        (100, Some(16))
+    );
+    assert_eq!(spec.load.request_rate, Some(30.0));
+
+    // multi_turn_conversation: sessions per phase; a warmup of sessions is
+    // not speedbench's (it counts warmup requests).
+    let text = with_speed_bench_file(&without(
+        &template("multi_turn_conversation"),
+        "connectionReuse",
+    ));
+    let err = expand("multi_turn_conversation", &text, &[]).unwrap_err();
+    assert!(err.contains("`phases.warmup.sessions`"), "{err}");
+}
+
+#[test]
+fn variables_and_schema_are_checked_where_written() {
+    let err = expand(
+        "v",
+        "schemaVersion: \"2.0\"\nbenchmark:\n  model: ${NO_SUCH_SPEEDBENCH_VAR}\n",
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("v.yaml:3") && err.contains("NO_SUCH_SPEEDBENCH_VAR is not set"),
+        "{err}"
+    );
+    let err = expand("v", "schemaVersion: \"1.0\"\nbenchmark: {}\n", &[]).unwrap_err();
+    assert!(err.contains("v.yaml:1") && err.contains("\"2.0\""), "{err}");
+}
+
+#[test]
+fn a_yaml_sweep_file_is_the_toml_one() {
+    let toml = "[profile]\nmodel = \"m\"\nstreaming = true\n[matrix]\nconcurrency = [1, 4]\n\
+                [[variation]]\nname = \"a\"\ncategory = [\"coding\", \"math\"]\n[[variation]]\nrequest_rate = 2.5\n";
+    let yaml = "profile:\n  model: m\n  streaming: true\nmatrix:\n  concurrency: [1, 4]\n\
+                variation:\n  - name: a\n    category: [coding, math]\n  - request_rate: 2.5\n";
+    let base = RunSpec::default();
+    let none = BTreeSet::new();
+    let from_toml = Sweep::parse(Path::new("s.toml"), toml, &base, &none).unwrap();
+    let from_yaml = Sweep::parse(Path::new("s.yaml"), yaml, &base, &none).unwrap();
+    let names = |s: &Sweep| {
+        s.runs()
+            .iter()
+            .map(|r| (r.dir_name.clone(), r.spec().cloned()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&from_toml), names(&from_yaml));
+    assert_eq!(from_yaml.runs().len(), 4);
+    let err = Sweep::parse(
+        Path::new("s.yaml"),
+        "profile:\n  concurrency: 1\n  colour: red\n",
+        &base,
+        &none,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("s.yaml:3"), "{err}");
+}
