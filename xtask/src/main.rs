@@ -8,6 +8,9 @@
 //!   a crate outside the workspace that depends only on `speedbench`.
 //! - `circles`: fail if the top-level modules of a crate import each other
 //!   in a circle (CI runs this).
+//! - `wheel [--release]`: build the Python wheel of the `speedbench` binary
+//!   (maturin), install it into a fresh venv and run `speedbench demo` and a
+//!   `profile` from it with no Rust on PATH (CI runs this).
 //! - `fuzz [--seconds N] [--target NAME]`: run every cargo-fuzz target under
 //!   `fuzz/` for N seconds (default 60) on the stable toolchain.
 //! - `prestage --dataset NAME --out DIR [--resolver R] [--python PATH]
@@ -40,6 +43,7 @@ mod fixtures;
 mod fuzz;
 mod prepare_venv;
 mod prestage;
+mod wheel;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&workspace_root(), &args[1..]),
         Some("downstream") => downstream::run(&workspace_root()),
         Some("circles") => circles::run(&workspace_root()),
+        Some("wheel") => wheel::run(&workspace_root(), &args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("load") => {
             bench_load::run(&workspace_root(), &args[2..])
         }
@@ -63,7 +68,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
         )),
     };
     match result {
