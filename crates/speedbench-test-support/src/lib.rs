@@ -23,6 +23,7 @@
 //! `cargo xtask prepare-venv` makes the same venv ahead of time
 //! ([`Venv::ensure`]).
 
+pub mod kube;
 pub mod s3;
 
 use std::ffi::{OsStr, OsString};

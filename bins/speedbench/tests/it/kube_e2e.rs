@@ -1,6 +1,8 @@
 //! `speedbench kube manifest` end to end, with no cluster: the printed Job
-//! reads back through the typed k8s-openapi structs unchanged and passes
-//! the API server's checks; each Pod's arguments, expanded as the kubelet
+//! reads back through the typed k8s-openapi structs unchanged, passes
+//! the API server's checks and Kubernetes 1.33's own OpenAPI schema
+//! (`kubernetes-validate --strict`, every manifest printed here, each
+//! option's variant included); each Pod's arguments, expanded as the kubelet
 //! expands them, run as shards against the simulated server and merge into
 //! one run in `speedbench report`; refusals (a literal credential, a flag
 //! `profile` does not take, a flag the manifest sets, a load too small for
@@ -133,6 +135,8 @@ async fn the_manifest_round_trips_and_its_pods_run_as_one_sharded_run() {
     let text = String::from_utf8(out.stdout).unwrap();
     let job: Job = serde_json::from_str(&text).expect("a batch/v1 Job");
     speedbench_kube::check_job(&job).unwrap();
+    // And by Kubernetes's own schema, independently of speedbench's checks.
+    speedbench_test_support::kube::assert_valid_manifests(&[&text]);
     assert_eq!(
         serde_json::to_string_pretty(&job).unwrap(),
         text.trim_end(),
@@ -281,6 +285,8 @@ async fn pods_writing_to_an_object_store_merge_in_a_report_over_the_url() {
     assert!(!text.contains(&s3.secret_access_key));
     let job: Job = serde_json::from_str(&text).expect("a batch/v1 Job");
     speedbench_kube::check_job(&job).unwrap();
+    // And by Kubernetes's own schema, independently of speedbench's checks.
+    speedbench_test_support::kube::assert_valid_manifests(&[&text]);
     let value: Value = serde_json::from_str(&text).unwrap();
     let pod = &value["spec"]["template"]["spec"];
     assert!(pod.get("volumes").is_none(), "{pod}");
@@ -569,4 +575,93 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
             stderr(&out)
         );
     }
+}
+
+/// Every option of `kube manifest` in some manifest, each checked by
+/// Kubernetes 1.33's schema (strict: an unknown or misplaced field fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_variant_of_the_manifest_meets_kubernetes_own_schema() {
+    let profile = [
+        "--url",
+        "http://vllm:8000",
+        "-m",
+        "m",
+        "--bench",
+        "qualitative",
+        "--concurrency",
+        "64",
+    ];
+    let base = [
+        "kube",
+        "manifest",
+        "--name",
+        "bench1",
+        "--image",
+        "registry.example/speedbench:0.1.0",
+        "--shards",
+        "4",
+        "--start-in",
+        "120",
+    ];
+    let variants: Vec<Vec<&str>> = vec![
+        vec!["--pvc", "results"],
+        vec![
+            "--pvc",
+            "results",
+            "--mount-path",
+            "/data",
+            "--namespace",
+            "perf",
+            "--spread",
+            "required",
+        ],
+        vec![
+            "--results-url",
+            "s3://bench/k8s",
+            "--env",
+            "AWS_REGION=eu-west-1",
+            "--secret-env",
+            "AWS_ACCESS_KEY_ID=s3:id",
+            "--secret-env",
+            "AWS_SECRET_ACCESS_KEY=s3:secret",
+            "--service-account",
+            "bench-writer",
+            "--spread",
+            "preferred",
+        ],
+        vec![
+            "--pvc",
+            "results",
+            "--request",
+            "cpu=500m",
+            "--request",
+            "memory=1Gi",
+            "--limit",
+            "memory=2Gi",
+            "--request",
+            "nvidia.com/gpu=1",
+            "--limit",
+            "nvidia.com/gpu=1",
+            "--label",
+            "team=serving",
+            "--active-deadline",
+            "7200",
+            "--secret-env",
+            "OPENAI_API_KEY=llm-api:key",
+            "--secret-env",
+            "HF_TOKEN=hf:token",
+        ],
+    ];
+    let mut texts = Vec::new();
+    for extra in &variants {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(extra);
+        args.push("--");
+        args.extend(profile);
+        let out = run(&args).await;
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        texts.push(String::from_utf8(out.stdout).unwrap());
+    }
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    speedbench_test_support::kube::assert_valid_manifests(&texts);
 }
