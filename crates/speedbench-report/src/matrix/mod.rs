@@ -72,6 +72,17 @@ impl MatrixMetric {
         }
     }
 
+    /// Decimals in the console and Markdown tables: 4 for the rate (a
+    /// fraction, as speed_bench.py and `compare` print it: 0.59 hides the
+    /// difference between two drafters), 2 for the rest. AIPerf's CSV keeps
+    /// its 2 for every metric.
+    pub fn display_decimals(self) -> usize {
+        match self {
+            MatrixMetric::AcceptRate => 4,
+            _ => 2,
+        }
+    }
+
     /// The console title (AIPerf's for the metrics it has).
     pub fn title(self) -> &'static str {
         match self {
@@ -727,6 +738,29 @@ mod tests {
         assert_eq!(m.to_console(), format!("{expected}{OVERALL_DEFINITION}\n"));
         let rate = matrix(MatrixMetric::AcceptRate, &[("llama", &records)]);
         assert!(rate.to_console().contains("Acceptance Rate Report\n"));
+    }
+
+    #[test]
+    fn the_rate_has_four_decimals_on_screen_and_aiperfs_two_in_csv() {
+        let records = two_categories();
+        let m = matrix(MatrixMetric::AcceptRate, &[("llama", &records)]);
+        // coding 14/141 = 0.09929..., math 30/40, Overall their mean 0.42464...
+        assert!(
+            m.to_markdown()
+                .contains("| llama | 0.0993 | 0.7500 | 0.4246 |"),
+            "{}",
+            m.to_markdown()
+        );
+        assert!(
+            m.to_console()
+                .contains("│ llama │ 0.0993 │ 0.7500 │  0.4246 │"),
+            "{}",
+            m.to_console()
+        );
+        assert_eq!(
+            m.to_csv(),
+            "Model,coding,math,Overall\r\nllama,0.10,0.75,0.42\r\n"
+        );
     }
 
     #[test]

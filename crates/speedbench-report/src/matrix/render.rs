@@ -45,7 +45,8 @@ impl AcceptanceMatrix {
     }
 
     /// A console table titled [`MatrixMetric::title`](crate::MatrixMetric::title), columns
-    /// `Model, <columns>, Overall`, values with 2 decimals, `-` for missing.
+    /// `Model, <columns>, Overall`, values with
+    /// [`MatrixMetric::display_decimals`](crate::MatrixMetric::display_decimals) decimals, `-` for missing.
     pub fn to_console(&self) -> String {
         let header = self.header();
         let rows: Vec<Vec<String>> = self.rows.iter().map(|r| self.text_row(r, "-")).collect();
@@ -54,7 +55,8 @@ impl AcceptanceMatrix {
         out
     }
 
-    /// A GitHub-flavored Markdown table (values right-aligned, 2 decimals,
+    /// A GitHub-flavored Markdown table (values right-aligned, the
+    /// metric's display decimals,
     /// `-` for missing, `|` in labels escaped).
     pub fn to_markdown(&self) -> String {
         let header = self.header();
@@ -147,17 +149,18 @@ impl AcceptanceMatrix {
 
     /// A row's text; time-averaged cells get a `*` (explained by [`Self::footnote`]).
     fn text_row(&self, row: &MatrixRow, missing: &str) -> Vec<String> {
+        let decimals = self.metric.display_decimals();
         let cells = row
             .cells
             .iter()
             .zip(&row.time_averaged)
             .map(|(&v, &gauge)| {
-                let text = cell_text(v, missing);
+                let text = shown(v, decimals, missing);
                 if gauge { format!("{text}*") } else { text }
             });
         std::iter::once(row.label.clone())
             .chain(cells)
-            .chain(std::iter::once(cell_text(row.overall, missing)))
+            .chain(std::iter::once(shown(row.overall, decimals, missing)))
             .chain(self.has_incomplete().then(|| row_status(row).to_string()))
             .collect()
     }
@@ -200,9 +203,15 @@ fn row_status(row: &MatrixRow) -> &'static str {
         .map_or(RunStatus::Completed.as_str(), |r| r.status.as_str())
 }
 
+/// A CSV cell: AIPerf's two decimals.
 fn cell_text(v: Option<f64>, missing: &str) -> String {
+    shown(v, 2, missing)
+}
+
+/// A value with `decimals` decimals, `missing` for none.
+fn shown(v: Option<f64>, decimals: usize, missing: &str) -> String {
     match v.filter(|v| v.is_finite()) {
-        Some(v) => format!("{v:.2}"),
+        Some(v) => format!("{v:.decimals$}"),
         None => missing.to_string(),
     }
 }
