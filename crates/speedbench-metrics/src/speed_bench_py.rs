@@ -962,6 +962,69 @@ mod tests {
     }
 
     #[test]
+    fn every_figure_of_the_output_reads_back_bit_for_bit() {
+        // Ratios like the ones a run produces (latencies in s, tokens per
+        // second, accept rates): serde_json without `float_roundtrip` read
+        // about one in seven of these back one ULP off.
+        let samples: Vec<SpeedBenchPySample> = (1..400u64)
+            .map(|i| {
+                let x = 1.0 + i as f64 / 7.0 * 0.37;
+                sample(
+                    ["qa", "math"][i as usize % 2],
+                    true,
+                    x,
+                    Some(x * 13.1),
+                    Some(1.0 / x),
+                    (3 * i, i),
+                )
+            })
+            .collect();
+        let config = SpeedBenchPyConfig {
+            url: "localhost:8080".into(),
+            model: None,
+            bench: None,
+            category: "all".into(),
+            osl: None,
+            concurrency: 4,
+            extra_inputs: serde_json::Map::new(),
+            limit: None,
+            timeout: None,
+            streaming: None,
+        };
+        let out = SpeedBenchPyOutput::from_samples(config, samples);
+        let text = serde_json::to_string_pretty(&out).unwrap();
+        let back: SpeedBenchPyOutput = serde_json::from_str(&text).unwrap();
+        let bits = |o: &SpeedBenchPyOutput| -> Vec<u64> {
+            o.results
+                .iter()
+                .flat_map(|r| {
+                    [
+                        Some(r.latency_s),
+                        r.prompt_per_second,
+                        r.predicted_per_second,
+                    ]
+                })
+                .chain(
+                    o.summary
+                        .iter()
+                        .flat_map(|r| [r.avg_latency, r.accept_rate]),
+                )
+                .flatten()
+                .map(f64::to_bits)
+                .collect()
+        };
+        let (written, read) = (bits(&out), bits(&back));
+        assert_eq!(read.len(), 399 * 3 + 3 * 2);
+        let differ = written.iter().zip(&read).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ,
+            0,
+            "{differ} of {} figures read back differently",
+            read.len()
+        );
+    }
+
+    #[test]
     fn reads_a_file_speed_bench_py_wrote() {
         // speed_bench.py's keys only (no speedbench additions), sorted as
         // json.dump(sort_keys=True) writes them.
