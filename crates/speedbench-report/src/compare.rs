@@ -127,6 +127,10 @@ pub struct Comparison {
     pub divergences: Vec<Divergence>,
     /// Total diverging pairs.
     pub diverging: u64,
+    /// Later turns of conversations whose earlier turn already differed:
+    /// their prompts carry each run's own earlier reply, so they are not
+    /// paired (neither identical nor a divergence of their own).
+    pub after_divergence: u64,
     /// Confidence level of the intervals.
     pub confidence: f64,
     /// What the byte-identical share means ([`BYTE_IDENTICAL_NOTE`]).
@@ -285,25 +289,36 @@ pub fn compare(
         OVERALL, &base_all, &spec_all, speculates, options, &mut rng,
     ));
 
-    let (divergences, diverging) = lossless_check(baseline, speculative, &shared, &mut rows);
+    let lossless = lossless_check(baseline, speculative, &shared, &mut rows);
     Ok(Comparison {
         rows,
-        divergences,
-        diverging,
+        divergences: lossless.divergences,
+        diverging: lossless.diverging,
+        after_divergence: lossless.after_divergence,
         confidence: options.confidence,
         byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
     })
 }
 
+/// What the lossless check found beyond the rows' counts.
+struct Lossless {
+    divergences: Vec<Divergence>,
+    diverging: u64,
+    after_divergence: u64,
+}
+
 /// The lossless check: the same row, turn and occurrence in both runs,
 /// byte for byte, counted into each row (its category's and Overall);
-/// the first differences (at most 20) and how many differ.
+/// the first differences (at most 20) and how many differ. A turn after a
+/// difference in the same conversation is not paired: its history (each
+/// run's own earlier reply) already differs, so it would count that one
+/// difference again.
 fn lossless_check(
     baseline: &[RequestRecord],
     speculative: &[RequestRecord],
     shared: &BTreeSet<&str>,
     rows: &mut [CategoryComparison],
-) -> (Vec<Divergence>, u64) {
+) -> Lossless {
     let shared_key = |r: &RequestRecord| {
         is_measured(r)
             && category_key(r)
@@ -313,11 +328,20 @@ fn lossless_check(
     let base_by_key = keyed(baseline);
     let mut divergences = Vec::new();
     let mut diverging = 0;
+    let mut after_divergence = 0;
+    // (conversation, occurrence) whose turns so far differed; keys come
+    // in turn order within a conversation.
+    let mut diverged: BTreeSet<(&str, usize)> = BTreeSet::new();
     for (key, r) in keyed(speculative) {
         let Some(b) = base_by_key.get(&key) else {
             continue;
         };
         if !shared_key(r) || !shared_key(b) {
+            continue;
+        }
+        let (conversation, _, occurrence) = key;
+        if diverged.contains(&(conversation, occurrence)) {
+            after_divergence += 1;
             continue;
         }
         let category = category_key(r).unwrap_or_default();
@@ -330,6 +354,7 @@ fn lossless_check(
             row.identical += u64::from(diff.is_none());
         }
         if let Some(offset) = diff {
+            diverged.insert((conversation, occurrence));
             diverging += 1;
             if divergences.len() < 20 {
                 divergences.push(Divergence {
@@ -342,7 +367,11 @@ fn lossless_check(
             }
         }
     }
-    (divergences, diverging)
+    Lossless {
+        divergences,
+        diverging,
+        after_divergence,
+    }
 }
 
 /// One side of a comparison, read from its run directory or its
@@ -1230,12 +1259,13 @@ impl Comparison {
         let overall = self.rows.last();
         if let Some(o) = overall.filter(|o| o.paired > 0) {
             out.push_str(&format!(
-                "Byte-identical outputs: {} of {} paired requests ({:.1}%); {} differ.\n\
+                "Byte-identical outputs: {} of {} paired requests ({:.1}%); {} differ{}.\n\
                  Note: {}\n",
                 o.identical,
                 o.paired,
                 o.identical_share().unwrap_or(0.0) * 100.0,
                 self.diverging,
+                self.after_divergence_note(),
                 self.byte_identical_note
             ));
         }
@@ -1253,6 +1283,18 @@ impl Comparison {
             ));
         }
         out
+    }
+
+    /// `; N later turns not compared (...)` when a conversation diverged
+    /// before its last turn, else nothing.
+    fn after_divergence_note(&self) -> String {
+        match self.after_divergence {
+            0 => String::new(),
+            n => format!(
+                "; {n} later turn(s) not compared: an earlier turn of their conversation already \
+                 differed, so their history (each run's own reply) differs too"
+            ),
+        }
     }
 
     /// The comparison as JSON, at full precision.
@@ -1333,11 +1375,12 @@ impl Comparison {
         ));
         if let Some(o) = self.rows.last().filter(|o| o.paired > 0) {
             out.push_str(&format!(
-                "\nByte-identical outputs: {} of {} paired requests ({:.1}%); {} differ.\n\n{}\n",
+                "\nByte-identical outputs: {} of {} paired requests ({:.1}%); {} differ{}.\n\n{}\n",
                 o.identical,
                 o.paired,
                 o.identical_share().unwrap_or(0.0) * 100.0,
                 self.diverging,
+                self.after_divergence_note(),
                 self.byte_identical_note
             ));
         }
@@ -1397,6 +1440,50 @@ mod tests {
             bootstrap_samples: 0,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_turn_after_a_difference_is_not_a_difference_of_its_own() {
+        // Conversation "a": turn 0 differs, so turns 1 and 2 carry each
+        // run's own reply as history; "b" differs only at its turn 1.
+        let turn = |id: &str, t: u32, text: &str, spec: bool| {
+            let mut r = rec(id, "mtbench", 50.0, 1.0, text, spec.then_some((1, 2, 1)));
+            r.turn_index = t;
+            r.request_index = u64::from(t) * 10 + u64::from(id == "b");
+            r
+        };
+        let base = vec![
+            turn("a", 0, "one", false),
+            turn("a", 1, "two", false),
+            turn("a", 2, "six", false),
+            turn("b", 0, "same", false),
+            turn("b", 1, "old", false),
+        ];
+        let spec = vec![
+            turn("a", 0, "uno", true),
+            turn("a", 1, "two", true),
+            turn("a", 2, "seis", true),
+            turn("b", 0, "same", true),
+            turn("b", 1, "new", true),
+        ];
+        let c = compare(&base, &spec, &no_ci()).unwrap();
+        let overall = c.rows.last().unwrap();
+        // Paired: a/0 (differs), b/0 (identical), b/1 (differs); a/1 and
+        // a/2 are after a's difference: neither identical nor counted again.
+        assert_eq!((overall.paired, overall.identical, c.diverging), (3, 1, 2));
+        assert_eq!(c.after_divergence, 2);
+        let firsts: Vec<(&str, u32)> = c
+            .divergences
+            .iter()
+            .map(|d| (d.conversation_id.as_str(), d.turn_index))
+            .collect();
+        assert_eq!(firsts, [("a", 0), ("b", 1)]);
+        assert!(
+            c.to_console()
+                .contains("2 differ; 2 later turn(s) not compared: an earlier turn"),
+            "{}",
+            c.to_console()
+        );
     }
 
     #[test]
