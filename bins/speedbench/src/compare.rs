@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use speedbench_run::compare::{CompareFormat, CompareSpec, compare_runs};
+use speedbench_run::compare::{CompareFormat, CompareSpec, CompareUnit, compare_runs};
 
 use crate::report::Terminal;
 use crate::{CliError, Outcome};
@@ -48,6 +48,14 @@ pub(crate) struct CompareArgs {
     /// prompts, --osl or sampling fields (each difference is printed).
     #[arg(long)]
     pub force: bool,
+    /// What the means are taken over: `request` (each turn one request;
+    /// with the byte-identical check and the intervals) or `sample`
+    /// (speed_bench_compare.py's per-sample means). Default: `sample` when
+    /// a side is a speed_bench.py file or both runs used --bench, else
+    /// `request`.
+    #[arg(long, value_parser = PossibleValuesParser::new(CompareUnit::NAMES)
+        .map(|s| s.parse::<CompareUnit>().expect("a possible value")))]
+    pub unit: Option<CompareUnit>,
 }
 
 /// Runs `speedbench compare`; a side given as a store URL is fetched first.
@@ -67,6 +75,7 @@ impl CompareArgs {
         spec.output = self.output.clone();
         spec.html_output = self.html_output.clone();
         spec.force = self.force;
+        spec.unit = self.unit;
         spec
     }
 }

@@ -1249,7 +1249,8 @@ impl Comparison {
         let rows = self.text_rows();
         let mut out = crate::table::titled_table(
             &format!(
-                "Baseline vs speculative ({:.0}% bootstrap intervals in brackets)",
+                "Baseline vs speculative, means per request ({:.0}% bootstrap intervals in \
+                 brackets)",
                 self.confidence * 100.0
             ),
             &header,

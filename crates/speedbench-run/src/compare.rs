@@ -106,6 +106,56 @@ pub struct CompareSpec {
     /// Compare runs that differ in dataset, requests, categories, prompts,
     /// `--osl` or sampling fields (each difference is told).
     pub force: bool,
+    /// What a mean is taken over; `None` chooses ([`CompareUnit::choose`]).
+    pub unit: Option<CompareUnit>,
+}
+
+/// What the comparison's means are taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareUnit {
+    /// Each request (a multi-turn conversation's turns each one): the
+    /// bootstrap intervals and the byte-identical check come with it.
+    Request,
+    /// Each sample, a multi-turn sample's turns summed, from
+    /// server-reported decode rates: speed_bench_compare.py's figures.
+    Sample,
+}
+
+impl CompareUnit {
+    /// The names `--unit` takes.
+    pub const NAMES: [&str; 2] = ["request", "sample"];
+
+    /// The unit a comparison uses when none is asked for: per sample when
+    /// a side is a speed_bench.py file (it holds nothing else) or both
+    /// runs were made in speed_bench.py's vocabulary (`--bench`), so a
+    /// speed_bench.py user gets the numbers speed_bench_compare.py gives;
+    /// per request otherwise.
+    pub fn choose(base: &CompareRun, spec: &CompareRun) -> CompareUnit {
+        let bench = |r: &CompareRun| {
+            r.manifest
+                .as_ref()
+                .and_then(|m| m.config.get("bench"))
+                .is_some_and(|b| !b.is_null())
+        };
+        let file = base.is_speed_bench_py_file() || spec.is_speed_bench_py_file();
+        if file || (bench(base) && bench(spec)) {
+            CompareUnit::Sample
+        } else {
+            CompareUnit::Request
+        }
+    }
+}
+
+impl std::str::FromStr for CompareUnit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<CompareUnit, String> {
+        match s {
+            "request" => Ok(CompareUnit::Request),
+            "sample" => Ok(CompareUnit::Sample),
+            other => Err(format!("unknown unit {other:?}: request or sample")),
+        }
+    }
 }
 
 impl CompareSpec {
@@ -122,6 +172,7 @@ impl CompareSpec {
             output: "speed_bench_compare.csv".into(),
             html_output: "speed_bench_compare.html".into(),
             force: false,
+            unit: None,
         }
     }
 
@@ -166,9 +217,26 @@ pub async fn compare_runs(
     let options = spec.options()?;
     let base = load_side(&spec.baseline, "baseline", "--baseline", observer)?;
     let spec_run = load_side(&spec.speculative, "speculative", "--speculative", observer)?;
-    if base.is_speed_bench_py_file() || spec_run.is_speed_bench_py_file() {
-        return speed_bench_py(&spec, &base, &spec_run, observer);
+    let file_side = base.is_speed_bench_py_file() || spec_run.is_speed_bench_py_file();
+    match spec.unit {
+        Some(CompareUnit::Request) if file_side => {
+            return Err(RunError::invalid(
+                "--unit request",
+                "a speed_bench.py file holds per-sample figures only; compare per sample (the \
+                 default with a file) or give two run directories",
+            ));
+        }
+        Some(CompareUnit::Sample) => return speed_bench_py(&spec, &base, &spec_run, observer),
+        Some(CompareUnit::Request) => {}
+        None if CompareUnit::choose(&base, &spec_run) == CompareUnit::Sample => {
+            return speed_bench_py(&spec, &base, &spec_run, observer);
+        }
+        None => {}
     }
+    observer.note(
+        "means per request (each turn of a conversation one request); --unit sample gives \
+         speed_bench_compare.py's per-sample means",
+    );
     let check = check_runs_match(&base, &spec_run);
     refuse_mismatch(&spec, &check, observer)?;
     let comparison =
@@ -284,17 +352,28 @@ fn speed_bench_py(
         .filter(|r| r.is_speed_bench_py_file())
         .map(|r| r.dir.display().to_string())
         .collect();
-    let is = if files.len() == 1 {
-        "is a speed_bench.py file"
+    let why = match files.len() {
+        0 if spec.unit == Some(CompareUnit::Sample) => "--unit sample".to_string(),
+        0 => "both runs used --bench, speed_bench.py's vocabulary".to_string(),
+        1 => format!(
+            "{} is a speed_bench.py file, no per-request records",
+            files[0]
+        ),
+        _ => format!(
+            "{} are speed_bench.py files, no per-request records",
+            files.join(" and ")
+        ),
+    };
+    let request_instead = if files.is_empty() {
+        "--unit request gives per-request means with the byte-identical check and bootstrap \
+         intervals"
     } else {
-        "are speed_bench.py files"
+        "the byte-identical check and the bootstrap intervals need two run directories"
     };
     observer.note(&format!(
-        "{} {is} (no per-request records): comparing as \
-         speed_bench_compare.py does, per sample, from server-reported decode rates \
-         (avg_pred_t/s) and client latency summed over each sample's turns; the byte-identical \
-         check and the bootstrap intervals need two run directories",
-        files.join(" and ")
+        "means per sample ({why}): comparing as speed_bench_compare.py does, from \
+         server-reported decode rates (avg_pred_t/s) and client latency summed over each \
+         sample's turns; {request_instead}"
     ));
     let comparison = compare_speed_bench_py(base, spec_run);
     match spec.format {
@@ -367,4 +446,32 @@ fn load_side(
         model: run.model,
         speed_bench_py: None,
     })
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+    use speedbench_record::RunManifest;
+
+    fn run(bench: Option<&str>) -> CompareRun {
+        CompareRun {
+            dir: "d".into(),
+            records: Vec::new(),
+            manifest: Some(RunManifest {
+                config: serde_json::json!({ "bench": bench }),
+                ..Default::default()
+            }),
+            live: false,
+            model: "m".into(),
+            speed_bench_py: None,
+        }
+    }
+
+    #[test]
+    fn speed_bench_py_users_get_its_unit_and_everyone_else_per_request() {
+        let (bench, plain) = (run(Some("qualitative")), run(None));
+        assert_eq!(CompareUnit::choose(&bench, &bench), CompareUnit::Sample);
+        assert_eq!(CompareUnit::choose(&bench, &plain), CompareUnit::Request);
+        assert_eq!(CompareUnit::choose(&plain, &plain), CompareUnit::Request);
+    }
 }

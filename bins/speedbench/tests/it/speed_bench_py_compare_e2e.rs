@@ -677,3 +677,58 @@ async fn report_over_speed_bench_py_files_defaults_to_what_they_hold() {
     let asked: Value = serde_json::from_slice(&same.stdout).unwrap();
     assert_eq!(json, asked, "the same matrix as asking for accept_rate");
 }
+
+/// `compare` over run directories and over the same runs' `--output` files
+/// gives the same numbers in the same unit when asked (`--unit sample`),
+/// and every table says its unit: per request over directories by default,
+/// per sample over files (all the files hold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_names_its_unit_and_the_same_unit_gives_the_same_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base_dir, spec_dir) = (dir.path().join("base"), dir.path().join("spec"));
+    let (base_json, spec_json) = (dir.path().join("base.json"), dir.path().join("spec.json"));
+    profiled(false, "m", Some("m"), &base_dir, &base_json).await;
+    profiled(true, "m", Some("m"), &spec_dir, &spec_json).await;
+    let compare = |b: &Path, sp: &Path, extra: &[&str]| {
+        let mut args = vec!["compare", "--baseline", s(b), "--speculative", s(sp)];
+        args.extend_from_slice(extra);
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = run(&args).await;
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{stderr}");
+            (String::from_utf8(out.stdout).unwrap(), stderr)
+        }
+    };
+    // Directories (made without --bench): per request, said in the title.
+    let (by_request, said) = compare(&base_dir, &spec_dir, &["--bootstrap", "0"]).await;
+    assert!(
+        by_request.contains("Baseline vs speculative, means per request"),
+        "{by_request}"
+    );
+    assert!(said.contains("means per request"), "{said}");
+    // Files: per sample, said on stderr (stdout is speed_bench_compare.py's
+    // table, byte for byte).
+    let (files, said) = compare(&base_json, &spec_json, &[]).await;
+    assert!(said.contains("means per sample ("), "{said}");
+    // The directories per sample: the files' table exactly.
+    let (dirs, said) = compare(&base_dir, &spec_dir, &["--unit", "sample"]).await;
+    assert!(said.contains("means per sample (--unit sample)"), "{said}");
+    let table = |out: &str| out.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(table(&dirs), table(&files));
+    // A file cannot be compared per request.
+    let out = run(&[
+        "compare",
+        "--baseline",
+        s(&base_json),
+        "--speculative",
+        s(&spec_dir),
+        "--unit",
+        "request",
+    ])
+    .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("holds per-sample figures only"), "{stderr}");
+}
