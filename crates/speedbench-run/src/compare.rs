@@ -239,6 +239,7 @@ pub async fn compare_runs(
     );
     let check = check_runs_match(&base, &spec_run);
     refuse_mismatch(&spec, &check, observer)?;
+    warn_unresolved_timings(&[("baseline", &base), ("speculative", &spec_run)], observer);
     let comparison =
         compare(&base.records, &spec_run.records, &options).map_err(|source| RunError::Report {
             context: "comparing".into(),
@@ -337,6 +338,20 @@ fn refuse_mismatch(
     Ok(())
 }
 
+/// The timing warnings `profile` gave each run (decode windows or a whole
+/// run shorter than the client can time), said again: a speedup over
+/// such figures measures the clock, not the server.
+fn warn_unresolved_timings(sides: &[(&str, &CompareRun)], observer: &mut dyn ReportObserver) {
+    for (role, run) in sides {
+        for warning in speedbench_metrics::RunMetrics::from_records(&run.records).timing_warnings {
+            observer.warning(&format!(
+                "the {role} run {}: {warning}; speedups over these figures are not the server's",
+                run.dir.display()
+            ));
+        }
+    }
+}
+
 /// A comparison where a side is a speed_bench.py file: speed_bench_compare.py's
 /// table over both sides' speed_bench.py summaries (see
 /// docs/speed-bench-py.md).
@@ -347,6 +362,7 @@ fn speed_bench_py(
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
     refuse_mismatch(spec, &check_speed_bench_py_match(base, spec_run), observer)?;
+    warn_unresolved_timings(&[("baseline", base), ("speculative", spec_run)], observer);
     let files: Vec<String> = [base, spec_run]
         .iter()
         .filter(|r| r.is_speed_bench_py_file())

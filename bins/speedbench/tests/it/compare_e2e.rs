@@ -705,3 +705,35 @@ async fn compare_formats_carry_the_numbers_worked_by_hand() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("2.50x"));
     assert_eq!(std::fs::read_to_string(&both).unwrap(), expected);
 }
+
+/// Runs against a server with no delays leave decode windows below the
+/// client's timer: `compare` says so for each side, as `profile` did,
+/// instead of printing a 300x speedup as if it were the server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_carries_the_warning_of_runs_too_fast_to_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
+    let instant = SimConfig::speed_bench_demo()
+        .with_ttft_ms(0.0)
+        .with_step_ms(0.0)
+        .with_flavor(SpecFlavor::Both);
+    let mut baseline = instant.clone();
+    baseline.default_spec = AcceptanceProfile::baseline();
+    baseline.categories.clear();
+    profile_against(baseline, &base).await;
+    profile_against(instant, &spec).await;
+    let out = compare_dirs(&base, &spec, &[]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    for role in ["baseline", "speculative"] {
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("the {role} run ")))
+            .unwrap_or_else(|| panic!("no warning for the {role} run: {said}"));
+        assert!(line.contains("below what the client can time"), "{line}");
+        assert!(
+            line.contains("speedups over these figures are not the server's"),
+            "{line}"
+        );
+    }
+}
