@@ -35,8 +35,14 @@ pub(crate) struct ReportArgs {
     /// --metric and --source do not apply).
     #[arg(long, default_value = "both", value_parser = format_parser())]
     pub format: ReportFormat,
-    /// CSV destination for `--format csv|both`.
-    #[arg(long, default_value = "speed_bench_report.csv")]
+    /// CSV destination for `--format csv|both` (AIPerf's name, in the
+    /// working directory by default; not profile's speed_bench.py JSON: a
+    /// .json name is refused).
+    #[arg(
+        long,
+        visible_alias = "csv-output",
+        default_value = "speed_bench_report.csv"
+    )]
     pub output: PathBuf,
     /// HTML destination for `--format html`.
     #[arg(long, default_value = "speed_bench_report.html")]

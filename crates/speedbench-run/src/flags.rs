@@ -400,8 +400,9 @@ const OUTPUT: &[Flag] = &[
         .value("DIR")
         .help("With a store URL as --output-artifact-dir: the local directory the run is staged in (kept); by default a new temporary directory, removed once the upload succeeded."),
     flag!("output", One, |s, v| s.outputs.output = Some(v.into()))
+        .aliases(&["speed-bench-py-output"])
         .value("FILE.json")
-        .help("Also write llama.cpp speed_bench.py's `--output` JSON (config, per-category summary, per-sample results; docs/speed-bench-py.md) to this file, atomically; an existing file is refused unless --overwrite."),
+        .help("Also write llama.cpp speed_bench.py's `--output` JSON (not `report`'s CSV: a .csv name is refused; config, per-category summary, per-sample results; docs/speed-bench-py.md) to this file, atomically; an existing file is refused unless --overwrite."),
     flag!("overwrite", Switch, |s, v| s.outputs.overwrite = switch(v)?)
         .help("Replace a run already in --output-artifact-dir (refused otherwise)."),
     flag!("export-level", One, |s, v| s.outputs.export_level = parse(v)?)

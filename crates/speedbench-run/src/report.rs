@@ -187,6 +187,7 @@ pub async fn report(
     mut spec: ReportSpec,
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
+    refuse_json_csv(&spec)?;
     let fetched = localize(&mut spec.paths, "a run path").await?;
     for note in &fetched.notes {
         observer.info(note);
@@ -434,10 +435,46 @@ fn render(
                 observer.output(&matrix.to_console());
             }
             write(&spec.output, matrix.to_csv())?;
-            observer.info(&format!("CSV written to {}", spec.output.display()));
+            observer.info(&written_line(&spec.output));
         }
     }
     Ok(())
+}
+
+/// `--output` is AIPerf's CSV here and speed_bench.py's JSON in
+/// `profile`: a `.json` name for the CSV is the other one, refused before
+/// it is overwritten with CSV.
+fn refuse_json_csv(spec: &ReportSpec) -> Result<(), RunError> {
+    let writes_csv = matches!(spec.format, ReportFormat::Csv | ReportFormat::Both);
+    let json_name = spec
+        .output
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if writes_csv && json_name {
+        return Err(RunError::invalid(
+            "--output",
+            format!(
+                "{}: report's --output is the CSV matrix (AIPerf's speed_bench_report.csv); for \
+                 JSON use --format json (on stdout), for speed_bench.py's JSON `profile --output`",
+                spec.output.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `CSV written to PATH`, the absolute path too when PATH is relative
+/// (AIPerf's default, `speed_bench_report.csv`, lands in the working
+/// directory, which a user may not expect).
+fn written_line(path: &Path) -> String {
+    match std::path::absolute(path) {
+        Ok(full) if path.is_relative() => format!(
+            "CSV written to {} ({}; --output FILE.csv puts it elsewhere)",
+            path.display(),
+            full.display()
+        ),
+        _ => format!("CSV written to {}", path.display()),
+    }
 }
 
 /// The page: the requested matrix, the two acceptance matrices from the

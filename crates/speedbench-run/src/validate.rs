@@ -327,6 +327,21 @@ impl RunSpec {
         let Some(path) = &self.outputs.output else {
             return Ok(());
         };
+        // `--output` is speed_bench.py's (a JSON file) here and AIPerf's
+        // report CSV in `report`: a CSV name means the user meant the other.
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+        {
+            return Err(RunError::invalid(
+                "--output",
+                format!(
+                    "{}: profile's --output writes llama.cpp speed_bench.py's JSON (a .json file); \
+                     the CSV matrix is `speedbench report RUN_DIR --format csv --output FILE.csv`",
+                    path.display()
+                ),
+            ));
+        }
         if !self.outputs.export_level.keeps_records() {
             return Err(RunError::invalid(
                 "--output",

@@ -698,3 +698,85 @@ async fn a_run_into_a_parent_of_runs_is_refused() {
     assert!(!parent.join("run.json").exists());
     server.shutdown().await;
 }
+
+/// `--output` is speed_bench.py's JSON in `profile` and AIPerf's CSV in
+/// `report`: each refuses the other's file name before writing anything,
+/// each answers to a name that says what it is, and the report's default
+/// CSV says where it went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_output_flag_says_what_it_writes_and_refuses_the_other() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let csv = dir.path().join("matrix.csv");
+    let out = profile(
+        &server.url(),
+        &run_dir,
+        &["--output", csv.to_str().unwrap()],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("profile's --output writes llama.cpp speed_bench.py's JSON"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!run_dir.exists() && !csv.exists(), "nothing is written");
+    let py_json = dir.path().join("sb.json");
+    let out = profile(
+        &server.url(),
+        &run_dir,
+        &["--speed-bench-py-output", py_json.to_str().unwrap()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(py_json.is_file());
+    server.shutdown().await;
+
+    let json_name = dir.path().join("matrix.json");
+    let out = run(&[
+        "report",
+        run_dir.to_str().unwrap(),
+        "--output",
+        json_name.to_str().unwrap(),
+    ])
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("report's --output is the CSV matrix"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!json_name.exists());
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["report", run_dir.to_str().unwrap(), "--format", "csv"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let full = dir
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join("speed_bench_report.csv");
+    assert!(full.is_file());
+    assert!(
+        stderr(&out).contains(&format!(
+            "CSV written to speed_bench_report.csv ({}",
+            full.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "report",
+        run_dir.to_str().unwrap(),
+        "--format",
+        "csv",
+        "--csv-output",
+        csv.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success() && csv.is_file(), "{}", stderr(&out));
+}
