@@ -81,14 +81,14 @@ impl Args for ProfileArgs {
         cmd.arg(
             Arg::new("config")
                 .long("config")
-                .value_name("SWEEP.toml")
+                .value_name("FILE")
                 .value_parser(clap::value_parser!(PathBuf))
                 .help_heading("Sweeps")
                 .help(
-                    "A sweep file (TOML; docs/sweeps/README.md): every variation it lists is \
-                     one run, each in its own directory under --output-artifact-dir, then one \
-                     report over them. Flags given beside it apply to every variation and win \
-                     over the file.",
+                    "A sweep file (TOML or YAML; docs/sweeps/README.md), or an AIPerf 0.13.0 \
+                     config file (YAML, schemaVersion \"2.0\"): every variation is one run, \
+                     each in its own directory, then one report over them. Flags given beside \
+                     it apply to every variation and win over the file.",
                 ),
         )
         .arg(

@@ -139,3 +139,72 @@ fn expansion_seed(template: &Path) -> Value {
     let line = text.lines().find(|l| l.starts_with("randomSeed:")).unwrap();
     json!(line["randomSeed:".len()..].trim().parse::<u64>().unwrap())
 }
+
+/// AIPerf's `goodput_slo` template as a SPEED-Bench user adapts it (its
+/// synthetic dataset swapped for the SPEED-Bench file, its SLOs and time
+/// slices taken out): a closed-loop warmup at its own concurrency, then a
+/// Poisson phase at a rate with a concurrency cap and a duration (here cut
+/// to 2 s from the command line, which wins over the file), run into the
+/// template's `artifacts.dir` itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapted_general_template_runs_its_phases_against_the_simulator() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
+    let original = std::fs::read_to_string(configs().join("goodput_slo.yaml")).unwrap();
+    let mut adapted = Vec::new();
+    let mut skipping = false;
+    for line in original.lines() {
+        let starts = |p: &str| line.trim_start().starts_with(p);
+        if line.starts_with("  dataset:") || line.starts_with("  slos:") {
+            skipping = true;
+            if line.starts_with("  dataset:") {
+                adapted.push("  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative".to_string());
+            }
+            continue;
+        }
+        if skipping && (line.starts_with("    ") || line.trim().is_empty()) {
+            continue;
+        }
+        skipping = false;
+        if !starts("sliceDuration") {
+            adapted.push(line.to_string());
+        }
+    }
+    let config = dir.path().join("goodput_slo.yaml");
+    std::fs::write(&config, adapted.join("\n") + "\n").unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--config",
+            config.to_str().unwrap(),
+            "--url",
+            &server.url(),
+            "--benchmark-duration",
+            "2",
+            "--server-metrics-shutdown-delay",
+            "0",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let run_dir = dir.path().join("artifacts/goodput_slo");
+    let config = &run_json(&run_dir)["config"];
+    assert_eq!(config["warmup_request_count"], 100);
+    assert_eq!(config["warmup_concurrency"], 16);
+    let client = &config["client"];
+    assert_eq!(client["request_rate"], 30.0, "{config}");
+    assert_eq!(client["arrival"], "poisson");
+    assert_eq!(client["max_concurrency"], 100);
+    assert_eq!(client["benchmark_duration_s"], 2.0);
+    assert_eq!(client["benchmark_grace_period_s"], 60.0);
+    let file = read_run(&run_dir).unwrap();
+    let warm = file.records.iter().filter(|r| r.warmup).count();
+    assert_eq!(warm, 100);
+    assert!(file.records.len() > warm, "the Poisson phase sent requests");
+    assert_eq!(server.ground_truth().requests, file.records.len() as u64);
+    server.shutdown().await;
+}
