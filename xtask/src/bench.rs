@@ -23,6 +23,9 @@
 //! and run against the same simulated server with the same shape; if it
 //! cannot be installed or run, the reason is printed and its column is empty.
 //!
+//! The CPU section (module `bench_cpu`) gives the client's CPU time per
+//! request for both tools over 10 s of load per level.
+//!
 //! Options: `--requests N` (requests per concurrency level, default 5000),
 //! `--no-aiperf`, `--memory-only` (only the memory section).
 
@@ -40,8 +43,8 @@ use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::read_records_file;
 use speedbench_sim::{AcceptanceProfile, RequestTruth, SimConfig, SimServer};
 
-const LEVELS: [usize; 3] = [1, 64, 1024];
-const OUTPUT_TOKENS: u32 = 16;
+pub(crate) const LEVELS: [usize; 3] = [1, 64, 1024];
+pub(crate) const OUTPUT_TOKENS: u32 = 16;
 
 struct Options {
     requests: u64,
@@ -112,7 +115,7 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-fn dataset(rows: usize) -> Dataset {
+pub(crate) fn dataset(rows: usize) -> Dataset {
     Dataset {
         name: "bench".into(),
         conversations: (0..rows)
@@ -170,7 +173,7 @@ impl RecordSink for FirstRecord {
 }
 
 /// Σ latency / span: the mean number of requests in flight.
-fn achieved_concurrency(latency_sum_s: f64, span_s: f64) -> f64 {
+pub(crate) fn achieved_concurrency(latency_sum_s: f64, span_s: f64) -> f64 {
     if span_s > 0.0 {
         latency_sum_s / span_s
     } else {
@@ -400,8 +403,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 );
             }
         }
-        memory_section(root)?;
         server.shutdown().await;
+        crate::bench_cpu::cpu_section(root, &out, o.aiperf).await?;
+        memory_section(root)?;
 
         let server = SimServer::start(sim_config(TTFT_INJECTED_MS), ([127, 0, 0, 1], 0).into())
             .await
@@ -509,13 +513,13 @@ async fn sim_log(
 /// A simulator running in a child process (this binary with
 /// `bench client --serve-sim MS`), so that its scheduling does not share the
 /// client's runtime; it exits when its stdin closes.
-struct SimProcess {
+pub(crate) struct SimProcess {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl SimProcess {
-    fn start(ttft_ms: f64) -> Result<SimProcess, String> {
+    pub(crate) fn start(ttft_ms: f64) -> Result<SimProcess, String> {
         use std::io::BufRead;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = Command::new(exe)
@@ -724,7 +728,7 @@ fn installed_aiperf(venv: &Path) -> Option<String> {
 
 /// Installs AIPerf [`AIPERF_VERSION`] into `target/bench-venv` unless that
 /// exact version is there.
-fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target/bench-venv");
     let bin = venv.join("bin/aiperf");
     let installed = installed_aiperf(&venv);
@@ -777,7 +781,7 @@ tok.train_from_iterator([" ".join(words)] * 10, trainers.WordLevelTrainer(specia
 PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(sys.argv[1])
 "#;
 
-fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
     let dir = root.join("target/bench-venv/tok");
     if dir.join("tokenizer.json").is_file() {
         return Ok(dir);
