@@ -17,7 +17,7 @@
 //! busy machine) and against the moment the simulator actually handed the
 //! first content frame to its connection, counted from the arrival of the
 //! request's first packet. The second is the client's error plus loopback
-//! transit both ways, and is the figure held to the 100 us target.
+//! transit both ways, and is the figure held to the 50 us target (issue #25; 100 us before).
 //!
 //! AIPerf (PyPI `aiperf`) is installed into `target/bench-venv` on first use
 //! and run against the same simulated server with the same shape; if it
@@ -27,7 +27,8 @@
 //! request for both tools over 10 s of load per level.
 //!
 //! Options: `--requests N` (requests per concurrency level, default 5000),
-//! `--no-aiperf`, `--memory-only` (only the memory section).
+//! `--no-aiperf`, `--memory-only` (only the memory section), `--ttft-only`
+//! (only the TTFT section, at c = 1, 64, 1024 and 4096).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,6 +57,8 @@ struct Options {
     memory_child: Option<(usize, String, HttpClientKind)>,
     /// Only the memory section.
     memory_only: bool,
+    /// Only the TTFT section.
+    ttft_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -65,6 +68,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         serve_sim: None,
         memory_child: None,
         memory_only: false,
+        ttft_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -78,6 +82,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             "--no-aiperf" => o.aiperf = false,
             "--memory-only" => o.memory_only = true,
+            "--ttft-only" => o.ttft_only = true,
             "--serve-sim" => {
                 o.serve_sim = Some(
                     it.next()
@@ -204,7 +209,12 @@ async fn drive_with(
     )
     .with_http_client(kind);
     let first_done = Arc::new(AtomicBool::new(false));
-    let run = ProfileRun::new(dataset(256), target, dir)
+    // Distinct prompts for every request up to 8,192: the TTFT section
+    // pairs each record with the simulator's log entry by its prompt.
+    let rows = usize::try_from(requests)
+        .unwrap_or(usize::MAX)
+        .clamp(256, 8192);
+    let run = ProfileRun::new(dataset(rows), target, dir)
         .with_load(LoadConfig::closed_loop(concurrency).with_request_count(requests))
         .with_run_id(format!("bench-c{concurrency}"))
         .with_sink(FirstRecord(first_done.clone()));
@@ -304,6 +314,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&out);
     if o.memory_only {
         return memory_section(root);
+    }
+    if o.ttft_only {
+        return runtime.block_on(ttft_sections(&out));
     }
     runtime.block_on(async {
         let server = SimServer::start(sim_config(0.0), ([127, 0, 0, 1], 0).into())
@@ -407,21 +420,38 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         crate::bench_cpu::cpu_section(root, &out, o.aiperf).await?;
         memory_section(root)?;
 
-        let server = SimServer::start(sim_config(TTFT_INJECTED_MS), ([127, 0, 0, 1], 0).into())
-            .await
-            .map_err(|e| e.to_string())?;
-        ttft_section(&out, &server.url(), "same process (simulator on this runtime)").await?;
-        server.shutdown().await;
-        let sim = SimProcess::start(TTFT_INJECTED_MS)?;
-        ttft_section(&out, &sim.url, "separate process (simulator in its own process)").await?;
-        Ok::<(), String>(())
+        ttft_sections(&out).await
     })
+}
+
+/// The TTFT section twice: the simulator on this runtime, then in its own
+/// process.
+async fn ttft_sections(out: &Path) -> Result<(), String> {
+    // Up to 4,096 connections on each side of the same-process line.
+    speedbench::process::raise_open_files(16_384);
+    let server = SimServer::start(sim_config(TTFT_INJECTED_MS), ([127, 0, 0, 1], 0).into())
+        .await
+        .map_err(|e| e.to_string())?;
+    ttft_section(
+        out,
+        &server.url(),
+        "same process (simulator on this runtime)",
+    )
+    .await?;
+    server.shutdown().await;
+    let sim = SimProcess::start(TTFT_INJECTED_MS)?;
+    ttft_section(
+        out,
+        &sim.url,
+        "separate process (simulator in its own process)",
+    )
+    .await
 }
 
 /// The TTFT delay the simulator injects in the TTFT part of the bench.
 const TTFT_INJECTED_MS: f64 = 5.0;
 
-/// Prints the TTFT error at concurrency 1 and 64 against a simulator
+/// Prints the TTFT error at concurrency 1, 64, 1,024 and 4,096 against a simulator
 /// injecting [`TTFT_INJECTED_MS`], read back from its `/debug/requests`.
 async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> {
     let injected = (TTFT_INJECTED_MS * 1e6) as u64;
@@ -433,9 +463,10 @@ async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> 
     );
     let http = speedbench_http::new_client(&speedbench_http::ClientOptions::default())
         .map_err(|e| e.to_string())?;
-    for c in [1, 64] {
-        // One pass over distinct prompts, so each record pairs with one server log entry.
-        let rows = 256;
+    for c in [1, 64, 1024, 4096] {
+        // One pass over distinct prompts, so each record pairs with one
+        // server log entry; twice the concurrency, so every level is reached.
+        let rows = (2 * c).max(256);
         let before = sim_log(&http, url).await?.len();
         let dir = out.join(format!(
             "ttft-{}-c{c}",
@@ -476,13 +507,13 @@ async fn ttft_section(out: &Path, url: &str, label: &str) -> Result<(), String> 
         };
         println!(
             "  concurrency {c:>4}: vs injected p50 {:>7.1} us p99 {:>7.1} us (below it: {below}); \
-             vs actual send p50 {:>6.1} us p99 {:>6.1} us over {} requests; p99 target 100 us: ratio {:.2}",
+             vs actual send p50 {:>6.1} us p99 {:>6.1} us over {} requests; p99 target 50 us: ratio {:.2}",
             us(&vs_injected, 0.5),
             us(&vs_injected, 0.99),
             us(&vs_sent, 0.5),
             us(&vs_sent, 0.99),
             vs_sent.len(),
-            us(&vs_sent, 0.99) / 100.0,
+            us(&vs_sent, 0.99) / 50.0,
         );
     }
     Ok(())
