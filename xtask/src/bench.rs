@@ -759,7 +759,7 @@ fn installed_aiperf(venv: &Path) -> Option<String> {
 
 /// Installs AIPerf [`AIPERF_VERSION`] into `target/bench-venv` unless that
 /// exact version is there.
-pub(crate) fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
+fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target/bench-venv");
     let bin = venv.join("bin/aiperf");
     let installed = installed_aiperf(&venv);
@@ -812,7 +812,7 @@ tok.train_from_iterator([" ".join(words)] * 10, trainers.WordLevelTrainer(specia
 PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(sys.argv[1])
 "#;
 
-pub(crate) fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
+fn local_tokenizer(root: &Path) -> Result<PathBuf, String> {
     let dir = root.join("target/bench-venv/tok");
     if dir.join("tokenizer.json").is_file() {
         return Ok(dir);
@@ -850,22 +850,9 @@ fn aiperf_run(
     concurrency: usize,
     requests: u64,
 ) -> Result<AiperfRun, String> {
-    let bin = aiperf_bin(root)?;
-    let tokenizer = local_tokenizer(root)?;
     let dir = root.join(format!("target/bench-client/aiperf-c{concurrency}"));
-    let out = Command::new(bin)
-        .args(["profile", "--model", "speedbench-sim", "--url", url])
-        .args(["--endpoint-type", "chat", "--streaming", "--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--synthetic-input-tokens-mean", "32"])
-        .args(["--output-tokens-mean", &OUTPUT_TOKENS.to_string()])
-        .args(["--concurrency", &concurrency.to_string()])
+    let out = aiperf_profile(root, url, concurrency, &dir)?
         .args(["--request-count", &requests.to_string()])
-        .args(["--ui-type", "none", "--output-artifact-dir"])
-        .arg(&dir)
-        // AIPerf 0.13 refuses a local tokenizer path in offline mode.
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("TRANSFORMERS_OFFLINE")
         .output()
         .map_err(|e| e.to_string())?;
     let json = dir.join("profile_export_aiperf.json");
@@ -881,6 +868,30 @@ fn aiperf_run(
     })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     aiperf_figures(&v)
+}
+
+/// `aiperf profile` against the simulator at `url` in the bench's shape
+/// (streamed chat, 32 synthetic input tokens, [`OUTPUT_TOKENS`] out) at
+/// `concurrency`, writing to `dir`; the caller adds how long it runs.
+pub(crate) fn aiperf_profile(
+    root: &Path,
+    url: &str,
+    concurrency: usize,
+    dir: &Path,
+) -> Result<Command, String> {
+    let mut cmd = Command::new(aiperf_bin(root)?);
+    cmd.args(["profile", "--model", "speedbench-sim", "--url", url])
+        .args(["--endpoint-type", "chat", "--streaming", "--tokenizer"])
+        .arg(local_tokenizer(root)?)
+        .args(["--synthetic-input-tokens-mean", "32"])
+        .args(["--output-tokens-mean", &OUTPUT_TOKENS.to_string()])
+        .args(["--concurrency", &concurrency.to_string()])
+        .args(["--ui-type", "none", "--output-artifact-dir"])
+        .arg(dir)
+        // AIPerf 0.13 refuses a local tokenizer path in offline mode.
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE");
+    Ok(cmd)
 }
 
 /// Reads [`AiperfRun`] from a `profile_export_aiperf.json`.

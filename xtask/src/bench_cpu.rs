@@ -9,7 +9,6 @@
 //! and prints the concurrency it achieved beside the one asked for.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use speedbench_client::{
@@ -17,9 +16,7 @@ use speedbench_client::{
 };
 use speedbench_record::read_records_file;
 
-use crate::bench::{
-    LEVELS, OUTPUT_TOKENS, SimProcess, achieved_concurrency, aiperf_bin, dataset, local_tokenizer,
-};
+use crate::bench::{LEVELS, SimProcess, achieved_concurrency, aiperf_profile, dataset};
 
 /// Seconds of load at each level.
 pub(crate) const STEADY_SECONDS: u64 = 10;
@@ -103,24 +100,11 @@ async fn speedbench_cost(url: &str, concurrency: usize, dir: &Path) -> Result<Co
 /// AIPerf for [`STEADY_SECONDS`] at `concurrency`; every process it starts
 /// is counted, its start-up included.
 fn aiperf_cost(root: &Path, url: &str, concurrency: usize) -> Result<Cost, String> {
-    let bin = aiperf_bin(root)?;
-    let tokenizer = local_tokenizer(root)?;
     let dir = root.join(format!("target/bench-client/aiperf-cpu-c{concurrency}"));
+    let mut cmd = aiperf_profile(root, url, concurrency, &dir)?;
+    cmd.args(["--benchmark-duration", &STEADY_SECONDS.to_string()]);
     let (_, before) = cpu_seconds()?;
-    let out = Command::new(bin)
-        .args(["profile", "--model", "speedbench-sim", "--url", url])
-        .args(["--endpoint-type", "chat", "--streaming", "--tokenizer"])
-        .arg(&tokenizer)
-        .args(["--synthetic-input-tokens-mean", "32"])
-        .args(["--output-tokens-mean", &OUTPUT_TOKENS.to_string()])
-        .args(["--concurrency", &concurrency.to_string()])
-        .args(["--benchmark-duration", &STEADY_SECONDS.to_string()])
-        .args(["--ui-type", "none", "--output-artifact-dir"])
-        .arg(&dir)
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("TRANSFORMERS_OFFLINE")
-        .output()
-        .map_err(|e| e.to_string())?;
+    let out = cmd.output().map_err(|e| e.to_string())?;
     let (_, after) = cpu_seconds()?;
     let json = dir.join("profile_export_aiperf.json");
     let text = std::fs::read_to_string(&json).map_err(|_| {

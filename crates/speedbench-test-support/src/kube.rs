@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::{Announcer, Venv, announce, workspace_root};
+use crate::{Announcer, Venv, announce};
 
 /// The pinned package list of `target/kube-venv`.
 pub const REQUIREMENTS: &str = include_str!("../kube-venv-requirements.txt");
@@ -90,15 +90,7 @@ pub fn assert_valid_manifests(manifests: &[&str]) -> bool {
 fn python() -> std::path::PathBuf {
     static PYTHON: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
     let made = PYTHON.get_or_init(|| {
-        let base = std::env::var_os("PYTHON")
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "python3".into());
-        Venv::new(
-            workspace_root().join(VENV_DIR),
-            base,
-            REQUIREMENTS,
-            "import kubernetes_validate",
-        )
+        Venv::in_workspace(VENV_DIR, REQUIREMENTS, "import kubernetes_validate")
         .with_purpose("the Kubernetes schema check of the manifests")
         .ensure(&mut Announcer)
         .map(|ready| ready.python)

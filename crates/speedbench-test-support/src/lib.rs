@@ -124,15 +124,17 @@ impl Venv {
     /// `target/prepare-venv` of this workspace with [`REQUIREMENTS`] and
     /// [`IMPORT_CHECK`], made with `$PYTHON` (default `python3`).
     pub fn managed() -> Venv {
+        Venv::in_workspace(VENV_DIR, REQUIREMENTS, IMPORT_CHECK)
+    }
+
+    /// A venv at `dir` (relative to the workspace root) made with `$PYTHON`
+    /// (default `python3`), holding `requirements`, ready when it runs
+    /// `check`: how each of the tests' venvs is made.
+    pub fn in_workspace(dir: &str, requirements: &str, check: &str) -> Venv {
         let base = std::env::var_os("PYTHON")
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| "python3".into());
-        Venv::new(
-            workspace_root().join(VENV_DIR),
-            base,
-            REQUIREMENTS,
-            IMPORT_CHECK,
-        )
+        Venv::new(workspace_root().join(dir), base, requirements, check)
     }
 
     /// A venv at `dir`, made with `base_python -m venv`, holding the

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::{Announcer, Venv, announce, workspace_root};
+use crate::{Announcer, Venv, announce};
 
 /// The pinned package list of `target/moto-venv`.
 pub const REQUIREMENTS: &str = include_str!("../moto-venv-requirements.txt");
@@ -61,15 +61,7 @@ impl S3Server {
         }
         static PYTHON: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
         let python = PYTHON.get_or_init(|| {
-            let base = std::env::var_os("PYTHON")
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "python3".into());
-            Venv::new(
-                workspace_root().join(VENV_DIR),
-                base,
-                REQUIREMENTS,
-                "import moto.server, boto3",
-            )
+            Venv::in_workspace(VENV_DIR, REQUIREMENTS, "import moto.server, boto3")
             .with_purpose("the object-storage tests' S3 server")
             .ensure(&mut Announcer)
             .map(|ready| ready.python)
