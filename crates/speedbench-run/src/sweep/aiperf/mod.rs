@@ -236,11 +236,12 @@ fn dimensions(sweep: &Node) -> Result<Vec<Dimension>, (usize, String)> {
 
 /// `rate` is `phases.profiling.rate`, as in AIPerf.
 fn resolve_alias(name: &str) -> String {
-    let name = shape::snake(name);
-    if SWEEP_ALIASES.contains(&name.as_str()) {
-        format!("phases.profiling.{name}")
+    let bare = shape::snake(name);
+    if !name.contains('.') && SWEEP_ALIASES.contains(&bare.as_str()) {
+        format!("phases.profiling.{bare}")
     } else {
-        name
+        // As written: a list entry's `name` keeps its spelling.
+        name.to_string()
     }
 }
 

@@ -279,16 +279,16 @@ pub(crate) fn set_path(
     value: Node,
 ) -> Result<(), (usize, String)> {
     let line = value.line;
-    let segments: Vec<String> = path.split('.').map(snake).collect();
+    // A list entry is found by its `name` as written; a mapping's key in
+    // snake_case, as every key was read.
+    let segments: Vec<&str> = path.split('.').collect();
     let mut node = benchmark;
     for (i, segment) in segments.iter().enumerate() {
         let last = i + 1 == segments.len();
         node = match &mut node.value {
             Value::List(items) => items
                 .iter_mut()
-                .find(|n| {
-                    n.get("name").and_then(Node::scalar_text).as_deref() == Some(segment.as_str())
-                })
+                .find(|n| n.get("name").and_then(Node::scalar_text).as_deref() == Some(*segment))
                 .ok_or_else(|| {
                     (
                         line,
@@ -298,9 +298,10 @@ pub(crate) fn set_path(
                     )
                 })?,
             Value::Map(entries) => {
-                if !entries.iter().any(|(k, _)| &k.name == segment) {
+                let segment = snake(segment);
+                if !entries.iter().any(|(k, _)| k.name == segment) {
                     entries.push(entry(
-                        segment,
+                        &segment,
                         line,
                         Node {
                             line,
@@ -310,7 +311,7 @@ pub(crate) fn set_path(
                 }
                 &mut entries
                     .iter_mut()
-                    .find(|(k, _)| &k.name == segment)
+                    .find(|(k, _)| k.name == segment)
                     .expect("just added")
                     .1
             }
@@ -405,6 +406,10 @@ mod tests {
         };
         set_path(&mut b, "datasets.main.format", v("b")).unwrap();
         set_path(&mut b, "phases.profiling.gracePeriod", v("5")).unwrap();
+        // An entry's name keeps its spelling (camelCase keys become snake_case).
+        let mut named = parse("datasets:\n  - name: mainSet\n").unwrap();
+        set_path(&mut named, "datasets.mainSet.format", v("c")).unwrap();
+        assert!(set_path(&mut named, "datasets.main_set.format", v("c")).is_err());
         let Value::List(ds) = &b.get("datasets").unwrap().value else {
             panic!()
         };
