@@ -102,6 +102,15 @@ impl RunMetrics {
     }
 }
 
+impl RunMetrics {
+    /// [`RunMetrics::timing_warnings`] alone, without the other
+    /// statistics (a comparison needs only these).
+    pub fn timing_warnings_of(records: &[RequestRecord]) -> Vec<String> {
+        let ok: Vec<&RequestRecord> = records.iter().filter(|r| is_measured(r)).collect();
+        timing_warnings(&ok, benchmark_duration_s(records))
+    }
+}
+
 /// The sentences of [`RunMetrics::timing_warnings`] for the successful,
 /// non-warmup records `ok`.
 fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> Vec<String> {
@@ -329,6 +338,10 @@ mod tests {
         a.e2e_latency_ns = 2_000_500;
         let m = RunMetrics::from_records(&[a.clone(), req(10, 12, 100, 2000, 20)]);
         assert_eq!(m.timing_warnings.len(), 1, "{:?}", m.timing_warnings);
+        assert_eq!(
+            RunMetrics::timing_warnings_of(&[a.clone(), req(10, 12, 100, 2000, 20)]),
+            m.timing_warnings
+        );
         let w = &m.timing_warnings[0];
         assert!(w.starts_with("1 of 2 streamed requests"), "{w}");
         assert!(

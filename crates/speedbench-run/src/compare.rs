@@ -343,7 +343,7 @@ fn refuse_mismatch(
 /// such figures measures the clock, not the server.
 fn warn_unresolved_timings(sides: &[(&str, &CompareRun)], observer: &mut dyn ReportObserver) {
     for (role, run) in sides {
-        for warning in speedbench_metrics::RunMetrics::from_records(&run.records).timing_warnings {
+        for warning in speedbench_metrics::RunMetrics::timing_warnings_of(&run.records) {
             observer.warning(&format!(
                 "the {role} run {}: {warning}; speedups over these figures are not the server's",
                 run.dir.display()
