@@ -177,6 +177,18 @@ impl RecordSink for FirstRecord {
     }
 }
 
+/// The mean requests in flight over `records` (Σ latency / their span)
+/// and that span in seconds.
+pub(crate) fn in_flight<'a>(
+    records: impl Iterator<Item = &'a speedbench_record::RequestRecord> + Clone,
+) -> (f64, f64) {
+    let start = records.clone().map(|r| r.start_unix_ns).min().unwrap_or(0);
+    let end = records.clone().map(|r| r.end_unix_ns).max().unwrap_or(0);
+    let latency: u64 = records.map(|r| r.e2e_latency_ns).sum();
+    let span_s = (end - start) as f64 / 1e9;
+    (achieved_concurrency(latency as f64 / 1e9, span_s), span_s)
+}
+
 /// Σ latency / span: the mean number of requests in flight.
 pub(crate) fn achieved_concurrency(latency_sum_s: f64, span_s: f64) -> f64 {
     if span_s > 0.0 {
@@ -261,12 +273,7 @@ async fn drive_with(
             .iter()
             .filter_map(|r| Some((r.conversation_id.clone(), r.ttft_ns?)))
             .collect(),
-        achieved_concurrency: {
-            let start = records.iter().map(|r| r.start_unix_ns).min().unwrap_or(0);
-            let end = records.iter().map(|r| r.end_unix_ns).max().unwrap_or(0);
-            let latency: u64 = records.iter().map(|r| r.e2e_latency_ns).sum();
-            achieved_concurrency(latency as f64 / 1e9, (end - start) as f64 / 1e9)
-        },
+        achieved_concurrency: in_flight(records.iter()).0,
     })
 }
 

@@ -16,7 +16,7 @@ use speedbench_client::{
 };
 use speedbench_record::read_records_file;
 
-use crate::bench::{LEVELS, SimProcess, achieved_concurrency, aiperf_profile, dataset};
+use crate::bench::{LEVELS, SimProcess, achieved_concurrency, aiperf_profile, dataset, in_flight};
 
 /// Seconds of load at each level.
 pub(crate) const STEADY_SECONDS: u64 = 10;
@@ -85,15 +85,12 @@ async fn speedbench_cost(url: &str, concurrency: usize, dir: &Path) -> Result<Co
         .map_err(|e| e.to_string())?
         .records;
     let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
-    let start = measured.iter().map(|r| r.start_unix_ns).min().unwrap_or(0);
-    let end = measured.iter().map(|r| r.end_unix_ns).max().unwrap_or(0);
-    let latency: u64 = measured.iter().map(|r| r.e2e_latency_ns).sum();
-    let span_s = (end - start) as f64 / 1e9;
+    let (achieved, span_s) = in_flight(measured.iter().copied());
     Ok(Cost {
         requests: records.len() as u64,
         cpu_s: after - before,
         rate: measured.len() as f64 / span_s.max(1e-9),
-        achieved: achieved_concurrency(latency as f64 / 1e9, span_s),
+        achieved,
     })
 }
 
