@@ -57,6 +57,14 @@ impl Node {
             .map(|(_, v)| v)
     }
 
+    /// The key `key` of a mapping, with its line.
+    pub(crate) fn key(&self, key: &str) -> Option<&Key> {
+        self.entries()?
+            .iter()
+            .find(|(k, _)| k.name == key)
+            .map(|(k, _)| k)
+    }
+
     /// A scalar as the text a flag takes (`None` for a list or mapping).
     pub(crate) fn scalar_text(&self) -> Option<String> {
         match &self.value {

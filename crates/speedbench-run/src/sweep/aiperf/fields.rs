@@ -262,10 +262,7 @@ fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
         Some("file") => file_dataset(out, dataset),
         Some("public") => public_dataset(out, dataset),
         _ => {
-            let k = dataset
-                .entries()
-                .and_then(|e| e.iter().find(|(k, _)| k.name == "type"))
-                .map_or(key, |(k, _)| k);
+            let k = dataset.key("type").unwrap_or(key);
             let why = "it sends real prompts, not synthetic ones: replace the dataset with a \
                        `type: file` one (a JSONL of prompts, e.g. SPEED-Bench's qualitative.jsonl \
                        with `format: speed_bench_<category>`) or a `type: public` one";
@@ -467,11 +464,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         .and_then(Node::scalar_text)
         .unwrap_or("warmup".into());
     if phase_type(out, phase)? != "concurrency" {
-        let k = phase
-            .entries()
-            .and_then(|e| e.iter().find(|(k, _)| k.name == "type"))
-            .map(|(k, _)| k.clone());
-        let k = k.unwrap_or(Key {
+        let k = phase.key("type").cloned().unwrap_or(Key {
             name: "type".into(),
             line: phase.line,
         });
