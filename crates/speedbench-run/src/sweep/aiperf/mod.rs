@@ -110,25 +110,22 @@ impl<'a> Top<'a> {
         let entries = root
             .entries()
             .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
-        let mut top = Top {
-            benchmark: root,
-            sweep: None,
-            random_seed: None,
-        };
-        let mut benchmark = None;
+        let (mut benchmark, mut sweep, mut random_seed) = (None, None, None);
         for (key, value) in entries {
             match key.name.as_str() {
                 "schema_version" => check_schema(value)?,
                 "benchmark" => benchmark = Some(value),
-                "sweep" => top.sweep = Some(value),
-                "random_seed" => top.random_seed = Some(value),
+                "sweep" => sweep = Some(value),
+                "random_seed" => random_seed = Some(value),
                 "multi_run" => check_multi_run(value)?,
                 other => return Err(unsupported(key, other, top_level_why(other))),
             }
         }
-        top.benchmark =
-            benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?;
-        Ok(top)
+        Ok(Top {
+            benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
+            sweep,
+            random_seed,
+        })
     }
 }
 
