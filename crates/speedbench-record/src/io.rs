@@ -21,6 +21,7 @@ use crate::manifest::RunManifest;
 use crate::record::RequestRecord;
 use crate::schema::{
     BatchBuilder, SCHEMA_VERSION, batch_to_records, conform_batch, custom_columns_of, schema_with,
+    visit_batch,
 };
 
 /// Conventional file name of a run's records inside its artifact directory.
@@ -238,65 +239,178 @@ pub fn read_records_file_with(
     path: impl AsRef<Path>,
     columns: Option<&[&str]>,
 ) -> Result<RecordsFile, RecordError> {
-    let path = path.as_ref();
-    let file = File::open(path).map_err(|source| RecordError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let parquet_err = |source| RecordError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
-    let manifest = manifest_from(
-        path,
-        builder.metadata().file_metadata().key_value_metadata(),
-    )?;
-    if let Some(columns) = columns {
-        let file_schema = builder.schema().clone();
-        let mut roots = Vec::with_capacity(columns.len());
-        for name in columns {
-            let index = file_schema
-                .index_of(name)
-                .map_err(|_| RecordError::Schema {
-                    path: path.to_path_buf(),
-                    column: name.to_string(),
-                    message: "column is missing".into(),
-                })?;
-            roots.push(index);
-        }
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        builder = builder.with_projection(mask);
-    }
-    let custom_columns = custom_columns_of(builder.schema(), columns, &path.display().to_string())?;
+    let mut batches = RecordBatches::open(path.as_ref(), columns)?;
     // Sized once from the footer's row count: growing a vector of a
     // million records by doubling moved about a gigabyte (half the time of
     // a report over such a file went to those copies and page faults).
-    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let reader = builder.with_batch_size(8192).build().map_err(parquet_err)?;
-    let source = path.display().to_string();
-    let mut records = Vec::with_capacity(rows);
-    for batch in reader {
-        let batch = batch.map_err(|source| RecordError::Arrow {
+    let mut records = Vec::with_capacity(batches.rows);
+    while let Some(batch) = batches.next_batch()? {
+        batch_to_records(
+            &batch,
+            &batches.source,
+            records.len(),
+            &batches.custom_columns,
+            &mut records,
+        )?;
+    }
+    Ok(RecordsFile {
+        manifest: batches.manifest,
+        records,
+        custom_columns: batches.custom_columns,
+    })
+}
+
+/// What [`visit_records`] read besides the records it showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisitedRecords {
+    /// The manifest stored in the footer, when present.
+    pub manifest: Option<RunManifest>,
+    /// How many records were visited: every row of the file.
+    pub records: usize,
+    /// The file's custom (`x_`) columns, as [`RecordsFile::custom_columns`].
+    pub custom_columns: Vec<CustomColumn>,
+}
+
+/// Shows every record of a records file to `visit`, in file order, without
+/// holding them: the fold for a figure over a file larger than memory, or a
+/// million records that a report only sums.
+///
+/// `columns` decodes only those columns, as in [`read_records_file_with`].
+/// `visit` sees one record refilled row by row (its strings keep their
+/// allocations), so nothing is allocated per record; clone what must
+/// outlive the call. Errors name the file, and for bad values the row and
+/// column; the rows before a bad one have been visited.
+///
+/// ```
+/// use speedbench_record::{RecordWriter, RequestRecord, RunManifest, columns, visit_records};
+///
+/// let dir = std::env::temp_dir().join(format!("visit-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("records.parquet");
+/// let mut writer = RecordWriter::create(&path)?;
+/// for tokens in [10, 20, 30] {
+///     writer.append(&RequestRecord { completion_tokens: Some(tokens), ..Default::default() })?;
+/// }
+/// writer.close(&RunManifest::default())?;
+///
+/// let mut total = 0;
+/// let visited = visit_records(&path, Some(&[columns::COMPLETION_TOKENS]), |r| {
+///     total += r.completion_tokens.unwrap_or(0);
+/// })?;
+/// assert_eq!((visited.records, total), (3, 60));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn visit_records(
+    path: impl AsRef<Path>,
+    columns: Option<&[&str]>,
+    mut visit: impl FnMut(&RequestRecord),
+) -> Result<VisitedRecords, RecordError> {
+    let mut batches = RecordBatches::open(path.as_ref(), columns)?;
+    let mut scratch = RequestRecord::default();
+    let mut visited = 0;
+    while let Some(batch) = batches.next_batch()? {
+        visit_batch(
+            &batch,
+            &batches.source,
+            visited,
+            &batches.custom_columns,
+            &mut scratch,
+            &mut visit,
+        )?;
+        visited += batch.num_rows();
+    }
+    Ok(VisitedRecords {
+        manifest: batches.manifest,
+        records: visited,
+        custom_columns: batches.custom_columns,
+    })
+}
+
+/// A records file opened for reading: its footer checked, its batches
+/// conformed to the record schema as they come.
+struct RecordBatches {
+    path: PathBuf,
+    /// The path as error messages name it.
+    source: String,
+    manifest: Option<RunManifest>,
+    custom_columns: Vec<CustomColumn>,
+    /// Rows in the file, from the footer.
+    rows: usize,
+    /// Only some columns are decoded (the others are filled with nulls).
+    projected: bool,
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    /// Rows read so far.
+    read: usize,
+}
+
+impl RecordBatches {
+    fn open(path: &Path, columns: Option<&[&str]>) -> Result<RecordBatches, RecordError> {
+        let file = File::open(path).map_err(|source| RecordError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let first_row = records.len();
-        // Other tools' widths (LargeUtf8, Utf8View, LargeList, ...) become ours.
+        let parquet_err = |source| RecordError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+        let manifest = manifest_from(
+            path,
+            builder.metadata().file_metadata().key_value_metadata(),
+        )?;
+        if let Some(columns) = columns {
+            let file_schema = builder.schema().clone();
+            let mut roots = Vec::with_capacity(columns.len());
+            for name in columns {
+                let index = file_schema
+                    .index_of(name)
+                    .map_err(|_| RecordError::Schema {
+                        path: path.to_path_buf(),
+                        column: name.to_string(),
+                        message: "column is missing".into(),
+                    })?;
+                roots.push(index);
+            }
+            let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+            builder = builder.with_projection(mask);
+        }
+        let source = path.display().to_string();
+        let custom_columns = custom_columns_of(builder.schema(), columns, &source)?;
+        let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let reader = builder.with_batch_size(8192).build().map_err(parquet_err)?;
+        Ok(RecordBatches {
+            path: path.to_path_buf(),
+            source,
+            manifest,
+            custom_columns,
+            rows,
+            projected: columns.is_some(),
+            reader,
+            read: 0,
+        })
+    }
+
+    /// The next batch, conformed: other tools' widths (LargeUtf8,
+    /// Utf8View, LargeList, ...) become ours.
+    fn next_batch(&mut self) -> Result<Option<arrow_array::RecordBatch>, RecordError> {
+        let Some(batch) = self.reader.next() else {
+            return Ok(None);
+        };
+        let batch = batch.map_err(|source| RecordError::Arrow {
+            path: self.path.clone(),
+            source,
+        })?;
         let batch = conform_batch(
             &batch,
-            &source,
-            first_row,
-            columns.is_some(),
-            &custom_columns,
+            &self.source,
+            self.read,
+            self.projected,
+            &self.custom_columns,
         )?;
-        batch_to_records(&batch, &source, first_row, &custom_columns, &mut records)?;
+        self.read += batch.num_rows();
+        Ok(Some(batch))
     }
-    Ok(RecordsFile {
-        manifest,
-        records,
-        custom_columns,
-    })
 }
 
 /// Reads only the records of a records file (see [`read_records_file`]).

@@ -932,29 +932,32 @@ impl<'a> SpecColumns<'a> {
         })
     }
 
-    /// Row `i`'s counters: none without a source; a source with null
-    /// accepted or proposed counts is `invalid`.
-    fn row(
+    /// Row `i`'s counters into `spec` (its histogram's allocation kept):
+    /// none without a source; a source with null accepted or proposed
+    /// counts is `invalid`.
+    fn read(
         &self,
         i: usize,
         invalid: &dyn Fn(&str, String) -> RecordError,
-    ) -> Result<Option<SpecDecodeStats>, RecordError> {
-        let Some(name) = opt_str(self.source, i) else {
-            return Ok(None);
-        };
+        spec: &mut Option<SpecDecodeStats>,
+    ) -> Result<(), RecordError> {
+        if self.source.is_null(i) {
+            *spec = None;
+            return Ok(());
+        }
         let required = |column: &'a arrow_array::UInt64Array, name: &str| {
             opt(column, i).ok_or_else(|| invalid(name, "null while spec_source is set".into()))
         };
-        Ok(Some(SpecDecodeStats {
-            source: SpecSource::named(&name),
-            accepted_draft_tokens: required(self.accepted, "spec_accepted_draft_tokens")?,
-            proposed_draft_tokens: required(self.proposed, "spec_proposed_draft_tokens")?,
-            verify_steps: opt(self.steps, i),
-            num_spec_tokens: opt(self.k, i),
-            acceptance_histogram: list_values::<UInt64Type>(self.histogram, i).unwrap_or_default(),
-            per_step_accepted: list_values::<UInt32Type>(self.step_accepted, i),
-            per_step_drafted: list_values::<UInt32Type>(self.step_drafted, i),
-        }))
+        let s = spec.get_or_insert_with(SpecDecodeStats::default);
+        s.source = SpecSource::named(self.source.value(i));
+        s.accepted_draft_tokens = required(self.accepted, "spec_accepted_draft_tokens")?;
+        s.proposed_draft_tokens = required(self.proposed, "spec_proposed_draft_tokens")?;
+        s.verify_steps = opt(self.steps, i);
+        s.num_spec_tokens = opt(self.k, i);
+        assign_list::<UInt64Type>(&mut s.acceptance_histogram, self.histogram, i);
+        s.per_step_accepted = list_values::<UInt32Type>(self.step_accepted, i);
+        s.per_step_drafted = list_values::<UInt32Type>(self.step_drafted, i);
+        Ok(())
     }
 }
 
@@ -1049,10 +1052,6 @@ impl<'a> Columns<'a> {
     }
 }
 
-fn opt_str(a: &arrow_array::StringArray, i: usize) -> Option<String> {
-    a.is_valid(i).then(|| a.value(i).to_string())
-}
-
 fn opt<T: arrow_array::ArrowPrimitiveType>(
     a: &arrow_array::PrimitiveArray<T>,
     i: usize,
@@ -1098,92 +1097,191 @@ pub(crate) fn batch_to_records(
     custom: &[CustomColumn],
     out: &mut Vec<RequestRecord>,
 ) -> Result<(), RecordError> {
-    let c = Columns { batch, source };
-    // Conformed by `conform_batch`: each holds its kind's Arrow type.
-    let custom: Vec<(&str, &ArrayRef)> = custom
-        .iter()
-        .filter_map(|c| Some((c.name(), batch.column_by_name(c.name())?)))
-        .collect();
-    let run_id = c.strings(columns::RUN_ID)?;
-    let request_index = c.u64s(columns::REQUEST_INDEX)?;
-    let conversation_id = c.strings(columns::CONVERSATION_ID)?;
-    let turn_index = c.u32s(columns::TURN_INDEX)?;
-    let dataset = c.strings(columns::DATASET)?;
-    let category = c.strings(columns::CATEGORY)?;
-    let model = c.strings(columns::MODEL)?;
-    let warmup = c.column(columns::WARMUP)?.as_boolean();
-    let start = c
-        .column(columns::START_TIME)?
-        .as_primitive::<TimestampNanosecondType>();
-    let end = c
-        .column(columns::END_TIME)?
-        .as_primitive::<TimestampNanosecondType>();
-    let ttft = c.u64s(columns::TTFT_NS)?;
-    let inter_chunk = c.lists(columns::INTER_CHUNK_LATENCIES_NS)?;
-    let e2e = c.u64s(columns::E2E_LATENCY_NS)?;
-    let prompt_sha256 = c.strings(columns::PROMPT_SHA256)?;
-    let spec_dropped = c.strings(columns::SPEC_DROPPED)?;
-    let tokens_per_iteration = c.f64s(columns::TOKENS_PER_ITERATION)?;
-    let prompt_tokens = c.u64s(columns::PROMPT_TOKENS)?;
-    let completion_tokens = c.u64s(columns::COMPLETION_TOKENS)?;
-    let output_chunks = c.u64s(columns::OUTPUT_CHUNKS)?;
-    let finish_reason = c.strings(columns::FINISH_REASON)?;
-    let http_status = c.column(columns::HTTP_STATUS)?.as_primitive::<UInt16Type>();
-    let error_kind = c.strings(columns::ERROR_KIND)?;
-    let error_message = c.strings(columns::ERROR_MESSAGE)?;
-    let output_text = c.strings(columns::OUTPUT_TEXT)?;
-    let spec_columns = SpecColumns::of(&c)?;
-    let timing_columns = TimingColumns::of(&c)?;
-
+    let rows = RowReader::of(batch, source, custom)?;
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
+        let mut record = RequestRecord::default();
+        rows.read(i, first_row, &mut record)?;
+        out.push(record);
+    }
+    Ok(())
+}
+
+/// Calls `visit` with each row of one batch as a record, in order, reusing
+/// `scratch` (its strings and lists keep their allocations from row to row:
+/// a fold over a million records allocates nothing per record).
+pub(crate) fn visit_batch(
+    batch: &RecordBatch,
+    source: &str,
+    first_row: usize,
+    custom: &[CustomColumn],
+    scratch: &mut RequestRecord,
+    visit: &mut dyn FnMut(&RequestRecord),
+) -> Result<(), RecordError> {
+    let rows = RowReader::of(batch, source, custom)?;
+    for i in 0..batch.num_rows() {
+        rows.read(i, first_row, scratch)?;
+        visit(scratch);
+    }
+    Ok(())
+}
+
+/// Every column of one conformed batch, typed once, read row by row.
+struct RowReader<'a> {
+    source: &'a str,
+    run_id: &'a arrow_array::StringArray,
+    request_index: &'a arrow_array::UInt64Array,
+    conversation_id: &'a arrow_array::StringArray,
+    turn_index: &'a arrow_array::UInt32Array,
+    dataset: &'a arrow_array::StringArray,
+    category: &'a arrow_array::StringArray,
+    model: &'a arrow_array::StringArray,
+    warmup: &'a arrow_array::BooleanArray,
+    start: &'a arrow_array::TimestampNanosecondArray,
+    end: &'a arrow_array::TimestampNanosecondArray,
+    ttft: &'a arrow_array::UInt64Array,
+    inter_chunk: &'a arrow_array::ListArray,
+    e2e: &'a arrow_array::UInt64Array,
+    prompt_sha256: &'a arrow_array::StringArray,
+    spec_dropped: &'a arrow_array::StringArray,
+    tokens_per_iteration: &'a arrow_array::Float64Array,
+    prompt_tokens: &'a arrow_array::UInt64Array,
+    completion_tokens: &'a arrow_array::UInt64Array,
+    output_chunks: &'a arrow_array::UInt64Array,
+    finish_reason: &'a arrow_array::StringArray,
+    http_status: &'a arrow_array::UInt16Array,
+    error_kind: &'a arrow_array::StringArray,
+    error_message: &'a arrow_array::StringArray,
+    output_text: &'a arrow_array::StringArray,
+    spec: SpecColumns<'a>,
+    timings: TimingColumns<'a>,
+    // Conformed by `conform_batch`: each holds its kind's Arrow type.
+    custom: Vec<(&'a str, &'a ArrayRef)>,
+}
+
+impl<'a> RowReader<'a> {
+    fn of(
+        batch: &'a RecordBatch,
+        source: &'a str,
+        custom: &'a [CustomColumn],
+    ) -> Result<RowReader<'a>, RecordError> {
+        let c = Columns { batch, source };
+        Ok(RowReader {
+            source,
+            run_id: c.strings(columns::RUN_ID)?,
+            request_index: c.u64s(columns::REQUEST_INDEX)?,
+            conversation_id: c.strings(columns::CONVERSATION_ID)?,
+            turn_index: c.u32s(columns::TURN_INDEX)?,
+            dataset: c.strings(columns::DATASET)?,
+            category: c.strings(columns::CATEGORY)?,
+            model: c.strings(columns::MODEL)?,
+            warmup: c.column(columns::WARMUP)?.as_boolean(),
+            start: c
+                .column(columns::START_TIME)?
+                .as_primitive::<TimestampNanosecondType>(),
+            end: c
+                .column(columns::END_TIME)?
+                .as_primitive::<TimestampNanosecondType>(),
+            ttft: c.u64s(columns::TTFT_NS)?,
+            inter_chunk: c.lists(columns::INTER_CHUNK_LATENCIES_NS)?,
+            e2e: c.u64s(columns::E2E_LATENCY_NS)?,
+            prompt_sha256: c.strings(columns::PROMPT_SHA256)?,
+            spec_dropped: c.strings(columns::SPEC_DROPPED)?,
+            tokens_per_iteration: c.f64s(columns::TOKENS_PER_ITERATION)?,
+            prompt_tokens: c.u64s(columns::PROMPT_TOKENS)?,
+            completion_tokens: c.u64s(columns::COMPLETION_TOKENS)?,
+            output_chunks: c.u64s(columns::OUTPUT_CHUNKS)?,
+            finish_reason: c.strings(columns::FINISH_REASON)?,
+            http_status: c.column(columns::HTTP_STATUS)?.as_primitive::<UInt16Type>(),
+            error_kind: c.strings(columns::ERROR_KIND)?,
+            error_message: c.strings(columns::ERROR_MESSAGE)?,
+            output_text: c.strings(columns::OUTPUT_TEXT)?,
+            spec: SpecColumns::of(&c)?,
+            timings: TimingColumns::of(&c)?,
+            custom: custom
+                .iter()
+                .filter_map(|c| Some((c.name(), batch.column_by_name(c.name())?)))
+                .collect(),
+        })
+    }
+
+    /// Overwrites every field of `r` with row `i` (`first_row` + `i` in the
+    /// file, for errors), keeping the allocations `r` already has.
+    fn read(&self, i: usize, first_row: usize, r: &mut RequestRecord) -> Result<(), RecordError> {
         let invalid = |column: &str, message: String| RecordError::InvalidValue {
-            path: source.into(),
+            path: self.source.into(),
             row: first_row + i,
             column: column.into(),
             message,
         };
-        let error_kind = match opt_str(error_kind, i) {
-            None => None,
-            Some(name) => Some(
-                ErrorKind::parse(&name)
-                    .ok_or_else(|| invalid("error_kind", format!("unknown error kind {name:?}")))?,
-            ),
-        };
-        let spec = spec_columns.row(i, &invalid)?;
-        let server_timings = timing_columns.row(i);
-        out.push(RequestRecord {
-            run_id: run_id.value(i).to_string(),
-            request_index: request_index.value(i),
-            conversation_id: conversation_id.value(i).to_string(),
-            turn_index: turn_index.value(i),
-            dataset: dataset.value(i).to_string(),
-            category: opt_str(category, i),
-            model: model.value(i).to_string(),
-            warmup: warmup.value(i),
-            start_unix_ns: start.value(i),
-            end_unix_ns: end.value(i),
-            ttft_ns: opt(ttft, i),
-            inter_chunk_latencies_ns: list_values::<UInt64Type>(inter_chunk, i).unwrap_or_default(),
-            e2e_latency_ns: e2e.value(i),
-            prompt_tokens: opt(prompt_tokens, i),
-            completion_tokens: opt(completion_tokens, i),
-            output_chunks: output_chunks.value(i),
-            finish_reason: opt_str(finish_reason, i),
-            http_status: opt(http_status, i),
-            error_kind,
-            error_message: opt_str(error_message, i),
-            output_text: output_text.value(i).to_string(),
-            spec,
-            server_timings,
-            prompt_sha256: opt_str(prompt_sha256, i),
-            spec_dropped: opt_str(spec_dropped, i),
-            tokens_per_iteration: opt(tokens_per_iteration, i),
-            custom: custom
-                .iter()
-                .filter_map(|(name, col)| Some((name.to_string(), custom_value(col, i)?)))
-                .collect(),
-        });
+        r.error_kind =
+            match self.error_kind.is_valid(i) {
+                false => None,
+                true => {
+                    let name = self.error_kind.value(i);
+                    Some(ErrorKind::parse(name).ok_or_else(|| {
+                        invalid("error_kind", format!("unknown error kind {name:?}"))
+                    })?)
+                }
+            };
+        self.spec.read(i, &invalid, &mut r.spec)?;
+        r.server_timings = self.timings.row(i);
+        assign(&mut r.run_id, self.run_id.value(i));
+        r.request_index = self.request_index.value(i);
+        assign(&mut r.conversation_id, self.conversation_id.value(i));
+        r.turn_index = self.turn_index.value(i);
+        assign(&mut r.dataset, self.dataset.value(i));
+        assign_opt(&mut r.category, self.category, i);
+        assign(&mut r.model, self.model.value(i));
+        r.warmup = self.warmup.value(i);
+        r.start_unix_ns = self.start.value(i);
+        r.end_unix_ns = self.end.value(i);
+        r.ttft_ns = opt(self.ttft, i);
+        assign_list::<UInt64Type>(&mut r.inter_chunk_latencies_ns, self.inter_chunk, i);
+        r.e2e_latency_ns = self.e2e.value(i);
+        r.prompt_tokens = opt(self.prompt_tokens, i);
+        r.completion_tokens = opt(self.completion_tokens, i);
+        r.output_chunks = self.output_chunks.value(i);
+        assign_opt(&mut r.finish_reason, self.finish_reason, i);
+        r.http_status = opt(self.http_status, i);
+        assign_opt(&mut r.error_message, self.error_message, i);
+        assign(&mut r.output_text, self.output_text.value(i));
+        assign_opt(&mut r.prompt_sha256, self.prompt_sha256, i);
+        assign_opt(&mut r.spec_dropped, self.spec_dropped, i);
+        r.tokens_per_iteration = opt(self.tokens_per_iteration, i);
+        r.custom.clear();
+        for (name, col) in &self.custom {
+            if let Some(value) = custom_value(col, i) {
+                r.custom.insert(name.to_string(), value);
+            }
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// `*to = value`, reusing `to`'s allocation.
+fn assign(to: &mut String, value: &str) {
+    to.clear();
+    to.push_str(value);
+}
+
+/// `*to = a[i]` (`None` when null), reusing `to`'s allocation.
+fn assign_opt(to: &mut Option<String>, a: &arrow_array::StringArray, i: usize) {
+    match (a.is_valid(i), to.as_mut()) {
+        (false, _) => *to = None,
+        (true, Some(s)) => assign(s, a.value(i)),
+        (true, None) => *to = Some(a.value(i).to_string()),
+    }
+}
+
+/// `*to = a[i]` (empty when null), reusing `to`'s allocation.
+fn assign_list<T: arrow_array::ArrowPrimitiveType>(
+    to: &mut Vec<T::Native>,
+    a: &arrow_array::ListArray,
+    i: usize,
+) {
+    to.clear();
+    if a.is_valid(i) {
+        to.extend(a.value(i).as_primitive::<T>().iter().flatten());
+    }
 }

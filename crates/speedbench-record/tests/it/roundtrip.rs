@@ -84,6 +84,99 @@ fn every_field_survives_a_round_trip_across_row_groups() {
     assert_eq!(m.config["concurrency"], 4);
 }
 
+/// The visitor refills one record row by row: a field a row leaves null
+/// must not keep the previous row's value (the rows alternate spec stats,
+/// categories, timings, histograms of other lengths and errors).
+#[test]
+fn visiting_shows_every_record_as_reading_does_with_nothing_left_from_the_row_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(RECORDS_FILE_NAME);
+    let mut w = RecordWriter::create(&path).unwrap();
+    let mut records: Vec<_> = (0..7).map(full_record).collect();
+    records[4].spec.as_mut().unwrap().acceptance_histogram = vec![9];
+    records[6]
+        .spec
+        .as_mut()
+        .unwrap()
+        .acceptance_histogram
+        .clear();
+    for (n, r) in records.iter().enumerate() {
+        w.append(r).unwrap();
+        if n % 3 == 2 {
+            w.flush().unwrap();
+        }
+    }
+    w.close(&RunManifest::default()).unwrap();
+    let mut seen = Vec::new();
+    let visited = visit_records(&path, None, |r| seen.push(r.clone())).unwrap();
+    assert_eq!(visited.records, 7);
+    assert_eq!(visited.manifest.unwrap().record_count, 7);
+    assert_eq!(seen, records);
+
+    // Projected, as a report reads it: the same records as the reader's.
+    let columns = [
+        columns::CATEGORY,
+        columns::SPEC_SOURCE,
+        columns::SPEC_ACCEPTED_DRAFT_TOKENS,
+        columns::SPEC_PROPOSED_DRAFT_TOKENS,
+        columns::SPEC_ACCEPTANCE_HISTOGRAM,
+        columns::ERROR_KIND,
+    ];
+    let mut projected = Vec::new();
+    visit_records(&path, Some(&columns), |r| projected.push(r.clone())).unwrap();
+    assert_eq!(
+        projected,
+        read_records_file_with(&path, Some(&columns))
+            .unwrap()
+            .records
+    );
+    assert_eq!(projected[3].spec, None);
+    assert_eq!(
+        projected[4].spec.as_ref().unwrap().acceptance_histogram,
+        [9]
+    );
+    assert_eq!(projected[5].category, None);
+}
+
+/// A bad value stops the visit with the row and column named.
+#[test]
+fn visiting_names_the_row_of_a_bad_value() {
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(RECORDS_FILE_NAME);
+    let mut w = RecordWriter::create(&path).unwrap();
+    for i in 0..3 {
+        w.append(&full_record(i)).unwrap();
+    }
+    w.close(&RunManifest::default()).unwrap();
+    // Rewrite the file with row 2's error kind unknown.
+    let file = std::fs::File::open(&path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let index = batch.schema().index_of(columns::ERROR_KIND).unwrap();
+    let mut cols = batch.columns().to_vec();
+    cols[index] =
+        std::sync::Arc::new(StringArray::from(vec![None, None, Some("meltdown")])) as ArrayRef;
+    let bad = RecordBatch::try_new(batch.schema(), cols).unwrap();
+    let out = std::fs::File::create(&path).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(out, bad.schema(), None).unwrap();
+    writer.write(&bad).unwrap();
+    writer.close().unwrap();
+    let mut visited = 0;
+    let err = visit_records(&path, None, |_| visited += 1)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(visited, 2, "the rows before the bad one were visited");
+    assert!(
+        err.contains("row 2") && err.contains("error_kind") && err.contains("meltdown"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_truncated_file_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
