@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use speedbench_record::{RequestRecord, SpecDecodeStats};
 
+use crate::fold::AcceptanceFold;
 use crate::mean::mean;
 use crate::measured::is_measured;
 
@@ -106,7 +107,12 @@ impl AcceptanceTotals {
     /// payload counts in [`Self::dropped_requests`], nothing at all in
     /// [`Self::requests_without_stats`].
     pub fn add_record(&mut self, r: &RequestRecord, speculates: bool) {
-        match request_acceptance(r, speculates) {
+        self.add_acceptance(request_acceptance(r, speculates));
+    }
+
+    /// Adds one measured request as `acceptance` says it counts.
+    pub fn add_acceptance(&mut self, acceptance: RequestAcceptance<'_>) {
+        match acceptance {
             RequestAcceptance::Spec(spec) => self.add(spec),
             RequestAcceptance::Iterations { tokens, iterations } => {
                 self.add_iterations(tokens, iterations)
@@ -115,6 +121,33 @@ impl AcceptanceTotals {
             RequestAcceptance::Dropped(_) => self.dropped_requests += 1,
             RequestAcceptance::Missing => self.requests_without_stats += 1,
         }
+    }
+
+    /// Adds another group's totals to these (the two groups pooled).
+    pub fn merge(&mut self, other: &AcceptanceTotals) {
+        // Destructured so that a new field cannot be forgotten here.
+        let AcceptanceTotals {
+            accepted,
+            proposed,
+            steps,
+            accepted_with_steps,
+            requests,
+            requests_with_steps,
+            undrafted_requests,
+            requests_without_stats,
+            dropped_requests,
+            iteration_requests,
+        } = *other;
+        self.accepted += accepted;
+        self.proposed += proposed;
+        self.steps += steps;
+        self.accepted_with_steps += accepted_with_steps;
+        self.requests += requests;
+        self.requests_with_steps += requests_with_steps;
+        self.undrafted_requests += undrafted_requests;
+        self.requests_without_stats += requests_without_stats;
+        self.dropped_requests += dropped_requests;
+        self.iteration_requests += iteration_requests;
     }
 
     /// Token-weighted acceptance length `1 + accepted_with_steps / steps`;
@@ -243,13 +276,7 @@ pub fn acceptance_by(
     records: &[RequestRecord],
     key: impl Fn(&RequestRecord) -> Option<String>,
 ) -> BTreeMap<String, AcceptanceTotals> {
-    let speculates = run_speculates(records);
-    let mut groups: BTreeMap<String, AcceptanceTotals> = BTreeMap::new();
-    for r in records.iter().filter(|r| is_measured(r)) {
-        let Some(k) = key(r) else { continue };
-        groups.entry(k).or_default().add_record(r, speculates);
-    }
-    groups
+    AcceptanceFold::of(records, key).totals()
 }
 
 /// The `Overall` cell of a matrix row: the unweighted mean of the present

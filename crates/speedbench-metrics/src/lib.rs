@@ -62,6 +62,7 @@
 mod acceptance;
 mod bootstrap;
 mod boxplot;
+mod fold;
 mod mean;
 mod measured;
 mod request;
@@ -78,6 +79,9 @@ pub use acceptance::{
 };
 pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
 pub use boxplot::{BoxStats, box_stats_by};
+pub use fold::{
+    AcceptanceFold, DATASET_PREFIXES, RecordsDigest, matrix_column, strip_dataset_prefix,
+};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use request::RequestMetricsExt;

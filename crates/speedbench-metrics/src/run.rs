@@ -188,33 +188,62 @@ pub struct RequestCounts {
 impl RequestCounts {
     /// Counts the records.
     pub fn from_records(records: &[RequestRecord]) -> RequestCounts {
-        let mut counts = RequestCounts {
-            total: records.len() as u64,
-            ..Default::default()
-        };
-        let mut by_kind = [0u64; ErrorKind::ALL.len()];
+        let mut counts = RequestCounts::default();
         for r in records {
-            match (r.warmup, r.error_kind) {
-                (true, _) => counts.warmup += 1,
-                (false, None) => counts.succeeded += 1,
-                (false, Some(ErrorKind::Skipped)) => counts.skipped += 1,
-                (false, Some(kind)) => {
-                    counts.failed += 1;
-                    if counts.first_error.is_none() {
-                        counts.first_error = r.error_message.clone();
-                    }
-                    let i = ErrorKind::ALL.iter().position(|&k| k == kind);
-                    by_kind[i.expect("ErrorKind::ALL lists every kind")] += 1;
+            counts.add(r);
+        }
+        counts
+    }
+
+    /// Counts one more record (the next in record order: the first failed
+    /// one gives [`Self::first_error`]).
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.total += 1;
+        match (r.warmup, r.error_kind) {
+            (true, _) => self.warmup += 1,
+            (false, None) => self.succeeded += 1,
+            (false, Some(ErrorKind::Skipped)) => self.skipped += 1,
+            (false, Some(kind)) => {
+                self.failed += 1;
+                if self.first_error.is_none() {
+                    self.first_error.clone_from(&r.error_message);
                 }
+                self.add_failed(kind, 1);
             }
         }
-        counts.failed_by_kind = ErrorKind::ALL
-            .into_iter()
-            .zip(by_kind)
-            .filter(|&(_, count)| count > 0)
-            .map(|(kind, count)| ErrorCount { kind, count })
-            .collect();
-        counts
+    }
+
+    /// Adds the counts of records that come after these (another shard of
+    /// the run): sums, and the first error of the two in that order.
+    pub fn merge(&mut self, later: &RequestCounts) {
+        self.total += later.total;
+        self.warmup += later.warmup;
+        self.succeeded += later.succeeded;
+        self.failed += later.failed;
+        self.skipped += later.skipped;
+        for e in &later.failed_by_kind {
+            self.add_failed(e.kind, e.count);
+        }
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&later.first_error);
+        }
+    }
+
+    /// `count` more failures of `kind` in [`Self::failed_by_kind`], which
+    /// stays in [`ErrorKind::ALL`] order.
+    fn add_failed(&mut self, kind: ErrorKind, count: u64) {
+        let rank = |k: ErrorKind| ErrorKind::ALL.iter().position(|&x| x == k);
+        match self.failed_by_kind.iter_mut().find(|e| e.kind == kind) {
+            Some(e) => e.count += count,
+            None => {
+                let at = self
+                    .failed_by_kind
+                    .iter()
+                    .position(|e| rank(e.kind) > rank(kind))
+                    .unwrap_or(self.failed_by_kind.len());
+                self.failed_by_kind.insert(at, ErrorCount { kind, count });
+            }
+        }
     }
 
     /// Non-warmup failures of one kind.

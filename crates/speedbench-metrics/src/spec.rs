@@ -156,6 +156,17 @@ impl PooledHistogram {
         self.requests += 1;
     }
 
+    /// Adds another pooled histogram to this one.
+    pub fn merge(&mut self, other: &PooledHistogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (total, &count) in self.counts.iter_mut().zip(&other.counts) {
+            *total += count;
+        }
+        self.requests += other.requests;
+    }
+
     /// Σ counts: the verify steps the histogram covers.
     pub fn total_steps(&self) -> u64 {
         self.counts.iter().sum()
@@ -225,17 +236,7 @@ pub fn histograms_by(
     records: &[RequestRecord],
     key: impl Fn(&RequestRecord) -> Option<String>,
 ) -> std::collections::BTreeMap<String, PooledHistogram> {
-    let speculates = run_speculates(records);
-    let mut groups = std::collections::BTreeMap::<String, PooledHistogram>::new();
-    for r in records.iter().filter(|r| is_measured(r)) {
-        if let (Some(k), RequestAcceptance::Spec(spec)) =
-            (key(r), request_acceptance(r, speculates))
-            && !spec.acceptance_histogram.is_empty()
-        {
-            groups.entry(k).or_default().add(&spec.acceptance_histogram);
-        }
-    }
-    groups
+    crate::fold::AcceptanceFold::of(records, key).histograms()
 }
 
 #[cfg(test)]
