@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use speedbench_record::RequestRecord;
+use speedbench_record::{RequestRecord, columns};
 
 use crate::acceptance::{AcceptanceTotals, RequestAcceptance, request_acceptance};
 use crate::measured::is_measured;
@@ -198,6 +198,32 @@ pub struct RecordsDigest {
 }
 
 impl RecordsDigest {
+    /// The record columns the digest reads (pass them to
+    /// [`speedbench_record::visit_records`]), the model's included: a
+    /// report names a run without a manifest by its first record's model.
+    pub const COLUMNS: [&'static str; 15] = [
+        columns::CATEGORY,
+        columns::DATASET,
+        columns::MODEL,
+        columns::WARMUP,
+        columns::ERROR_KIND,
+        // The first failure's words (`RequestCounts::first_error`).
+        columns::ERROR_MESSAGE,
+        columns::SPEC_SOURCE,
+        columns::SPEC_ACCEPTED_DRAFT_TOKENS,
+        columns::SPEC_PROPOSED_DRAFT_TOKENS,
+        columns::SPEC_VERIFY_STEPS,
+        // Acceptance by draft position.
+        columns::SPEC_ACCEPTANCE_HISTOGRAM,
+        // llama.cpp requests that drafted nothing count their target passes.
+        columns::TIMINGS_PREDICTED_N,
+        // Dropped payloads are counted; TensorRT-LLM's tokens per iteration
+        // count completion tokens over iterations.
+        columns::SPEC_DROPPED,
+        columns::TOKENS_PER_ITERATION,
+        columns::COMPLETION_TOKENS,
+    ];
+
     /// The digest of one run's records.
     pub fn of(records: &[RequestRecord]) -> RecordsDigest {
         let mut digest = RecordsDigest::default();

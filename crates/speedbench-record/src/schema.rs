@@ -949,7 +949,11 @@ impl<'a> SpecColumns<'a> {
             opt(column, i).ok_or_else(|| invalid(name, "null while spec_source is set".into()))
         };
         let s = spec.get_or_insert_with(SpecDecodeStats::default);
-        s.source = SpecSource::named(self.source.value(i));
+        let name = self.source.value(i);
+        // A run's rows name one engine: parsed again only when it changes.
+        if s.source.map(SpecSource::as_str) != Some(name) {
+            s.source = SpecSource::named(name);
+        }
         s.accepted_draft_tokens = required(self.accepted, "spec_accepted_draft_tokens")?;
         s.proposed_draft_tokens = required(self.proposed, "spec_proposed_draft_tokens")?;
         s.verify_steps = opt(self.steps, i);
@@ -1274,14 +1278,24 @@ fn assign_opt(to: &mut Option<String>, a: &arrow_array::StringArray, i: usize) {
     }
 }
 
-/// `*to = a[i]` (empty when null), reusing `to`'s allocation.
+/// `*to = a[i]` (empty when null; null items left out), reusing `to`'s
+/// allocation.
 fn assign_list<T: arrow_array::ArrowPrimitiveType>(
     to: &mut Vec<T::Native>,
     a: &arrow_array::ListArray,
     i: usize,
 ) {
     to.clear();
-    if a.is_valid(i) {
-        to.extend(a.value(i).as_primitive::<T>().iter().flatten());
+    if a.is_null(i) {
+        return;
+    }
+    // Straight from the offsets: `a.value(i)` would allocate a sliced
+    // array per row.
+    let offsets = a.value_offsets();
+    let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+    let values = a.values().as_primitive::<T>();
+    match values.nulls() {
+        None => to.extend_from_slice(&values.values()[start..end]),
+        Some(_) => to.extend((start..end).filter_map(|j| opt(values, j))),
     }
 }

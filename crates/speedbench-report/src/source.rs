@@ -8,7 +8,8 @@ use speedbench_runs::{RunData, RunFormat};
 
 use crate::ReportError;
 use crate::matrix::{
-    AcceptanceMatrix, Cell, MatrixMetric, RowRun, RunCells, records_cells, strip_dataset_prefix,
+    AcceptanceMatrix, Cell, MatrixMetric, RowRun, RunCells, acceptance_cells, records_cells,
+    strip_dataset_prefix,
 };
 use crate::server::{self, Weighting};
 
@@ -81,26 +82,8 @@ impl fmt::Display for ResolvedSource {
 /// dataset, warmup, error kind, model) and the values it needs.
 pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
     use speedbench_record::columns::*;
-    const ACCEPTANCE: [&str; 14] = [
-        CATEGORY,
-        DATASET,
-        WARMUP,
-        ERROR_KIND,
-        MODEL,
-        SPEC_SOURCE,
-        SPEC_ACCEPTED_DRAFT_TOKENS,
-        SPEC_PROPOSED_DRAFT_TOKENS,
-        SPEC_VERIFY_STEPS,
-        // Acceptance by draft position.
-        SPEC_ACCEPTANCE_HISTOGRAM,
-        // llama.cpp requests that drafted nothing count their target passes.
-        TIMINGS_PREDICTED_N,
-        // Dropped payloads are counted; TensorRT-LLM's tokens per iteration
-        // count completion tokens over iterations.
-        SPEC_DROPPED,
-        TOKENS_PER_ITERATION,
-        COMPLETION_TOKENS,
-    ];
+    // Folded into each run's digest as the file is read.
+    const ACCEPTANCE: [&str; 15] = speedbench_metrics::RecordsDigest::COLUMNS;
     const LATENCY: [&str; 6] = [CATEGORY, DATASET, WARMUP, ERROR_KIND, MODEL, E2E_LATENCY_NS];
     const DECODE: [&str; 9] = [
         CATEGORY,
@@ -135,15 +118,10 @@ pub fn matrix_columns(metric: MatrixMetric) -> &'static [&'static str] {
 /// category, else its dataset name without a `speed_bench_` /
 /// `spec_al_` prefix.
 pub fn run_column(run: &RunData) -> Option<String> {
-    let from_records = run.records.as_ref().and_then(|records| {
-        let mut cats = records
-            .iter()
-            .filter(|r| !r.warmup)
-            .filter_map(|r| r.category.as_deref())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter();
+    let from_records = run.records_digest().and_then(|digest| {
+        let mut cats = digest.categories.iter();
         match (cats.next(), cats.next()) {
-            (Some(only), None) => Some(only.to_string()),
+            (Some(only), None) => Some(only.clone()),
             _ => None,
         }
     });
@@ -198,6 +176,15 @@ pub fn run_cells(
     };
     for source in order {
         let (cells, resolved) = match source {
+            // Acceptance from the digest folded as the records were read
+            // (all a report over a million records holds of them).
+            SourceChoice::Records if metric.is_acceptance() => match run.records_digest() {
+                Some(digest) => (
+                    acceptance_cells(metric, digest.acceptance.totals()),
+                    ResolvedSource::Records,
+                ),
+                None => continue,
+            },
             SourceChoice::Records => match &run.records {
                 Some(records) => (records_cells(metric, records), ResolvedSource::Records),
                 None => continue,
@@ -335,8 +322,8 @@ fn group_positions(
     group: &[usize],
 ) -> (Vec<f64>, std::collections::BTreeMap<String, Vec<f64>>) {
     let mut histograms = std::collections::BTreeMap::new();
-    for records in group.iter().filter_map(|&i| runs[i].records.as_ref()) {
-        for (column, h) in speedbench_metrics::histograms_by(records, crate::matrix::category_key) {
+    for digest in group.iter().filter_map(|&i| runs[i].records_digest()) {
+        for (column, h) in digest.acceptance.histograms() {
             histograms
                 .entry(column)
                 .or_insert_with(speedbench_metrics::PooledHistogram::default)

@@ -27,7 +27,8 @@ use speedbench_report::{
     render_speed_bench_py_summary, speed_bench_py_matrix_gap,
 };
 use speedbench_runs::{
-    RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with, merge_shards,
+    RecordsRead, RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with,
+    merge_shards,
 };
 
 use crate::error::RunError;
@@ -226,15 +227,21 @@ fn load_runs(
     observer: &mut dyn ReportObserver,
 ) -> Result<(Vec<RunData>, Vec<String>), RunError> {
     // HTML draws histograms and latencies from every record column.
-    // So does speed_bench.py's summary (timings, turns, errors).
+    // So does speed_bench.py's summary (timings, turns, errors). An
+    // acceptance matrix needs only each run's digest, folded as its file
+    // is read; the other matrices their columns of every record.
     let every_column = matches!(spec.format, ReportFormat::Html | ReportFormat::SpeedBenchPy);
-    let columns = (!every_column).then(|| matrix_columns(spec.metric()));
+    let read = match matrix_columns(spec.metric()) {
+        _ if every_column => RecordsRead::All,
+        columns if spec.metric().is_acceptance() => RecordsRead::Digest(columns),
+        columns => RecordsRead::Columns(columns),
+    };
     let mut runs = Vec::new();
     let mut unreadable = Vec::new();
     let mut first_error = None;
     for dir in dirs {
         let shown = fetched.shown(dir);
-        let loaded = load_run_with(dir, columns).map_err(|e| {
+        let loaded = load_run_with(dir, read).map_err(|e| {
             RunError::unreported(
                 format!("loading {}", shown.display()),
                 fetched.scrub(&error_message(&e)),

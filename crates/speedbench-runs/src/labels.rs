@@ -149,6 +149,7 @@ mod tests {
             dataset: String::new(),
             manifest: None,
             records: None,
+            digest: None,
             summary: None,
             server: None,
             speed_bench_py: None,

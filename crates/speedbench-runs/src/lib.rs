@@ -14,8 +14,9 @@
 //!
 //! - [`find_run_dirs`]: the run directories among paths (each path, or its
 //!   children);
-//! - [`load_run`] / [`load_run_with`]: one run, with all record columns or
-//!   only the named ones;
+//! - [`load_run`] / [`load_run_with`]: one run, with all record columns,
+//!   only the named ones, or only their [`RecordsDigest`](speedbench_metrics::RecordsDigest)
+//!   folded as the file is read ([`RecordsRead`]);
 //! - [`RunStatus`]: how the run ended (completed, interrupted, failed,
 //!   died, still running), from its manifest and its lock;
 //! - [`merge_shards`]: the shards of a sharded run (`profile --shard I/N`)
@@ -73,7 +74,9 @@ pub use aiperf::{
 };
 pub use error::RunsError;
 pub use labels::{assign_labels, split_group};
-pub use load::{RunData, RunFormat, SummaryFigures, find_run_dirs, load_run, load_run_with};
+pub use load::{
+    RecordsRead, RunData, RunFormat, SummaryFigures, find_run_dirs, load_run, load_run_with,
+};
 pub use model_name::display_model;
 pub use recover::{Recovered, recover};
 pub use shards::{FoundShard, MergedRun, ShardSet, load_shard_group, merge_shards};

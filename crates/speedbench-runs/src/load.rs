@@ -3,10 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use speedbench_metrics::{RequestCounts, RunMetrics, SpeedBenchPyOutput};
+use std::borrow::Cow;
+
+use speedbench_metrics::{RecordsDigest, RequestCounts, RunMetrics, SpeedBenchPyOutput};
 use speedbench_record::{
-    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RequestRecord, RunManifest,
-    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, read_records_file_with,
+    PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RecordError, RequestRecord, RunManifest,
+    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, read_records_file_with, visit_records,
 };
 use speedbench_scrape::ServerMetricsExport;
 
@@ -68,9 +70,15 @@ pub struct RunData {
     /// The run's manifest (`run.json`, else the records file's footer);
     /// `None` for AIPerf directories and runs that have neither.
     pub manifest: Option<RunManifest>,
-    /// Per-request records, when the run has them (never for a
-    /// [`RunFormat::SpeedBenchPy`] run: its samples sum their turns).
+    /// Per-request records, when the run has them and they were kept (never
+    /// for a [`RunFormat::SpeedBenchPy`] run: its samples sum their turns;
+    /// never when loaded with [`RecordsRead::Digest`]).
     pub records: Option<Vec<RequestRecord>>,
+    /// The digest of the run's records, folded as they were read: set
+    /// whenever the records were read, kept or not. Read it through
+    /// [`RunData::records_digest`], which folds `records` when a `RunData`
+    /// was built without it.
+    pub digest: Option<RecordsDigest>,
     /// Run-level summary, when the run has one.
     pub summary: Option<SummaryFigures>,
     /// The server-metrics export, when the run has one (speedbench's or
@@ -165,7 +173,7 @@ fn from_crash_journal(
     records_path: &Path,
     e: &speedbench_record::RecordError,
     warnings: &mut Vec<String>,
-) -> (Option<speedbench_record::RecordsFile>, Option<usize>) {
+) -> (Option<ReadRecords>, Option<usize>) {
     match read_crash_journal(dir) {
         Ok(Some(journal)) => {
             warnings.push(format!(
@@ -177,12 +185,7 @@ fn from_crash_journal(
                 dir.display()
             ));
             let n = journal.records.len();
-            let file = speedbench_record::RecordsFile {
-                manifest: None,
-                records: journal.records,
-                custom_columns: journal.custom_columns,
-            };
-            (Some(file), Some(n))
+            (Some(ReadRecords::of(None, journal.records)), Some(n))
         }
         journal => {
             let journal = match journal {
@@ -234,16 +237,30 @@ fn optional_json(path: &Path) -> Result<Option<Value>, RunsError> {
 /// Loads one run directory of either format, or a speed_bench.py
 /// `--output` file, every record column included.
 pub fn load_run(dir: &Path) -> Result<RunData, RunsError> {
-    load_run_with(dir, None)
+    load_run_with(dir, RecordsRead::All)
 }
 
-/// Loads one run directory, decoding only the record `columns` named (see
-/// [`speedbench_record::columns`]; all of them for `None`): a million-row
-/// matrix then skips the output text and latency lists it never reads.
-/// Fields of records outside `columns` keep their defaults. A `.json` file
-/// is read as a speed_bench.py `--output` file ([`RunFormat::SpeedBenchPy`];
-/// an error names the file and the field at fault).
-pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, RunsError> {
+/// How much of a run's records [`load_run_with`] reads and keeps (column
+/// names from [`speedbench_record::columns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordsRead<'a> {
+    /// Every record, every column.
+    All,
+    /// Every record, decoding only these columns: the other fields keep
+    /// their defaults, so a million-row matrix skips the output text and
+    /// latency lists it never reads.
+    Columns(&'a [&'a str]),
+    /// No record kept: the file is read once with these columns and folded
+    /// into [`RunData::digest`], all a report's acceptance matrix needs
+    /// (a million records would take about 650 MB).
+    Digest(&'a [&'a str]),
+}
+
+/// Loads one run directory, reading its records as `read` says. A `.json`
+/// file is read as a speed_bench.py `--output` file
+/// ([`RunFormat::SpeedBenchPy`]; an error names the file and the field at
+/// fault).
+pub fn load_run_with(dir: &Path, read: RecordsRead<'_>) -> Result<RunData, RunsError> {
     if !dir.exists() {
         return Err(RunsError::Missing(dir.to_path_buf()));
     }
@@ -264,7 +281,7 @@ pub fn load_run_with(dir: &Path, columns: Option<&[&str]>) -> Result<RunData, Ru
         || dir.join(PARTIAL_RECORDS_FILE_NAME).is_file()
         || is_summary_only_run(dir);
     let mut run = if is_speedbench {
-        load_speedbench_run(dir, columns, &mut warnings)?
+        load_speedbench_run(dir, read, &mut warnings)?
     } else {
         load_aiperf_run(dir, &mut warnings)?
     };
@@ -291,11 +308,61 @@ fn read_server_export(dir: &Path) -> (Option<ServerMetricsExport>, Option<String
     }
 }
 
+/// A records file as [`load_run_with`] read it.
+struct ReadRecords {
+    /// The manifest in the file's footer.
+    manifest: Option<RunManifest>,
+    /// The records, unless only their digest was asked for.
+    records: Option<Vec<RequestRecord>>,
+    digest: RecordsDigest,
+    /// The first record's model and dataset, for a run without a manifest.
+    first: Option<(String, String)>,
+}
+
+impl ReadRecords {
+    fn read(path: &Path, read: RecordsRead<'_>) -> Result<ReadRecords, RecordError> {
+        let columns = match read {
+            RecordsRead::All => None,
+            RecordsRead::Columns(columns) => Some(columns),
+            RecordsRead::Digest(columns) => {
+                let mut digest = RecordsDigest::default();
+                let mut first = None;
+                let visited = visit_records(path, Some(columns), |r| {
+                    if first.is_none() {
+                        first = Some((r.model.clone(), r.dataset.clone()));
+                    }
+                    digest.add(r);
+                })?;
+                return Ok(ReadRecords {
+                    manifest: visited.manifest,
+                    records: None,
+                    digest,
+                    first,
+                });
+            }
+        };
+        let file = read_records_file_with(path, columns)?;
+        Ok(ReadRecords::of(file.manifest, file.records))
+    }
+
+    /// Records held, with their digest.
+    fn of(manifest: Option<RunManifest>, records: Vec<RequestRecord>) -> ReadRecords {
+        ReadRecords {
+            manifest,
+            digest: RecordsDigest::of(&records),
+            first: records
+                .first()
+                .map(|r| (r.model.clone(), r.dataset.clone())),
+            records: Some(records),
+        }
+    }
+}
+
 /// A speedbench run directory: its records (or, killed mid-write, its
 /// crash journal), `run.json`, `summary.json`, and how it ended.
 fn load_speedbench_run(
     dir: &Path,
-    columns: Option<&[&str]>,
+    read: RecordsRead<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<RunData, RunsError> {
     let closed = dir.join(RECORDS_FILE_NAME);
@@ -303,8 +370,8 @@ fn load_speedbench_run(
     let summary_only = is_summary_only_run(dir);
     let only_partial = !closed.is_file() && !summary_only;
     let records_path = if only_partial { &partial } else { &closed };
-    let read = (!summary_only).then(|| read_records_file_with(records_path, columns));
-    let (file, recovered) = match read.transpose() {
+    let loaded = (!summary_only).then(|| ReadRecords::read(records_path, read));
+    let (file, recovered) = match loaded.transpose() {
         Ok(file) => (file, None),
         // A run killed mid-write leaves a file without its Parquet
         // footer; its crash journal holds every record it flushed.
@@ -313,9 +380,9 @@ fn load_speedbench_run(
     };
     let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
     let (summary, summary_outcome) = read_summary(dir)?;
-    let (footer, records) = match file {
-        Some(f) => (f.manifest, Some(f.records)),
-        None => (None, None),
+    let (footer, records, digest, first) = match file {
+        Some(f) => (f.manifest, f.records, Some(f.digest), f.first),
+        None => (None, None, None, None),
     };
     // run.json is rewritten as the run goes; the footer copy is written
     // once, at close. The newest word wins.
@@ -325,7 +392,7 @@ fn load_speedbench_run(
     }
     let recorded = manifest.as_ref().map(|m| m.outcome).or(summary_outcome);
     let (mut status, mut status_reason) =
-        speedbench_status(dir, recorded, only_partial, records.is_some());
+        speedbench_status(dir, recorded, only_partial, digest.is_some());
     // A killed run whose journal kept its records was interrupted: its
     // finished requests are all there.
     if let Some(n) = recovered
@@ -336,19 +403,18 @@ fn load_speedbench_run(
             "the run's process was killed; its {n} flushed records were read from its crash journal"
         ));
     }
-    let first = records.as_ref().and_then(|r| r.first());
     let model = manifest
         .as_ref()
         .map(|m| m.model.clone())
         .filter(|m| !m.is_empty())
-        .or_else(|| first.map(|r| r.model.clone()))
+        .or_else(|| first.as_ref().map(|(model, _)| model.clone()))
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| dir_name(dir));
     let dataset = manifest
         .as_ref()
         .map(|m| m.dataset.clone())
         .filter(|d| !d.is_empty())
-        .or_else(|| first.map(|r| r.dataset.clone()))
+        .or_else(|| first.map(|(_, dataset)| dataset))
         .unwrap_or_default();
     Ok(RunData {
         dir: dir.to_path_buf(),
@@ -362,6 +428,7 @@ fn load_speedbench_run(
         run_group: None,
         manifest,
         records,
+        digest,
         summary,
         server: None,
         speed_bench_py: None,
@@ -433,6 +500,7 @@ fn load_aiperf_run(dir: &Path, warnings: &mut Vec<String>) -> Result<RunData, Ru
         speed_bench,
         dataset,
         manifest: None,
+        digest: records.as_deref().map(RecordsDigest::of),
         records,
         summary: Some(summary),
         server: None,
@@ -480,21 +548,30 @@ fn read_manifest(path: &Path) -> Result<Option<RunManifest>, RunsError> {
 }
 
 impl RunData {
+    /// The digest of the run's records, when they were read: the one
+    /// folded while loading, else the fold of [`Self::records`].
+    pub fn records_digest(&self) -> Option<Cow<'_, RecordsDigest>> {
+        match (&self.digest, &self.records) {
+            (Some(digest), _) => Some(Cow::Borrowed(digest)),
+            (None, Some(records)) => Some(Cow::Owned(RecordsDigest::of(records))),
+            (None, None) => None,
+        }
+    }
+
+    /// True when the run's per-request records were read (kept, or
+    /// folded into [`Self::digest`]).
+    pub fn has_records(&self) -> bool {
+        self.digest.is_some() || self.records.is_some()
+    }
+
     /// Measured requests by result, when the run has per-request records.
     pub fn counts(&self) -> Option<RequestCounts> {
-        self.records.as_deref().map(RequestCounts::from_records)
+        self.records_digest().map(|d| d.counts.clone())
     }
 
     /// Number of distinct categories among the run's non-warmup records.
     pub fn category_count(&self) -> usize {
-        self.records.as_ref().map_or(0, |records| {
-            records
-                .iter()
-                .filter(|r| !r.warmup)
-                .filter_map(|r| r.category.as_deref())
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-        })
+        self.records_digest().map_or(0, |d| d.categories.len())
     }
 }
 

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use speedbench_metrics::RecordsDigest;
 use speedbench_record::{MeasuredStart, RunManifest};
 
 use crate::{RunData, RunStatus, RunsError, find_run_dirs, load_run};
@@ -395,7 +396,11 @@ fn shard_set(group: &str, shards: &[RunData]) -> ShardSet {
             dir: r.dir.clone(),
             status: r.status,
             status_reason: r.status_reason.clone(),
-            records: r.records.as_ref().map(Vec::len),
+            records: r
+                .records
+                .as_ref()
+                .map(Vec::len)
+                .or_else(|| r.digest.as_ref().map(|d| d.counts.total as usize)),
             start: r.manifest.as_ref().and_then(|m| m.start.clone()),
         })
         .collect();
@@ -421,11 +426,19 @@ type Pooled = (
 /// latest end, the summed count) and every shard's warnings, named.
 fn pool(group: &str, count: u32, shards: Vec<RunData>) -> Pooled {
     let mut records: Option<Vec<_>> = None;
+    let mut digest: Option<RecordsDigest> = None;
     let mut manifest: Option<RunManifest> = None;
     let mut warnings = Vec::new();
     let mut first: Option<RunData> = None;
     for mut run in shards {
         let (index, _) = shard_of(&run);
+        // In shard order, so the merged counts' first error is the
+        // first shard's.
+        if let Some(part) = run.records_digest() {
+            digest
+                .get_or_insert_with(RecordsDigest::default)
+                .merge(&part);
+        }
         if let Some(part) = run.records.take() {
             records.get_or_insert_with(Vec::new).extend(part);
         }
@@ -452,7 +465,8 @@ fn pool(group: &str, count: u32, shards: Vec<RunData>) -> Pooled {
         }
         first.get_or_insert(run);
     }
-    let first = first.expect("a group has a shard");
+    let mut first = first.expect("a group has a shard");
+    first.digest = digest;
     (first, records, manifest, warnings)
 }
 

@@ -176,6 +176,7 @@ pub(crate) fn load(path: &Path) -> Result<RunData, RunsError> {
         dataset: output.config.bench.clone().unwrap_or_default(),
         manifest: None,
         records: None,
+        digest: None,
         summary: None,
         server: None,
         speed_bench_py: Some(output),

@@ -27,8 +27,6 @@ pub const OVERALL_DEFINITION: &str = "Overall = macro-average: the unweighted me
      (not the run's token-weighted figure over all its requests)";
 
 /// Dataset-name prefixes stripped to get a category when a record has none.
-const DATASET_PREFIXES: [&str; 2] = ["speed_bench_", "spec_al_"];
-
 /// Which statistic a matrix holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MatrixMetric {
@@ -237,17 +235,7 @@ pub struct RowRun {
 pub fn records_cells(metric: MatrixMetric, records: &[RequestRecord]) -> RunCells {
     match metric {
         MatrixMetric::AcceptLength | MatrixMetric::AcceptRate => {
-            acceptance_by(records, category_key)
-                .into_iter()
-                .map(|(k, t)| {
-                    let cell = Cell {
-                        value: metric.value(&t),
-                        requests: t.requests,
-                        time_averaged: false,
-                    };
-                    (k, cell)
-                })
-                .collect()
+            acceptance_cells(metric, acceptance_by(records, category_key))
         }
         MatrixMetric::Latency => mean_cells(mean_by(records, category_key, |r| {
             Some(r.request_latency_ms())
@@ -277,6 +265,24 @@ pub fn records_cells(metric: MatrixMetric, records: &[RequestRecord]) -> RunCell
             }
         }
     }
+}
+
+/// One acceptance cell per group's totals (computed by `speedbench-metrics`).
+pub(crate) fn acceptance_cells(
+    metric: MatrixMetric,
+    totals: BTreeMap<String, AcceptanceTotals>,
+) -> RunCells {
+    totals
+        .into_iter()
+        .map(|(k, t)| {
+            let cell = Cell {
+                value: metric.value(&t),
+                requests: t.requests,
+                time_averaged: false,
+            };
+            (k, cell)
+        })
+        .collect()
 }
 
 /// One cell per group mean (computed by `speedbench-metrics`).
@@ -387,23 +393,12 @@ impl AcceptanceMatrix {
     }
 }
 
-/// The matrix key of a record: its category, else its dataset name without
-/// a SPEED-Bench / spec_al prefix; `None` when both are empty.
+/// The matrix key of a record ([`speedbench_metrics::matrix_column`]), owned.
 pub(crate) fn category_key(r: &RequestRecord) -> Option<String> {
-    if let Some(c) = r.category.as_deref().filter(|c| !c.is_empty()) {
-        return Some(c.to_string());
-    }
-    let stripped = strip_dataset_prefix(&r.dataset);
-    (!stripped.is_empty()).then(|| stripped.to_string())
+    speedbench_metrics::matrix_column(r).map(str::to_string)
 }
 
-/// A dataset name without its `speed_bench_` / `spec_al_` prefix.
-pub(crate) fn strip_dataset_prefix(dataset: &str) -> &str {
-    DATASET_PREFIXES
-        .iter()
-        .find_map(|p| dataset.strip_prefix(p))
-        .unwrap_or(dataset)
-}
+pub(crate) use speedbench_metrics::strip_dataset_prefix;
 
 pub(crate) fn column_order(categories: &BTreeSet<&str>) -> Vec<String> {
     for known in [

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use speedbench_record::{ErrorKind, RecordWriter, RequestRecord, RunManifest};
 use speedbench_runs::{
-    AIPERF_PROFILE_FILE_NAME, RunFormat, RunStatus, RunsError, find_run_dirs, load_run,
-    load_run_with,
+    AIPERF_PROFILE_FILE_NAME, RecordsRead, RunFormat, RunStatus, RunsError, find_run_dirs,
+    load_run, load_run_with,
 };
 
 fn peer_run3() -> PathBuf {
@@ -93,10 +93,32 @@ fn a_speedbench_directory_keeps_its_manifest_status_and_counts() {
     assert_eq!(load_run(&dirs[1]).unwrap().status, RunStatus::Completed);
 
     // Only the named columns are decoded; the others keep their defaults.
-    let narrow = load_run_with(&dirs[0], Some(&[speedbench_record::columns::CATEGORY])).unwrap();
+    let narrow = load_run_with(
+        &dirs[0],
+        RecordsRead::Columns(&[speedbench_record::columns::CATEGORY]),
+    )
+    .unwrap();
     let records = narrow.records.unwrap();
     assert_eq!(records[0].category.as_deref(), Some("coding"));
     assert_eq!(records[0].output_text, "");
+
+    // Only the digest: no record kept, the same counts and categories as
+    // the records give, the model and status as before.
+    let columns = &speedbench_metrics::RecordsDigest::COLUMNS;
+    let digested = load_run_with(&dirs[0], RecordsRead::Digest(columns)).unwrap();
+    assert!(digested.records.is_none() && digested.has_records());
+    assert_eq!(digested.counts(), a.counts());
+    assert_eq!(digested.category_count(), 2);
+    assert_eq!(
+        (digested.model.as_str(), digested.status),
+        (a.model.as_str(), a.status)
+    );
+    assert_eq!(
+        digested.digest,
+        Some(speedbench_metrics::RecordsDigest::of(
+            a.records.as_ref().unwrap()
+        ))
+    );
 }
 
 #[test]
