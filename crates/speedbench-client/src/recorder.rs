@@ -8,7 +8,7 @@
 //! the run sees the channel close and stops too.
 
 use std::path::Path;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,11 @@ use speedbench_record::{
 
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_ROWS: usize = 1024;
+/// How long the recorder lets records gather once it has emptied its queue
+/// during a burst, before it waits to be woken: at thousands of records a
+/// second, being woken for each one (a futex wake by the sender and a
+/// context switch) cost about as much CPU as writing it.
+const GATHER_PAUSE: Duration = Duration::from_millis(1);
 
 pub(crate) enum RecorderMsg {
     Record(Box<RequestRecord>),
@@ -99,9 +104,21 @@ fn record_loop(
     };
     let mut last_flush = Instant::now();
     let mut journal_warned = false;
+    let mut in_burst = false;
     let closed = loop {
         let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
-        match rx.recv_timeout(wait) {
+        let received = match rx.try_recv() {
+            Ok(msg) => Ok(msg),
+            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            // Emptied during a burst: let the next records gather.
+            Err(TryRecvError::Empty) if in_burst => {
+                std::thread::sleep(GATHER_PAUSE.min(wait));
+                Err(RecvTimeoutError::Timeout)
+            }
+            Err(TryRecvError::Empty) => rx.recv_timeout(wait),
+        };
+        in_burst = received.is_ok();
+        match received {
             Ok(RecorderMsg::Record(mut r)) => {
                 annotate(&mut r);
                 if let Err(e) = writer.append(&r) {
