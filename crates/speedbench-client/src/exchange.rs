@@ -339,14 +339,11 @@ impl BodyFold {
                 ex.state.done = true;
                 continue;
             }
-            match serde_json::from_str::<Value>(&ev.data) {
-                Ok(v) => ex.state.absorb(&v, at),
-                Err(e) => {
-                    return Err((
-                        ErrorKind::Protocol,
-                        format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
-                    ));
-                }
+            if let Err(e) = ex.state.absorb_json(ev.data.as_bytes(), at) {
+                return Err((
+                    ErrorKind::Protocol,
+                    format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
+                ));
             }
         }
         Ok(())
@@ -378,7 +375,7 @@ impl BodyFold {
                 ));
             }
         } else {
-            let v: Value = serde_json::from_slice(&self.whole).map_err(|e| {
+            ex.state.absorb_json(&self.whole, at).map_err(|e| {
                 (
                     ErrorKind::Protocol,
                     format!(
@@ -387,7 +384,6 @@ impl BodyFold {
                     ),
                 )
             })?;
-            ex.state.absorb(&v, at);
         }
         Ok(())
     }
