@@ -1,10 +1,9 @@
 //! Finding run directories and loading them.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use std::borrow::Cow;
-
 use speedbench_metrics::{RecordsDigest, RequestCounts, RunMetrics, SpeedBenchPyOutput};
 use speedbench_record::{
     PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RecordError, RequestRecord, RunManifest,
