@@ -1,11 +1,8 @@
-//! Token-weighted acceptance totals, grouping, and the matrix's `Overall`.
-
-use std::collections::BTreeMap;
+//! Token-weighted acceptance totals, how a record counts, and the matrix's `Overall`.
 
 use serde::{Deserialize, Serialize};
 use speedbench_record::{RequestRecord, SpecDecodeStats};
 
-use crate::fold::AcceptanceFold;
 use crate::mean::mean;
 use crate::measured::is_measured;
 
@@ -262,23 +259,6 @@ pub fn run_speculates(records: &[RequestRecord]) -> bool {
 pub const ITERATION_LABEL: &str = "tokens per iteration (TensorRT-LLM avg_decoded_tokens_per_iter): \
 acceptance length only when every iteration verified a draft";
 
-/// Sums [`AcceptanceTotals`] per group, e.g. per category for one column of
-/// the acceptance matrix: `acceptance_by(&records, |r| r.category.clone())`.
-///
-/// `records` is one run: whether it speculates ([`run_speculates`]) decides
-/// whether requests that drafted nothing count (see [`AcceptanceTotals`]).
-/// Every measured record with a key makes its group exist, so a category
-/// whose requests all drafted nothing keeps its group (its acceptance
-/// length is 1 in a speculating run, `None` otherwise). Skips warmup
-/// records, failed records (`error_kind` set) and records whose `key` is
-/// `None`. Groups come out sorted by key.
-pub fn acceptance_by(
-    records: &[RequestRecord],
-    key: impl Fn(&RequestRecord) -> Option<String>,
-) -> BTreeMap<String, AcceptanceTotals> {
-    AcceptanceFold::of(records, key).totals()
-}
-
 /// The `Overall` cell of a matrix row: the unweighted mean of the present
 /// cells (a macro-average, every category weighing the same, as AIPerf's
 /// report and the SPEED-Bench paper do).
@@ -291,6 +271,7 @@ pub fn macro_average(cells: &[Option<f64>]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fold::acceptance_by;
     use speedbench_record::ErrorKind;
 
     fn close(a: f64, b: f64) -> bool {

@@ -4,7 +4,7 @@
 //! [`acceptance_by`](crate::acceptance_by) and
 //! [`histograms_by`](crate::histograms_by) are these folds over a slice, so a
 //! report that streams a million-row file
-//! ([`speedbench_record::visit_records`]) and one that holds the records
+//! (`speedbench_record::visit_records`) and one that holds the records
 //! compute every number the same way.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +36,34 @@ pub fn matrix_column(r: &RequestRecord) -> Option<&str> {
         return Some(c);
     }
     Some(strip_dataset_prefix(&r.dataset)).filter(|d| !d.is_empty())
+}
+
+/// Sums [`AcceptanceTotals`] per group, e.g. per category for one column of
+/// the acceptance matrix: `acceptance_by(&records, |r| r.category.clone())`.
+///
+/// `records` is one run: whether it speculates ([`run_speculates`](crate::run_speculates)) decides
+/// whether requests that drafted nothing count (see [`AcceptanceTotals`]).
+/// Every measured record with a key makes its group exist, so a category
+/// whose requests all drafted nothing keeps its group (its acceptance
+/// length is 1 in a speculating run, `None` otherwise). Skips warmup
+/// records, failed records (`error_kind` set) and records whose `key` is
+/// `None`. Groups come out sorted by key.
+pub fn acceptance_by(
+    records: &[RequestRecord],
+    key: impl Fn(&RequestRecord) -> Option<String>,
+) -> BTreeMap<String, AcceptanceTotals> {
+    AcceptanceFold::of(records, key).totals()
+}
+
+/// The pooled histograms of the measured records, per group (e.g. per
+/// category): every request whose acceptance counts (see
+/// [`crate::request_acceptance`]) and that reported a histogram. Groups
+/// come out sorted by key.
+pub fn histograms_by(
+    records: &[RequestRecord],
+    key: impl Fn(&RequestRecord) -> Option<String>,
+) -> BTreeMap<String, PooledHistogram> {
+    AcceptanceFold::of(records, key).histograms()
 }
 
 /// Token-weighted acceptance and acceptance by draft position per group of
@@ -174,7 +202,7 @@ impl AcceptanceFold {
 /// acceptance per [`matrix_column`].
 ///
 /// Built while a records file is read
-/// ([`speedbench_record::visit_records`]), a million-row run costs a few
+/// (`speedbench_record::visit_records`), a million-row run costs a few
 /// dozen groups of counters instead of a million records in memory.
 ///
 /// ```
@@ -199,7 +227,7 @@ pub struct RecordsDigest {
 
 impl RecordsDigest {
     /// The record columns the digest reads (pass them to
-    /// [`speedbench_record::visit_records`]), the model's included: a
+    /// `speedbench_record::visit_records`), the model's included: a
     /// report names a run without a manifest by its first record's model.
     pub const COLUMNS: [&'static str; 15] = [
         columns::CATEGORY,

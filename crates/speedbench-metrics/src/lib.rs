@@ -74,13 +74,14 @@ mod speedup;
 mod summary;
 
 pub use acceptance::{
-    AcceptanceTotals, ITERATION_LABEL, RequestAcceptance, acceptance_by, iterations_of,
-    macro_average, request_acceptance, run_speculates, zero_step_defect,
+    AcceptanceTotals, ITERATION_LABEL, RequestAcceptance, iterations_of, macro_average,
+    request_acceptance, run_speculates, zero_step_defect,
 };
 pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
 pub use boxplot::{BoxStats, box_stats_by};
 pub use fold::{
-    AcceptanceFold, DATASET_PREFIXES, RecordsDigest, matrix_column, strip_dataset_prefix,
+    AcceptanceFold, DATASET_PREFIXES, RecordsDigest, acceptance_by, histograms_by, matrix_column,
+    strip_dataset_prefix,
 };
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
@@ -89,7 +90,7 @@ pub use rng::SplitMix64;
 pub use run::{
     ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
 };
-pub use spec::{PooledHistogram, SpecDecodeMetrics, histograms_by, length_at_budgets};
+pub use spec::{PooledHistogram, SpecDecodeMetrics, length_at_budgets};
 pub use speed_bench_py::{
     OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow,
     SpeedBenchPySample, has_llamacpp_timings, speed_bench_py_compare, speed_bench_py_elapsed_s,

@@ -228,20 +228,10 @@ pub fn length_at_budgets(at_least: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The pooled histograms of the measured records, per group (e.g. per
-/// category): every request whose acceptance counts (see
-/// [`crate::request_acceptance`]) and that reported a histogram. Groups
-/// come out sorted by key.
-pub fn histograms_by(
-    records: &[RequestRecord],
-    key: impl Fn(&RequestRecord) -> Option<String>,
-) -> std::collections::BTreeMap<String, PooledHistogram> {
-    crate::fold::AcceptanceFold::of(records, key).histograms()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fold::histograms_by;
     use speedbench_record::{ErrorKind, SpecDecodeStats, SpecSource};
 
     fn close(a: f64, b: f64) -> bool {
