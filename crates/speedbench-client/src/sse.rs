@@ -86,37 +86,37 @@ impl SseParser {
             return;
         }
         self.buf.extend_from_slice(bytes);
+        // Lines are read in place from the buffer, taken out of `self` for
+        // the loop (a copy of every line into its own String was the
+        // parser's largest cost).
+        let buf = std::mem::take(&mut self.buf);
         loop {
-            if self.skip_lf && self.pos < self.buf.len() {
-                if self.buf[self.pos] == b'\n' {
+            if self.skip_lf && self.pos < buf.len() {
+                if buf[self.pos] == b'\n' {
                     self.pos += 1;
                 }
                 self.skip_lf = false;
             }
             let from = self.scanned.max(self.pos);
-            let Some(found) = self.buf[from..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-            else {
-                self.scanned = self.buf.len();
-                if self.buf.len() - self.pos > self.max_line {
+            let Some(found) = buf[from..].iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.scanned = buf.len();
+                if buf.len() - self.pos > self.max_line {
                     self.stop();
                     return;
                 }
                 break;
             };
-            let rest = &self.buf[self.pos..];
             let end = from - self.pos + found;
-            let is_cr = rest[end] == b'\r';
+            let is_cr = buf[self.pos + end] == b'\r';
             let line_start = self.pos;
             self.pos += end + 1;
             self.skip_lf = is_cr;
-            let bytes = &self.buf[line_start..line_start + end];
+            let bytes = &buf[line_start..line_start + end];
             let line = match std::str::from_utf8(bytes) {
-                Ok(s) => s.to_owned(),
+                Ok(s) => std::borrow::Cow::Borrowed(s),
                 Err(_) => {
                     self.invalid_utf8_lines += 1;
-                    String::from_utf8_lossy(bytes).into_owned()
+                    String::from_utf8_lossy(bytes)
                 }
             };
             self.line(&line, out);
@@ -125,6 +125,7 @@ impl SseParser {
                 return;
             }
         }
+        self.buf = buf;
         // Keep only what is not parsed yet: a stream held open for minutes
         // must not hold its past. Moving the rest only once it is at most
         // half the buffer keeps pushes O(n).
