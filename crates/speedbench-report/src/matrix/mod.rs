@@ -26,7 +26,6 @@ pub(crate) use render::{markdown_line, push_csv_line};
 pub const OVERALL_DEFINITION: &str = "Overall = macro-average: the unweighted mean of the row's category cells \
      (not the run's token-weighted figure over all its requests)";
 
-/// Dataset-name prefixes stripped to get a category when a record has none.
 /// Which statistic a matrix holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MatrixMetric {
