@@ -303,6 +303,8 @@ struct Shared {
     request_index: AtomicU64,
     sink: std::sync::mpsc::Sender<RecorderMsg>,
     sink_broken: AtomicBool,
+    /// Each dataset turn's prompt hash, once it was sent.
+    prompt_hashes: record::PromptHashes,
 }
 
 pub(crate) fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
@@ -459,6 +461,7 @@ fn open_run(
         request_index: AtomicU64::new(0),
         sink: recorder.tx.clone(),
         sink_broken: AtomicBool::new(false),
+        prompt_hashes: record::PromptHashes::new(&run.dataset),
         run,
     });
     Ok(OpenedRun {

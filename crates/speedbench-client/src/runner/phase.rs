@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use speedbench_dataset::{Conversation, Message};
+use speedbench_dataset::Message;
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use super::Shared;
@@ -13,7 +13,7 @@ use super::Shared;
 /// bytes of one the server has finished to arrive (loopback or a LAN), far
 /// below the stop's promptness a user notices.
 const STOP_DRAIN: std::time::Duration = std::time::Duration::from_millis(50);
-use super::record::{base_record, cancelled_record, to_record};
+use super::record::{DatasetRow, base_record, cancelled_record, to_record};
 use crate::export::RawResponse;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
@@ -181,9 +181,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
                 let phase2 = phase.clone();
                 tasks.spawn(async move {
                     let _permit = permit;
-                    let dataset = &shared.run.dataset;
-                    let conv = &dataset.conversations
-                        [(session % dataset.conversations.len() as u64) as usize];
+                    let conv = DatasetRow::of_session(&shared.run.dataset, session);
                     run_conversation(&shared, &phase2, conv).await;
                 });
                 next_at = upcoming();
@@ -204,7 +202,7 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 async fn worker(shared: &Shared, phase: &Phase) {
     let dataset = &shared.run.dataset;
     while let Some(session) = phase.dispatcher.next_session() {
-        let conv = &dataset.conversations[(session % dataset.conversations.len() as u64) as usize];
+        let conv = DatasetRow::of_session(dataset, session);
         if !run_conversation(shared, phase, conv).await {
             return;
         }
@@ -212,7 +210,7 @@ async fn worker(shared: &Shared, phase: &Phase) {
 }
 
 /// Runs one conversation's turns in order; false when the worker must stop.
-async fn run_conversation(shared: &Shared, phase: &Phase, conv: &Conversation) -> bool {
+async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) -> bool {
     let warmup = phase.warmup;
     let mut history: Vec<Message> = conv.preamble.clone();
     for (turn_index, turn) in conv.turns.iter().enumerate() {
@@ -330,7 +328,7 @@ async fn exchange_or_stop(
 }
 
 /// Records turns `from..` of `conv` as skipped (never sent), saying `why`.
-fn skip_turns(shared: &Shared, conv: &Conversation, from: usize, warmup: bool, why: &str) {
+fn skip_turns(shared: &Shared, conv: DatasetRow<'_>, from: usize, warmup: bool, why: &str) {
     for later in from..conv.turns.len() {
         let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
         let now = shared.clock.unix_ns(Instant::now());

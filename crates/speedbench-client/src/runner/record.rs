@@ -1,8 +1,10 @@
 //! Building a record from what an exchange measured.
 
+use std::ops::Deref;
+use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use speedbench_dataset::Conversation;
+use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use super::Shared;
@@ -29,6 +31,65 @@ impl Clock {
 
     pub(super) fn unix_ns(&self, at: Instant) -> i64 {
         self.unix_ns + at.saturating_duration_since(self.instant).as_nanos() as i64
+    }
+}
+
+/// A conversation as a run sends it: the row and its place in the run's
+/// dataset (where its prompt hashes are kept).
+#[derive(Clone, Copy)]
+pub(super) struct DatasetRow<'a> {
+    pub(super) index: usize,
+    pub(super) conv: &'a Conversation,
+}
+
+impl DatasetRow<'_> {
+    /// The row session `session` sends: the dataset's rows in turn.
+    pub(super) fn of_session(dataset: &Dataset, session: u64) -> DatasetRow<'_> {
+        let index = (session % dataset.conversations.len() as u64) as usize;
+        DatasetRow {
+            index,
+            conv: &dataset.conversations[index],
+        }
+    }
+}
+
+impl Deref for DatasetRow<'_> {
+    type Target = Conversation;
+
+    fn deref(&self) -> &Conversation {
+        self.conv
+    }
+}
+
+/// Each turn's [`prompt_sha256`], computed the first time the turn is sent:
+/// a benchmark sends the same rows thousands of times, and hashing the
+/// prompt at every send was 5% of the client's CPU with 60-byte prompts
+/// (more with SPEED-Bench's long ones).
+pub(super) struct PromptHashes(Vec<Box<[OnceLock<String>]>>);
+
+impl PromptHashes {
+    pub(super) fn new(dataset: &Dataset) -> PromptHashes {
+        PromptHashes(
+            dataset
+                .conversations
+                .iter()
+                .map(|c| c.turns.iter().map(|_| OnceLock::new()).collect())
+                .collect(),
+        )
+    }
+
+    /// The hash of turn `turn_index` of `row`.
+    fn of(&self, row: DatasetRow<'_>, turn_index: usize) -> String {
+        match self
+            .0
+            .get(row.index)
+            .and_then(|turns| turns.get(turn_index))
+        {
+            Some(cell) => cell
+                .get_or_init(|| prompt_sha256(row.conv, turn_index))
+                .clone(),
+            None => prompt_sha256(row.conv, turn_index),
+        }
     }
 }
 
@@ -74,7 +135,7 @@ pub(super) fn dataset_sha256(dataset: &speedbench_dataset::Dataset) -> String {
 
 pub(super) fn base_record(
     shared: &Shared,
-    conv: &Conversation,
+    conv: DatasetRow<'_>,
     turn_index: usize,
     request_index: u64,
     warmup: bool,
@@ -88,14 +149,14 @@ pub(super) fn base_record(
         category: conv.category.clone(),
         model: shared.run.target.model.clone(),
         warmup,
-        prompt_sha256: Some(prompt_sha256(conv, turn_index)),
+        prompt_sha256: Some(shared.prompt_hashes.of(conv, turn_index)),
         ..Default::default()
     }
 }
 
 pub(super) fn cancelled_record(
     shared: &Shared,
-    conv: &Conversation,
+    conv: DatasetRow<'_>,
     turn_index: usize,
     request_index: u64,
     warmup: bool,
@@ -115,7 +176,7 @@ pub(super) fn cancelled_record(
 
 pub(super) fn to_record(
     shared: &Shared,
-    conv: &Conversation,
+    conv: DatasetRow<'_>,
     turn_index: usize,
     request_index: u64,
     warmup: bool,
@@ -212,5 +273,45 @@ mod tests {
         let mut edited = conv.clone();
         edited.turns[0].push('!');
         assert_ne!(prompt_sha256(&edited, 0), want);
+    }
+
+    /// The cached hash of a turn is the turn's own, for every row and turn
+    /// and for every session that sends the row again.
+    #[test]
+    fn cached_prompt_hashes_are_each_turns_own() {
+        let row = |id: &str, turns: &[&str]| Conversation {
+            id: id.into(),
+            category: None,
+            preamble: Vec::new(),
+            turns: turns.iter().map(|t| t.to_string()).collect(),
+        };
+        let dataset = Dataset {
+            name: "d".into(),
+            conversations: vec![
+                row("a", &["1", "2"]),
+                row("b", &["3"]),
+                row("a", &["1", "x"]),
+            ],
+        };
+        let hashes = PromptHashes::new(&dataset);
+        for session in 0..7 {
+            let r = DatasetRow::of_session(&dataset, session);
+            assert_eq!(r.index, session as usize % 3);
+            for turn in 0..r.turns.len() {
+                assert_eq!(
+                    hashes.of(r, turn),
+                    prompt_sha256(r.conv, turn),
+                    "row {} turn {turn}",
+                    r.index
+                );
+            }
+        }
+        // Rows that share an id keep their own hashes.
+        let (first, third) = (
+            DatasetRow::of_session(&dataset, 0),
+            DatasetRow::of_session(&dataset, 2),
+        );
+        assert_eq!(hashes.of(first, 0), hashes.of(third, 0));
+        assert_ne!(hashes.of(first, 1), hashes.of(third, 1));
     }
 }
