@@ -73,10 +73,10 @@ pub struct RunData {
     /// for a [`RunFormat::SpeedBenchPy`] run: its samples sum their turns;
     /// never when loaded with [`RecordsRead::Digest`]).
     pub records: Option<Vec<RequestRecord>>,
-    /// The digest of the run's records, folded as they were read: set
-    /// whenever the records were read, kept or not. Read it through
-    /// [`RunData::records_digest`], which folds `records` when a `RunData`
-    /// was built without it.
+    /// The digest of the run's records when it was folded as they were read
+    /// without keeping them ([`RecordsRead::Digest`]), or pooled from the
+    /// shards of a merged run. Read it through [`RunData::records_digest`],
+    /// which folds `records` when there is no digest here.
     pub digest: Option<RecordsDigest>,
     /// Run-level summary, when the run has one.
     pub summary: Option<SummaryFigures>,
@@ -313,7 +313,8 @@ struct ReadRecords {
     manifest: Option<RunManifest>,
     /// The records, unless only their digest was asked for.
     records: Option<Vec<RequestRecord>>,
-    digest: RecordsDigest,
+    /// Their digest, when they were not kept.
+    digest: Option<RecordsDigest>,
     /// The first record's model and dataset, for a run without a manifest.
     first: Option<(String, String)>,
 }
@@ -335,7 +336,7 @@ impl ReadRecords {
                 return Ok(ReadRecords {
                     manifest: visited.manifest,
                     records: None,
-                    digest,
+                    digest: Some(digest),
                     first,
                 });
             }
@@ -344,11 +345,11 @@ impl ReadRecords {
         Ok(ReadRecords::of(file.manifest, file.records))
     }
 
-    /// Records held, with their digest.
+    /// Records held (their digest is folded from them when asked for).
     fn of(manifest: Option<RunManifest>, records: Vec<RequestRecord>) -> ReadRecords {
         ReadRecords {
             manifest,
-            digest: RecordsDigest::of(&records),
+            digest: None,
             first: records
                 .first()
                 .map(|r| (r.model.clone(), r.dataset.clone())),
@@ -380,7 +381,7 @@ fn load_speedbench_run(
     let run_json = read_manifest(&dir.join(RunManifest::FILE_NAME))?;
     let (summary, summary_outcome) = read_summary(dir)?;
     let (footer, records, digest, first) = match file {
-        Some(f) => (f.manifest, f.records, Some(f.digest), f.first),
+        Some(f) => (f.manifest, f.records, f.digest, f.first),
         None => (None, None, None, None),
     };
     // run.json is rewritten as the run goes; the footer copy is written
@@ -390,8 +391,12 @@ fn load_speedbench_run(
         warnings.push(summary_only_warning(dir, manifest.as_ref()));
     }
     let recorded = manifest.as_ref().map(|m| m.outcome).or(summary_outcome);
-    let (mut status, mut status_reason) =
-        speedbench_status(dir, recorded, only_partial, digest.is_some());
+    let (mut status, mut status_reason) = speedbench_status(
+        dir,
+        recorded,
+        only_partial,
+        records.is_some() || digest.is_some(),
+    );
     // A killed run whose journal kept its records was interrupted: its
     // finished requests are all there.
     if let Some(n) = recovered
@@ -499,7 +504,7 @@ fn load_aiperf_run(dir: &Path, warnings: &mut Vec<String>) -> Result<RunData, Ru
         speed_bench,
         dataset,
         manifest: None,
-        digest: records.as_deref().map(RecordsDigest::of),
+        digest: None,
         records,
         summary: Some(summary),
         server: None,
@@ -548,7 +553,8 @@ fn read_manifest(path: &Path) -> Result<Option<RunManifest>, RunsError> {
 
 impl RunData {
     /// The digest of the run's records, when they were read: the one
-    /// folded while loading, else the fold of [`Self::records`].
+    /// folded while loading (or pooled from shards), else the fold of
+    /// [`Self::records`].
     pub fn records_digest(&self) -> Option<Cow<'_, RecordsDigest>> {
         match (&self.digest, &self.records) {
             (Some(digest), _) => Some(Cow::Borrowed(digest)),
