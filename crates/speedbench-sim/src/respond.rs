@@ -323,7 +323,7 @@ fn stream_frames(
     if meta.endpoint == Endpoint::Chat {
         frames.push_back((
             Duration::ZERO,
-            sse(&meta.role_chunk(cfg.chunking == Chunking::PerToken)),
+            Bytes::from(meta.role_frame(cfg.chunking == Chunking::PerToken)),
         ));
     }
     let mut stats = stats;
@@ -354,25 +354,28 @@ fn stream_frames(
                     true => finishing.take(),
                     false => None,
                 };
-                let chunk = meta.content_chunk(
-                    &tokens.concat(),
-                    is_last.then_some(finish),
-                    extra.unwrap_or(Stats::finishing(None, None)),
-                );
-                frames.push_back((at, sse(&chunk)));
+                let text = tokens.concat();
+                let frame = match extra {
+                    Some(extra) if !extra.is_empty() => {
+                        sse(&meta.content_chunk(&text, Some(finish), extra))
+                    }
+                    _ => Bytes::from(meta.plain_content_frame(&text, is_last.then_some(finish))),
+                };
+                frames.push_back((at, frame));
             }
             Chunking::PerToken => {
                 for t in tokens {
-                    let chunk = meta.content_chunk(t, None, Stats::finishing(None, None));
-                    frames.push_back((at, sse(&chunk)));
+                    frames.push_back((at, Bytes::from(meta.plain_content_frame(t, None))));
                 }
             }
         }
     }
     if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
-        let extra = finishing.take().unwrap_or(Stats::finishing(None, None));
-        let chunk = meta.content_chunk("", Some(finish), extra);
-        frames.push_back((at, sse(&chunk)));
+        let frame = match finishing.take() {
+            Some(extra) if !extra.is_empty() => sse(&meta.content_chunk("", Some(finish), extra)),
+            _ => Bytes::from(meta.plain_content_frame("", Some(finish))),
+        };
+        frames.push_back((at, frame));
     }
     if let Some(details) = sglext {
         frames.push_back((at, sse(&meta.sglext_chunk(details))));
