@@ -8,8 +8,9 @@
 //! 8 KiB, the read buffer 4 KiB), and a load generator holds one per
 //! in-flight request. Here a connection in flight is its socket, its
 //! [`ConnectionClock`] and a read buffer that starts at [`READ_BUF`] bytes
-//! and lives only as long as the response; the request is written from one
-//! buffer that is freed once sent. TLS, redirects and the control-plane
+//! and grows only as far as the server's bursts do (kept with the
+//! connection for its next response, up to 16 KiB); the request is written
+//! from one buffer that is freed once sent. TLS, redirects and the control-plane
 //! calls stay on hyper ([`crate::new_client`]).
 //!
 //! What it speaks: a response head parsed by `httparse` (1xx heads skipped),
@@ -106,6 +107,11 @@ struct Pool {
 struct Conn {
     io: TokioIo<TimedStream>,
     clock: ConnectionClock,
+    /// The read buffer of the connection's last response, kept at the size
+    /// it grew to: a server that sends its whole response at once is then
+    /// read in one call, not in 512, 1,024, 2,048 ... byte reads every
+    /// time. A server that streams slowly never grows it past `READ_BUF`.
+    spare: Vec<u8>,
 }
 
 impl H1Client {
@@ -236,6 +242,7 @@ impl Pool {
         Ok(Conn {
             io: TokioIo::new(stream),
             clock,
+            spare: Vec::new(),
         })
     }
 
@@ -270,7 +277,7 @@ impl Pool {
         if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
             return Err(unanswered("writing the request", e));
         }
-        let mut buf = ReadBuffer::new();
+        let mut buf = ReadBuffer::reusing(std::mem::take(&mut conn.spare));
         let head = loop {
             match parse_head(buf.pending()) {
                 Ok(Some((head, len))) => {
@@ -600,10 +607,11 @@ impl H1Response {
     /// Returns the connection to the pool when the body is complete, both
     /// sides keep it, and nothing past the response was received.
     fn release(&mut self) {
-        if let Some(conn) = self.conn.take()
+        if let Some(mut conn) = self.conn.take()
             && self.keep_alive
             && self.buf.pending().is_empty()
         {
+            conn.spare = self.buf.take_data();
             self.pool.give_back(conn);
         }
     }
@@ -703,14 +711,31 @@ struct ReadBuffer {
 }
 
 impl ReadBuffer {
-    fn new() -> ReadBuffer {
+    /// A buffer over `data` (a previous response's, its contents stale),
+    /// `READ_BUF` bytes when it is smaller.
+    fn reusing(mut data: Vec<u8>) -> ReadBuffer {
+        if data.len() < READ_BUF {
+            data.resize(READ_BUF, 0);
+        }
         ReadBuffer {
-            data: vec![0; READ_BUF],
+            data,
             start: 0,
             end: 0,
             received: 0,
             scanned: 0,
             filled_whole: false,
+        }
+    }
+
+    /// The buffer itself, for the connection's next response; one grown
+    /// past `MAX_READ_BUF` (a long head or line) is not kept.
+    fn take_data(&mut self) -> Vec<u8> {
+        let data = std::mem::take(&mut self.data);
+        (self.start, self.end, self.scanned) = (0, 0, 0);
+        if data.len() > MAX_READ_BUF {
+            Vec::new()
+        } else {
+            data
         }
     }
 
@@ -796,7 +821,7 @@ mod tests {
     use super::*;
 
     fn buffer(bytes: &[u8]) -> ReadBuffer {
-        let mut b = ReadBuffer::new();
+        let mut b = ReadBuffer::reusing(Vec::new());
         b.data[..bytes.len()].copy_from_slice(bytes);
         b.end = bytes.len();
         b
@@ -806,7 +831,7 @@ mod tests {
     /// returning the body and whether the end was reached with nothing
     /// left over.
     fn dechunk(wire: &[u8], piece: usize) -> Result<(Vec<u8>, bool), String> {
-        let mut buf = ReadBuffer::new();
+        let mut buf = ReadBuffer::reusing(Vec::new());
         buf.data = vec![0; wire.len().max(1)];
         let mut chunk = Chunk::Size;
         let mut body = Vec::new();

@@ -195,6 +195,44 @@ async fn a_chunked_stream_in_odd_pieces_comes_out_whole_and_the_connection_is_re
 }
 
 #[tokio::test]
+async fn a_connection_keeps_its_grown_read_buffer_and_nothing_of_the_last_response() {
+    // Whole responses in one write, as a server with no delays sends them.
+    let big_body = "x".repeat(6_000) + "end";
+    let big = format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{big_body}",
+        big_body.len()
+    );
+    let (uri, seen) = server(vec![
+        answer(&[big.as_bytes()], After::KeepOpen),
+        answer(
+            &[b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nshort"],
+            After::KeepOpen,
+        ),
+        answer(&[big.as_bytes()], After::KeepOpen),
+    ])
+    .await;
+    let c = client(&uri);
+    let mut first = c.post(b"1").await.unwrap();
+    let (all, first_pieces) = body(&mut first).await.unwrap();
+    assert_eq!(all, big_body.as_bytes());
+    drop(first);
+    // The short answer fits in what the long one left: none of the long
+    // one's bytes may show through.
+    let mut second = c.post(b"2").await.unwrap();
+    assert_eq!(body(&mut second).await.unwrap(), (b"short".to_vec(), 1));
+    drop(second);
+    let mut third = c.post(b"3").await.unwrap();
+    let (all, third_pieces) = body(&mut third).await.unwrap();
+    assert_eq!(all, big_body.as_bytes());
+    assert!(
+        third_pieces < first_pieces,
+        "the same answer took {first_pieces} reads on a new buffer and {third_pieces} on the kept one"
+    );
+    let seen = seen.lock().unwrap();
+    assert!(seen.iter().all(|(conn, _)| *conn == 0), "one connection");
+}
+
+#[tokio::test]
 async fn connection_close_and_close_delimited_bodies_take_a_new_connection() {
     let (uri, seen) = server(vec![
         answer(
