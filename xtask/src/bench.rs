@@ -59,6 +59,8 @@ struct Options {
     memory_only: bool,
     /// Only the TTFT section.
     ttft_only: bool,
+    /// Only the CPU section (CPU per request, with each level's rate).
+    cpu_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -69,6 +71,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         memory_child: None,
         memory_only: false,
         ttft_only: false,
+        cpu_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -83,6 +86,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--no-aiperf" => o.aiperf = false,
             "--memory-only" => o.memory_only = true,
             "--ttft-only" => o.ttft_only = true,
+            "--cpu-only" => o.cpu_only = true,
             "--serve-sim" => {
                 o.serve_sim = Some(
                     it.next()
@@ -312,8 +316,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             Err(format!("the release build of the bench failed ({status})"))
         };
     }
+    // A worker per core, as `speedbench profile` runs: on a machine with
+    // many cores the rates are those of all its cores (issue #25), not of
+    // two.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
@@ -325,12 +331,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if o.ttft_only {
         return runtime.block_on(ttft_sections(&out));
     }
+    if o.cpu_only {
+        return runtime.block_on(crate::bench_cpu::cpu_section(root, &out, o.aiperf));
+    }
     runtime.block_on(async {
         let server = SimServer::start(sim_config(0.0), ([127, 0, 0, 1], 0).into())
             .await
             .map_err(|e| e.to_string())?;
         let url = server.url();
-        println!("speedbench client against the simulated server at {url} (zero delay, {OUTPUT_TOKENS} tokens per response, streaming)");
+        println!(
+            "speedbench client against the simulated server at {url} (zero delay, {OUTPUT_TOKENS} tokens per response, streaming; simulator on this runtime), {} cores on this machine:",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
         println!(
             "{:>11} {:>9} {:>8} {:>10} {:>12} {:>16} {:>9} {:>14} {:>9}",
             "concurrency",
@@ -724,8 +736,8 @@ fn memory_child(root: &Path, c: usize, url: &str, kind: HttpClientKind) -> Resul
 /// The child side of [`SimProcess`]: serves until stdin closes.
 fn serve_sim(ttft_ms: f64) -> Result<(), String> {
     speedbench::process::raise_open_files(16_384);
+    // A worker per core, as `speedbench sim` runs.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;

@@ -21,11 +21,12 @@
 //!   tests make it on first use otherwise).
 //! - `bench report [--records N] [--keep]`: time `speedbench report` building the
 //!   acceptance matrix over 1,000,000 records (target: under 2 s).
-//! - `bench client [--requests N] [--no-aiperf]`: client request rate,
-//!   streamed tokens/s and memory per in-flight request at concurrency 1, 64
-//!   and 1024 against the zero-delay simulator, client CPU time per request
-//!   over 10 s of load (both tools), TTFT error against an injected delay,
-//!   and the ratio to AIPerf on the same server.
+//! - `bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only |
+//!   --memory-only]`: client request rate, streamed tokens/s and memory per
+//!   in-flight request at concurrency 1, 64 and 1024 against the zero-delay
+//!   simulator, client CPU time per request over 10 s of load (both tools),
+//!   TTFT error against an injected delay, and the ratio to AIPerf on the
+//!   same server; a worker thread per core on either side.
 //! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
 //! - `bench sse`: the SSE parser on 1, 4 and 16 MiB `data:` lines, with
 //!   the 16/4 MiB ratio against linear (4x).
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
             bench_dataset::run(&args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench sse\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only]\n  bench dataset [--mb N]\n  bench sse\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
         )),
     };
     match result {
