@@ -60,15 +60,70 @@ const TEXT_KEYS: [&str; 3] = ["reasoning", "reasoning_content", "content"];
 #[derive(Deserialize)]
 struct FastChunk<'a> {
     #[serde(borrow)]
-    choices: Option<Vec<FastChoice<'a>>>,
+    choices: Option<FastChoices<'a>>,
     usage: Option<FastUsage>,
     /// Present and not `null`/`false`: an error, for the general path.
     error: Option<Value>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     object: Option<Cow<'a, str>>,
     metrics: Option<Value>,
     sglext: Option<Value>,
     timings: Option<Value>,
+}
+
+/// An optional string, borrowed from the input when it holds no escapes.
+/// serde's `#[serde(borrow)]` borrows a bare `Cow<str>` but copies one
+/// inside an `Option` every time: an allocation per token of every stream.
+fn borrowed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    /// A newtype's `Cow` field is one serde borrows.
+    #[derive(Deserialize)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Borrowed<'de>>::deserialize(d)?.map(|b| b.0))
+}
+
+/// A chunk's `choices`, the first held inline: a stream's chunks carry one
+/// choice each, and collecting it into a `Vec` was an allocation per chunk.
+struct FastChoices<'a> {
+    first: Option<FastChoice<'a>>,
+    rest: Vec<FastChoice<'a>>,
+}
+
+impl<'a> IntoIterator for FastChoices<'a> {
+    type Item = FastChoice<'a>;
+    type IntoIter =
+        std::iter::Chain<std::option::IntoIter<FastChoice<'a>>, std::vec::IntoIter<FastChoice<'a>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for FastChoices<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Choices<'a>(std::marker::PhantomData<FastChoice<'a>>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Choices<'a> {
+            type Value = FastChoices<'a>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of choices")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FastChoices<'a>, A::Error> {
+                let first = seq.next_element()?;
+                let mut rest = Vec::new();
+                if first.is_some() {
+                    while let Some(choice) = seq.next_element()? {
+                        rest.push(choice);
+                    }
+                }
+                Ok(FastChoices { first, rest })
+            }
+        }
+        d.deserialize_seq(Choices(std::marker::PhantomData))
+    }
 }
 
 impl FastChunk<'_> {
@@ -85,9 +140,9 @@ struct FastChoice<'a> {
     delta: Option<FastText<'a>>,
     #[serde(borrow)]
     message: Option<FastText<'a>>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     finish_reason: Option<Cow<'a, str>>,
     speculative_decoding_stats: Option<Value>,
     speculative_decoding: Option<Value>,
@@ -97,11 +152,11 @@ struct FastChoice<'a> {
 /// A choice's `delta` or `message`: its text fields ([`TEXT_KEYS`]).
 #[derive(Deserialize)]
 struct FastText<'a> {
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     content: Option<Cow<'a, str>>,
 }
 
@@ -178,9 +233,9 @@ impl ResponseState {
                     self.set_finish_reason(r);
                 }
                 self.take_choice_payloads(
-                    choice.get("speculative_decoding_stats"),
-                    choice.get("speculative_decoding"),
-                    choice.get("avg_decoded_tokens_per_iter"),
+                    choice.get("speculative_decoding_stats").cloned(),
+                    choice.get("speculative_decoding").cloned(),
+                    choice.get("avg_decoded_tokens_per_iter").cloned(),
                 );
             }
         }
@@ -191,14 +246,18 @@ impl ResponseState {
                 u.get("completion_tokens").and_then(Value::as_u64),
             );
         }
-        self.take_payloads(v.get("metrics"), v.get("sglext"), v.get("timings"));
+        self.take_payloads(
+            v.get("metrics").cloned(),
+            v.get("sglext").cloned(),
+            v.get("timings").cloned(),
+        );
     }
 
     /// [`Self::absorb`] of a chunk read typed: the same steps in the same
     /// order.
     fn absorb_fast(&mut self, chunk: FastChunk<'_>, at: Instant) {
         let mut produced = false;
-        for choice in chunk.choices.unwrap_or_default() {
+        for choice in chunk.choices.into_iter().flatten() {
             for holder in [&choice.delta, &choice.message].into_iter().flatten() {
                 for s in [
                     &holder.reasoning,
@@ -218,20 +277,16 @@ impl ResponseState {
                 self.set_finish_reason(r);
             }
             self.take_choice_payloads(
-                choice.speculative_decoding_stats.as_ref(),
-                choice.speculative_decoding.as_ref(),
-                choice.avg_decoded_tokens_per_iter.as_ref(),
+                choice.speculative_decoding_stats,
+                choice.speculative_decoding,
+                choice.avg_decoded_tokens_per_iter,
             );
         }
         self.produced(produced, at);
         if let Some(u) = chunk.usage {
             self.set_usage(u.prompt_tokens, u.completion_tokens);
         }
-        self.take_payloads(
-            chunk.metrics.as_ref(),
-            chunk.sglext.as_ref(),
-            chunk.timings.as_ref(),
-        );
+        self.take_payloads(chunk.metrics, chunk.sglext, chunk.timings);
     }
 
     /// Appends generated text; true when there was some.
@@ -249,21 +304,22 @@ impl ResponseState {
         self.finish_reason = Some(reason.to_string());
     }
 
-    /// A choice's spec-decode payloads, each kept when of its shape.
+    /// A choice's spec-decode payloads, each kept when of its shape (moved,
+    /// not copied: the typed read owns them).
     fn take_choice_payloads(
         &mut self,
-        vllm_stats: Option<&Value>,
-        trtllm: Option<&Value>,
-        tokens_per_iter: Option<&Value>,
+        vllm_stats: Option<Value>,
+        trtllm: Option<Value>,
+        tokens_per_iter: Option<Value>,
     ) {
-        if let Some(p) = vllm_stats.filter(|p| p.is_object()) {
-            self.vllm = Some(p.clone());
+        if let Some(p) = vllm_stats.filter(Value::is_object) {
+            self.vllm = Some(p);
         }
-        if let Some(p) = trtllm.filter(|p| p.is_object()) {
-            self.trtllm = Some(p.clone());
+        if let Some(p) = trtllm.filter(Value::is_object) {
+            self.trtllm = Some(p);
         }
         if let Some(v) = tokens_per_iter.filter(|v| !v.is_null()) {
-            self.tokens_per_iter = Some(v.clone());
+            self.tokens_per_iter = Some(v);
         }
     }
 
@@ -271,24 +327,22 @@ impl ResponseState {
     /// SGLang's `sglext.spec_tokens_details`, llama.cpp's `timings`.
     fn take_payloads(
         &mut self,
-        metrics: Option<&Value>,
-        sglext: Option<&Value>,
-        timings: Option<&Value>,
+        metrics: Option<Value>,
+        sglext: Option<Value>,
+        timings: Option<Value>,
     ) {
-        if let Some(p) = metrics
-            .and_then(|m| m.get("speculative_decoding"))
-            .filter(|p| p.is_object())
-        {
-            self.vllm = Some(p.clone());
+        let member = |holder: Option<Value>, key: &str| match holder {
+            Some(Value::Object(mut m)) => m.remove(key).filter(Value::is_object),
+            _ => None,
+        };
+        if let Some(p) = member(metrics, "speculative_decoding") {
+            self.vllm = Some(p);
         }
-        if let Some(p) = sglext
-            .and_then(|s| s.get("spec_tokens_details"))
-            .filter(|p| p.is_object())
-        {
-            self.sglang = Some(p.clone());
+        if let Some(p) = member(sglext, "spec_tokens_details") {
+            self.sglang = Some(p);
         }
-        if let Some(t) = timings.filter(|t| t.is_object()) {
-            self.timings = Some(t.clone());
+        if let Some(t) = timings.filter(Value::is_object) {
+            self.timings = Some(t);
         }
     }
 
@@ -483,6 +537,38 @@ mod tests {
         assert!(typed.vllm.is_some() && typed.sglang.is_some() && typed.timings.is_some());
         assert_eq!(typed.server_error.as_deref(), Some("boom"));
         assert!(typed.absorb_json(b"{not json", t0).is_err());
+    }
+
+    #[test]
+    fn typed_chunks_borrow_their_strings_and_hold_one_choice_inline() {
+        let chunk = br#"{"object":"chat.completion.chunk","choices":[{"delta":{"content":" tok","reasoning":"r\n"},"finish_reason":"stop","text":"t"}]}"#;
+        let c: FastChunk<'_> = serde_json::from_slice(chunk).unwrap();
+        assert!(matches!(
+            c.object,
+            Some(Cow::Borrowed("chat.completion.chunk"))
+        ));
+        let choices = c.choices.unwrap();
+        assert_eq!(choices.rest.capacity(), 0, "one choice, nothing allocated");
+        let first = choices.first.unwrap();
+        assert!(matches!(first.finish_reason, Some(Cow::Borrowed("stop"))));
+        assert!(matches!(first.text, Some(Cow::Borrowed("t"))));
+        let delta = first.delta.unwrap();
+        assert!(matches!(delta.content, Some(Cow::Borrowed(" tok"))));
+        // An escaped string cannot be borrowed; it is still read whole.
+        assert!(matches!(&delta.reasoning, Some(Cow::Owned(r)) if r == "r\n"));
+        assert!(delta.reasoning_content.is_none());
+        // Null and absent strings are none; later choices follow in order.
+        let c: FastChunk<'_> = serde_json::from_slice(
+            br#"{"choices":[{"delta":{"content":null}},{"text":"b"},{"text":"c"}]}"#,
+        )
+        .unwrap();
+        let all: Vec<_> = c.choices.unwrap().into_iter().collect();
+        assert_eq!(all.len(), 3);
+        assert!(all[0].delta.as_ref().unwrap().content.is_none() && all[0].text.is_none());
+        assert_eq!(all[1].text.as_deref(), Some("b"));
+        assert_eq!(all[2].text.as_deref(), Some("c"));
+        let c: FastChunk<'_> = serde_json::from_slice(br#"{"choices":[]}"#).unwrap();
+        assert_eq!(c.choices.unwrap().into_iter().count(), 0);
     }
 
     #[test]
