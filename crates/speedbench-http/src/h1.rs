@@ -652,11 +652,8 @@ fn chunk_step(chunk: &mut Chunk, buf: &mut ReadBuffer) -> Result<ChunkStep, Stri
                 let Some(line) = buf.line() else {
                     return Ok(ChunkStep::More);
                 };
-                let text = String::from_utf8_lossy(&buf.data[line.clone()]).into_owned();
+                let size = chunk_size(&buf.data[line.clone()])?;
                 buf.consume_line(line);
-                let digits = text.split(';').next().unwrap_or("").trim();
-                let size = u64::from_str_radix(digits, 16)
-                    .map_err(|_| format!("chunk size {text:?} is not a hex number"))?;
                 *chunk = if size == 0 {
                     Chunk::Trailer
                 } else {
@@ -685,6 +682,29 @@ fn chunk_step(chunk: &mut Chunk, buf: &mut ReadBuffer) -> Result<ChunkStep, Stri
             }
         }
     }
+}
+
+/// The size of a chunk-size line (extensions after `;` and blanks
+/// ignored), read from its bytes: one per chunk of every stream, so
+/// nothing is allocated unless it is wrong.
+fn chunk_size(line: &[u8]) -> Result<u64, String> {
+    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+    let digits = digits.trim_ascii();
+    let bad = || {
+        format!(
+            "chunk size {:?} is not a hex number",
+            String::from_utf8_lossy(line)
+        )
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    digits.iter().try_fold(0u64, |size, &b| {
+        let digit = (b as char).to_digit(16).ok_or_else(bad)?;
+        size.checked_mul(16)
+            .and_then(|s| s.checked_add(u64::from(digit)))
+            .ok_or_else(bad)
+    })
 }
 
 /// Why a buffer could not be filled.
@@ -878,6 +898,36 @@ mod tests {
             assert_eq!(body, b"hello, world!", "piece {piece}");
             assert!(clean, "piece {piece}");
         }
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex_digits_that_fit_in_64_bits() {
+        for (line, size) in [
+            (&b"0"[..], Some(0)),
+            (b"1a", Some(26)),
+            (b"FfFf", Some(0xffff)),
+            (b" 10 ; ext=1", Some(16)),
+            (b"10;", Some(16)),
+            (b"ffffffffffffffff", Some(u64::MAX)),
+            (b"000000000000000001", Some(1)),
+            (b"10000000000000000", None),
+            (b"", None),
+            (b";x", None),
+            (b"+1", None),
+            (b"-1", None),
+            (b"1 2", None),
+            (b"g", None),
+            (b"\xff", None),
+        ] {
+            assert_eq!(
+                chunk_size(line).ok(),
+                size,
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        let e = chunk_size(b"zz;a").unwrap_err();
+        assert_eq!(e, "chunk size \"zz;a\" is not a hex number");
     }
 
     #[test]
