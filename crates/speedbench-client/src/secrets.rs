@@ -263,14 +263,19 @@ fn is_token_char(c: u8) -> bool {
 /// least [`MIN_SHAPED_KEY_BODY`] characters after the prefix.
 fn redact_token_shapes(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
-    let lower = text.to_ascii_lowercase();
-    let lb = lower.as_bytes();
+    // Compared in place (a lowercased copy of every string scrubbed was an
+    // allocation per key and value of every response's statistics).
+    let starts = |i: usize, prefix: &[u8]| {
+        bytes
+            .get(i..i + prefix.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(prefix))
+    };
     let mut out = String::new();
     let mut last = 0;
     let mut i = 0;
     while i < bytes.len() {
         let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-        if boundary && lb[i..].starts_with(b"bearer ") {
+        if boundary && starts(i, b"bearer ") {
             let start = i + "bearer ".len();
             let start = start + bytes[start..].iter().take_while(|&&b| b == b' ').count();
             let len = bytes[start..]
@@ -286,7 +291,7 @@ fn redact_token_shapes(text: &str) -> Cow<'_, str> {
                 continue;
             }
         }
-        if boundary && (lb[i..].starts_with(b"sk-") || lb[i..].starts_with(b"hf_")) {
+        if boundary && (starts(i, b"sk-") || starts(i, b"hf_")) {
             let body = i + 3;
             let len = bytes[body..]
                 .iter()
@@ -381,6 +386,11 @@ mod tests {
         assert_eq!(
             s.scrub("key sk-proj-0123456789abcdef and hf_0123456789abcdefXYZ"),
             "key <redacted> and <redacted>"
+        );
+        // Any case of the prefixes, and a key at the very end.
+        assert_eq!(
+            s.scrub("SK-PROJ-0123456789ABCDEF, Hf_0123456789abcdefXYZ"),
+            "<redacted>, <redacted>"
         );
         // Short look-alikes and words that merely contain the prefixes stay.
         assert_eq!(
