@@ -413,15 +413,26 @@ fn add_pem(roots: &mut RootCertStore, pem: &[u8], origin: &str) -> Result<(), Ht
     Ok(())
 }
 
+/// Mozilla's roots and the system's, read once per process: reading and
+/// parsing the system store (PEM files, base64) took ~40 million
+/// instructions for every client built, and one run builds several (the
+/// load's, the control plane's, the metrics scraper's), https or not.
+fn base_roots() -> &'static RootCertStore {
+    static ROOTS: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for cert in rustls_native_certs::load_native_certs().certs {
+            // A malformed system certificate must not stop every HTTPS request.
+            let _ = roots.add(cert);
+        }
+        roots
+    })
+}
+
 /// The TLS configuration: Mozilla roots, system roots, then extra roots.
 fn tls_config(options: &ClientOptions) -> Result<rustls::ClientConfig, HttpError> {
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let native = rustls_native_certs::load_native_certs();
-    for cert in native.certs {
-        // A malformed system certificate must not stop every HTTPS request.
-        let _ = roots.add(cert);
-    }
+    let mut roots = base_roots().clone();
     if options.use_ssl_cert_file
         && let Some(path) = std::env::var_os("SSL_CERT_FILE")
     {
