@@ -98,7 +98,7 @@ impl SseParser {
                 self.skip_lf = false;
             }
             let from = self.scanned.max(self.pos);
-            let Some(found) = buf[from..].iter().position(|&b| b == b'\n' || b == b'\r') else {
+            let Some(found) = memchr::memchr2(b'\n', b'\r', &buf[from..]) else {
                 self.scanned = buf.len();
                 if buf.len() - self.pos > self.max_line {
                     self.stop();
