@@ -339,7 +339,7 @@ impl BodyFold {
                 ex.state.done = true;
                 continue;
             }
-            if let Err(e) = ex.state.absorb_json(ev.data.as_bytes(), at) {
+            if let Err(e) = ex.state.absorb_json_str(&ev.data, at) {
                 return Err((
                     ErrorKind::Protocol,
                     format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),

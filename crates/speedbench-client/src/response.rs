@@ -190,14 +190,28 @@ impl ResponseState {
         json: &[u8],
         at: Instant,
     ) -> Result<(), serde_json::Error> {
+        match std::str::from_utf8(json) {
+            Ok(text) => self.absorb_json_str(text, at),
+            // Not UTF-8, so not JSON: serde_json names where it fails.
+            Err(_) => serde_json::from_slice::<Value>(json).map(|v| self.absorb(&v, at)),
+        }
+    }
+
+    /// [`Self::absorb_json`] of a text already known to be UTF-8 (an SSE
+    /// event's data): serde_json then checks no string of it again.
+    pub(crate) fn absorb_json_str(
+        &mut self,
+        json: &str,
+        at: Instant,
+    ) -> Result<(), serde_json::Error> {
         if self.custom.is_empty()
-            && let Ok(chunk) = serde_json::from_slice::<FastChunk<'_>>(json)
+            && let Ok(chunk) = serde_json::from_str::<FastChunk<'_>>(json)
             && chunk.is_plain()
         {
             self.absorb_fast(chunk, at);
             return Ok(());
         }
-        let v: Value = serde_json::from_slice(json)?;
+        let v: Value = serde_json::from_str(json)?;
         self.absorb(&v, at);
         Ok(())
     }
@@ -537,6 +551,9 @@ mod tests {
         assert!(typed.vllm.is_some() && typed.sglang.is_some() && typed.timings.is_some());
         assert_eq!(typed.server_error.as_deref(), Some("boom"));
         assert!(typed.absorb_json(b"{not json", t0).is_err());
+        // Bytes that are not UTF-8 are not JSON, named as serde_json names them.
+        let e = typed.absorb_json(b"{\"a\": \"\xff\"}", t0).unwrap_err();
+        assert!(e.to_string().contains("invalid unicode"), "{e}");
     }
 
     #[test]
