@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
 use crate::config::{Chunking, SimConfig, SpecFlavor};
@@ -284,8 +284,26 @@ impl Reply {
     }
 }
 
-fn sse(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+/// The SSE frames of one stream, written into one buffer and handed out
+/// as slices of it: one allocation for a stream's frames instead of one
+/// per frame (and no `String` per `Value` frame).
+struct FrameBuffer(BytesMut);
+
+impl FrameBuffer {
+    /// Room for about `frames` frames of a plain chunk's size.
+    fn for_frames(frames: usize) -> FrameBuffer {
+        FrameBuffer(BytesMut::with_capacity(frames * 256))
+    }
+
+    /// `data: <json>\n\n`.
+    fn json(&mut self, chunk: &impl serde::Serialize) -> Bytes {
+        self.0.extend_from_slice(b"data: ");
+        // Serialising JSON into memory fails only on a map with keys that
+        // are not strings, which no chunk has.
+        let _ = serde_json::to_writer((&mut self.0).writer(), chunk);
+        self.0.extend_from_slice(b"\n\n");
+        self.0.split().freeze()
+    }
 }
 
 /// An SSE frame holding a content chunk cut in half (`malformed`) or with
@@ -320,11 +338,11 @@ fn stream_frames(
     stats: Stats,
 ) -> VecDeque<(Duration, Bytes)> {
     let mut frames = VecDeque::new();
+    let mut out =
+        FrameBuffer::for_frames(generation.tokens.len().max(generation.iterations.len()) + 4);
     if meta.endpoint == Endpoint::Chat {
-        frames.push_back((
-            Duration::ZERO,
-            Bytes::from(meta.role_frame(cfg.chunking == Chunking::PerToken)),
-        ));
+        let role = meta.plain_role(cfg.chunking == Chunking::PerToken);
+        frames.push_back((Duration::ZERO, out.json(&role)));
     }
     let mut stats = stats;
     // SGLang sends its details in a chunk of their own; TensorRT-LLM's
@@ -340,6 +358,8 @@ fn stream_frames(
     let mut at = ms(cfg.ttft_ms);
     let mut pos = 0usize;
     let last = generation.iterations.len().saturating_sub(1);
+    // A step's tokens, joined: one buffer for every step.
+    let mut text = String::new();
     for (i, &emitted) in generation.iterations.iter().enumerate() {
         if i > 0 {
             at += ms(cfg.step_ms);
@@ -354,34 +374,37 @@ fn stream_frames(
                     true => finishing.take(),
                     false => None,
                 };
-                let text = tokens.concat();
+                text.clear();
+                tokens.iter().for_each(|t| text.push_str(t));
                 let frame = match extra {
                     Some(extra) if !extra.is_empty() => {
-                        sse(&meta.content_chunk(&text, Some(finish), extra))
+                        out.json(&meta.content_chunk(&text, Some(finish), extra))
                     }
-                    _ => Bytes::from(meta.plain_content_frame(&text, is_last.then_some(finish))),
+                    _ => out.json(&meta.plain_content(&text, is_last.then_some(finish))),
                 };
                 frames.push_back((at, frame));
             }
             Chunking::PerToken => {
                 for t in tokens {
-                    frames.push_back((at, Bytes::from(meta.plain_content_frame(t, None))));
+                    frames.push_back((at, out.json(&meta.plain_content(t, None))));
                 }
             }
         }
     }
     if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
         let frame = match finishing.take() {
-            Some(extra) if !extra.is_empty() => sse(&meta.content_chunk("", Some(finish), extra)),
-            _ => Bytes::from(meta.plain_content_frame("", Some(finish))),
+            Some(extra) if !extra.is_empty() => {
+                out.json(&meta.content_chunk("", Some(finish), extra))
+            }
+            _ => out.json(&meta.plain_content("", Some(finish))),
         };
         frames.push_back((at, frame));
     }
     if let Some(details) = sglext {
-        frames.push_back((at, sse(&meta.sglext_chunk(details))));
+        frames.push_back((at, out.json(&meta.sglext_chunk(details))));
     }
     if let Some(stats) = usage_stats {
-        frames.push_back((at, sse(&meta.usage_chunk(usage, stats))));
+        frames.push_back((at, out.json(&meta.usage_chunk(usage, stats))));
     }
     frames.push_back((at, Bytes::from_static(b"data: [DONE]\n\n")));
     frames

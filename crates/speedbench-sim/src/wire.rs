@@ -236,7 +236,7 @@ impl Meta<'_> {
 
     /// The first streamed chunk of a chat response: the assistant role.
     /// `null_content` gives llama.cpp's `"content": null`, else vLLM's `""`.
-    /// Streams send [`Meta::role_frame`]; this `Value` form is what a test
+    /// Streams send [`Meta::plain_role`]; this `Value` form is what a test
     /// holds its bytes equal to.
     #[cfg(test)]
     pub(crate) fn role_chunk(&self, null_content: bool) -> Value {
@@ -285,7 +285,7 @@ impl Meta<'_> {
 /// order, so the bytes equal those of the `Value` built by
 /// [`Meta::content_chunk`] / [`Meta::role_chunk`] (a test holds them equal).
 #[derive(Serialize)]
-struct PlainChunk<'a> {
+pub(crate) struct PlainChunk<'a> {
     choices: [PlainChoice<'a>; 1],
     created: u64,
     id: &'a str,
@@ -315,10 +315,9 @@ struct PlainDelta<'a> {
     role: Option<&'static str>,
 }
 
-impl Meta<'_> {
-    /// The SSE frame (`data: {..}\n\n`) of [`Meta::content_chunk`] with
-    /// nothing attached.
-    pub(crate) fn plain_content_frame(&self, text: &str, finish: Option<&str>) -> Vec<u8> {
+impl<'a> Meta<'a> {
+    /// [`Meta::content_chunk`] with nothing attached.
+    pub(crate) fn plain_content(&self, text: &'a str, finish: Option<&'a str>) -> PlainChunk<'a> {
         let (delta, text) = match self.endpoint {
             Endpoint::Chat => (
                 Some(PlainDelta {
@@ -329,7 +328,7 @@ impl Meta<'_> {
             ),
             Endpoint::Completions => (None, Some(text)),
         };
-        self.plain_frame(PlainChoice {
+        self.plain(PlainChoice {
             delta,
             finish_reason: finish,
             index: 0,
@@ -338,9 +337,9 @@ impl Meta<'_> {
         })
     }
 
-    /// The SSE frame of [`Meta::role_chunk`].
-    pub(crate) fn role_frame(&self, null_content: bool) -> Vec<u8> {
-        self.plain_frame(PlainChoice {
+    /// [`Meta::role_chunk`], typed.
+    pub(crate) fn plain_role(&self, null_content: bool) -> PlainChunk<'a> {
+        self.plain(PlainChoice {
             delta: Some(PlainDelta {
                 content: Some((!null_content).then_some("")),
                 role: Some("assistant"),
@@ -352,20 +351,14 @@ impl Meta<'_> {
         })
     }
 
-    fn plain_frame(&self, choice: PlainChoice<'_>) -> Vec<u8> {
-        let chunk = PlainChunk {
+    fn plain(&self, choice: PlainChoice<'a>) -> PlainChunk<'a> {
+        PlainChunk {
             choices: [choice],
             created: self.created,
             id: self.id,
             model: self.model,
             object: self.chunk_object(),
-        };
-        let mut frame = Vec::with_capacity(256);
-        frame.extend_from_slice(b"data: ");
-        // Writing borrowed strings and integers into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut frame, &chunk);
-        frame.extend_from_slice(b"\n\n");
-        frame
+        }
     }
 }
 
@@ -514,8 +507,9 @@ mod tests {
     }
 
     #[test]
-    fn plain_frames_are_the_bytes_of_the_value_chunks() {
-        let frame = |v: Value| format!("data: {v}\n\n").into_bytes();
+    fn plain_chunks_are_the_bytes_of_the_value_chunks() {
+        let frame = |v: Value| v.to_string().into_bytes();
+        let plain = |c: PlainChunk<'_>| serde_json::to_vec(&c).unwrap();
         for endpoint in [Endpoint::Chat, Endpoint::Completions] {
             let meta = Meta {
                 endpoint,
@@ -526,7 +520,7 @@ mod tests {
             for text in ["", " token", "line\nbreak \"quoted\" \\ \u{1F600}\u{1}"] {
                 for finish in [None, Some("stop"), Some("length")] {
                     assert_eq!(
-                        meta.plain_content_frame(text, finish),
+                        plain(meta.plain_content(text, finish)),
                         frame(meta.content_chunk(text, finish, Stats::finishing(None, None))),
                         "{endpoint:?} {text:?} {finish:?}"
                     );
@@ -534,7 +528,7 @@ mod tests {
             }
             for null_content in [false, true] {
                 assert_eq!(
-                    meta.role_frame(null_content),
+                    plain(meta.plain_role(null_content)),
                     frame(meta.role_chunk(null_content)),
                     "{endpoint:?} role {null_content}"
                 );
