@@ -18,7 +18,9 @@ use crate::config::{Chunking, SimConfig, SpecFlavor};
 use crate::faults::FaultKind;
 use crate::metrics::RequestTruth;
 use crate::model::{self, Generation, PromptInfo};
-use crate::wire::{self, ChatRequest, CommonParams, CompletionRequest, Endpoint, Meta, Stats};
+use crate::wire::{
+    self, ChatRequest, ChunkTemplate, CommonParams, CompletionRequest, Endpoint, Meta, Stats,
+};
 
 /// Largest output a request may force with `ignore_eos` (a simulated context limit).
 pub(crate) const MAX_FORCED_TOKENS: u32 = 131_072;
@@ -304,6 +306,14 @@ impl FrameBuffer {
         self.0.extend_from_slice(b"\n\n");
         self.0.split().freeze()
     }
+
+    /// The frame of a plain content chunk, from the stream's template.
+    fn plain(&mut self, template: &ChunkTemplate, text: &str, finish: Option<&str>) -> Bytes {
+        self.0.extend_from_slice(b"data: ");
+        template.write(&mut self.0, text, finish);
+        self.0.extend_from_slice(b"\n\n");
+        self.0.split().freeze()
+    }
 }
 
 /// An SSE frame holding a content chunk cut in half (`malformed`) or with
@@ -340,6 +350,7 @@ fn stream_frames(
     let mut frames = VecDeque::new();
     let mut out =
         FrameBuffer::for_frames(generation.tokens.len().max(generation.iterations.len()) + 4);
+    let template = meta.chunk_template();
     if meta.endpoint == Endpoint::Chat {
         let role = meta.plain_role(cfg.chunking == Chunking::PerToken);
         frames.push_back((Duration::ZERO, out.json(&role)));
@@ -380,13 +391,13 @@ fn stream_frames(
                     Some(extra) if !extra.is_empty() => {
                         out.json(&meta.content_chunk(&text, Some(finish), extra))
                     }
-                    _ => out.json(&meta.plain_content(&text, is_last.then_some(finish))),
+                    _ => out.plain(&template, &text, is_last.then_some(finish)),
                 };
                 frames.push_back((at, frame));
             }
             Chunking::PerToken => {
                 for t in tokens {
-                    frames.push_back((at, out.json(&meta.plain_content(t, None))));
+                    frames.push_back((at, out.plain(&template, t, None)));
                 }
             }
         }
@@ -396,7 +407,7 @@ fn stream_frames(
             Some(extra) if !extra.is_empty() => {
                 out.json(&meta.content_chunk("", Some(finish), extra))
             }
-            _ => out.json(&meta.plain_content("", Some(finish))),
+            _ => out.plain(&template, "", Some(finish)),
         };
         frames.push_back((at, frame));
     }
