@@ -41,7 +41,6 @@ use speedbench_client::{
     run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
-use speedbench_record::read_records_file;
 use speedbench_sim::{AcceptanceProfile, RequestTruth, SimConfig, SimServer};
 
 pub(crate) const LEVELS: [usize; 3] = [1, 64, 1024];
@@ -262,8 +261,10 @@ async fn drive_with(
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let outcome = outcome.map_err(|e| e.to_string())?;
-    let records = read_records_file(&outcome.records_path)
-        .map_err(|e| e.to_string())?
+    let records = outcome
+        .read_back
+        .ok_or("the records could not be read back")?
+        .file
         .records;
     Ok(Measured {
         requests: records.len() as u64,

@@ -14,7 +14,6 @@ use std::time::Duration;
 use speedbench_client::{
     BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
 };
-use speedbench_record::read_records_file;
 
 use crate::bench::{LEVELS, SimProcess, achieved_concurrency, aiperf_profile, dataset, in_flight};
 
@@ -81,8 +80,10 @@ async fn speedbench_cost(url: &str, concurrency: usize, dir: &Path) -> Result<Co
     .await
     .map_err(|e| e.to_string())?;
     let (after, _) = cpu_seconds()?;
-    let records = read_records_file(&outcome.records_path)
-        .map_err(|e| e.to_string())?
+    let records = outcome
+        .read_back
+        .ok_or("the records could not be read back")?
+        .file
         .records;
     let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
     let (achieved, span_s) = in_flight(measured.iter().copied());

@@ -71,8 +71,8 @@ pub use engine::{Engine, EngineGuess, Preflight, detect_engine, preflight};
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
 pub use runner::{
-    LoadConfig, ProfileRun, Progress, RESERVED_OPEN_FILES, RequestTally, RunOutcome, RunStatus,
-    RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
+    LoadConfig, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack, RequestTally, RunOutcome,
+    RunStatus, RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

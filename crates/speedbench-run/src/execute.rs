@@ -333,7 +333,7 @@ fn speed_bench_py_config(spec: &RunSpec, dataset: &Dataset, target: &Target) -> 
 /// and speed_bench.py's JSON; the observer sees the whole report.
 async fn finish(
     spec: &RunSpec,
-    outcome: RunOutcome,
+    mut outcome: RunOutcome,
     start: Finishing,
     progress: Arc<Progress>,
     observer: &mut dyn Observer,
@@ -360,7 +360,7 @@ async fn finish(
             }
         }
     }
-    let (results, model) = read_back(&outcome, model)?;
+    let (results, model) = read_back(&mut outcome, model)?;
     let mut speed_bench_py = None;
     if let (Some(path), RunResults::Records { records, .. }) = (&spec.outputs.output, &results) {
         let json = SpeedBenchPyOutput::from_records(py_config, records);
@@ -410,33 +410,41 @@ fn shown_paths(outcome: &RunOutcome, staged: Option<&StagedRun>) -> ShownPaths {
     }
 }
 
-/// The records (or, when they were not kept, `summary.json`), read back
-/// once; the model's name as the records' manifest gives it.
-fn read_back(outcome: &RunOutcome, model: String) -> Result<(RunResults, String), RunError> {
+/// The records (or, when they were not kept, `summary.json`) as the client
+/// read them back, taken from the outcome; the file is decoded again only
+/// when the client could not read it, for the error. The model's name as
+/// the records' manifest gives it.
+fn read_back(outcome: &mut RunOutcome, model: String) -> Result<(RunResults, String), RunError> {
     if outcome.records_removed {
         return Ok((summary_only(outcome)?, model));
     }
-    match read_records_file(&outcome.records_path) {
-        Ok(file) => {
-            let metrics = RunMetrics::from_records(&file.records);
-            let served = file.manifest.as_ref().map_or(model, |m| m.model.clone());
-            let label = speedbench_runs::display_model(&served);
-            let results = RunResults::Records {
-                metrics,
-                label,
-                records: file.records,
-            };
-            Ok((results, served))
-        }
-        // The failure is already reported; the summary cannot be shown.
-        Err(e) if outcome.status == RunStatus::Failed => {
-            Ok((RunResults::Unreadable(e.to_string()), model))
-        }
-        Err(source) => Err(RunError::Record {
-            context: "reading the records back".into(),
-            source,
-        }),
-    }
+    let (file, metrics) = match outcome.read_back.take() {
+        Some(back) => (back.file, back.metrics),
+        None => match read_records_file(&outcome.records_path) {
+            Ok(file) => {
+                let metrics = RunMetrics::from_records(&file.records);
+                (file, metrics)
+            }
+            // The failure is already reported; the summary cannot be shown.
+            Err(e) if outcome.status == RunStatus::Failed => {
+                return Ok((RunResults::Unreadable(e.to_string()), model));
+            }
+            Err(source) => {
+                return Err(RunError::Record {
+                    context: "reading the records back".into(),
+                    source,
+                });
+            }
+        },
+    };
+    let served = file.manifest.as_ref().map_or(model, |m| m.model.clone());
+    let label = speedbench_runs::display_model(&served);
+    let results = RunResults::Records {
+        metrics,
+        label,
+        records: file.records,
+    };
+    Ok((results, served))
 }
 
 /// The figures of `summary.json`, for a run whose records were not kept.

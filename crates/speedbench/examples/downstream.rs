@@ -12,7 +12,6 @@ use speedbench::client::{
     run_profile,
 };
 use speedbench::dataset::Dataset;
-use speedbench::record::read_records_file;
 use speedbench::report::{AcceptanceMatrix, MatrixMetric};
 use speedbench::sim::{SimConfig, SimServer};
 
@@ -64,7 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         runs.push((
             format!("c={concurrency}"),
-            read_records_file(&outcome.records_path)?.records,
+            outcome
+                .read_back
+                .ok_or("records not readable")?
+                .file
+                .records,
         ));
     }
     let labelled: Vec<(String, &[_])> = runs

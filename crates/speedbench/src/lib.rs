@@ -34,7 +34,6 @@
 //! use std::sync::Arc;
 //! use speedbench::client::{BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target};
 //! use speedbench::dataset::Dataset;
-//! use speedbench::record::read_records_file;
 //! use speedbench::report::{AcceptanceMatrix, MatrixMetric};
 //! use speedbench::sim::{SimConfig, SimServer};
 //!
@@ -49,7 +48,8 @@
 //! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
 //!     .with_load(LoadConfig::closed_loop(2).with_num_conversations(4));
 //! let outcome = speedbench::client::run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
-//! let records = read_records_file(&outcome.records_path)?.records;
+//! // The records as the run read them back for summary.json (no second read).
+//! let records = outcome.read_back.ok_or("records not readable")?.file.records;
 //! let matrix = AcceptanceMatrix::from_runs(
 //!     MatrixMetric::AcceptLength,
 //!     &[("sim".to_string(), records.as_slice())],

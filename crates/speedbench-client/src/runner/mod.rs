@@ -23,7 +23,7 @@ use speedbench_record::{
 pub use crate::stop::StopHandle;
 pub use control::Progress;
 pub use load::LoadConfig;
-pub use outcome::{RequestTally, RunOutcome, RunSummary};
+pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;
 
 use crate::RecordAnnotator;
@@ -597,14 +597,13 @@ async fn close_run(
     );
     // Every promised file, or a message naming the one missing.
     let outcome_now = judged(&write_errors).0;
-    let summary_path = match write_summary(closed.readable, &records_path, &output_dir, outcome_now)
-    {
-        Ok(path) => path,
-        Err(message) => {
-            write_errors.push(message);
-            None
-        }
-    };
+    let (summary_path, mut read_back) = write_summary(
+        closed.readable,
+        &records_path,
+        &output_dir,
+        outcome_now,
+        &mut write_errors,
+    );
     manifest.outcome = judged(&write_errors).0;
     manifest.record_count = closed.rows;
     if let Err(e) = write_json(&paths.manifest, &manifest) {
@@ -615,7 +614,12 @@ async fn close_run(
     let mut records_removed = false;
     if !level.keeps_records() && summary_path.is_some() {
         match std::fs::remove_file(&records_path) {
-            Ok(()) => records_removed = true,
+            Ok(()) => {
+                records_removed = true;
+                // The level asked for statistics only: the records go from
+                // memory too.
+                read_back = None;
+            }
             Err(e) => write_errors.push(format!(
                 "{}: cannot remove (--export-level summary): {e}",
                 records_path.display()
@@ -627,6 +631,7 @@ async fn close_run(
         records_path,
         manifest_path: paths.manifest,
         summary_path,
+        read_back,
         record_count: closed.rows,
         unsaved: produced.saturating_sub(closed.rows),
         status: judged(&write_errors).0,
@@ -728,25 +733,44 @@ async fn wait_for_start(shared: &Shared, stop: &StopHandle) -> Option<MeasuredSt
 /// Writes `summary.json` from the closed records file (when it is
 /// `readable`); `Ok(None)` when there is nothing to summarise, `Err` naming
 /// what kept the promised file from being written.
+/// The records read back and their statistics, `summary.json` written
+/// from them; each failure among the run's write errors.
 fn write_summary(
     readable: bool,
     records_path: &Path,
     output_dir: &Path,
     outcome: RunStatus,
-) -> Result<Option<PathBuf>, String> {
+    write_errors: &mut Vec<String>,
+) -> (Option<PathBuf>, Option<ReadBack>) {
     if !readable {
-        return Ok(None);
+        return (None, None);
     }
-    let file = read_records_file(records_path).map_err(|e| {
-        format!("{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}")
-    })?;
+    let file = match read_records_file(records_path) {
+        Ok(file) => file,
+        Err(e) => {
+            write_errors.push(format!(
+                "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
+            ));
+            return (None, None);
+        }
+    };
     let summary = RunSummary {
         outcome,
         metrics: RunMetrics::from_records(&file.records),
     };
     let path = output_dir.join(SUMMARY_FILE_NAME);
-    write_json(&path, &summary).map_err(|e| e.to_string())?;
-    Ok(Some(path))
+    let written = match write_json(&path, &summary) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            write_errors.push(e.to_string());
+            None
+        }
+    };
+    let read_back = ReadBack {
+        file,
+        metrics: summary.metrics,
+    };
+    (written, Some(read_back))
 }
 
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {

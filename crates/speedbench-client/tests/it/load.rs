@@ -258,3 +258,28 @@ async fn a_warmup_concurrency_warms_up_closed_loop_whatever_the_measured_rate() 
     assert_eq!(outcome.schedule.expect("rate mode").arrivals, 1);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_level_keeps_the_statistics_and_lets_the_records_go() {
+    let server = sim(0.0, 0.0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run =
+        speedbench_client::ProfileRun::new(single_turns(3), target(&server.url()), dir.path())
+            .with_load(LoadConfig::closed_loop(2).with_request_count(6))
+            .with_export_level(speedbench_client::ExportLevel::Summary);
+    let outcome = speedbench_client::run_profile(
+        run,
+        speedbench_client::StopHandle::new(),
+        std::sync::Arc::new(speedbench_client::Progress::default()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(outcome.records_removed && !outcome.records_path.exists());
+    // Statistics only, as asked: the records are not held in memory either.
+    assert!(outcome.read_back.is_none());
+    let summary: speedbench_client::RunSummary =
+        serde_json::from_str(&std::fs::read_to_string(outcome.summary_path.unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(summary.metrics.counts.total, 6);
+}

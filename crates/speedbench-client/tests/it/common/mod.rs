@@ -233,7 +233,22 @@ pub(crate) async fn profile_outcome(
     let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default()))
         .await
         .unwrap();
-    let records = read_records_file(&outcome.records_path).unwrap().records;
+    let file = read_records_file(&outcome.records_path).unwrap();
+    // What the run read back for summary.json, and hands its caller, is
+    // the file as it is on disk, with the statistics of those records.
+    let back = outcome
+        .read_back
+        .as_ref()
+        .expect("the records were read back");
+    assert_eq!(
+        back.file, file,
+        "the read-back records and the file disagree"
+    );
+    assert_eq!(
+        back.metrics,
+        speedbench_metrics::RunMetrics::from_records(&file.records)
+    );
+    let records = file.records;
     assert_eq!(in_memory.take(), records, "the sink and the file disagree");
     (outcome, records)
 }
