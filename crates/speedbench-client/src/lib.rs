@@ -62,6 +62,7 @@ pub mod spec;
 pub mod sse;
 mod stop;
 mod target;
+mod typed_chunk;
 
 pub use annotate::RecordAnnotator;
 pub use discovery::{

@@ -1,15 +1,14 @@
 //! Folding a response (a JSON body or a stream of chunks) into measurements.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Deserialize;
 use serde_json::Value;
 use speedbench_record::{ServerTimings, SpecDecodeStats};
 
 use crate::secrets::Secrets;
 use crate::spec::{self, MalformedSpec, SpecAdapter};
+use crate::typed_chunk::{self, ChunkFold};
 
 /// Everything learned from one response so far.
 #[derive(Debug, Default)]
@@ -53,120 +52,6 @@ fn error_message(v: &Value) -> Option<String> {
 /// text, in the order they are appended.
 const TEXT_KEYS: [&str; 3] = ["reasoning", "reasoning_content", "content"];
 
-/// A response object of the common shape, read typed with its strings
-/// borrowed where they have no escapes. Keys it does not name are skipped
-/// unparsed; a named key of another type fails the read (the chunk then
-/// goes through `Value`).
-#[derive(Deserialize)]
-struct FastChunk<'a> {
-    #[serde(borrow)]
-    choices: Option<FastChoices<'a>>,
-    usage: Option<FastUsage>,
-    /// Present and not `null`/`false`: an error, for the general path.
-    error: Option<Value>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    object: Option<Cow<'a, str>>,
-    metrics: Option<Value>,
-    sglext: Option<Value>,
-    timings: Option<Value>,
-}
-
-/// An optional string, borrowed from the input when it holds no escapes.
-/// serde's `#[serde(borrow)]` borrows a bare `Cow<str>` but copies one
-/// inside an `Option` every time: an allocation per token of every stream.
-fn borrowed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
-    /// A newtype's `Cow` field is one serde borrows.
-    #[derive(Deserialize)]
-    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
-    Ok(Option::<Borrowed<'de>>::deserialize(d)?.map(|b| b.0))
-}
-
-/// A chunk's `choices`, the first held inline: a stream's chunks carry one
-/// choice each, and collecting it into a `Vec` was an allocation per chunk.
-struct FastChoices<'a> {
-    first: Option<FastChoice<'a>>,
-    rest: Vec<FastChoice<'a>>,
-}
-
-impl<'a> IntoIterator for FastChoices<'a> {
-    type Item = FastChoice<'a>;
-    type IntoIter =
-        std::iter::Chain<std::option::IntoIter<FastChoice<'a>>, std::vec::IntoIter<FastChoice<'a>>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.first.into_iter().chain(self.rest)
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for FastChoices<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Choices<'a>(std::marker::PhantomData<FastChoice<'a>>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Choices<'a> {
-            type Value = FastChoices<'a>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an array of choices")
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<FastChoices<'a>, A::Error> {
-                let first = seq.next_element()?;
-                let mut rest = Vec::new();
-                if first.is_some() {
-                    while let Some(choice) = seq.next_element()? {
-                        rest.push(choice);
-                    }
-                }
-                Ok(FastChoices { first, rest })
-            }
-        }
-        d.deserialize_seq(Choices(std::marker::PhantomData))
-    }
-}
-
-impl FastChunk<'_> {
-    /// True when nothing in the chunk needs the general path.
-    fn is_plain(&self) -> bool {
-        let error = matches!(&self.error, Some(e) if !e.is_null() && e != &Value::Bool(false));
-        !error && self.object.as_deref() != Some("error")
-    }
-}
-
-#[derive(Deserialize)]
-struct FastChoice<'a> {
-    #[serde(borrow)]
-    delta: Option<FastText<'a>>,
-    #[serde(borrow)]
-    message: Option<FastText<'a>>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    finish_reason: Option<Cow<'a, str>>,
-    speculative_decoding_stats: Option<Value>,
-    speculative_decoding: Option<Value>,
-    avg_decoded_tokens_per_iter: Option<Value>,
-}
-
-/// A choice's `delta` or `message`: its text fields ([`TEXT_KEYS`]).
-#[derive(Deserialize)]
-struct FastText<'a> {
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    content: Option<Cow<'a, str>>,
-}
-
-/// `usage` as an object of token counts.
-#[derive(Deserialize)]
-struct FastUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-}
-
 impl ResponseState {
     /// A state that also looks for the payloads of `adapters`.
     pub(crate) fn new(adapters: &[Arc<dyn SpecAdapter>]) -> ResponseState {
@@ -179,12 +64,12 @@ impl ResponseState {
     /// Folds one JSON text (a whole body, or one stream chunk received at
     /// `at`); the parse error when it is not JSON.
     ///
-    /// Chunks of the common shape are read typed, their strings borrowed
-    /// ([`FastChunk`]): a stream of 100 tokens is 100 chunks, and building
-    /// a `serde_json::Value` of each was 40% of the client's CPU. Anything
-    /// the typed read does not take (an error object, a field of another
-    /// type, a registered adapter that looks at the whole object) goes
-    /// through [`Self::absorb`], which decides every case.
+    /// Chunks of the common shape are read typed ([`typed_chunk`]): a
+    /// stream of 100 tokens is 100 chunks, and building a
+    /// `serde_json::Value` of each was 40% of the client's CPU. Anything the
+    /// typed read does not take (an error object, a field of another type,
+    /// a registered adapter that looks at the whole object) goes through
+    /// [`Self::absorb`], which decides every case.
     pub(crate) fn absorb_json(
         &mut self,
         json: &[u8],
@@ -205,10 +90,9 @@ impl ResponseState {
         at: Instant,
     ) -> Result<(), serde_json::Error> {
         if self.custom.is_empty()
-            && let Ok(chunk) = serde_json::from_str::<FastChunk<'_>>(json)
-            && chunk.is_plain()
+            && let Some(fold) = typed_chunk::read_chunk(json, &mut self.text)
         {
-            self.absorb_fast(chunk, at);
+            self.absorb_typed(fold, at);
             return Ok(());
         }
         let v: Value = serde_json::from_str(json)?;
@@ -267,40 +151,20 @@ impl ResponseState {
         );
     }
 
-    /// [`Self::absorb`] of a chunk read typed: the same steps in the same
-    /// order.
-    fn absorb_fast(&mut self, chunk: FastChunk<'_>, at: Instant) {
-        let mut produced = false;
-        for choice in chunk.choices.into_iter().flatten() {
-            for holder in [&choice.delta, &choice.message].into_iter().flatten() {
-                for s in [
-                    &holder.reasoning,
-                    &holder.reasoning_content,
-                    &holder.content,
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    produced |= self.push_text(s);
-                }
-            }
-            if let Some(s) = &choice.text {
-                produced |= self.push_text(s);
-            }
-            if let Some(r) = &choice.finish_reason {
-                self.set_finish_reason(r);
-            }
-            self.take_choice_payloads(
-                choice.speculative_decoding_stats,
-                choice.speculative_decoding,
-                choice.avg_decoded_tokens_per_iter,
-            );
+    /// [`Self::absorb`] of a chunk read typed (its text already appended):
+    /// the same steps, to the same end.
+    fn absorb_typed(&mut self, fold: ChunkFold<'_>, at: Instant) {
+        if fold.finished_with_error {
+            self.set_finish_reason("error");
         }
-        self.produced(produced, at);
-        if let Some(u) = chunk.usage {
-            self.set_usage(u.prompt_tokens, u.completion_tokens);
+        if let Some(r) = fold.finish_reason {
+            self.finish_reason = Some(r.into_owned());
         }
-        self.take_payloads(chunk.metrics, chunk.sglext, chunk.timings);
+        let [vllm_stats, trtllm, tokens_per_iter] = fold.choice_payloads;
+        self.take_choice_payloads(vllm_stats, trtllm, tokens_per_iter);
+        self.produced(fold.produced, at);
+        self.set_usage(fold.prompt_tokens, fold.completion_tokens);
+        self.take_payloads(fold.metrics, fold.sglext, fold.timings);
     }
 
     /// Appends generated text; true when there was some.
@@ -517,6 +381,12 @@ mod tests {
             (trtllm.clone(), true),
             (r#"{"choices":[{"index":0,"speculative_decoding":{"acceptance_length":2.0}}],"usage":null,"error":null}"#.into(), true),
             (r#"{"choices":null,"metrics":null,"sglext":{"other":1},"timings":[1],"error":false}"#.into(), true),
+            // Order: text per choice delta, message, text (reasoning first);
+            // a later choice's payload of another shape keeps the earlier;
+            // the top level's vLLM payload wins whatever the key order.
+            (r#"{"choices":[{"text":"3","message":{"content":"2","reasoning":"1"},"delta":{"content":"b","reasoning_content":"a"}},{"delta":{"content":"4"}}]}"#.into(), true),
+            (format!(r#"{{"choices":[{{"speculative_decoding_stats":{vllm_payload},"speculative_decoding":{{"acceptance_length":3.0}},"avg_decoded_tokens_per_iter":2.5}},{{"speculative_decoding_stats":5,"speculative_decoding":[1],"avg_decoded_tokens_per_iter":null}}]}}"#), true),
+            (format!(r#"{{"metrics":{{"speculative_decoding":{{"num_drafts":1}}}},"choices":[{{"speculative_decoding_stats":{vllm_payload}}}]}}"#), true),
             // For the general path: errors, and named keys of other types.
             (r#"{"error":{"message":"boom","code":500}}"#.into(), false),
             (r#"{"object":"error","message":"old-style","code":400}"#.into(), false),
@@ -525,13 +395,13 @@ mod tests {
             (r#"{"choices":{"0":{}},"usage":{"prompt_tokens":1.5}}"#.into(), false),
             (r#"{"usage":"none","choices":[{"text":"a","text":"b"}]}"#.into(), false),
             (r#"{"choices":[{"finish_reason":"error","delta":{"content":"x"}}]}"#.into(), true),
+            (r#"{"choices":[{"finish_reason":"error"},{"finish_reason":"stop"}],"usage":{"completion_tokens":9}}"#.into(), true),
         ];
         let t0 = Instant::now();
         let (mut typed, mut by_value) = (ResponseState::default(), ResponseState::default());
         for (n, (chunk, fast)) in chunks.iter().enumerate() {
             let at = t0 + Duration::from_millis(n as u64);
-            let read_typed =
-                serde_json::from_str::<FastChunk<'_>>(chunk).is_ok_and(|c| c.is_plain());
+            let read_typed = typed_chunk::read_chunk(chunk, &mut String::new()).is_some();
             assert_eq!(read_typed, *fast, "chunk {n}: {chunk}");
             typed.absorb_json(chunk.as_bytes(), at).unwrap();
             by_value.absorb(&serde_json::from_str(chunk).unwrap(), at);
@@ -554,38 +424,6 @@ mod tests {
         // Bytes that are not UTF-8 are not JSON, named as serde_json names them.
         let e = typed.absorb_json(b"{\"a\": \"\xff\"}", t0).unwrap_err();
         assert!(e.to_string().contains("invalid unicode"), "{e}");
-    }
-
-    #[test]
-    fn typed_chunks_borrow_their_strings_and_hold_one_choice_inline() {
-        let chunk = br#"{"object":"chat.completion.chunk","choices":[{"delta":{"content":" tok","reasoning":"r\n"},"finish_reason":"stop","text":"t"}]}"#;
-        let c: FastChunk<'_> = serde_json::from_slice(chunk).unwrap();
-        assert!(matches!(
-            c.object,
-            Some(Cow::Borrowed("chat.completion.chunk"))
-        ));
-        let choices = c.choices.unwrap();
-        assert_eq!(choices.rest.capacity(), 0, "one choice, nothing allocated");
-        let first = choices.first.unwrap();
-        assert!(matches!(first.finish_reason, Some(Cow::Borrowed("stop"))));
-        assert!(matches!(first.text, Some(Cow::Borrowed("t"))));
-        let delta = first.delta.unwrap();
-        assert!(matches!(delta.content, Some(Cow::Borrowed(" tok"))));
-        // An escaped string cannot be borrowed; it is still read whole.
-        assert!(matches!(&delta.reasoning, Some(Cow::Owned(r)) if r == "r\n"));
-        assert!(delta.reasoning_content.is_none());
-        // Null and absent strings are none; later choices follow in order.
-        let c: FastChunk<'_> = serde_json::from_slice(
-            br#"{"choices":[{"delta":{"content":null}},{"text":"b"},{"text":"c"}]}"#,
-        )
-        .unwrap();
-        let all: Vec<_> = c.choices.unwrap().into_iter().collect();
-        assert_eq!(all.len(), 3);
-        assert!(all[0].delta.as_ref().unwrap().content.is_none() && all[0].text.is_none());
-        assert_eq!(all[1].text.as_deref(), Some("b"));
-        assert_eq!(all[2].text.as_deref(), Some("c"));
-        let c: FastChunk<'_> = serde_json::from_slice(br#"{"choices":[]}"#).unwrap();
-        assert_eq!(c.choices.unwrap().into_iter().count(), 0);
     }
 
     #[test]
