@@ -106,7 +106,7 @@ impl HttpClient {
     /// problem ends up in [`Exchange::error`]. Every string the server sent
     /// back is scrubbed of the target's credentials (see [`Secrets`]).
     pub(crate) async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
-        let body = serde_json::to_vec(&target.body(history)).unwrap_or_default();
+        let body = target.body_json(history);
         let sent_at = Instant::now();
         let mut ex = Exchange {
             sent_at,

@@ -51,6 +51,7 @@ mod error;
 mod exchange;
 mod export;
 mod recorder;
+mod request_body;
 mod response;
 mod runner;
 mod schedule;

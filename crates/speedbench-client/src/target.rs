@@ -505,7 +505,7 @@ impl Target {
     }
 
     /// The JSON body for a request carrying `history` (ending with the
-    /// current user turn).
+    /// current user turn); [`Target::body_json`] writes it as sent.
     pub fn body(&self, history: &[Message]) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model.clone()));
