@@ -205,7 +205,7 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
     if out.error.is_some() {
         return Ok(out);
     }
-    match ex.state.spec() {
+    match ex.spec {
         Ok(Some(s)) => {
             let steps = s
                 .verify_steps
@@ -220,7 +220,7 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
         Ok(None) => {}
         Err(malformed) => out.dropped = Some(malformed.to_string()),
     }
-    match ex.state.tokens_per_iteration() {
+    match ex.tokens_per_iteration {
         Ok(Some(v)) if out.acceptance.is_none() => {
             out.acceptance = Some(format!(
                 "tensorrt_llm: avg_decoded_tokens_per_iter {v} (tokens per iteration)"

@@ -9,11 +9,12 @@ use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
 use speedbench_http::{ClientOptions, ConnectionClock, H1Client, describe, new_client};
-use speedbench_record::ErrorKind;
+use speedbench_record::{ErrorKind, SpecDecodeStats};
 
 use crate::error::ClientError;
 use crate::response::ResponseState;
 use crate::secrets::Secrets;
+use crate::spec::MalformedSpec;
 use crate::sse::{SseEvent, SseParser};
 use crate::target::{HttpClientKind, Target, request_headers};
 
@@ -50,6 +51,11 @@ pub(crate) struct Exchange {
     raw_bytes: Option<Vec<u8>>,
     /// [`Target::max_response_bytes`] of the request.
     max_response_bytes: usize,
+    /// The response's spec-decode stats ([`ResponseState::spec`]), a
+    /// payload that cannot be right named with its message scrubbed.
+    pub spec: Result<Option<SpecDecodeStats>, MalformedSpec>,
+    /// TensorRT-LLM's tokens per iteration, likewise.
+    pub tokens_per_iteration: Result<Option<f64>, MalformedSpec>,
 }
 
 impl HttpClient {
@@ -119,6 +125,8 @@ impl HttpClient {
             raw: None,
             raw_bytes: self.capture_raw.then(Vec::new),
             max_response_bytes: target.max_response_bytes,
+            spec: Ok(None),
+            tokens_per_iteration: Ok(None),
         };
         let result =
             tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
@@ -155,6 +163,15 @@ impl HttpClient {
             self.secrets.scrub_in_place(msg);
         }
         ex.state.scrub(&self.secrets);
+        // The payloads leave only as these numbers, or as the message of one
+        // that cannot be right (which may quote it): the message is
+        // scrubbed, not every key and string of every payload.
+        let scrubbed = |mut m: MalformedSpec| {
+            self.secrets.scrub_in_place(&mut m.message);
+            m
+        };
+        ex.spec = ex.state.spec().map_err(scrubbed);
+        ex.tokens_per_iteration = ex.state.tokens_per_iteration().map_err(scrubbed);
         if let Some(ct) = &mut ex.content_type {
             self.secrets.scrub_in_place(ct);
         }

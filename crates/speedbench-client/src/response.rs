@@ -245,11 +245,14 @@ impl ResponseState {
         }
     }
 
-    /// Removes the credentials in `secrets` from everything the server sent:
-    /// known values from the generated text (so it stays comparable byte for
-    /// byte), known values and credential shapes from the finish reason, the
-    /// error message and the spec-decode payloads (whose malformed-payload
-    /// messages may quote them).
+    /// Removes the credentials in `secrets` from everything the server sent
+    /// that leaves as text: known values from the generated text (so it
+    /// stays comparable byte for byte), known values and credential shapes
+    /// from the finish reason and the error message. The spec-decode
+    /// payloads leave only as numbers, or as the message of one that cannot
+    /// be right, which is scrubbed where it is made (`HttpClient::exchange`):
+    /// scrubbing every key and string of every payload was ~6,000
+    /// instructions a request for a vLLM summary.
     pub(crate) fn scrub(&mut self, secrets: &Secrets) {
         if let std::borrow::Cow::Owned(clean) = secrets.scrub_output(&self.text) {
             self.text = clean;
@@ -259,18 +262,6 @@ impl ResponseState {
             .flatten()
         {
             secrets.scrub_in_place(s);
-        }
-        for v in [
-            &mut self.vllm,
-            &mut self.trtllm,
-            &mut self.sglang,
-            &mut self.timings,
-        ]
-        .into_iter()
-        .chain(self.custom.iter_mut().map(|(_, p)| p))
-        .flatten()
-        {
-            secrets.scrub_json(v);
         }
     }
 

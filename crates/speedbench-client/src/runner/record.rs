@@ -186,7 +186,7 @@ pub(super) fn to_record(
     // A payload that cannot be right is left out of every acceptance figure,
     // and the record says why (AIPerf drops such payloads too).
     let mut spec_dropped = None;
-    let spec = match ex.state.spec() {
+    let spec = match ex.spec {
         Ok(s) => s,
         Err(malformed) => {
             tracing::warn!(request_index, "{malformed}; recording no spec-decode stats");
@@ -194,7 +194,7 @@ pub(super) fn to_record(
             None
         }
     };
-    let tokens_per_iteration = match ex.state.tokens_per_iteration() {
+    let tokens_per_iteration = match ex.tokens_per_iteration {
         Ok(v) => v,
         Err(malformed) => {
             tracing::warn!(

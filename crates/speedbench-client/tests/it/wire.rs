@@ -162,3 +162,30 @@ async fn a_stream_cut_before_done_is_a_truncated_protocol_error() {
     assert_eq!(r.error_kind, Some(ErrorKind::Protocol));
     assert!(r.error_message.unwrap().contains("[DONE]"));
 }
+
+/// A payload that cannot be right is named in the record; where its
+/// message quotes the server's value, a credential in it is not kept.
+#[tokio::test]
+async fn a_malformed_payload_quoting_a_credential_is_named_without_it() {
+    let secret = "sk-proj-0123456789abcdefXYZ";
+    let r = one_request(vec![
+        data(0, ROLE),
+        data(0, &content("x")),
+        data(
+            0,
+            &format!(
+                r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop","avg_decoded_tokens_per_iter":"{secret}"}}]}}"#
+            ),
+        ),
+        data(0, DONE),
+    ])
+    .await;
+    assert!(r.is_success(), "{:?}", r.error_message);
+    assert_eq!(r.tokens_per_iteration, None);
+    let dropped = r.spec_dropped.expect("the malformed payload is named");
+    assert!(
+        dropped.contains("avg_decoded_tokens_per_iter") && dropped.contains("<redacted>"),
+        "{dropped}"
+    );
+    assert!(!dropped.contains(secret), "{dropped}");
+}
