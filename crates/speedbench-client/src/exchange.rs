@@ -15,7 +15,7 @@ use crate::error::ClientError;
 use crate::response::ResponseState;
 use crate::secrets::Secrets;
 use crate::spec::MalformedSpec;
-use crate::sse::{SseEvent, SseParser};
+use crate::sse::SseParser;
 use crate::target::{HttpClientKind, Target, request_headers};
 
 /// A pooled keep-alive HTTP client bound to one target.
@@ -270,7 +270,6 @@ struct BodyFold {
     status: u16,
     is_sse: bool,
     sse: SseParser,
-    events: Vec<SseEvent>,
     whole: Vec<u8>,
     /// [`Target::max_response_bytes`].
     max_bytes: usize,
@@ -303,7 +302,6 @@ impl BodyFold {
             status,
             is_sse,
             sse: SseParser::with_max_line(max_bytes),
-            events: Vec::new(),
             whole: Vec::new(),
             max_bytes,
         }
@@ -335,7 +333,25 @@ impl BodyFold {
             self.whole.extend_from_slice(data);
             return Ok(());
         }
-        self.sse.push(data, &mut self.events);
+        // Events are folded as the parser finds them, borrowed from its
+        // buffer; the first that cannot be folded ends the fold.
+        let mut failed = None;
+        let state = &mut ex.state;
+        self.sse.push_with(data, |ev| {
+            if failed.is_some() {
+                return;
+            }
+            if ev.lossy {
+                failed = Some(not_utf8());
+            } else if ev.data.starts_with("[DONE]") {
+                state.done = true;
+            } else if let Err(e) = state.absorb_json_str(ev.data, at) {
+                failed = Some((
+                    ErrorKind::Protocol,
+                    format!("stream chunk is not JSON ({e}): {}", excerpt(ev.data)),
+                ));
+            }
+        });
         if self.sse.over_limit() {
             return Err((
                 ErrorKind::Protocol,
@@ -346,22 +362,10 @@ impl BodyFold {
             ));
         }
         if self.sse.invalid_utf8_lines() > 0 {
-            return Err((
-                ErrorKind::Protocol,
-                "stream is not valid UTF-8 (SSE streams must be UTF-8)".into(),
-            ));
+            return Err(not_utf8());
         }
-        for ev in self.events.drain(..) {
-            if ev.data.starts_with("[DONE]") {
-                ex.state.done = true;
-                continue;
-            }
-            if let Err(e) = ex.state.absorb_json_str(&ev.data, at) {
-                return Err((
-                    ErrorKind::Protocol,
-                    format!("stream chunk is not JSON ({e}): {}", excerpt(&ev.data)),
-                ));
-            }
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(())
     }
@@ -416,6 +420,14 @@ impl ClientError {
             other => ClientError::Tls(other.to_string()),
         }
     }
+}
+
+/// A stream that is not valid UTF-8: its text cannot be recorded as sent.
+fn not_utf8() -> (ErrorKind, String) {
+    (
+        ErrorKind::Protocol,
+        "stream is not valid UTF-8 (SSE streams must be UTF-8)".into(),
+    )
 }
 
 fn excerpt(s: &str) -> String {

@@ -7,6 +7,8 @@
 //! line starting with `:` is a comment (keep-alive), `data` lines join with
 //! `\n`, one space after the colon is dropped, unknown fields are ignored.
 
+use std::borrow::Cow;
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
@@ -14,6 +16,30 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The joined `data:` lines.
     pub data: String,
+}
+
+/// One dispatched event, borrowed from the parser ([`SseParser::push_with`]):
+/// an event of one `data:` line (a stream chunk) is read where it arrived,
+/// not copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    /// The `event:` field, when the server named the event.
+    pub event: Option<&'a str>,
+    /// The joined `data:` lines.
+    pub data: &'a str,
+    /// Some line of the event was not valid UTF-8 and was decoded lossily:
+    /// `data` is not what the server sent.
+    pub lossy: bool,
+}
+
+impl SseEventRef<'_> {
+    /// The event, owned.
+    pub fn to_owned(self) -> SseEvent {
+        SseEvent {
+            event: self.event.map(str::to_string),
+            data: self.data.to_string(),
+        }
+    }
 }
 
 /// Incremental SSE parser; feed bytes with [`SseParser::push`].
@@ -32,10 +58,17 @@ pub struct SseParser {
     /// A `\r` ended the previous line; a following `\n` belongs to it.
     skip_lf: bool,
     event: Option<String>,
+    /// The event's data, once it had to be copied: a second `data:` line,
+    /// or an event not complete at the end of a push.
     data: String,
+    /// The event's one `data:` value, where it lies in `buf` (not yet
+    /// checked as UTF-8): the common case, read without a copy.
+    data_in_buf: Option<(usize, usize)>,
     has_data: bool,
     /// Lines that were not valid UTF-8 (decoded lossily).
     invalid_utf8_lines: u64,
+    /// `invalid_utf8_lines` when the current event began.
+    invalid_before_event: u64,
 }
 
 impl Default for SseParser {
@@ -49,8 +82,10 @@ impl Default for SseParser {
             skip_lf: false,
             event: None,
             data: String::new(),
+            data_in_buf: None,
             has_data: false,
             invalid_utf8_lines: 0,
+            invalid_before_event: 0,
         }
     }
 }
@@ -82,6 +117,12 @@ impl SseParser {
     /// Linear in the bytes fed, however a line is split: a search for a
     /// line end never looks at the same byte twice.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+        self.push_with(bytes, |event| out.push(event.to_owned()));
+    }
+
+    /// Feeds bytes and hands every event they complete to `on_event`, in
+    /// order, borrowed: [`SseParser::push`] without a `String` per event.
+    pub fn push_with(&mut self, bytes: &[u8], mut on_event: impl FnMut(SseEventRef<'_>)) {
         if self.over_limit {
             return;
         }
@@ -111,20 +152,14 @@ impl SseParser {
             let line_start = self.pos;
             self.pos += end + 1;
             self.skip_lf = is_cr;
-            let bytes = &buf[line_start..line_start + end];
-            let line = match std::str::from_utf8(bytes) {
-                Ok(s) => std::borrow::Cow::Borrowed(s),
-                Err(_) => {
-                    self.invalid_utf8_lines += 1;
-                    String::from_utf8_lossy(bytes)
-                }
-            };
-            self.line(&line, out);
+            self.line(&buf, line_start, line_start + end, &mut on_event);
             if self.data.len() > self.max_line || end > self.max_line {
                 self.stop();
                 return;
             }
         }
+        // A value left in place would move with the buffer below.
+        self.copy_data_out(&buf);
         self.buf = buf;
         // Keep only what is not parsed yet: a stream held open for minutes
         // must not hold its past. Moving the rest only once it is at most
@@ -145,6 +180,7 @@ impl SseParser {
         self.over_limit = true;
         self.buf = Vec::new();
         self.data = String::new();
+        self.data_in_buf = None;
         self.pos = 0;
         self.scanned = 0;
     }
@@ -161,36 +197,87 @@ impl SseParser {
         &self.buf[self.pos..]
     }
 
-    fn line(&mut self, line: &str, out: &mut Vec<SseEvent>) {
-        if line.is_empty() {
-            if self.has_data {
-                out.push(SseEvent {
-                    event: self.event.take(),
-                    data: std::mem::take(&mut self.data),
-                });
+    /// `bytes` as text: lossily, and counted, when not UTF-8.
+    fn text<'b>(&mut self, bytes: &'b [u8]) -> Cow<'b, str> {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => {
+                self.invalid_utf8_lines += 1;
+                String::from_utf8_lossy(bytes)
             }
-            self.event = None;
-            self.has_data = false;
+        }
+    }
+
+    /// Moves a value held in place into `data`.
+    fn copy_data_out(&mut self, buf: &[u8]) {
+        if let Some((from, to)) = self.data_in_buf.take() {
+            let value = self.text(&buf[from..to]).into_owned();
+            self.data.push_str(&value);
+        }
+    }
+
+    /// One complete line, `buf[from..to]`. Fields are matched as bytes; a
+    /// line is checked as UTF-8 once, a data value when it is taken.
+    fn line(
+        &mut self,
+        buf: &[u8],
+        from: usize,
+        to: usize,
+        on_event: &mut impl FnMut(SseEventRef<'_>),
+    ) {
+        let line = &buf[from..to];
+        if line.is_empty() {
+            self.dispatch(buf, on_event);
             return;
         }
-        if line.starts_with(':') {
-            return;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
+        let (field, value_from) = match memchr::memchr(b':', line) {
+            // A comment (keep-alive): checked, not kept.
+            Some(0) => {
+                self.text(line);
+                return;
+            }
+            Some(colon) => {
+                let after = from + colon + 1;
+                let space = buf.get(after) == Some(&b' ') && after < to;
+                (&line[..colon], after + usize::from(space))
+            }
+            None => (line, to),
         };
         match field {
-            "data" => {
+            b"data" => {
                 if self.has_data {
+                    self.copy_data_out(buf);
                     self.data.push('\n');
+                    let value = self.text(&buf[value_from..to]).into_owned();
+                    self.data.push_str(&value);
+                } else {
+                    self.data_in_buf = Some((value_from, to));
                 }
-                self.data.push_str(value);
                 self.has_data = true;
             }
-            "event" => self.event = Some(value.to_string()),
-            _ => {}
+            b"event" => self.event = Some(self.text(&buf[value_from..to]).into_owned()),
+            _ => {
+                self.text(line);
+            }
         }
+    }
+
+    /// A blank line: the event so far goes out, if it had data.
+    fn dispatch(&mut self, buf: &[u8], on_event: &mut impl FnMut(SseEventRef<'_>)) {
+        if self.has_data {
+            let in_place = self.data_in_buf.take().map(|(from, to)| &buf[from..to]);
+            let in_place = in_place.map(|bytes| self.text(bytes));
+            let data = in_place.as_deref().unwrap_or(&self.data);
+            on_event(SseEventRef {
+                event: self.event.as_deref(),
+                data,
+                lossy: self.invalid_utf8_lines > self.invalid_before_event,
+            });
+            self.data.clear();
+        }
+        self.event = None;
+        self.has_data = false;
+        self.invalid_before_event = self.invalid_utf8_lines;
     }
 }
 
@@ -312,6 +399,28 @@ mod tests {
             assert_eq!(out.len(), 4);
             assert_eq!(out[3].data, "é", "a split sequence is not invalid");
             assert_eq!(p.invalid_utf8_lines(), 2, "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn events_are_handed_over_borrowed_and_marked_when_lossy() {
+        let input = b"data: ok\n\ndata: caf\xc3\n\n: keep\xff\nevent: e\ndata: a\ndata: b\n\n";
+        for piece in 1..input.len() {
+            let mut p = SseParser::new();
+            let mut seen = Vec::new();
+            for chunk in input.chunks(piece) {
+                p.push_with(chunk, |ev| {
+                    seen.push((ev.event.map(str::to_string), ev.data.to_string(), ev.lossy))
+                });
+            }
+            let want = vec![
+                (None, "ok".to_string(), false),
+                (None, "caf\u{fffd}".to_string(), true),
+                // A bad comment line inside the event marks it too.
+                (Some("e".to_string()), "a\nb".to_string(), true),
+            ];
+            assert_eq!(seen, want, "piece {piece}");
+            assert_eq!(p.invalid_utf8_lines(), 2);
         }
     }
 
