@@ -112,7 +112,13 @@ impl HttpClient {
     /// problem ends up in [`Exchange::error`]. Every string the server sent
     /// back is scrubbed of the target's credentials (see [`Secrets`]).
     pub(crate) async fn exchange(&self, target: &Target, history: &[Message]) -> Exchange {
-        let body = target.body_json(history);
+        self.exchange_body(target, Bytes::from(target.body_json(history)))
+            .await
+    }
+
+    /// [`HttpClient::exchange`] of a body already written
+    /// ([`Target::body_json`]).
+    pub(crate) async fn exchange_body(&self, target: &Target, body: Bytes) -> Exchange {
         let sent_at = Instant::now();
         let mut ex = Exchange {
             sent_at,
@@ -128,8 +134,7 @@ impl HttpClient {
             spec: Ok(None),
             tokens_per_iteration: Ok(None),
         };
-        let result =
-            tokio::time::timeout(target.timeout, self.run(Bytes::from(body), &mut ex)).await;
+        let result = tokio::time::timeout(target.timeout, self.run(body, &mut ex)).await;
         let now = Instant::now();
         ex.ended_at = match (&result, &ex.clock) {
             // A complete response ended when its last bytes were read.

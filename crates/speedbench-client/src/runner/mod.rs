@@ -1,5 +1,6 @@
 //! The load generator: conversations in, records out.
 
+mod bodies;
 mod control;
 mod load;
 mod outcome;
@@ -305,6 +306,8 @@ struct Shared {
     sink_broken: AtomicBool,
     /// Each dataset turn's prompt hash, once it was sent.
     prompt_hashes: record::PromptHashes,
+    /// Each conversation's first-turn request body, once it was sent.
+    first_turn_bodies: bodies::FirstTurnBodies,
 }
 
 pub(crate) fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
@@ -462,6 +465,7 @@ fn open_run(
         sink: recorder.tx.clone(),
         sink_broken: AtomicBool::new(false),
         prompt_hashes: record::PromptHashes::new(&run.dataset),
+        first_turn_bodies: bodies::FirstTurnBodies::new(&run.dataset),
         run,
     });
     Ok(OpenedRun {

@@ -237,7 +237,10 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         });
         let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let exchange = exchange_or_stop(shared, phase, &history).await;
+        let body = shared
+            .first_turn_bodies
+            .body(&shared.run.target, conv, turn_index, &history);
+        let exchange = exchange_or_stop(shared, phase, body).await;
         let record = match exchange {
             Ok(mut ex) => {
                 if let Some(body) = ex.raw.take() {
@@ -307,9 +310,9 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
 async fn exchange_or_stop(
     shared: &Shared,
     phase: &Phase,
-    history: &[Message],
+    body: bytes::Bytes,
 ) -> Result<crate::exchange::Exchange, &'static str> {
-    let exchange = shared.client.exchange(&shared.run.target, history);
+    let exchange = shared.client.exchange_body(&shared.run.target, body);
     tokio::pin!(exchange);
     tokio::select! {
         biased;
