@@ -40,12 +40,24 @@ pub struct RunSummary {
 /// record and the statistics computed from them. A caller that shows or
 /// analyses the run takes them from here instead of decoding the file again
 /// (at 1,000,000 records that second read was seconds of CPU).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ReadBack {
     /// The file's manifest and records, as [`speedbench_record::read_records_file`] gives them.
     pub file: RecordsFile,
     /// The statistics `summary.json` holds.
     pub metrics: RunMetrics,
+}
+
+/// Counts, not every record: a `RunOutcome` printed for a log would
+/// otherwise print the whole run.
+impl std::fmt::Debug for ReadBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadBack")
+            .field("records", &self.file.records.len())
+            .field("custom_columns", &self.file.custom_columns.len())
+            .field("manifest", &self.file.manifest.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a finished (or interrupted) run left behind.

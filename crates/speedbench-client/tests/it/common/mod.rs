@@ -248,6 +248,12 @@ pub(crate) async fn profile_outcome(
         back.metrics,
         speedbench_metrics::RunMetrics::from_records(&file.records)
     );
+    // Printed (in a log of the outcome), it counts the records, not lists them.
+    let shown = format!("{back:?}");
+    assert!(
+        shown.contains(&format!("records: {}", file.records.len())) && shown.len() < 200,
+        "{shown}"
+    );
     let records = file.records;
     assert_eq!(in_memory.take(), records, "the sink and the file disagree");
     (outcome, records)
