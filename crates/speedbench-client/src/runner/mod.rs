@@ -615,20 +615,12 @@ async fn close_run(
     }
     // At the summary level the records go once summary.json holds their
     // statistics; without a summary they are all the run has, and stay.
-    let mut records_removed = false;
-    if !level.keeps_records() && summary_path.is_some() {
-        match std::fs::remove_file(&records_path) {
-            Ok(()) => {
-                records_removed = true;
-                // The level asked for statistics only: the records go from
-                // memory too.
-                read_back = None;
-            }
-            Err(e) => write_errors.push(format!(
-                "{}: cannot remove (--export-level summary): {e}",
-                records_path.display()
-            )),
-        }
+    let records_removed = !level.keeps_records()
+        && summary_path.is_some()
+        && remove_records(&records_path, &mut write_errors);
+    if records_removed {
+        // The level asked for statistics only: the records go from memory too.
+        read_back = None;
     }
     drop(lock);
     Ok(RunOutcome {
@@ -649,6 +641,21 @@ async fn close_run(
         raw_responses_path: level.keeps_raw_responses().then_some(paths.raw),
         start: manifest.start,
     })
+}
+
+/// Removes the records file (`--export-level summary`); false, with the
+/// error among the run's write errors, when it cannot be.
+fn remove_records(records_path: &Path, write_errors: &mut Vec<String>) -> bool {
+    match std::fs::remove_file(records_path) {
+        Ok(()) => true,
+        Err(e) => {
+            write_errors.push(format!(
+                "{}: cannot remove (--export-level summary): {e}",
+                records_path.display()
+            ));
+            false
+        }
+    }
 }
 
 /// The scrape's export written beside the records; its path, or the
