@@ -211,7 +211,7 @@ impl SseParser {
     /// Moves a value held in place into `data`.
     fn copy_data_out(&mut self, buf: &[u8]) {
         if let Some((from, to)) = self.data_in_buf.take() {
-            let value = self.text(&buf[from..to]).into_owned();
+            let value = self.text(&buf[from..to]);
             self.data.push_str(&value);
         }
     }
@@ -248,7 +248,7 @@ impl SseParser {
                 if self.has_data {
                     self.copy_data_out(buf);
                     self.data.push('\n');
-                    let value = self.text(&buf[value_from..to]).into_owned();
+                    let value = self.text(&buf[value_from..to]);
                     self.data.push_str(&value);
                 } else {
                     self.data_in_buf = Some((value_from, to));

@@ -34,9 +34,9 @@ pub(crate) struct ChunkFold<'a> {
     /// `usage.prompt_tokens` and `usage.completion_tokens`.
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
-    /// The choices' payloads, the last of each (vLLM's
-    /// `speculative_decoding_stats`, TensorRT-LLM's `speculative_decoding`
-    /// and `avg_decoded_tokens_per_iter`), not yet checked for shape.
+    /// The choices' payloads, the last of each of its shape (vLLM's
+    /// `speculative_decoding_stats` and TensorRT-LLM's `speculative_decoding`
+    /// objects, `avg_decoded_tokens_per_iter` any value but `null`).
     pub choice_payloads: [Option<Value>; 3],
     /// The top level's `metrics`, `sglext` and `timings`.
     pub metrics: Option<Value>,
