@@ -1,5 +1,7 @@
 //! One request on the wire, timed at the moment bytes arrive.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -8,7 +10,7 @@ use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{ClientOptions, ConnectionClock, H1Client, describe, new_client};
+use speedbench_http::{ClientOptions, ConnectionClock, H1Client, Sends, describe, new_client};
 use speedbench_record::{ErrorKind, SpecDecodeStats};
 
 use crate::error::ClientError;
@@ -22,6 +24,14 @@ use crate::target::{HttpClientKind, Target, request_headers};
 #[derive(Clone)]
 pub(crate) struct HttpClient {
     client: speedbench_http::HttpClient,
+    /// hyper without connection reuse, built when first needed: taken for
+    /// every request once the server was seen resetting a kept-alive
+    /// connection without reading the request written to it.
+    unpooled: Arc<OnceLock<speedbench_http::HttpClient>>,
+    /// Set once that was seen (hyper's path; the lean client keeps its own).
+    server_resets_kept_alive: Arc<AtomicBool>,
+    /// The options `client` was built with (for `unpooled`).
+    options: ClientOptions,
     /// The lean HTTP/1.1 client, used instead of `client` for a plain
     /// `http://` target unless hyper was asked for.
     lean: Option<H1Client>,
@@ -40,6 +50,8 @@ pub(crate) struct Exchange {
     pub status: Option<u16>,
     pub state: ResponseState,
     pub error: Option<(ErrorKind, String)>,
+    /// How often the request was written again, and when first.
+    pub sends: Sends,
     /// The answering connection's clock, once a response arrived.
     clock: Option<ConnectionClock>,
     /// The response's `Content-Type`, scrubbed.
@@ -94,6 +106,9 @@ impl HttpClient {
         };
         Ok(HttpClient {
             client,
+            unpooled: Arc::default(),
+            server_resets_kept_alive: Arc::default(),
+            options,
             lean,
             url,
             headers,
@@ -126,6 +141,7 @@ impl HttpClient {
             status: None,
             state: ResponseState::new(&target.spec_adapters),
             error: None,
+            sends: Sends::default(),
             clock: None,
             content_type: None,
             raw: None,
@@ -189,6 +205,7 @@ impl HttpClient {
 
     async fn send(
         &self,
+        client: &speedbench_http::HttpClient,
         body: Bytes,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         let mut req = Request::builder()
@@ -201,7 +218,25 @@ impl HttpClient {
         let req = req
             .body(Full::new(body))
             .expect("request parts validated in HttpClient::new");
-        self.client.request(req).await
+        client.request(req).await
+    }
+
+    /// The hyper client for the next request: the pooled one, or one that
+    /// keeps no connection once the server was seen resetting kept-alive
+    /// connections.
+    fn hyper_client(&self) -> Result<&speedbench_http::HttpClient, (ErrorKind, String)> {
+        if !self.server_resets_kept_alive.load(Ordering::Relaxed) {
+            return Ok(&self.client);
+        }
+        if let Some(c) = self.unpooled.get() {
+            return Ok(c);
+        }
+        let options = ClientOptions {
+            max_idle_per_host: 0,
+            ..self.options.clone()
+        };
+        let built = new_client(&options).map_err(|e| (ErrorKind::Connection, e.to_string()))?;
+        Ok(self.unpooled.get_or_init(|| built))
     }
 
     async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
@@ -219,7 +254,7 @@ impl HttpClient {
         ex: &mut Exchange,
     ) -> Result<(), (ErrorKind, String)> {
         let mut resp = lean
-            .post(body)
+            .post_logged(body, &mut ex.sends)
             .await
             .map_err(|e| (ErrorKind::Connection, describe(&e)))?;
         let mut fold = BodyFold::start(
@@ -243,15 +278,29 @@ impl HttpClient {
         // Sent once: hyper's pool retries by itself only a request that
         // never left (its connection was found closed before the write);
         // one that failed after it may have reached the server is the
-        // request's failure, not a reason to send it again.
-        let resp = self.send(body).await.map_err(|e| {
-            let mut message = describe(&e);
-            if e.is_connect() {
-                return (ErrorKind::Connection, message);
-            }
-            message.push_str(" (not sent again: the server may have read the request)");
-            (ErrorKind::Connection, message)
-        })?;
+        // request's failure, not a reason to send it again, unless the
+        // server reset a kept-alive connection before answering (see
+        // `unread_on_kept_alive`).
+        let resp = match self.send(self.hyper_client()?, body.clone()).await {
+            Ok(resp) => resp,
+            Err(e) => match unread_on_kept_alive(&e) {
+                Some(written) => {
+                    self.server_resets_kept_alive.store(true, Ordering::Relaxed);
+                    tracing::debug!(
+                        "{}: the server reset a kept-alive connection without reading the request; written again on a new connection",
+                        describe(&e)
+                    );
+                    ex.sends.first_written = ex.sends.first_written.or(written);
+                    ex.sends.resends += 1;
+                    self.send(self.hyper_client()?, body).await.map_err(|e| {
+                        let mut failed = hyper_failure(&e);
+                        failed.1.push_str(" (written a second time: the server had reset a kept-alive connection without reading it)");
+                        failed
+                    })?
+                }
+                None => return Err(hyper_failure(&e)),
+            },
+        };
         let content_type = resp
             .headers()
             .get(CONTENT_TYPE)
@@ -267,6 +316,48 @@ impl HttpClient {
         }
         fold.finish(ex)
     }
+}
+
+/// A failed hyper request as the record's error.
+fn hyper_failure(e: &hyper_util::client::legacy::Error) -> (ErrorKind, String) {
+    let mut message = describe(e);
+    if !e.is_connect() {
+        message.push_str(" (not sent again: the server may have read the request)");
+    }
+    (ErrorKind::Connection, message)
+}
+
+/// When a request hyper wrote to a kept-alive connection (one that had
+/// answered before) met a reset before any byte of its answer, when it was
+/// written (`Some(None)` if unknown): the server's kernel resets a socket
+/// closed with bytes unread, so the server never read it. `None` for any
+/// other failure, which the server may have read.
+fn unread_on_kept_alive(e: &hyper_util::client::legacy::Error) -> Option<Option<Instant>> {
+    if e.is_connect() {
+        return None;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut reset = false;
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            reset |= matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            );
+        }
+        source = s.source();
+    }
+    let mut extensions = hyper::http::Extensions::new();
+    e.connect_info()?.get_extras(&mut extensions);
+    let clock = extensions.get::<ConnectionClock>()?;
+    // It answered before (it read earlier), and nothing of this answer
+    // arrived (its last response began before this request was written).
+    let kept_alive = clock.last_read().is_some();
+    let unanswered = match (clock.first_read(), clock.request_written()) {
+        (Some(read), Some(written)) => read < written,
+        _ => false,
+    };
+    (reset && kept_alive && unanswered).then(|| clock.request_written())
 }
 
 /// Folds a response body into an [`Exchange`] as its bytes arrive: SSE
@@ -297,7 +388,12 @@ impl BodyFold {
         // The request is timed from when its bytes were written and frames
         // from when their connection read them, not from when this task got
         // round to either (see `ConnectionClock`).
-        if let Some(written) = clock.as_ref().and_then(ConnectionClock::request_written)
+        // A request written again is timed from its first write.
+        let written = ex
+            .sends
+            .first_written
+            .or_else(|| clock.as_ref().and_then(ConnectionClock::request_written));
+        if let Some(written) = written
             && written >= ex.sent_at
         {
             ex.sent_at = written;

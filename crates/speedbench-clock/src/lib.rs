@@ -195,6 +195,13 @@ impl TimedStream {
         }
     }
 
+    /// The socket's pending error (`SO_ERROR`), taken: after a read saw
+    /// the end of stream, a reset that came in since (the peer's kernel
+    /// refusing bytes written to a socket it had closed) shows here.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.take_error()
+    }
+
     /// The connection's clock.
     pub fn clock(&self) -> &ConnectionClock {
         &self.clock

@@ -114,6 +114,41 @@ struct Conn {
     spare: Vec<u8>,
 }
 
+/// How one write of a request on one connection failed.
+enum Failure {
+    /// The server reset the connection before any byte of an answer: its
+    /// socket was closed with the request unread. `written`: when the
+    /// request's first bytes reached this connection's socket.
+    Unread {
+        error: HttpError,
+        written: Option<Instant>,
+    },
+    /// Anything else: the server may have read the request.
+    Other(HttpError),
+}
+
+impl Failure {
+    fn into_error(self) -> HttpError {
+        match self {
+            Failure::Unread { error, .. } | Failure::Other(error) => error,
+        }
+    }
+}
+
+/// How a request went out ([`H1Client::post_logged`]): how many times it
+/// was written again, and when it was first written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sends {
+    /// Writes after the first: 0 for a request sent once. A request is
+    /// written again only where the server never read it (a kept-alive
+    /// connection it reset before any byte of an answer).
+    pub resends: u32,
+    /// When the first write's first bytes reached the socket, set when the
+    /// request was written again (the response's clock then has the last
+    /// write's time).
+    pub first_written: Option<Instant>,
+}
+
 impl H1Client {
     /// A client for `POST`s to `url` (`http://` only) with `headers` on
     /// every request besides `Host` and `Content-Length`, keeping up to
@@ -157,14 +192,46 @@ impl H1Client {
     }
 
     /// Sends `body` and reads the response head; the body is read with
-    /// [`H1Response::chunk`]. The request is written once: an idle
-    /// connection is used only if it is still open and quiet before the
-    /// first byte goes out, and a connection that fails after the request
-    /// was written fails the request (the server may have read it).
+    /// [`H1Response::chunk`]. The request is written once, except where the
+    /// server provably never read it: an idle connection is used only if it
+    /// is still open and quiet before the first byte goes out, and a
+    /// connection that fails after the request was written fails the
+    /// request (the server may have read it), unless the server reset a
+    /// kept-alive connection before any byte of an answer (see
+    /// [`H1Client::post_logged`]).
     pub async fn post(&self, body: &[u8]) -> Result<H1Response, HttpError> {
+        self.post_logged(body, &mut Sends::default()).await
+    }
+
+    /// [`H1Client::post`], saying in `sends` how the request went out.
+    ///
+    /// A server that closes a kept-alive connection a moment after
+    /// answering, without reading the request the client has just written
+    /// to it, makes its kernel answer with a reset: a socket closed with
+    /// unread bytes sends RST, one whose bytes were read sends a plain end
+    /// of stream. Such a request never reached the server, so it is written
+    /// once more on a new connection, and `sends` records it
+    /// ([`Sends::resends`], and [`Sends::first_written`] so that the
+    /// request is timed from its first write). Once the server is seen
+    /// doing this soon after an answer, no connection is kept for reuse.
+    /// An end of stream, or anything after the first byte of an answer,
+    /// still fails the request: the server may have read it.
+    pub async fn post_logged(
+        &self,
+        body: &[u8],
+        sends: &mut Sends,
+    ) -> Result<H1Response, HttpError> {
         while let Some((mut conn, since)) = self.pool.take_idle() {
             if conn.still_open().await {
-                return self.pool.attempt(conn, body).await;
+                let quick = since.elapsed() < QUICK_CLOSE;
+                return match self.pool.attempt(conn, body).await {
+                    Ok(response) => Ok(response),
+                    Err(Failure::Other(e)) => Err(e),
+                    Err(Failure::Unread { error, written }) => {
+                        self.resend_unread(body, sends, error, written, quick)
+                            .await
+                    }
+                };
             }
             if since.elapsed() < QUICK_CLOSE {
                 // Not an idle timeout: the server closes after answering.
@@ -175,7 +242,40 @@ impl H1Client {
             tracing::debug!("an idle connection was closed by the server; not reused");
         }
         let conn = self.pool.connect().await?;
-        self.pool.attempt(conn, body).await
+        self.pool
+            .attempt(conn, body)
+            .await
+            .map_err(Failure::into_error)
+    }
+
+    /// Writes again, on a new connection, a request that a kept-alive
+    /// connection's reset shows the server never read.
+    async fn resend_unread(
+        &self,
+        body: &[u8],
+        sends: &mut Sends,
+        reset: HttpError,
+        written: Option<Instant>,
+        quick: bool,
+    ) -> Result<H1Response, HttpError> {
+        if quick {
+            // Written right after the connection's last answer and reset
+            // unread: the server closes kept-alive connections after
+            // answering, whatever its headers said.
+            self.pool
+                .closes_after_response
+                .store(true, Ordering::Relaxed);
+        }
+        tracing::debug!(
+            "{reset}: the server reset a kept-alive connection without reading the request; written again on a new connection"
+        );
+        sends.first_written = sends.first_written.or(written);
+        let conn = self.pool.connect().await?;
+        sends.resends += 1;
+        self.pool
+            .attempt(conn, body)
+            .await
+            .map_err(|f| f.into_error().noted(" (written a second time: the server had reset a kept-alive connection without reading it)"))
     }
 
     /// Idle connections held for reuse now.
@@ -262,20 +362,27 @@ impl Pool {
     }
 
     /// Writes the request on `conn` and reads the response head.
-    async fn attempt(
-        self: &Arc<Self>,
-        mut conn: Conn,
-        body: &[u8],
-    ) -> Result<H1Response, HttpError> {
-        // Once a byte may have left, the request is never sent again.
-        let unanswered = |what: &str, e: std::io::Error| {
-            self.io_error(
+    async fn attempt(self: &Arc<Self>, mut conn: Conn, body: &[u8]) -> Result<H1Response, Failure> {
+        // Once a byte may have left, the request is never sent again, but
+        // for a reset before any byte of an answer: the server's kernel
+        // resets a socket closed with the request still unread.
+        let unanswered = |what: &str, e: std::io::Error, clock: &ConnectionClock| {
+            let unread = matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            );
+            let written = clock.request_written();
+            if unread {
+                let error = self.io_error(&format!("{what} (the server reset the connection without reading the request)"), e);
+                return Failure::Unread { error, written };
+            }
+            Failure::Other(self.io_error(
                 &format!("{what} (the request was written and is not sent again: the server may have read it)"),
                 e,
-            )
+            ))
         };
         if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
-            return Err(unanswered("writing the request", e));
+            return Err(unanswered("writing the request", e, &conn.clock));
         }
         let mut buf = ReadBuffer::reusing(std::mem::take(&mut conn.spare));
         let head = loop {
@@ -290,29 +397,38 @@ impl Pool {
                     break head;
                 }
                 Ok(None) => {}
-                Err(message) => return Err(self.protocol(message)),
+                Err(message) => return Err(Failure::Other(self.protocol(message))),
             }
             let received = buf.received;
             match buf.fill(&mut conn.io, MAX_HEAD).await {
                 Ok(0) if received == 0 => {
-                    let e = std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the server closed the connection before any response byte",
-                    );
-                    return Err(unanswered("reading the response", e));
+                    // An end of stream, unless a reset came with it: a
+                    // server that had closed the socket when the request
+                    // arrived refused it (its end of stream came first).
+                    let e = conn.io.inner().take_error().ok().flatten().unwrap_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection before any response byte",
+                        )
+                    });
+                    return Err(unanswered("reading the response", e, &conn.clock));
                 }
                 Ok(0) => {
-                    return Err(self.protocol("the connection closed inside the response head"));
+                    return Err(Failure::Other(
+                        self.protocol("the connection closed inside the response head"),
+                    ));
                 }
                 Ok(_) => {}
                 Err(Fill::Io(e)) if received == 0 => {
-                    return Err(unanswered("reading the response", e));
+                    return Err(unanswered("reading the response", e, &conn.clock));
                 }
-                Err(Fill::Io(e)) => return Err(self.io_error("reading the response", e)),
+                Err(Fill::Io(e)) => {
+                    return Err(Failure::Other(self.io_error("reading the response", e)));
+                }
                 Err(Fill::TooLong) => {
-                    return Err(
-                        self.protocol(format!("the response head is longer than {MAX_HEAD} bytes"))
-                    );
+                    return Err(Failure::Other(self.protocol(format!(
+                        "the response head is longer than {MAX_HEAD} bytes"
+                    ))));
                 }
             }
         };

@@ -56,7 +56,7 @@ use tokio::net::TcpSocket;
 pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
 
 mod h1;
-pub use h1::{H1Client, H1Response, READ_BUF};
+pub use h1::{H1Client, H1Response, READ_BUF, Sends};
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response
@@ -365,6 +365,16 @@ impl HttpError {
             HttpError::Connect { source, .. } => Some(ConnectFailure::of(source.as_ref())),
             _ => None,
         }
+    }
+
+    /// The error with `note` added to its message (connection and protocol
+    /// errors; others are returned as they are).
+    pub(crate) fn noted(mut self, note: &str) -> HttpError {
+        if let HttpError::Connect { message, .. } | HttpError::Protocol { message, .. } = &mut self
+        {
+            message.push_str(note);
+        }
+        self
     }
 }
 

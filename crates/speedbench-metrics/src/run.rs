@@ -183,6 +183,15 @@ pub struct RequestCounts {
     /// not exist`), so a run that failed says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// Records (warmup included) whose request was written more than once:
+    /// a server that reset a kept-alive connection without reading the
+    /// request (see `RequestRecord::resends`). Left out of JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resent: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl RequestCounts {
@@ -199,6 +208,7 @@ impl RequestCounts {
     /// one gives [`Self::first_error`]).
     pub fn add(&mut self, r: &RequestRecord) {
         self.total += 1;
+        self.resent += u64::from(r.resends > 0);
         match (r.warmup, r.error_kind) {
             (true, _) => self.warmup += 1,
             (false, None) => self.succeeded += 1,
@@ -221,6 +231,7 @@ impl RequestCounts {
         self.succeeded += later.succeeded;
         self.failed += later.failed;
         self.skipped += later.skipped;
+        self.resent += later.resent;
         for e in &later.failed_by_kind {
             self.add_failed(e.kind, e.count);
         }

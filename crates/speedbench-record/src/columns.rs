@@ -136,12 +136,19 @@ pub const SPEC_DROPPED: &str = "spec_dropped";
 /// length only when every iteration verified a draft (float64, nullable).
 pub const TOKENS_PER_ITERATION: &str = "tokens_per_iteration";
 
+/// `resends`: how many times the request was written again after its first
+/// write (0: sent once). speedbench writes a request again only where the
+/// server provably never read it: it reset a kept-alive connection before
+/// any byte of an answer. The record's times count from the first write
+/// (uint32, nullable; null, in files written before it existed, reads as 0).
+pub const RESENDS: &str = "resends";
+
 /// Columns added after the first schema: a file without them still reads,
 /// with nulls.
-pub const ADDED_LATER: [&str; 3] = [PROMPT_SHA256, SPEC_DROPPED, TOKENS_PER_ITERATION];
+pub const ADDED_LATER: [&str; 4] = [PROMPT_SHA256, SPEC_DROPPED, TOKENS_PER_ITERATION, RESENDS];
 
 /// Every column, in schema order.
-pub const ALL: [&str; 39] = [
+pub const ALL: [&str; 40] = [
     RUN_ID,
     REQUEST_INDEX,
     CONVERSATION_ID,
@@ -181,6 +188,7 @@ pub const ALL: [&str; 39] = [
     PROMPT_SHA256,
     SPEC_DROPPED,
     TOKENS_PER_ITERATION,
+    RESENDS,
 ];
 
 #[cfg(all(test, feature = "parquet"))]

@@ -82,6 +82,12 @@ pub struct RequestRecord {
     pub tokens_per_iteration: Option<f64>,
     /// Server-side timings, when the server reported them (llama.cpp).
     pub server_timings: Option<ServerTimings>,
+    /// How many times the request was written again after its first write:
+    /// 0 for a request sent once. A request is written again only where the
+    /// server provably never read it (it reset a kept-alive connection
+    /// before any byte of an answer); its times count from the first write.
+    #[serde(default)]
+    pub resends: u32,
     /// Values of caller-defined columns (names start with `x_`; see
     /// [`crate::custom`]), by column name. Columns a record leaves out are
     /// stored as null.

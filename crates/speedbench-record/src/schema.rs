@@ -72,6 +72,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::PROMPT_SHA256, Utf8, true),
         f(columns::SPEC_DROPPED, Utf8, true),
         f(columns::TOKENS_PER_ITERATION, Float64, true),
+        f(columns::RESENDS, UInt32, true),
     ]))
 });
 
@@ -111,6 +112,7 @@ pub(crate) struct BatchBuilder {
     prompt_sha256: StringBuilder,
     spec_dropped: StringBuilder,
     tokens_per_iteration: Float64Builder,
+    resends: UInt32Builder,
     spec_source: StringBuilder,
     spec_accepted: UInt64Builder,
     spec_proposed: UInt64Builder,
@@ -231,6 +233,7 @@ impl BatchBuilder {
             prompt_sha256: StringBuilder::new(),
             spec_dropped: StringBuilder::new(),
             tokens_per_iteration: Float64Builder::new(),
+            resends: UInt32Builder::new(),
             spec_source: StringBuilder::new(),
             spec_accepted: UInt64Builder::new(),
             spec_proposed: UInt64Builder::new(),
@@ -326,6 +329,7 @@ impl BatchBuilder {
         self.spec_dropped.append_option(r.spec_dropped.as_deref());
         self.tokens_per_iteration
             .append_option(r.tokens_per_iteration);
+        self.resends.append_value(r.resends);
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
@@ -413,6 +417,7 @@ impl BatchBuilder {
             Arc::new(self.prompt_sha256.finish()),
             Arc::new(self.spec_dropped.finish()),
             Arc::new(self.tokens_per_iteration.finish()),
+            Arc::new(self.resends.finish()),
         ];
         let mut columns = columns;
         columns.extend(self.custom.iter_mut().map(|(_, b)| b.finish()));
@@ -1149,6 +1154,7 @@ struct RowReader<'a> {
     prompt_sha256: &'a arrow_array::StringArray,
     spec_dropped: &'a arrow_array::StringArray,
     tokens_per_iteration: &'a arrow_array::Float64Array,
+    resends: &'a arrow_array::UInt32Array,
     prompt_tokens: &'a arrow_array::UInt64Array,
     completion_tokens: &'a arrow_array::UInt64Array,
     output_chunks: &'a arrow_array::UInt64Array,
@@ -1192,6 +1198,7 @@ impl<'a> RowReader<'a> {
             prompt_sha256: c.strings(columns::PROMPT_SHA256)?,
             spec_dropped: c.strings(columns::SPEC_DROPPED)?,
             tokens_per_iteration: c.f64s(columns::TOKENS_PER_ITERATION)?,
+            resends: c.u32s(columns::RESENDS)?,
             prompt_tokens: c.u64s(columns::PROMPT_TOKENS)?,
             completion_tokens: c.u64s(columns::COMPLETION_TOKENS)?,
             output_chunks: c.u64s(columns::OUTPUT_CHUNKS)?,
@@ -1253,6 +1260,7 @@ impl<'a> RowReader<'a> {
         assign_opt(&mut r.prompt_sha256, self.prompt_sha256, i);
         assign_opt(&mut r.spec_dropped, self.spec_dropped, i);
         r.tokens_per_iteration = opt(self.tokens_per_iteration, i);
+        r.resends = opt(self.resends, i).unwrap_or(0);
         r.custom.clear();
         for (name, col) in &self.custom {
             if let Some(value) = custom_value(col, i) {

@@ -296,34 +296,44 @@ fn server_timings(t: &ServerTimingMetrics) -> Option<String> {
 }
 
 /// `Errors: 3 of 120 requests failed (timeout: 2, connection: 1); statistics
-/// exclude them`, kinds by descending count.
+/// exclude them`, kinds by descending count; then the skipped turns and the
+/// requests written twice, each when there are any.
 fn errors(c: &RequestCounts) -> Option<String> {
-    let skipped = (c.skipped > 0).then(|| {
-        format!(
+    let mut out = String::new();
+    if c.failed > 0 {
+        let mut kinds = c.failed_by_kind.clone();
+        kinds.sort_by_key(|e| std::cmp::Reverse(e.count)); // stable: ties keep ErrorKind::ALL order
+        let kinds: Vec<String> = kinds
+            .iter()
+            .map(|e| format!("{}: {}", e.kind.as_str(), e.count))
+            .collect();
+        let measured = c.succeeded + c.failed;
+        out.push_str(&format!(
+            "Errors: {} of {} failed ({}); statistics exclude them\n",
+            c.failed,
+            count_of(measured, "request"),
+            kinds.join(", "),
+        ));
+        if let Some(m) = c.first_error.as_deref() {
+            out.push_str(&format!(
+                "First error: {}\n",
+                first_line(m, FIRST_ERROR_CHARS)
+            ));
+        }
+    }
+    if c.skipped > 0 {
+        out.push_str(&format!(
             "Skipped: {} never sent because an earlier turn of their conversation failed\n",
             count_of(c.skipped, "turn")
-        )
-    });
-    if c.failed == 0 {
-        return skipped;
+        ));
     }
-    let mut kinds = c.failed_by_kind.clone();
-    kinds.sort_by_key(|e| std::cmp::Reverse(e.count)); // stable: ties keep ErrorKind::ALL order
-    let kinds: Vec<String> = kinds
-        .iter()
-        .map(|e| format!("{}: {}", e.kind.as_str(), e.count))
-        .collect();
-    let measured = c.succeeded + c.failed;
-    let first = c.first_error.as_deref().map_or(String::new(), |m| {
-        format!("First error: {}\n", first_line(m, FIRST_ERROR_CHARS))
-    });
-    Some(format!(
-        "Errors: {} of {} failed ({}); statistics exclude them\n{first}{}",
-        c.failed,
-        count_of(measured, "request"),
-        kinds.join(", "),
-        skipped.unwrap_or_default()
-    ))
+    if c.resent > 0 {
+        out.push_str(&format!(
+            "Sent twice: {} written again on a new connection after the server reset a kept-alive one without reading it; timed from the first write (column `resends`)\n",
+            count_of(c.resent, "request")
+        ));
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The most characters of the first error's message a summary shows.

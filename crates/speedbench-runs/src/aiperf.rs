@@ -219,6 +219,8 @@ pub(crate) fn record_from_line(
         prompt_sha256: None,
         spec_dropped: None,
         tokens_per_iteration: None,
+        // AIPerf records no re-send.
+        resends: 0,
         custom: Default::default(),
     })
 }

@@ -228,3 +228,112 @@ async fn responses_past_the_size_cap_fail_naming_it() {
     );
     assert_eq!(records[0].error_kind, Some(ErrorKind::Protocol));
 }
+
+/// Answers one request on each connection (keep-alive, as its headers say),
+/// then closes the connection `delay` later without reading the request the
+/// client may have written meanwhile, so the kernel resets it. Serves until
+/// the process ends; returns the URL and the count of POSTs it read.
+fn closing_server(delay: Duration) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let posts = Arc::new(AtomicU64::new(0));
+    let seen = posts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                match read_request(&mut stream, &mut buf) {
+                    Some(true) => seen.fetch_add(1, Ordering::SeqCst),
+                    _ => return,
+                };
+                let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if stream.write_all(response.as_bytes()).is_ok() {
+                    std::thread::sleep(delay);
+                }
+                // Dropped with whatever arrived since unread: a reset.
+            });
+        }
+    });
+    (url, posts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_closing_kept_alive_connections_loses_no_request() {
+    const REQUESTS: u64 = 120;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    let rows: String = (0..REQUESTS)
+        .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"question {i}\"]}}\n"))
+        .collect();
+    std::fs::write(&input, rows).unwrap();
+    for client in ["lean", "hyper"] {
+        for delay_ms in [0u64, 5, 200, 1_000] {
+            let case = format!("{client}, closed {delay_ms} ms after answering");
+            let (url, posts) = closing_server(Duration::from_millis(delay_ms));
+            let run_dir = dir.path().join(format!("run-{client}-{delay_ms}"));
+            let out = run(&[
+                "profile",
+                "--url",
+                &url,
+                "--model",
+                "m",
+                "--input-file",
+                input.to_str().unwrap(),
+                "--concurrency",
+                "8",
+                "--http-client",
+                client,
+                "--no-server-metrics",
+                "--output-artifact-dir",
+                run_dir.to_str().unwrap(),
+            ])
+            .await;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{case}: {out:?}");
+            let records = read_run(&run_dir).unwrap().records;
+            assert_eq!(records.len() as u64, REQUESTS, "{case}");
+            // Every request reached the server exactly once, and succeeded.
+            assert_eq!(posts.load(Ordering::SeqCst), REQUESTS, "{case}");
+            for r in &records {
+                assert!(r.is_success(), "{case}: {:?}", r.error_message);
+                assert!(r.resends <= 1, "{case}");
+                assert!(r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns));
+            }
+            // A request written twice is said, in the summary and on stdout.
+            let resent = records.iter().filter(|r| r.resends > 0).count() as u64;
+            let summary: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(run_dir.join("summary.json")).unwrap(),
+            )
+            .unwrap();
+            let counted = summary
+                .pointer("/counts/resent")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            assert_eq!(counted, resent, "{case}");
+            assert_eq!(
+                stdout.contains(&format!("Sent twice: {resent} request")),
+                resent > 0,
+                "{case}: {stdout}"
+            );
+            if delay_ms >= 200 {
+                // The server holds each connection's second request until
+                // it closes: some were written twice, timed from the first
+                // write.
+                assert!(resent > 0, "{case}");
+                for r in records.iter().filter(|r| r.resends > 0) {
+                    assert!(
+                        r.e2e_latency_ns >= delay_ms * 1_000_000 * 9 / 10,
+                        "{case}: {}",
+                        r.e2e_latency_ns
+                    );
+                }
+            }
+        }
+    }
+}

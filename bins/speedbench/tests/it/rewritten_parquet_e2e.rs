@@ -82,6 +82,7 @@ fn records() -> Vec<RequestRecord> {
                 prompt_sha256: (i % 3 != 0).then(|| format!("{i:064x}")),
                 spec_dropped: None,
                 tokens_per_iteration: None,
+                resends: u32::from(i == 5),
                 // Caller-defined columns, some values left out (nulls).
                 custom: [
                     (

@@ -238,6 +238,7 @@ pub(super) fn to_record(
         spec_dropped,
         tokens_per_iteration,
         server_timings: state.server_timings(),
+        resends: ex.sends.resends,
         inter_chunk_latencies_ns: state.gaps_ns,
         output_text: state.text,
         ..base_record(shared, conv, turn_index, request_index, warmup)

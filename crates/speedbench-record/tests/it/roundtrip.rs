@@ -51,6 +51,7 @@ fn full_record(i: u64) -> RequestRecord {
         prompt_sha256: (i != 4).then(|| format!("{:064x}", i * 7919)),
         spec_dropped: (i == 3).then(|| "malformed vllm spec-decode payload: x".to_string()),
         tokens_per_iteration: (i == 5).then_some(2.75),
+        resends: (i % 4 == 3) as u32,
         custom: Default::default(),
     }
 }
