@@ -6,7 +6,12 @@
 //! `OPENAI_API_KEY` / `HF_TOKEN` environment values) and replaces them with
 //! [`REDACTED`] before a string reaches a record, a log line or an error.
 //!
-//! Two strengths:
+//! A known value is found in every form a server may echo it in: as it is,
+//! escaped inside a JSON string (once or twice, `/` as `\/`, every
+//! character as `\uXXXX`) and percent-encoded (as `quote`, `quote_plus`
+//! and `encodeURIComponent` write it, either case of hex digit, and twice).
+//! One automaton holds them all, so every string that leaves the process
+//! is read once, however many forms there are. Two strengths:
 //! - [`Secrets::scrub`], for error messages, log lines and server-supplied
 //!   metadata: every known value of at least [`MIN_SECRET_LEN`] characters,
 //!   plus anything shaped like a credential (`Bearer <token>`, `sk-…` and
@@ -18,6 +23,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::target::{ApiKey, Target};
@@ -51,6 +57,11 @@ const MIN_SHAPED_KEY_BODY: usize = 16;
 pub struct Secrets {
     /// Longest first, so a secret containing another is removed whole.
     values: Vec<String>,
+    /// Every form of every value ([`encodings`]), for [`Secrets::scrub`].
+    all_forms: Option<AhoCorasick>,
+    /// Every form of the values of at least [`MIN_OUTPUT_SECRET_LEN`]
+    /// characters, for [`Secrets::scrub_output`].
+    output_forms: Option<AhoCorasick>,
 }
 
 impl fmt::Debug for Secrets {
@@ -85,7 +96,25 @@ impl Secrets {
         out.retain(|v| v.chars().count() >= MIN_SECRET_LEN);
         out.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         out.dedup();
-        Secrets { values: out }
+        let automaton = |min_len: usize| {
+            let forms: Vec<String> = out
+                .iter()
+                .filter(|v| v.chars().count() >= min_len)
+                .flat_map(|v| std::iter::once(v.clone()).chain(encodings(v)))
+                .collect();
+            // Leftmost-longest: a secret holding another goes whole.
+            (!forms.is_empty()).then(|| {
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&forms)
+                    .expect("literal patterns of bounded size build")
+            })
+        };
+        Secrets {
+            all_forms: automaton(MIN_SECRET_LEN),
+            output_forms: automaton(MIN_OUTPUT_SECRET_LEN),
+            values: out,
+        }
     }
 
     /// The target's API key and every `-H` header value, plus the
@@ -116,7 +145,7 @@ impl Secrets {
     /// `text` with every known value and every credential-shaped string
     /// replaced by [`REDACTED`]: for error messages, logs and metadata.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let known = self.replace_known(text, MIN_SECRET_LEN);
+        let known = replace_forms(self.all_forms.as_ref(), text);
         match redact_token_shapes(&known) {
             Cow::Borrowed(_) => known,
             Cow::Owned(s) => Cow::Owned(s),
@@ -126,7 +155,7 @@ impl Secrets {
     /// `text` with only the known values of at least
     /// [`MIN_OUTPUT_SECRET_LEN`] characters replaced: for generated text.
     pub fn scrub_output<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        self.replace_known(text, MIN_OUTPUT_SECRET_LEN)
+        replace_forms(self.output_forms.as_ref(), text)
     }
 
     /// Scrubs (as [`Secrets::scrub`]) every string in a JSON value, keys included.
@@ -155,12 +184,9 @@ impl Secrets {
         }
     }
 
-    /// `text` scrubbed as [`Secrets::scrub`] does, and also of each known
-    /// value in every form a server may echo it in (`encodings`): escaped
-    /// inside a JSON string (`"`, `\`, control characters; `/` as `\/`;
-    /// every character as `\uXXXX`), escaped twice (JSON inside a JSON
-    /// string), or percent-encoded (either case of hex digits): for raw
-    /// response bodies, which are JSON or SSE lines of JSON.
+    /// `text` scrubbed as [`Secrets::scrub`] does, which finds each known
+    /// value in every form a server may echo it in (`encodings`): kept for
+    /// raw response bodies, which are JSON or SSE lines of JSON.
     ///
     /// ```
     /// use speedbench_client::Secrets;
@@ -169,15 +195,7 @@ impl Secrets {
     /// assert_eq!(s.scrub_raw(body), r#"{"echo": "<redacted>"}"#);
     /// ```
     pub fn scrub_raw<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = self.scrub(text);
-        for v in self.values.iter() {
-            for form in encodings(v) {
-                if out.contains(form.as_str()) {
-                    out = Cow::Owned(out.replace(form.as_str(), REDACTED));
-                }
-            }
-        }
-        out
+        self.scrub(text)
     }
 
     /// Scrubs a string in place (as [`Secrets::scrub`]).
@@ -186,21 +204,31 @@ impl Secrets {
             *text = clean;
         }
     }
+}
 
-    fn replace_known<'a>(&self, text: &'a str, min_len: usize) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for v in self.values.iter().filter(|v| v.chars().count() >= min_len) {
-            if out.contains(v.as_str()) {
-                out = Cow::Owned(out.replace(v.as_str(), REDACTED));
-            }
-        }
-        out
+/// `text` with every match of `forms` replaced by [`REDACTED`], borrowed
+/// when nothing matched (the common case: one pass, no allocation).
+fn replace_forms<'a>(forms: Option<&AhoCorasick>, text: &'a str) -> Cow<'a, str> {
+    let Some(forms) = forms else {
+        return Cow::Borrowed(text);
+    };
+    if !forms.is_match(text) {
+        return Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len());
+    forms.replace_all_with(text, &mut out, |_, _, dst| {
+        dst.push_str(REDACTED);
+        true
+    });
+    Cow::Owned(out)
 }
 
 /// The forms a secret takes when a server echoes it other than as it is:
 /// JSON-escaped (serde's), with `/` escaped too, every character as
-/// `\uXXXX`, escaped twice, and percent-encoded (upper- and lowercase hex).
+/// `\uXXXX`, escaped twice; percent-encoded as RFC 3986 (`-._~` kept),
+/// Python's `quote` (`/` kept too), `quote_plus` (space as `+`) and
+/// JavaScript's `encodeURIComponent` (`!'()*` kept) write it, each with
+/// upper- and lowercase hex digits, and each encoded twice (`%252F`).
 /// Forms equal to the secret itself are left out (plain scrubbing has it).
 pub(crate) fn encodings(secret: &str) -> Vec<String> {
     let json = |s: &str| {
@@ -212,32 +240,52 @@ pub(crate) fn encodings(secret: &str) -> Vec<String> {
         .encode_utf16()
         .map(|u| format!("\\u{u:04x}"))
         .collect();
-    let percent: String = secret
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
     let mut forms = vec![
         escaped.replace('/', "\\/"),
         json(&escaped),
         json(&escaped.replace('/', "\\/")),
         unicode.clone(),
         unicode.to_uppercase().replace("\\U", "\\u"),
-        lowercase_hex(&percent),
-        percent,
         escaped,
     ];
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+    let percent_forms = [
+        percent_encode(secret, unreserved, false),
+        percent_encode(secret, |b| unreserved(b) || b == b'/', false),
+        percent_encode(secret, unreserved, true),
+        percent_encode(secret, |b| unreserved(b) || b"!'()*".contains(&b), false),
+    ];
+    for percent in percent_forms {
+        let twice = percent_encode(&percent, unreserved, false);
+        forms.extend([
+            lowercase_hex(&twice),
+            twice,
+            lowercase_hex(&percent),
+            percent,
+        ]);
+    }
     forms.sort();
     forms.dedup();
     forms.retain(|f| f != secret && !f.is_empty());
     // Longest first: a form inside another is replaced after it.
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
     forms
+}
+
+/// `text` percent-encoded (uppercase hex), the bytes `keep` accepts left as
+/// they are, a space as `+` when `plus`.
+fn percent_encode(text: &str, keep: impl Fn(u8) -> bool, plus: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if keep(b) {
+            out.push(b as char);
+        } else if plus && b == b' ' {
+            out.push('+');
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `text` with the hex digits of its `%XX` escapes in lowercase.
@@ -349,6 +397,31 @@ mod tests {
                 assert!(!clean.contains(needle), "{body} -> {clean}");
             }
         }
+    }
+
+    #[test]
+    fn every_strength_finds_every_encoding() {
+        let key = "sk-ab/cd+ef=gh ij";
+        let s = Secrets::new([key.to_string()]);
+        let echoes = [
+            "sk-ab%2Fcd%2Bef%3Dgh%20ij",         // RFC 3986
+            "sk-ab%2fcd%2bef%3dgh%20ij",         // lowercase hex
+            "sk-ab/cd%2Bef%3Dgh%20ij",           // Python's quote
+            "sk-ab%2Fcd%2Bef%3Dgh+ij",           // quote_plus
+            "sk-ab%252Fcd%252Bef%253Dgh%2520ij", // encoded twice
+            r#"sk-ab\/cd+ef=gh ij"#,             // `/` escaped
+        ];
+        for echo in echoes {
+            let text = format!("said {echo} here");
+            assert_eq!(s.scrub(&text), "said <redacted> here", "{echo}");
+            assert_eq!(s.scrub_output(&text), "said <redacted> here", "{echo}");
+            assert_eq!(s.scrub_raw(&text), "said <redacted> here", "{echo}");
+        }
+        // Nothing known: borrowed, whatever the text.
+        assert!(matches!(
+            Secrets::default().scrub_output("sk-ab%2F"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

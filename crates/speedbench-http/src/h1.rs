@@ -228,8 +228,7 @@ impl H1Client {
                     Ok(response) => Ok(response),
                     Err(Failure::Other(e)) => Err(e),
                     Err(Failure::Unread { error, written }) => {
-                        self.resend_unread(body, sends, error, written, quick)
-                            .await
+                        self.resend_unread(body, sends, error, written, quick).await
                     }
                 };
             }
@@ -373,7 +372,12 @@ impl Pool {
             );
             let written = clock.request_written();
             if unread {
-                let error = self.io_error(&format!("{what} (the server reset the connection without reading the request)"), e);
+                let error = self.io_error(
+                    &format!(
+                        "{what} (the server reset the connection without reading the request)"
+                    ),
+                    e,
+                );
                 return Failure::Unread { error, written };
             }
             Failure::Other(self.io_error(
@@ -405,12 +409,18 @@ impl Pool {
                     // An end of stream, unless a reset came with it: a
                     // server that had closed the socket when the request
                     // arrived refused it (its end of stream came first).
-                    let e = conn.io.inner().take_error().ok().flatten().unwrap_or_else(|| {
-                        std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "the server closed the connection before any response byte",
-                        )
-                    });
+                    let e = conn
+                        .io
+                        .inner()
+                        .take_error()
+                        .ok()
+                        .flatten()
+                        .unwrap_or_else(|| {
+                            std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "the server closed the connection before any response byte",
+                            )
+                        });
                     return Err(unanswered("reading the response", e, &conn.clock));
                 }
                 Ok(0) => {

@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,31 +16,6 @@ use std::time::Duration;
 
 use common::*;
 use speedbench_record::ErrorKind;
-
-/// Reads one whole request (its head and `Content-Length` body) from
-/// `stream`, keeping what follows it in `buf`; whether it was a POST, or
-/// `None` once the connection ends.
-fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                buf.drain(..end + 4 + len);
-                return Some(head.starts_with("post"));
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
 
 /// Serves until the process ends; returns the URL and the POST count.
 fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
@@ -133,28 +108,6 @@ async fn an_unanswered_request_is_recorded_failed_and_never_sent_twice() {
             );
         }
     }
-}
-
-/// Serves `response` (a whole HTTP response) to every POST.
-fn fixed_server(response: Vec<u8>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let response = Arc::new(response);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let response = response.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                while read_request(&mut stream, &mut buf).is_some() {
-                    if stream.write_all(&response).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    url
 }
 
 async fn one_request(
@@ -307,10 +260,9 @@ async fn a_server_closing_kept_alive_connections_loses_no_request() {
             }
             // A request written twice is said, in the summary and on stdout.
             let resent = records.iter().filter(|r| r.resends > 0).count() as u64;
-            let summary: serde_json::Value = serde_json::from_slice(
-                &std::fs::read(run_dir.join("summary.json")).unwrap(),
-            )
-            .unwrap();
+            let summary: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap())
+                    .unwrap();
             let counted = summary
                 .pointer("/counts/resent")
                 .and_then(serde_json::Value::as_u64)

@@ -254,3 +254,93 @@ async fn the_prepare_steps_output_never_shows_the_token() {
     assert!(assert_dir_clean(dir.path()) >= 4);
     assert!(cache.join("speed-bench/throughput_1k.jsonl").is_file());
 }
+
+/// An HTTP response whose JSON body is `body`.
+fn json_response(status: &str, body: &serde_json::Value) -> Vec<u8> {
+    let body = body.to_string();
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_key_leaves_in_no_encoding() {
+    // A key with the characters encodings change; its core is what the
+    // checks look for, and every encoding keeps it.
+    let key = "sk-ab/cd+ef=SECRET123 gh";
+    let percent = |keep_slash: bool, plus: bool| -> String {
+        key.bytes()
+            .map(|b| match b {
+                b'/' if keep_slash => "/".to_string(),
+                b' ' if plus => "+".to_string(),
+                b if b.is_ascii_alphanumeric() || b"-._~".contains(&b) => (b as char).to_string(),
+                b => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    let echoes = [
+        percent(false, false), // RFC 3986
+        percent(false, false)
+            .to_lowercase()
+            .replace("secret123", "SECRET123"), // lowercase hex
+        percent(true, false),  // Python's quote
+        percent(false, true),  // quote_plus
+        percent(false, false).replace('%', "%25"), // percent-encoded twice
+        serde_json::to_string(&serde_json::to_string(key).unwrap()).unwrap(), // JSON twice
+    ];
+    let text = format!("echo: {}", echoes.join(" | "));
+    let ok = json_response(
+        "200 OK",
+        &serde_json::json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+    );
+    let denied = json_response(
+        "401 Unauthorized",
+        &serde_json::json!({"error": {"message": format!("bad key {text}"), "type": "auth"}}),
+    );
+    let url = rotating_server(vec![denied, ok]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    let rows: String = (0..4)
+        .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"question {i}\"]}}\n"))
+        .collect();
+    std::fs::write(&input, rows).unwrap();
+    let run_dir = dir.path().join("run");
+    let out = run_with_secrets(&[
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--concurrency",
+        "1",
+        "--api-key",
+        key,
+        "--no-server-metrics",
+        "--max-error-rate",
+        "0.9",
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("First error: HTTP 401"), "{stdout}");
+    assert_clean("stdout", &out.stdout);
+    assert_clean("stderr", &out.stderr);
+    assert_dir_clean(&run_dir);
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        let seen = format!("{:?} {}", r.error_message, r.output_text);
+        assert_clean("a decoded record", seen.as_bytes());
+        assert!(seen.contains("<redacted>"), "{seen}");
+    }
+    let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"first_error\""), "{summary}");
+}

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::Output;
 
@@ -237,4 +238,62 @@ pub(crate) async fn wait_for_requests(server: &speedbench_sim::SimServer, n: u64
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("the server never completed {n} requests");
+}
+
+/// Reads one whole request (its head and `Content-Length` body) from
+/// `stream`, keeping what follows it in `buf`; whether it was a POST, or
+/// `None` once the connection ends.
+pub(crate) fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                buf.drain(..end + 4 + len);
+                return Some(head.starts_with("post"));
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Serves the whole HTTP responses in `responses` in turn, one per
+/// request whatever its connection, for as long as the process lives;
+/// returns the URL.
+pub(crate) fn rotating_server(responses: Vec<Vec<u8>>) -> String {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let responses = std::sync::Arc::new(responses);
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (responses, next) = (responses.clone(), next.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                while read_request(&mut stream, &mut buf).is_some() {
+                    let i = next.fetch_add(1, Ordering::SeqCst) % responses.len();
+                    if stream.write_all(&responses[i]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Serves `response` (a whole HTTP response) to every request.
+pub(crate) fn fixed_server(response: Vec<u8>) -> String {
+    rotating_server(vec![response])
 }
