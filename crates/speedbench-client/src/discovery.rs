@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use speedbench_http::{ClientOptions, HttpClient, HttpError, get, new_client};
+use speedbench_http::{ClientOptions, HttpClient, HttpError, get_capped, new_client};
 
+use crate::engine::PROBE_MAX_BODY;
 use crate::error::ClientError;
 use crate::secrets::Secrets;
 use crate::target::{ApiKey, BaseUrl, request_headers};
@@ -66,9 +67,15 @@ pub async fn discover_model_with_headers(
     };
     let failed = |message: String| failed_by(message, None);
     let client = control_client(extra_roots_pem)?;
-    let resp = get(&client, &url, &send, Duration::from_secs(10))
-        .await
-        .map_err(|e| failed_by(fetch_failure(&url, &e), e.connect_failure()))?;
+    let resp = get_capped(
+        &client,
+        &url,
+        &send,
+        Duration::from_secs(10),
+        PROBE_MAX_BODY,
+    )
+    .await
+    .map_err(|e| failed_by(fetch_failure(&url, &e), e.connect_failure()))?;
     if resp.status != 200 {
         return Err(failed(format!(
             "HTTP {}; name the model instead of asking the server",
@@ -100,7 +107,7 @@ pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<()
     let mut last = String::from("no attempt");
     let mut failure = None;
     while tokio::time::Instant::now() < deadline {
-        match get(&client, &url, &[], Duration::from_secs(2)).await {
+        match get_capped(&client, &url, &[], Duration::from_secs(2), PROBE_MAX_BODY).await {
             Ok(resp) if resp.status == 200 => return Ok(()),
             Ok(resp) => (last, failure) = (format!("HTTP {}", resp.status), None),
             Err(e) => (last, failure) = (fetch_failure(&url, &e), e.connect_failure()),

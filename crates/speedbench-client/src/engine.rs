@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{HttpClient as ControlClient, get};
+use speedbench_http::{HttpClient as ControlClient, HttpError, get_capped};
 
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
@@ -62,6 +62,12 @@ fn engine_of_metrics(body: &str) -> Option<Engine> {
     .map(|(_, e)| e)
 }
 
+/// The most of a body an engine probe, the model list or a health check
+/// reads (never more than the target's `max_response_bytes`): their answers
+/// are small, and a server answering gigabytes must not take the client's
+/// memory before a run starts.
+pub const PROBE_MAX_BODY: usize = 4 * 1024 * 1024;
+
 struct Prober<'a> {
     target: &'a Target,
     client: ControlClient,
@@ -72,9 +78,25 @@ impl Prober<'_> {
     /// The body of `GET path` when it answers 200, else `None`.
     async fn body(&self, path: &str) -> Option<String> {
         let url = self.target.base_url.join(path);
-        let resp = get(&self.client, &url, &self.headers, Duration::from_secs(5))
-            .await
-            .ok()?;
+        let cap = PROBE_MAX_BODY.min(self.target.max_response_bytes);
+        let resp = get_capped(
+            &self.client,
+            &url,
+            &self.headers,
+            Duration::from_secs(5),
+            cap,
+        )
+        .await;
+        let resp = match resp {
+            Ok(resp) => resp,
+            Err(HttpError::BodyTooLarge { limit, .. }) => {
+                tracing::warn!(
+                    "GET {path}: the answer passed the probe's cap of {limit} bytes; not read as evidence of the engine"
+                );
+                return None;
+            }
+            Err(_) => return None,
+        };
         (resp.status == 200).then(|| String::from_utf8_lossy(&resp.body).into_owned())
     }
 
@@ -184,6 +206,8 @@ const PREFLIGHT_MAX_TOKENS: u32 = 32;
 pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, ClientError> {
     let mut probe = target.clone();
     probe.max_tokens = Some(PREFLIGHT_MAX_TOKENS);
+    // A 32-token answer: anything near the cap is not one.
+    probe.max_response_bytes = probe.max_response_bytes.min(PROBE_MAX_BODY);
     for key in ["max_tokens", "max_completion_tokens"] {
         probe.extra_body.remove(key);
     }

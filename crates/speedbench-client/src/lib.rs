@@ -69,7 +69,7 @@ pub use annotate::RecordAnnotator;
 pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
-pub use engine::{Engine, EngineGuess, Preflight, detect_engine, preflight};
+pub use engine::{Engine, EngineGuess, PROBE_MAX_BODY, Preflight, detect_engine, preflight};
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
 pub use runner::{

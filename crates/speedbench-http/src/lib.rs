@@ -287,6 +287,14 @@ pub enum HttpError {
         /// What is wrong.
         message: String,
     },
+    /// The body passed the cap it was read under ([`get_capped`]).
+    #[error("{url}: the response body passed the cap of {limit} bytes")]
+    BodyTooLarge {
+        /// The URL.
+        url: String,
+        /// The cap, in bytes.
+        limit: usize,
+    },
     /// Redirects did not end.
     #[error("{url}: more than {MAX_REDIRECTS} redirects")]
     TooManyRedirects {
@@ -534,8 +542,12 @@ fn resolve_location(base: &hyper::Uri, location: &str) -> String {
     }
 }
 
+/// The most [`get`] buffers of a body ([`get_capped`] takes another cap).
+pub const GET_MAX_BODY: usize = 256 * 1024 * 1024;
+
 /// GETs `url`, following up to [`MAX_REDIRECTS`] redirects, and buffers the
-/// body; the whole exchange must finish within `timeout`.
+/// body, up to [`GET_MAX_BODY`] bytes; the whole exchange must finish
+/// within `timeout`.
 ///
 /// `headers` are sent on the first request and on redirects to the same
 /// host only, so a credential is never handed to a CDN or another site.
@@ -544,6 +556,21 @@ pub async fn get(
     url: &str,
     headers: &[(HeaderName, HeaderValue)],
     timeout: Duration,
+) -> Result<Buffered, HttpError> {
+    get_capped(client, url, headers, timeout, GET_MAX_BODY).await
+}
+
+/// [`get`], buffering at most `max_body` bytes of the body: a longer one
+/// (by its `Content-Length`, or as it arrives) is
+/// [`HttpError::BodyTooLarge`], and no more of it is read. For probes and
+/// health checks, whose answers are small, so that a server answering
+/// gigabytes cannot take the client's memory.
+pub async fn get_capped(
+    client: &HttpClient,
+    url: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    timeout: Duration,
+    max_body: usize,
 ) -> Result<Buffered, HttpError> {
     let fut = async {
         let first: hyper::Uri =
@@ -589,12 +616,29 @@ pub async fn get(
                 continue;
             }
             let headers = resp.headers().clone();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| connect(Box::new(e)))?
-                .to_bytes();
+            let too_large = || HttpError::BodyTooLarge {
+                url: current.to_string(),
+                limit: max_body,
+            };
+            let declared = headers
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            if declared.is_some_and(|n| n > max_body as u64) {
+                return Err(too_large());
+            }
+            let mut body = resp.into_body();
+            let mut bytes = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| connect(Box::new(e)))?;
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > max_body {
+                        return Err(too_large());
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            let body = Bytes::from(bytes);
             return Ok(Buffered {
                 status,
                 headers,

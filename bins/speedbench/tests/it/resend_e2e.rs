@@ -289,3 +289,76 @@ async fn a_server_closing_kept_alive_connections_loses_no_request() {
         }
     }
 }
+
+/// A server whose `GET /v1/models` answers up to `huge` bytes (chunked, as
+/// fast as they are read), whose other GETs are 404 and whose POSTs get a
+/// chat completion; returns the URL and how many bytes of the model list
+/// it managed to send.
+fn huge_model_list_server(huge: u64) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let sent = Arc::new(AtomicU64::new(0));
+    let counted = sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                while let Some(line) = read_request_line(&mut stream, &mut buf) {
+                    let response = if line.starts_with("get /v1/models ") {
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                        if stream.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, " ".repeat(1 << 16));
+                        while counted.load(Ordering::SeqCst) < huge {
+                            if stream.write_all(chunk.as_bytes()).is_err() {
+                                return;
+                            }
+                            counted.fetch_add(1 << 16, Ordering::SeqCst);
+                        }
+                        "0\r\n\r\n".to_string()
+                    } else if line.starts_with("post") {
+                        let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                    } else {
+                        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
+                    };
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_probe_answer_is_read_no_further_than_the_cap() {
+    // 256 MiB on offer; the probe reads at most 4 MiB of it.
+    let (url, sent) = huge_model_list_server(256 << 20);
+    let (out, records) = one_request(&url, &[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(records[0].is_success());
+    assert!(
+        stderr.contains("GET /v1/models: the answer passed the probe's cap of 4194304 bytes"),
+        "{stderr}"
+    );
+    // What the server could send: the cap, plus what the kernel's socket
+    // buffers held when the client stopped reading.
+    let sent = sent.load(Ordering::SeqCst);
+    assert!(sent < 32 << 20, "the probe read {sent} bytes");
+    // `--max-response-bytes` lowers it further.
+    let (url, _) = huge_model_list_server(256 << 20);
+    let (out, _) = one_request(&url, &["--max-response-bytes", "100000"]).await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cap of 100000 bytes"),
+        "{out:?}"
+    );
+}

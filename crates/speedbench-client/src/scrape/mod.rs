@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::header::{HeaderName, HeaderValue};
-use speedbench_http::{HttpClient, get};
+use speedbench_http::{HttpClient, get_capped};
 
 /// The file name of the export in a run directory.
 pub use speedbench_record::SERVER_METRICS_FILE_NAME;
@@ -72,6 +72,10 @@ pub struct ScrapeConfig {
     pub shutdown_delay: Duration,
     /// Deadline of one fetch (default 5 s).
     pub fetch_timeout: Duration,
+    /// The most of one exposition read (default 32 MiB; the target's
+    /// `max_response_bytes` for [`ScrapeConfig::for_target`]): a larger
+    /// one is a failed scrape, read no further.
+    pub max_body: usize,
     /// Extra CA roots (PEM) for HTTPS endpoints.
     pub extra_roots_pem: Vec<Vec<u8>>,
     /// API key and `-H` headers, sent only to endpoints whose URL starts
@@ -91,6 +95,7 @@ impl ScrapeConfig {
             interval: Duration::from_millis(333),
             shutdown_delay: Duration::from_secs(2),
             fetch_timeout: Duration::from_secs(5),
+            max_body: 32 * 1024 * 1024,
             extra_roots_pem: Vec::new(),
             api_key: None,
             headers: Vec::new(),
@@ -116,6 +121,7 @@ impl ScrapeConfig {
         let mut seen = std::collections::HashSet::new();
         c.endpoints.retain(|e| seen.insert(e.clone()));
         c.extra_roots_pem = target.extra_roots_pem.clone();
+        c.max_body = target.max_response_bytes;
         c.api_key = target.api_key.clone();
         c.headers = target.headers.clone();
         c.key_origin = format!("{}/", target.base_url);
@@ -176,11 +182,12 @@ impl Inner {
     async fn fetch(&self, i: usize) {
         let url = &self.config.endpoints[i];
         let t0 = Instant::now();
-        let result = get(
+        let result = get_capped(
             &self.client,
             url,
             &self.headers[i],
             self.config.fetch_timeout,
+            self.config.max_body,
         )
         .await;
         let t1 = Instant::now();

@@ -244,6 +244,14 @@ pub(crate) async fn wait_for_requests(server: &speedbench_sim::SimServer, n: u64
 /// `stream`, keeping what follows it in `buf`; whether it was a POST, or
 /// `None` once the connection ends.
 pub(crate) fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    read_request_line(stream, buf).map(|line| line.starts_with("post"))
+}
+
+/// [`read_request`], giving the request line (lowercased) instead.
+pub(crate) fn read_request_line(
+    stream: &mut std::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> Option<String> {
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -255,7 +263,7 @@ pub(crate) fn read_request(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) 
                 .unwrap_or(0);
             if buf.len() >= end + 4 + len {
                 buf.drain(..end + 4 + len);
-                return Some(head.starts_with("post"));
+                return Some(head.lines().next().unwrap_or_default().to_string());
             }
         }
         match stream.read(&mut chunk) {
