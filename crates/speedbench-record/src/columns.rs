@@ -9,7 +9,7 @@
 //! use speedbench_record::columns;
 //! let wanted = [columns::CATEGORY, columns::WARMUP, columns::SPEC_VERIFY_STEPS];
 //! assert_eq!(wanted, ["category", "warmup", "spec_verify_steps"]);
-//! assert_eq!(columns::ALL.len(), 39);
+//! assert_eq!(columns::ALL.len(), 40);
 //! ```
 
 /// `run_id`: run identifier (utf8).

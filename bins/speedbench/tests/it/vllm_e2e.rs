@@ -1,0 +1,247 @@
+//! Checks on runs against a real vLLM (CPU build, n-gram speculation,
+//! `--per-request-spec-decode-metrics summary`), made by `.ci/vllm-e2e.sh`.
+//!
+//! The script sets `SPEEDBENCH_VLLM_E2E` to a directory holding, for each
+//! run `NAME`, the run directory `NAME/`, its stdout and stderr
+//! (`NAME.stdout`, `NAME.stderr`) and the server's `/metrics` text just
+//! before and after it (`NAME.before.prom`, `NAME.after.prom`), fetched by
+//! the script, not by speedbench. Every figure is checked against vLLM's own
+//! counters: drafting steps, drafted and accepted tokens, accepted tokens by
+//! position, successful requests. Without the variable (a plain `cargo
+//! test`) there is nothing to check and the test says so.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::read_run;
+use speedbench_record::RequestRecord;
+
+/// The speculative runs: (name, whether the preflight ran inside it).
+const SPEC_RUNS: [(&str, bool); 4] = [
+    ("chat-stream-c1", true),
+    ("chat-c4", false),
+    ("completions-stream-c4", false),
+    ("completions-c1", false),
+];
+
+/// `fixtures/llama_e2e.jsonl`: 7 rows, 2 of them two-turn.
+const REQUESTS: usize = 9;
+
+/// vLLM's n-gram drafter was started with `num_speculative_tokens: 4`.
+const K: usize = 4;
+
+fn runs() -> Option<PathBuf> {
+    std::env::var_os("SPEEDBENCH_VLLM_E2E").map(PathBuf::from)
+}
+
+/// The sum of every sample of counter `name` in a Prometheus text whose
+/// labels include each of `labels` (`key="value"`).
+fn counter(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (labelset, value) = match rest.strip_prefix('{') {
+                Some(r) => r.split_once('}')?,
+                None if rest.starts_with(' ') => ("", rest),
+                None => return None,
+            };
+            labels
+                .iter()
+                .all(|want| labelset.split(',').any(|l| l.trim() == *want))
+                .then(|| value.split_whitespace().next()?.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+/// What vLLM's counters moved by over one run.
+struct CounterDelta {
+    drafting_steps: u64,
+    drafted: u64,
+    accepted: u64,
+    accepted_by_position: Vec<u64>,
+    successes: u64,
+}
+
+impl CounterDelta {
+    fn of(dir: &Path, name: &str) -> CounterDelta {
+        let read = |which: &str| {
+            std::fs::read_to_string(dir.join(format!("{name}.{which}.prom")))
+                .unwrap_or_else(|e| panic!("{name}.{which}.prom: {e}"))
+        };
+        let (before, after) = (read("before"), read("after"));
+        let delta = |metric: &str, labels: &[&str]| {
+            let d = counter(&after, metric, labels) - counter(&before, metric, labels);
+            assert!(d >= 0.0 && d.fract() == 0.0, "{metric}: {d}");
+            d as u64
+        };
+        let positions: Vec<String> = (0..K).map(|p| format!("position=\"{p}\"")).collect();
+        CounterDelta {
+            drafting_steps: delta("vllm:spec_decode_num_drafts_total", &[]),
+            drafted: delta("vllm:spec_decode_num_draft_tokens_total", &[]),
+            accepted: delta("vllm:spec_decode_num_accepted_tokens_total", &[]),
+            accepted_by_position: positions
+                .iter()
+                .map(|p| delta("vllm:spec_decode_num_accepted_tokens_per_pos_total", &[p]))
+                .collect(),
+            successes: delta("vllm:request_success_total", &[]),
+        }
+    }
+}
+
+/// The preflight's acceptance, from its line: `preflight: per-request
+/// acceptance: vllm: A of D drafted tokens accepted over S verify steps`.
+fn preflight_counts(text: &str) -> (u64, u64, u64) {
+    let line = text
+        .lines()
+        .find(|l| l.contains("preflight: per-request acceptance: vllm: "))
+        .unwrap_or_else(|| panic!("no preflight acceptance line in:\n{text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |w: &str| -> u64 {
+        let at = words.iter().position(|x| *x == w).unwrap();
+        words[at + 1].parse().unwrap()
+    };
+    let accepted: u64 = words[words.iter().position(|x| *x == "of").unwrap() - 1]
+        .parse()
+        .unwrap();
+    (accepted, after("of"), after("over"))
+}
+
+/// Accepted drafts at each draft position, from the records' per-request
+/// histograms (`hist[j]`: steps that accepted j drafts, so position p was
+/// accepted by every step that accepted more than p).
+fn accepted_by_position(records: &[RequestRecord]) -> Vec<u64> {
+    let mut out = vec![0u64; K];
+    for s in records.iter().filter_map(|r| r.spec.as_ref()) {
+        for (j, steps) in s.acceptance_histogram.iter().enumerate() {
+            for slot in out.iter_mut().take(j) {
+                *slot += steps;
+            }
+        }
+    }
+    out
+}
+
+fn check_spec_run(root: &Path, name: &str, with_preflight: bool) {
+    let dir = root.join(name);
+    let records = read_run(&dir).unwrap().records;
+    let stderr = std::fs::read_to_string(root.join(format!("{name}.stderr"))).unwrap();
+    let stdout = std::fs::read_to_string(root.join(format!("{name}.stdout"))).unwrap();
+    let said = format!("{stdout}{stderr}");
+    assert!(said.contains("engine: vllm (GET /v1/models"), "{name}: {said}");
+    assert_eq!(records.len(), REQUESTS, "{name}");
+    for r in &records {
+        assert!(r.is_success(), "{name}: {:?}", r.error_message);
+        assert!(r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns), "{name}");
+        assert_eq!(r.resends, 0, "{name}");
+    }
+    let server = CounterDelta::of(root, name);
+    // The preflight is one more request, inside the run's counter window.
+    let (pre_accepted, pre_drafted, pre_steps) = if with_preflight {
+        preflight_counts(&said)
+    } else {
+        assert!(!said.contains("preflight:"), "{name}: {said}");
+        (0, 0, 0)
+    };
+    let preflight_requests = u64::from(with_preflight);
+    assert_eq!(
+        server.successes,
+        records.len() as u64 + preflight_requests,
+        "{name}: vllm:request_success_total"
+    );
+    let spec: Vec<_> = records.iter().filter_map(|r| r.spec.as_ref()).collect();
+    let sum = |f: &dyn Fn(&speedbench_record::SpecDecodeStats) -> u64| -> u64 {
+        spec.iter().map(|s| f(s)).sum()
+    };
+    assert_eq!(
+        sum(&|s| s.verify_steps.unwrap()) + pre_steps,
+        server.drafting_steps,
+        "{name}: drafting steps"
+    );
+    assert_eq!(
+        sum(&|s| s.proposed_draft_tokens) + pre_drafted,
+        server.drafted,
+        "{name}: drafted tokens"
+    );
+    assert_eq!(
+        sum(&|s| s.accepted_draft_tokens) + pre_accepted,
+        server.accepted,
+        "{name}: accepted tokens"
+    );
+    assert!(server.drafting_steps > 0, "{name}: n-gram never drafted");
+    if !with_preflight {
+        assert_eq!(
+            accepted_by_position(&records),
+            server.accepted_by_position,
+            "{name}: accepted by position"
+        );
+        assert_eq!(
+            server.accepted_by_position.iter().sum::<u64>(),
+            server.accepted,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn vllm_runs_check_out_against_its_counters() {
+    let Some(root) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_VLLM_E2E is not set (run .ci/vllm-e2e.sh)");
+        return;
+    };
+    for (name, with_preflight) in SPEC_RUNS {
+        check_spec_run(&root, name, with_preflight);
+    }
+    // Without speculation: no payload, no drafting, every request counted.
+    let base = read_run(&root.join("base-chat-stream-c1")).unwrap().records;
+    assert_eq!(base.len(), REQUESTS);
+    assert!(base.iter().all(|r| r.is_success() && r.spec.is_none()));
+    let server = CounterDelta::of(&root, "base-chat-stream-c1");
+    assert_eq!(server.drafting_steps, 0);
+    assert_eq!(server.successes, REQUESTS as u64 + 1, "the preflight too");
+    let compare = std::fs::read_to_string(root.join("compare.stdout")).unwrap();
+    assert!(compare.to_lowercase().contains("speedup"), "{compare}");
+}
+
+#[test]
+fn counters_are_read_by_name_and_label() {
+    let text = "# HELP x\n\
+        vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 7.0\n\
+        vllm:spec_decode_num_drafts_created{engine=\"0\"} 1.7e9\n\
+        vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",position=\"0\"} 5.0\n\
+        vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",position=\"1\"} 3.0\n\
+        vllm:request_success_total{finished_reason=\"stop\"} 2.0\n\
+        vllm:request_success_total{finished_reason=\"length\"} 4.0\n\
+        plain_total 9\n";
+    assert_eq!(counter(text, "vllm:spec_decode_num_drafts_total", &[]), 7.0);
+    assert_eq!(
+        counter(
+            text,
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            &["position=\"1\""]
+        ),
+        3.0
+    );
+    assert_eq!(counter(text, "vllm:request_success_total", &[]), 6.0);
+    assert_eq!(counter(text, "plain_total", &[]), 9.0);
+    assert_eq!(
+        preflight_counts(
+            "x\npreflight: per-request acceptance: vllm: 14 of 16 drafted tokens accepted over 4 verify steps\n"
+        ),
+        (14, 16, 4)
+    );
+    let r = |hist: Vec<u64>| RequestRecord {
+        spec: Some(speedbench_record::SpecDecodeStats {
+            acceptance_histogram: hist,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Steps accepting 0, 1, 4 and 2 drafts: position 0 by three steps,
+    // position 1 by two, positions 2 and 3 by one.
+    assert_eq!(
+        accepted_by_position(&[r(vec![1, 1, 0, 0, 1]), r(vec![0, 0, 1])]),
+        vec![3, 2, 1, 1]
+    );
+}
