@@ -98,10 +98,13 @@ echo "== speculative server (n-gram, 4 tokens, per-request summary)"
 start_server "$OUT/server-spec.log" \
     --speculative-config '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}' \
     --per-request-spec-decode-metrics summary
+# The preflight is one more request between a run's snapshots: its own
+# counts (printed) are taken off the first run's; the others skip it, so
+# their by-position counters are the records' alone.
 profile "$OUT/chat-stream-c1" --streaming --concurrency 1
-profile "$OUT/chat-c4" --concurrency 4
-profile "$OUT/completions-stream-c4" --endpoint-type completions --streaming --concurrency 4
-profile "$OUT/completions-c1" --endpoint-type completions --concurrency 1
+profile "$OUT/chat-c4" --concurrency 4 --no-preflight
+profile "$OUT/completions-stream-c4" --endpoint-type completions --streaming --concurrency 4 --no-preflight
+profile "$OUT/completions-c1" --endpoint-type completions --concurrency 1 --no-preflight
 stop_server
 
 echo "== the same server without speculation"

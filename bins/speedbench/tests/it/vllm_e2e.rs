@@ -129,7 +129,10 @@ fn check_spec_run(root: &Path, name: &str, with_preflight: bool) {
     let stderr = std::fs::read_to_string(root.join(format!("{name}.stderr"))).unwrap();
     let stdout = std::fs::read_to_string(root.join(format!("{name}.stdout"))).unwrap();
     let said = format!("{stdout}{stderr}");
-    assert!(said.contains("engine: vllm (GET /v1/models"), "{name}: {said}");
+    assert!(
+        said.contains("engine: vllm (GET /v1/models"),
+        "{name}: {said}"
+    );
     assert_eq!(records.len(), REQUESTS, "{name}");
     for r in &records {
         assert!(r.is_success(), "{name}: {:?}", r.error_message);

@@ -205,7 +205,15 @@ pub(super) fn to_record(
             None
         }
     };
-    if error.is_none() && ex.state.first_output.is_none() && ex.state.completion_tokens() != Some(0)
+    // No output is a failure, unless the server said the generation ended
+    // (a model may end at once with its end-of-sequence token: vLLM's
+    // completions endpoint answers `finish_reason: "stop"`, one completion
+    // token and no text, and counts it in `vllm:request_success_total`) or
+    // that it generated nothing.
+    if error.is_none()
+        && ex.state.first_output.is_none()
+        && ex.state.completion_tokens() != Some(0)
+        && ex.state.finish_reason.is_none()
     {
         error = Some((ErrorKind::Protocol, "the response carried no output".into()));
     }
