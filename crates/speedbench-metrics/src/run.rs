@@ -188,6 +188,10 @@ pub struct RequestCounts {
     /// request (see `RequestRecord::resends`). Left out of JSON when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resent: u64,
+    /// Why the first skipped turn was not sent (its record's message: an
+    /// earlier turn of its conversation failed, or the turn is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_skip_reason: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -212,7 +216,12 @@ impl RequestCounts {
         match (r.warmup, r.error_kind) {
             (true, _) => self.warmup += 1,
             (false, None) => self.succeeded += 1,
-            (false, Some(ErrorKind::Skipped)) => self.skipped += 1,
+            (false, Some(ErrorKind::Skipped)) => {
+                self.skipped += 1;
+                if self.first_skip_reason.is_none() {
+                    self.first_skip_reason.clone_from(&r.error_message);
+                }
+            }
             (false, Some(kind)) => {
                 self.failed += 1;
                 if self.first_error.is_none() {
@@ -237,6 +246,9 @@ impl RequestCounts {
         }
         if self.first_error.is_none() {
             self.first_error.clone_from(&later.first_error);
+        }
+        if self.first_skip_reason.is_none() {
+            self.first_skip_reason.clone_from(&later.first_skip_reason);
         }
     }
 

@@ -174,6 +174,10 @@ pub fn run_cells(
         SourceChoice::Summary => &[SourceChoice::Summary],
         SourceChoice::Server => &[SourceChoice::Server],
     };
+    // Cells without a value, kept in case no source has one: the run's
+    // columns still stand, empty (as AIPerf keeps a category whose run
+    // has no value, and folds that run into its model's row).
+    let mut empty: Option<RunCells> = None;
     for source in order {
         let (cells, resolved) = match source {
             // Acceptance from the digest folded as the records were read
@@ -224,8 +228,23 @@ pub fn run_cells(
         if cells.values().any(|c| c.value.is_some()) {
             return (cells, resolved);
         }
+        if empty.is_none() && !cells.is_empty() {
+            empty = Some(cells);
+        }
     }
-    (RunCells::new(), ResolvedSource::None)
+    let empty = empty.unwrap_or_else(|| {
+        run_column(run)
+            .map(|column| {
+                let cell = Cell {
+                    value: None,
+                    requests: 0,
+                    time_averaged: false,
+                };
+                RunCells::from([(column, cell)])
+            })
+            .unwrap_or_default()
+    });
+    (empty, ResolvedSource::None)
 }
 
 /// One report's matrix over loaded runs, and each run's resolved source

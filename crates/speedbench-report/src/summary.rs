@@ -329,8 +329,16 @@ fn errors(c: &RequestCounts) -> Option<String> {
         }
     }
     if c.skipped > 0 {
+        // Each skipped record says why; the first reason stands for them.
+        let why = match (c.first_skip_reason.as_deref(), c.skipped) {
+            (Some(reason), 1) => format!(" ({reason})"),
+            (Some(reason), _) => {
+                format!(" (the first: {reason}; each record's error_message says why)")
+            }
+            (None, _) => String::new(),
+        };
         out.push_str(&format!(
-            "Skipped: {} never sent because an earlier turn of their conversation failed\n",
+            "Skipped: {} never sent{why}\n",
             count_of(c.skipped, "turn")
         ));
     }
@@ -816,8 +824,16 @@ mod tests {
     #[test]
     fn skipped_turns_get_their_own_line() {
         let mut records = run();
-        records.push(failed(ErrorKind::Skipped));
-        records.push(failed(ErrorKind::Skipped));
+        let skipped = |why: &str| RequestRecord {
+            error_message: Some(why.into()),
+            ..failed(ErrorKind::Skipped)
+        };
+        records.push(skipped(
+            "not sent: turn 1 of this conversation is empty or whitespace only",
+        ));
+        records.push(skipped(
+            "not sent: turn 1 of this conversation failed (timeout)",
+        ));
         let out = render_run_summary(&RunMetrics::from_records(&records));
         assert!(
             out.contains("Errors: 3 of 5 requests failed (timeout: 2, connection: 1)"),
@@ -825,7 +841,8 @@ mod tests {
         );
         assert!(
             out.contains(
-                "Skipped: 2 turns never sent because an earlier turn of their conversation failed\n"
+                "Skipped: 2 turns never sent (the first: not sent: turn 1 of this conversation is \
+                 empty or whitespace only; each record's error_message says why)\n"
             ),
             "{out}"
         );

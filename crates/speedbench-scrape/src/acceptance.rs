@@ -487,6 +487,23 @@ mod tests {
     }
 
     #[test]
+    fn aiperfs_hand_written_exports_read() {
+        // AIPerf's own report tests: no `type`, a gauge's `avg` alone (2.5
+        // expected), and a histogram series that saw nothing: `{"count": 0}`.
+        let text = r#"{"metrics": {
+            "sglang:spec_accept_length": {"series": [{"stats": {"avg": 2.5}}]},
+            "http_request_duration_seconds": {"type": "histogram",
+                "series": [{"labels": {"handler": "/v1/models"}, "stats": {"count": 0}}]}}}"#;
+        let e = ServerMetricsExport::from_json(text).unwrap();
+        assert_eq!(e.acceptance_length().unwrap().value, 2.5);
+        let empty = &e.metrics["http_request_duration_seconds"].series[0];
+        match &empty.stats {
+            Some(SeriesStats::Gauge(g)) => assert!(g.count == 0 && g.avg.is_nan()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn vllm_counters_are_token_weighted() {
         // The AIPerf run3 export: 241 accepted over 143 drafts, 429 draft tokens.
         let e = export(json!({

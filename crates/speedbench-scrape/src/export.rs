@@ -81,8 +81,9 @@ pub struct EndpointInfo {
 /// One metric family.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricExport {
-    /// The family's type.
-    #[serde(rename = "type")]
+    /// The family's type ([`MetricType::Unknown`] when left out, as
+    /// AIPerf's hand-written exports do).
+    #[serde(rename = "type", default)]
     pub kind: MetricType,
     /// The `# HELP` text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +119,9 @@ pub enum SeriesStats {
     Histogram(HistogramStats),
     /// Counter delta and rate.
     Counter(CounterStats),
-    /// Gauge (and untyped) sample statistics.
+    /// Gauge (and untyped) sample statistics. Any statistic may be left
+    /// out (NaN): AIPerf writes a series that saw nothing in the window as
+    /// `{"count": 0}` alone, and its hand-written exports a gauge's `avg`.
     Gauge(GaugeStats),
 }
 
@@ -154,43 +157,43 @@ pub struct GaugeStats {
     #[serde(default)]
     pub count: usize,
     /// Mean of the samples.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub avg: f64,
     /// Smallest sample.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub min: f64,
     /// Largest sample.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub max: f64,
     /// Sample standard deviation (ddof 1).
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub std: f64,
     /// 1st percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p1: f64,
     /// 5th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p5: f64,
     /// 10th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p10: f64,
     /// 25th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p25: f64,
     /// Median.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p50: f64,
     /// 75th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p75: f64,
     /// 90th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p90: f64,
     /// 95th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p95: f64,
     /// 99th percentile.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub p99: f64,
 }
 
@@ -207,6 +210,12 @@ pub struct HistogramStats {
     /// read from an AIPerf export, which keeps them beside the stats).
     #[serde(default)]
     pub buckets: BTreeMap<String, f64>,
+}
+
+/// A statistic left out: NaN, as a `null` one (AIPerf's hand-written
+/// exports give a gauge's `avg` alone).
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// A statistic written as `null`: NaN. JSON has no NaN, so a writer that

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ScrapeError;
 
 /// The type a `# TYPE` line declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MetricType {
     /// Monotonic total (reset on restart).
@@ -20,6 +20,7 @@ pub enum MetricType {
     /// Quantiles plus `_sum` and `_count`.
     Summary,
     /// No (or an unrecognised) type.
+    #[default]
     #[serde(alias = "untyped", other)]
     Unknown,
 }

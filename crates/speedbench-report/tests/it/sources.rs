@@ -77,9 +77,11 @@ fn auto_falls_through_to_the_first_source_with_a_value() {
     // No records: auto takes the summary.
     let (_, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Auto);
     assert_eq!(source, ResolvedSource::Summary);
-    // Pinned to records, there is nothing.
+    // Pinned to records, there is no value: the run's column stays, empty
+    // (as AIPerf keeps a category whose run has no value).
     let (cells, source) = run_cells(&run, MatrixMetric::AcceptLength, SourceChoice::Records);
-    assert!(cells.is_empty());
+    assert_eq!(cells.keys().collect::<Vec<_>>(), ["coding"]);
+    assert_eq!(cells["coding"].value, None);
     assert_eq!(source, ResolvedSource::None);
 
     let dirs = find_run_dirs(&[dir.path().to_path_buf()]).unwrap();
