@@ -779,7 +779,7 @@ fn installed_aiperf(venv: &Path) -> Option<String> {
 
 /// Installs AIPerf [`AIPERF_VERSION`] into `target/bench-venv` unless that
 /// exact version is there.
-fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn aiperf_bin(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target/bench-venv");
     let bin = venv.join("bin/aiperf");
     let installed = installed_aiperf(&venv);

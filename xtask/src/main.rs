@@ -30,6 +30,10 @@
 //! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
 //! - `bench sse`: the SSE parser on 1, 4 and 16 MiB `data:` lines, with
 //!   the 16/4 MiB ratio against linear (4x).
+//! - `bench vllm [--concurrency C] [--rounds N]`: AIPerf 0.13.0 and
+//!   speedbench on the same prompts against the same real vLLM (CPU build,
+//!   n-gram speculation): every acceptance figure and request count both
+//!   print, equal or named.
 //! - `bench load [--requests N] [--concurrency C] [--no-build]`: 10,000
 //!   streamed requests at concurrency 1,024 against the simulator; prints
 //!   wall time, req/s, peak RSS, peak open fds and failures.
@@ -43,6 +47,7 @@ mod bench_dataset;
 mod bench_load;
 mod bench_report;
 mod bench_sse;
+mod bench_vllm;
 mod circles;
 mod downstream;
 mod fixtures;
@@ -76,8 +81,11 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("dataset") => {
             bench_dataset::run(&args[2..])
         }
+        Some("bench") if args.get(1).map(String::as_str) == Some("vllm") => {
+            bench_vllm::run(&workspace_root(), &args[2..])
+        }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only]\n  bench dataset [--mb N]\n  bench sse\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only]\n  bench dataset [--mb N]\n  bench sse\n  bench vllm [--concurrency C] [--rounds N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
         )),
     };
     match result {

@@ -90,7 +90,7 @@ pub use rng::SplitMix64;
 pub use run::{
     ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
 };
-pub use spec::{PooledHistogram, SpecDecodeMetrics, length_at_budgets};
+pub use spec::{PerPass, PooledHistogram, SpecDecodeMetrics, length_at_budgets};
 pub use speed_bench_py::{
     OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow,
     SpeedBenchPySample, has_llamacpp_timings, speed_bench_py_compare, speed_bench_py_elapsed_s,

@@ -61,6 +61,48 @@ pub struct SpecDecodeMetrics {
     pub requests_without_spec: u64,
     /// The pooled accepted-drafts-per-step histogram.
     pub histogram: PooledHistogram,
+    /// vLLM's requests counted per target forward pass ([`PerPass`]).
+    #[serde(default)]
+    pub per_pass: PerPass,
+}
+
+/// Tokens per target forward pass, for an engine whose own step count
+/// leaves out the passes that drafted nothing (vLLM with n-gram drafting
+/// counts only the steps that drafted: its acceptance length is per
+/// drafting step). Every pass, the prefill's included, emits one token plus
+/// the drafts it accepted, so a request's passes are `completion_tokens -
+/// accepted`, as llama.cpp's steps are counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerPass {
+    /// Requests counted (vLLM's, with completion tokens).
+    pub requests: u64,
+    /// Their completion tokens.
+    pub tokens: u64,
+    /// Their accepted drafts.
+    pub accepted: u64,
+    /// Their steps as the engine counts them.
+    pub engine_steps: u64,
+}
+
+impl PerPass {
+    /// Target forward passes: `tokens - accepted`.
+    pub fn passes(&self) -> u64 {
+        self.tokens.saturating_sub(self.accepted)
+    }
+
+    /// Tokens per target pass, `tokens / passes`; `None` without a pass.
+    pub fn length(&self) -> Option<f64> {
+        (self.passes() > 0).then(|| self.tokens as f64 / self.passes() as f64)
+    }
+
+    /// Decode passes the engine's steps leave out: passes less one
+    /// prefill pass per request less the engine's steps (0 when every
+    /// decode pass drafted).
+    pub fn passes_left_out(&self) -> u64 {
+        self.passes()
+            .saturating_sub(self.requests)
+            .saturating_sub(self.engine_steps)
+    }
 }
 
 impl SpecDecodeMetrics {
@@ -70,6 +112,7 @@ impl SpecDecodeMetrics {
         let mut histogram = PooledHistogram::default();
         let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
         let mut zero_step_in_distributions = 0;
+        let mut per_pass = PerPass::default();
         let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
         let speculates = run_speculates(records);
         for r in records.iter().filter(|r| is_measured(r)) {
@@ -103,6 +146,14 @@ impl SpecDecodeMetrics {
             };
             totals.add(spec);
             histogram.add(&spec.acceptance_histogram);
+            if spec.source == Some(SpecSource::Vllm)
+                && let (Some(tokens), Some(steps)) = (r.completion_tokens, spec.verify_steps)
+            {
+                per_pass.requests += 1;
+                per_pass.tokens += tokens;
+                per_pass.accepted += spec.accepted_draft_tokens;
+                per_pass.engine_steps += steps;
+            }
             if spec.verify_steps == Some(0) {
                 zero_step_requests += 1;
                 // vLLM's own figures for a request that drafted nothing.
@@ -129,6 +180,7 @@ impl SpecDecodeMetrics {
             zero_step_in_distributions,
             requests_without_spec,
             histogram,
+            per_pass,
         }
     }
 
@@ -394,6 +446,32 @@ mod tests {
         ));
         assert_eq!(m.histogram.requests, 2);
         assert_eq!(m.histogram.total_steps(), 43);
+    }
+
+    #[test]
+    fn vllm_requests_are_also_counted_per_target_pass() {
+        // 40 tokens, 20 accepted over 5 drafting steps: 20 passes, of which
+        // 1 prefill and 5 drafted, so 14 decode passes drafted nothing.
+        // 1 + 20/5 = 5 per drafting step, 40/20 = 2 per pass.
+        let mut a = vllm(20, 20, 5, &[0, 0, 0, 5]);
+        a.completion_tokens = Some(40);
+        // A zero-step request of 10 tokens: 10 passes, none drafted.
+        let mut b = vllm(0, 0, 0, &[0, 0, 0, 0]);
+        b.completion_tokens = Some(10);
+        let m = SpecDecodeMetrics::from_records(&[a, b]);
+        let p = m.per_pass;
+        assert_eq!(
+            (p.requests, p.tokens, p.accepted, p.engine_steps),
+            (2, 50, 20, 5)
+        );
+        assert_eq!(p.passes(), 30);
+        assert!(close(p.length().unwrap(), 50.0 / 30.0));
+        // 30 passes - 2 prefills - 5 drafting steps.
+        assert_eq!(p.passes_left_out(), 23);
+        assert!(close(
+            m.token_weighted_acceptance_length().unwrap(),
+            1.0 + 20.0 / 5.0
+        ));
     }
 
     #[test]

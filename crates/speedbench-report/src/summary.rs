@@ -1,7 +1,7 @@
 //! The end-of-run console summary (AIPerf's "LLM Metrics" tables).
 
 use speedbench_metrics::{
-    ITERATION_LABEL, PooledHistogram, RequestCounts, RunMetrics, ServerTimingMetrics,
+    ITERATION_LABEL, PerPass, PooledHistogram, RequestCounts, RunMetrics, ServerTimingMetrics,
     SpecDecodeMetrics, Summary,
 };
 
@@ -266,6 +266,9 @@ fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
             parts.join("; ")
         ));
     }
+    if let Some(line) = per_pass_line(&spec.per_pass) {
+        out.push_str(&line);
+    }
     if spec.zero_step_in_distributions > 0 {
         out.push_str(&format!(
             "  Drafted nothing (zero verify steps): {}, in the per-request distributions at vLLM's own figures (acceptance length 1, draft acceptance rate 0%, 0 steps), as AIPerf counts them\n",
@@ -280,6 +283,22 @@ fn not_counted_line(spec: &SpecDecodeMetrics) -> Option<String> {
         ));
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// vLLM's acceptance length per target pass beside its own (per drafting
+/// step), when some decode passes drafted nothing.
+fn per_pass_line(p: &PerPass) -> Option<String> {
+    if p.passes_left_out() == 0 {
+        return None;
+    }
+    let length = p.length()?;
+    Some(format!(
+        "  Per target pass: {length:.2} tokens ({} over {} passes, drafting or not); vLLM's own acceptance length counts only its {} drafting steps ({} decode passes drafted nothing)\n",
+        p.tokens,
+        p.passes(),
+        p.engine_steps,
+        p.passes_left_out()
+    ))
 }
 
 fn server_timings(t: &ServerTimingMetrics) -> Option<String> {
@@ -787,6 +806,26 @@ mod tests {
             requests: 1,
         };
         assert_eq!(position_lines(&one), "");
+    }
+
+    #[test]
+    fn vllm_per_pass_figure_is_said_beside_its_own() {
+        let mut spec = SpecDecodeMetrics::from_records(&[]);
+        // 50 tokens, 20 accepted: 30 passes; 2 prefills, 5 drafting steps.
+        spec.per_pass = PerPass {
+            requests: 2,
+            tokens: 50,
+            accepted: 20,
+            engine_steps: 5,
+        };
+        let text = not_counted_line(&spec).unwrap();
+        assert!(
+            text.contains("Per target pass: 1.67 tokens (50 over 30 passes, drafting or not); vLLM's own acceptance length counts only its 5 drafting steps (23 decode passes drafted nothing)"),
+            "{text}"
+        );
+        // Every decode pass drafted: nothing to add.
+        spec.per_pass.engine_steps = 28;
+        assert_eq!(not_counted_line(&spec), None);
     }
 
     #[test]

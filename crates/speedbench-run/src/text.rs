@@ -326,14 +326,27 @@ fn engine_lines(export: &ServerMetricsExport) -> Vec<String> {
         .into_iter()
         .find(|e| !e.per_position.is_empty())
     {
-        let shares: Vec<String> = engine
-            .per_position
+        // Up to the last position anything was accepted at (an n-gram
+        // drafter's budget may be 64, most of it never reached).
+        let last = engine.per_position.iter().rposition(|p| *p > 0.0);
+        let shown = last.map_or(0, |i| i + 1);
+        let shares: Vec<String> = engine.per_position[..shown]
             .iter()
             .enumerate()
             .map(|(i, p)| format!("{}: {p:.3}", i + 1))
             .collect();
+        let hidden = engine.per_position.len() - shown;
+        let rest = match hidden {
+            0 => String::new(),
+            n => format!(" (positions {}-{}: 0)", shown + 1, shown + n),
+        };
+        // The acceptance length's own denominator (its full-budget sum).
+        let over = match engine.steps.zip(engine.drafts) {
+            Some((steps, drafts)) if steps != drafts => "target passes",
+            _ => "drafts",
+        };
         out.push(format!(
-            "server metrics: acceptance by draft position ({} counters, accepted at position / drafts): {}",
+            "server metrics: acceptance by draft position ({} counters, accepted at position / {over}): {}{rest}",
             engine.engine,
             shares.join(", ")
         ));

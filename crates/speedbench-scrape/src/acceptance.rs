@@ -95,7 +95,12 @@ pub struct SpecDecodeSummary {
     /// Accepted / proposed draft tokens, a fraction: the engine's gauge,
     /// else its counters.
     pub acceptance_rate: Option<Acceptance>,
-    /// Acceptance per draft position (accepted at i / drafts).
+    /// Acceptance per draft position: accepted at position i over
+    /// [`Self::steps`], the acceptance length's own denominator (so that
+    /// `1 + Σ per_position` is the counter-derived acceptance length). For
+    /// vLLM and TensorRT-LLM the steps are their drafts (what `vllm bench
+    /// serve` divides by); for llama.cpp they are its target passes, not
+    /// the drafting steps alone. Over drafts when the steps are unknown.
     pub per_position: Vec<f64>,
 }
 
@@ -447,7 +452,8 @@ impl ServerMetricsExport {
                 summary.steps = self.steps(c);
                 summary.draft_tokens = draft_tokens;
                 summary.accepted_tokens = accepted;
-                if let Some(d) = drafts.filter(|d| *d > 0.0) {
+                // One denominator for the row: the length's steps.
+                if let Some(d) = summary.steps.or(drafts).filter(|d| *d > 0.0) {
                     let mut by: Vec<(u64, f64)> = self
                         .by_position(c.per_position)
                         .iter()
@@ -549,6 +555,22 @@ mod tests {
         let s = &e.spec_decode()[0];
         assert_eq!((s.drafts, s.steps), (Some(12.0), Some(63.0)));
         assert_eq!(s.acceptance_rate.as_ref().map(|a| a.value), Some(0.98));
+        // By position, over the target passes: 30 accepted (12, 10 and 8
+        // at positions 1-3) in 12 drafting steps, 93 tokens predicted, so
+        // 63 passes; 1 + Σ per position = 1 + 30/63, the length.
+        let e = export(json!({
+            "llamacpp:spec_decode_num_accepted_tokens": counter(30.0),
+            "llamacpp:spec_decode_num_draft_tokens": counter(36.0),
+            "llamacpp:spec_decode_num_drafts": counter(12.0),
+            "llamacpp:tokens_predicted": counter(93.0),
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos": {"type": "counter", "series": [
+                {"labels": {"position": "0"}, "stats": {"total": 12.0}},
+                {"labels": {"position": "1"}, "stats": {"total": 10.0}},
+                {"labels": {"position": "2"}, "stats": {"total": 8.0}}]}}));
+        let s = &e.spec_decode()[0];
+        assert_eq!(s.per_position, vec![12.0 / 63.0, 10.0 / 63.0, 8.0 / 63.0]);
+        let full = 1.0 + s.per_position.iter().sum::<f64>();
+        assert!((full - s.acceptance_length.as_ref().unwrap().value).abs() < 1e-12);
         // No predicted-tokens counter: the steps are unknown, so no length
         // (the per-draft figure is a different quantity).
         let e = export(json!({

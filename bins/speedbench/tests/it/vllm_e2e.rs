@@ -62,6 +62,7 @@ struct CounterDelta {
     accepted: u64,
     accepted_by_position: Vec<u64>,
     successes: u64,
+    generated_tokens: u64,
 }
 
 impl CounterDelta {
@@ -86,6 +87,7 @@ impl CounterDelta {
                 .map(|p| delta("vllm:spec_decode_num_accepted_tokens_per_pos_total", &[p]))
                 .collect(),
             successes: delta("vllm:request_success_total", &[]),
+            generated_tokens: delta("vllm:generation_tokens_total", &[]),
         }
     }
 }
@@ -184,7 +186,39 @@ fn check_spec_run(root: &Path, name: &str, with_preflight: bool) {
             server.accepted,
             "{name}"
         );
+        check_per_pass_and_budget(&dir, name, &server);
     }
+}
+
+/// The per-pass figure's tokens are vLLM's generated-token counter's, and
+/// the full-budget length from the pooled histogram is the run's
+/// token-weighted acceptance length (one denominator).
+fn check_per_pass_and_budget(dir: &Path, name: &str, server: &CounterDelta) {
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let spec = &summary["spec_decode"];
+    assert_eq!(
+        spec["per_pass"]["tokens"].as_u64(),
+        Some(server.generated_tokens),
+        "{name}: vllm:generation_tokens"
+    );
+    assert_eq!(spec["per_pass"]["accepted"].as_u64(), Some(server.accepted));
+    let counts: Vec<f64> = spec["histogram"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_f64().unwrap())
+        .collect();
+    let steps: f64 = counts.iter().sum();
+    let full_budget = 1.0
+        + (1..counts.len())
+            .map(|i| counts[i..].iter().sum::<f64>() / steps)
+            .sum::<f64>();
+    let token_weighted = 1.0 + server.accepted as f64 / server.drafting_steps as f64;
+    assert!(
+        (full_budget - token_weighted).abs() < 1e-9,
+        "{name}: {full_budget} vs {token_weighted}"
+    );
 }
 
 #[test]

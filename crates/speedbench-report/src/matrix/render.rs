@@ -108,6 +108,13 @@ impl AcceptanceMatrix {
                     && let Some(obj) = row.as_object_mut()
                 {
                     obj.insert("position_acceptance".into(), json!(r.positions));
+                    // One denominator for the row: its acceptance length's
+                    // steps (the engine's verify steps; llama.cpp's target
+                    // passes), so the full-budget length is the row's own.
+                    obj.insert(
+                        "position_acceptance_per".into(),
+                        json!("acceptance_length_step"),
+                    );
                     obj.insert(
                         "length_at_budget".into(),
                         json!(speedbench_metrics::length_at_budgets(&r.positions)),
