@@ -239,6 +239,16 @@ async fn sources_agree(dir: &Path, records: &[RequestRecord]) {
     );
     assert!((s - expected).abs() < 1e-9, "summary {s} vs {expected}");
     assert!((v - expected).abs() < 1e-9, "server {v} vs {expected}");
+    // One denominator per row: the per-position counters over the same
+    // target passes, so the full-budget length is the row's own.
+    if let Some(budgets) = server["rows"][0]["length_at_budget"].as_array() {
+        let full = budgets.last().and_then(Value::as_f64).unwrap();
+        assert!((full - v).abs() < 1e-9, "full budget {full} vs {v}");
+        assert_eq!(
+            server["rows"][0]["position_acceptance_per"],
+            "acceptance_length_step"
+        );
+    }
     // Every category is a column, each cell over all its requests.
     let columns = by_category["columns"].as_array().unwrap();
     let categories: std::collections::BTreeSet<&str> = records
