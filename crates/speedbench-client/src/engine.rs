@@ -177,6 +177,10 @@ pub struct Preflight {
     pub acceptance: Option<String>,
     /// A payload came back but could not be right: why.
     pub dropped: Option<String>,
+    /// What the server itself says of its speculation when no acceptance
+    /// came back (llama-server's `GET /slots`: `"speculative": true` on a
+    /// slot); `None` when it says nothing.
+    pub server_speculates: Option<bool>,
 }
 
 impl Preflight {
@@ -186,10 +190,22 @@ impl Preflight {
     }
 
     /// When the request succeeded without per-request acceptance: why,
-    /// and what to change ([`Engine::missing_acceptance_advice`]).
+    /// and what to change ([`Engine::missing_acceptance_advice`]); or, where
+    /// the server says it speculates, that it drafted nothing for the
+    /// preflight's prompt (an n-gram drafter needs repetition), with no
+    /// advice to change anything.
     pub fn advice(&self) -> Option<&'static str> {
-        (self.error.is_none() && self.acceptance.is_none())
-            .then(|| self.engine.missing_acceptance_advice())
+        if self.error.is_some() || self.acceptance.is_some() {
+            return None;
+        }
+        Some(match self.server_speculates {
+            Some(true) => {
+                "the server says it speculates (GET /slots: \"speculative\": true); it drafted \
+                 nothing for the preflight's short prompt, as an n-gram drafter does where the \
+                 context does not repeat itself, so nothing needs changing"
+            }
+            _ => self.engine.missing_acceptance_advice(),
+        })
     }
 }
 
@@ -225,6 +241,7 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
             .map(|(kind, message)| format!("{} ({})", message, kind.as_str())),
         acceptance: None,
         dropped: None,
+        server_speculates: None,
     };
     if out.error.is_some() {
         return Ok(out);
@@ -255,7 +272,39 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
         }
         _ => {}
     }
+    if out.acceptance.is_none() && engine == Engine::LlamaCpp {
+        out.server_speculates = llama_slots_speculate(target).await;
+    }
     Ok(out)
+}
+
+/// Whether llama-server says a slot speculates (`GET /slots`, on by
+/// default: `[{"id": 0, "speculative": true, ...}]`); `None` when it does
+/// not answer so.
+async fn llama_slots_speculate(target: &Target) -> Option<bool> {
+    let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
+        max_idle_per_host: 0,
+        extra_roots_pem: target.extra_roots_pem.clone(),
+        local_addrs: target.local_addrs.clone(),
+        ..Default::default()
+    })
+    .ok()?;
+    let headers = request_headers(target.api_key.as_ref(), &target.headers).ok()?;
+    let url = target.base_url.join("/slots");
+    let cap = PROBE_MAX_BODY.min(target.max_response_bytes);
+    let resp = get_capped(&client, &url, &headers, Duration::from_secs(5), cap)
+        .await
+        .ok()?;
+    if resp.status != 200 {
+        return None;
+    }
+    let slots: Value = serde_json::from_slice(&resp.body).ok()?;
+    let flags: Vec<bool> = slots
+        .as_array()?
+        .iter()
+        .filter_map(|s| s.get("speculative").and_then(Value::as_bool))
+        .collect();
+    (!flags.is_empty()).then(|| flags.contains(&true))
 }
 
 #[cfg(test)]

@@ -664,6 +664,41 @@ fn check_manifests(b: &RunManifest, s: &RunManifest, check: &mut RunCheck) {
             b.model, s.model
         ));
     }
+    check_load_and_preflight(bc, sc, check);
+}
+
+/// The load each run put on its server, and whether each sent a preflight:
+/// speedups between different loads, or between a primed and an unprimed
+/// server, are not the speculation's.
+fn check_load_and_preflight(bc: &Value, sc: &Value, check: &mut RunCheck) {
+    for (pointer, what) in [
+        ("/concurrency", "concurrency"),
+        ("/client/request_rate", "request rate"),
+        ("/client/max_concurrency", "max concurrency"),
+    ] {
+        let value = |c: &Value| c.pointer(pointer).cloned().filter(|v| !v.is_null());
+        let (x, y) = (value(bc), value(sc));
+        if x != y {
+            check.warnings.push(format!(
+                "{what}: baseline {}, speculative {}: latency and throughput depend on the load,                  so the speedups compare different loads as well as speculation",
+                shown(x.as_ref()),
+                shown(y.as_ref())
+            ));
+        }
+    }
+    let preflight = |c: &Value| c.pointer("/client/no_preflight").and_then(Value::as_bool);
+    if let (Some(x), Some(y)) = (preflight(bc), preflight(sc))
+        && x != y
+    {
+        let (with, without) = if x {
+            ("speculative", "baseline")
+        } else {
+            ("baseline", "speculative")
+        };
+        check.warnings.push(format!(
+            "preflight: the {with} run sent one and the {without} run did not (--no-preflight):              a preflight is a real request that primes the server's prompt cache and feeds an              n-gram drafter; give both runs --no-preflight, or neither"
+        ));
+    }
 }
 
 /// A category in one run only: a mismatch, or a warning when a run is

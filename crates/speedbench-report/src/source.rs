@@ -174,10 +174,6 @@ pub fn run_cells(
         SourceChoice::Summary => &[SourceChoice::Summary],
         SourceChoice::Server => &[SourceChoice::Server],
     };
-    // Cells without a value, kept in case no source has one: the run's
-    // columns still stand, empty (as AIPerf keeps a category whose run
-    // has no value, and folds that run into its model's row).
-    let mut empty: Option<RunCells> = None;
     for source in order {
         let (cells, resolved) = match source {
             // Acceptance from the digest folded as the records were read
@@ -228,23 +224,26 @@ pub fn run_cells(
         if cells.values().any(|c| c.value.is_some()) {
             return (cells, resolved);
         }
-        if empty.is_none() && !cells.is_empty() {
-            empty = Some(cells);
-        }
     }
-    let empty = empty.unwrap_or_else(|| {
-        run_column(run)
-            .map(|column| {
-                let cell = Cell {
-                    value: None,
-                    requests: 0,
-                    time_averaged: false,
-                };
-                RunCells::from([(column, cell)])
-            })
-            .unwrap_or_default()
-    });
-    (empty, ResolvedSource::None)
+    (no_value_cells(run), ResolvedSource::None)
+}
+
+/// The cells of a run no source gave a value for: an AIPerf run (one
+/// category per run directory) keeps its category's column, empty, and so
+/// folds into its model's row, as `aiperf speed-bench-report` keeps a
+/// category whose run has no value; any other run has none.
+fn no_value_cells(run: &RunData) -> RunCells {
+    if run.format != RunFormat::Aiperf {
+        return RunCells::new();
+    }
+    let empty = Cell {
+        value: None,
+        requests: 0,
+        time_averaged: false,
+    };
+    run_column(run)
+        .map(|column| RunCells::from([(column, empty)]))
+        .unwrap_or_default()
 }
 
 /// One report's matrix over loaded runs, and each run's resolved source

@@ -737,3 +737,55 @@ async fn compare_carries_the_warning_of_runs_too_fast_to_time() {
         );
     }
 }
+
+/// Runs at different loads, or one primed by a preflight and one not, are
+/// compared with a warning naming the difference, not a silent speedup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_loads_and_preflights_are_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |concurrency: u64, no_preflight: bool| {
+        let mut c = greedy();
+        c["concurrency"] = serde_json::json!(concurrency);
+        c["client"] = serde_json::json!({ "no_preflight": no_preflight });
+        c
+    };
+    let base = synth_run(
+        &dir.path().join("base"),
+        &four(),
+        "completed",
+        with(1, false),
+    );
+    let spec = synth_run(
+        &dir.path().join("spec"),
+        &four(),
+        "completed",
+        with(2, true),
+    );
+    let out = compare_dirs(&base, &spec, &[]).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "concurrency: baseline 1, speculative 2: latency and throughput depend on the load"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "preflight: the baseline run sent one and the speculative run did not (--no-preflight)"
+        ),
+        "{err}"
+    );
+    // The same settings: neither warning.
+    let same = synth_run(
+        &dir.path().join("same"),
+        &four(),
+        "completed",
+        with(1, false),
+    );
+    let err = stderr(&compare_dirs(&base, &same, &[]).await);
+    assert!(
+        !err.contains("concurrency:") && !err.contains("preflight:"),
+        "{err}"
+    );
+}

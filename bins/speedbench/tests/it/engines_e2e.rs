@@ -794,3 +794,40 @@ async fn an_answer_ending_at_once_with_eos_is_a_success() {
     assert_eq!(r.finish_reason.as_deref(), Some("stop"));
     assert_eq!(summary["counts"]["succeeded"].as_u64(), Some(1));
 }
+
+/// A llama-server whose preflight answer drafted nothing: advice to turn
+/// speculation on only where the server's own `GET /slots` says it is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_preflight_advice_follows_what_the_server_says() {
+    // llama.cpp sends no draft fields when nothing was drafted.
+    let timings = json!({"predicted_n": 3, "predicted_ms": 10.0, "prompt_n": 12});
+    for (speculative, advised) in [(true, false), (false, true)] {
+        let slots = json!([{"id": 0, "n_ctx": 4096, "speculative": speculative,
+            "is_processing": false}])
+        .to_string();
+        let stub = Stub {
+            owner: "llamacpp",
+            completion_tokens: 3,
+            answer: Answer::Timings(timings.clone()),
+            metrics: vec![("/slots", slots.clone(), slots)],
+            delay_ms: 0,
+        };
+        let url = stub.start();
+        let dir = tempfile::tempdir().unwrap();
+        let (_, output) = profile(&url, dir.path(), false, &["--no-server-metrics"]).await;
+        assert!(
+            output.contains("preflight: no per-request acceptance came back from llamacpp"),
+            "{output}"
+        );
+        assert_eq!(
+            output.contains("give it a draft model"),
+            advised,
+            "speculative {speculative}: {output}"
+        );
+        assert_eq!(
+            output.contains("the server says it speculates (GET /slots"),
+            speculative,
+            "{output}"
+        );
+    }
+}
