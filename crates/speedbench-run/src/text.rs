@@ -424,6 +424,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_position_line_stops_at_the_last_position_reached_and_names_its_denominator() {
+        // An ngram-mod llama-server: 12 accepted at position 1, 6 at 2,
+        // none past it of a budget of 5, over 81 - 18 = 63 target passes.
+        let counter = |total: f64| serde_json::json!({"type": "counter", "series": [{"stats": {"total": total}}]});
+        let positions: Vec<serde_json::Value> = [12.0, 6.0, 0.0, 0.0, 0.0]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| serde_json::json!({"labels": {"position": i.to_string()}, "stats": {"total": t}}))
+            .collect();
+        let export = ServerMetricsExport::from_json(
+            &serde_json::json!({"metrics": {
+                "llamacpp:spec_decode_num_accepted_tokens": counter(18.0),
+                "llamacpp:spec_decode_num_draft_tokens": counter(60.0),
+                "llamacpp:spec_decode_num_drafts": counter(12.0),
+                "llamacpp:tokens_predicted": counter(81.0),
+                "llamacpp:spec_decode_num_accepted_tokens_per_pos":
+                    {"type": "counter", "series": positions}}})
+            .to_string(),
+        )
+        .unwrap();
+        let lines = engine_lines(&export);
+        let line = lines
+            .iter()
+            .find(|l| l.contains("by draft position"))
+            .unwrap();
+        assert_eq!(
+            line,
+            &format!(
+                "server metrics: acceptance by draft position (llamacpp counters, accepted at \
+                 position / target passes): 1: {:.3}, 2: {:.3} (positions 3-5: 0)",
+                12.0 / 63.0,
+                6.0 / 63.0
+            )
+        );
+    }
+
+    #[test]
     fn the_final_line_shows_the_tables_throughput() {
         let p = Progress::default();
         assert_eq!(
