@@ -32,6 +32,10 @@ impl Observer for Console {
         eprintln!("{}", text::staging_line(url, dir));
     }
 
+    fn waiting(&mut self, what: &str) {
+        eprintln!("{what}");
+    }
+
     fn engine(&mut self, engine: Engine, source: &EngineSource) {
         eprintln!("{}", text::engine_line(engine, source));
     }

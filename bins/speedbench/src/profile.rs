@@ -182,7 +182,16 @@ pub(crate) async fn execute(valid: ValidRun, dataset: Dataset) -> Result<Outcome
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), notify_signal);
     let mut console = Console::default();
-    let report = speedbench_run::execute(valid, dataset, stop, &mut console).await?;
+    let report = match speedbench_run::execute(valid, dataset, stop, &mut console).await {
+        // Stopped before the first request: said as a stop, exit as one.
+        Err(e @ speedbench_run::RunError::Stopped { .. }) => {
+            eprintln!("{e}");
+            return Ok(Outcome::Interrupted(
+                signals.exit_code().unwrap_or(EXIT_SIGINT),
+            ));
+        }
+        other => other?,
+    };
     match report.into_status()? {
         RunStatus::Interrupted => Ok(Outcome::Interrupted(
             signals.exit_code().unwrap_or(EXIT_SIGINT),

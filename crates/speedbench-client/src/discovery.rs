@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 use speedbench_http::{ClientOptions, HttpClient, HttpError, get_capped, new_client};
 
-use crate::engine::PROBE_MAX_BODY;
+use crate::detect::PROBE_MAX_BODY;
 use crate::error::ClientError;
 use crate::secrets::Secrets;
 use crate::target::{ApiKey, BaseUrl, request_headers};

@@ -15,155 +15,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{HttpClient as ControlClient, HttpError, get_capped};
+use speedbench_http::get_capped;
 
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
 use crate::target::{Target, request_headers};
 
+pub use crate::detect::{EngineGuess, PROBE_BUDGET, PROBE_MAX_BODY, detect_engine};
 pub use crate::engine_kind::Engine;
-
-/// The engine [`detect_engine`] found, and what showed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineGuess {
-    /// The engine.
-    pub engine: Engine,
-    /// What showed it, e.g. `GET /v1/models owned_by "vllm"`.
-    pub evidence: String,
-}
-
-/// The engine an `owned_by` value names, if it names one.
-fn engine_of_owner(owner: &str) -> Option<Engine> {
-    let o = owner.to_ascii_lowercase();
-    Some(match o.as_str() {
-        "vllm" => Engine::Vllm,
-        "sglang" => Engine::Sglang,
-        "llamacpp" | "llama.cpp" | "llama-cpp" => Engine::LlamaCpp,
-        "tensorrt_llm" | "tensorrt-llm" | "trtllm" => Engine::TrtLlm,
-        "nim" | "nvidia-nim" => Engine::Nim,
-        _ => return None,
-    })
-}
-
-/// The engine whose metric names a Prometheus text (or TensorRT-LLM's JSON
-/// iteration statistics) holds.
-fn engine_of_metrics(body: &str) -> Option<Engine> {
-    if body.trim_start().starts_with('[') {
-        return Some(Engine::TrtLlm);
-    }
-    [
-        ("vllm:", Engine::Vllm),
-        ("sglang:", Engine::Sglang),
-        ("llamacpp:", Engine::LlamaCpp),
-        ("trtllm_", Engine::TrtLlm),
-    ]
-    .into_iter()
-    .find(|(prefix, _)| body.lines().any(|l| l.starts_with(prefix)))
-    .map(|(_, e)| e)
-}
-
-/// The most of a body an engine probe, the model list or a health check
-/// reads (never more than the target's `max_response_bytes`): their answers
-/// are small, and a server answering gigabytes must not take the client's
-/// memory before a run starts.
-pub const PROBE_MAX_BODY: usize = 4 * 1024 * 1024;
-
-struct Prober<'a> {
-    target: &'a Target,
-    client: ControlClient,
-    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
-}
-
-impl Prober<'_> {
-    /// The body of `GET path` when it answers 200, else `None`.
-    async fn body(&self, path: &str) -> Option<String> {
-        let url = self.target.base_url.join(path);
-        let cap = PROBE_MAX_BODY.min(self.target.max_response_bytes);
-        let resp = get_capped(
-            &self.client,
-            &url,
-            &self.headers,
-            Duration::from_secs(5),
-            cap,
-        )
-        .await;
-        let resp = match resp {
-            Ok(resp) => resp,
-            Err(HttpError::BodyTooLarge { limit, .. }) => {
-                tracing::warn!(
-                    "GET {path}: the answer passed the probe's cap of {limit} bytes; not read as evidence of the engine"
-                );
-                return None;
-            }
-            Err(_) => return None,
-        };
-        (resp.status == 200).then(|| String::from_utf8_lossy(&resp.body).into_owned())
-    }
-
-    async fn json(&self, path: &str) -> Option<Value> {
-        serde_json::from_str(&self.body(path).await?).ok()
-    }
-}
-
-/// Finds the engine behind `target`'s server from what it answers, in this
-/// order: `owned_by` of `GET /v1/models`; SGLang's `GET /get_server_info`;
-/// llama.cpp's `GET /props`; TensorRT-LLM's `GET /prometheus/metrics`; the
-/// metric names of `GET /metrics`; NIM's `GET /v1/metrics`. A server that
-/// shows none of them is [`Engine::OpenAi`]. Never fails: a probe that
-/// errors is a probe that showed nothing.
-pub async fn detect_engine(target: &Target) -> Result<EngineGuess, ClientError> {
-    // The probes come from the run's source addresses, as its requests do.
-    let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
-        max_idle_per_host: 1,
-        extra_roots_pem: target.extra_roots_pem.clone(),
-        local_addrs: target.local_addrs.clone(),
-        ..Default::default()
-    })
-    .map_err(|e| ClientError::Tls(e.to_string()))?;
-    let prober = Prober {
-        target,
-        client,
-        headers: request_headers(target.api_key.as_ref(), &target.headers)?,
-    };
-    let found = |engine, evidence: String| Ok(EngineGuess { engine, evidence });
-    if let Some(models) = prober.json("/v1/models").await
-        && let Some(owner) = models.pointer("/data/0/owned_by").and_then(Value::as_str)
-        && let Some(engine) = engine_of_owner(owner)
-    {
-        return found(engine, format!("GET /v1/models: owned_by {owner:?}"));
-    }
-    if let Some(info) = prober.json("/get_server_info").await
-        && info.is_object()
-    {
-        return found(Engine::Sglang, "GET /get_server_info answered".into());
-    }
-    if let Some(props) = prober.json("/props").await
-        && (props.get("default_generation_settings").is_some()
-            || props.get("total_slots").is_some())
-    {
-        return found(Engine::LlamaCpp, "GET /props answered".into());
-    }
-    if let Some(text) = prober.body("/prometheus/metrics").await
-        && text.lines().any(|l| l.starts_with("trtllm_"))
-    {
-        return found(
-            Engine::TrtLlm,
-            "GET /prometheus/metrics: trtllm_ metrics".into(),
-        );
-    }
-    if let Some(text) = prober.body("/metrics").await
-        && let Some(engine) = engine_of_metrics(&text)
-    {
-        return found(engine, format!("GET /metrics: {engine} metric names"));
-    }
-    if prober.body("/v1/metrics").await.is_some() {
-        return found(Engine::Nim, "GET /v1/metrics answered".into());
-    }
-    found(
-        Engine::OpenAi,
-        "no engine-specific endpoint or name answered".into(),
-    )
-}
 
 /// What one preflight request showed.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,6 +73,12 @@ impl Preflight {
 const PREFLIGHT_PROMPT: &str = "Count from 1 to 20, separated by commas.";
 const PREFLIGHT_MAX_TOKENS: u32 = 32;
 
+/// The longest the preflight waits for its answer (or the target's own
+/// timeout, if shorter): a 32-token answer that takes longer is a server
+/// that is stalled or queued, and the run should not wait its whole
+/// request timeout (600 s by default) before it starts.
+pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Sends one small request to `target` as the run would (the engine's
 /// request fields included, when set on the target) and reports whether
 /// per-request acceptance came back. The request is not recorded; run it
@@ -222,8 +87,10 @@ const PREFLIGHT_MAX_TOKENS: u32 = 32;
 pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, ClientError> {
     let mut probe = target.clone();
     probe.max_tokens = Some(PREFLIGHT_MAX_TOKENS);
-    // A 32-token answer: anything near the cap is not one.
+    // A 32-token answer: anything near the cap is not one, and it does not
+    // take a request's whole timeout.
     probe.max_response_bytes = probe.max_response_bytes.min(PROBE_MAX_BODY);
+    probe.timeout = probe.timeout.min(PREFLIGHT_TIMEOUT);
     for key in ["max_tokens", "max_completion_tokens"] {
         probe.extra_body.remove(key);
     }
@@ -335,22 +202,5 @@ mod tests {
             Engine::TrtLlm.metrics_paths(),
             ["/prometheus/metrics", "/metrics"]
         );
-    }
-
-    #[test]
-    fn metric_names_and_owners_name_engines() {
-        assert_eq!(
-            engine_of_metrics("# HELP x\nvllm:num_requests_running 0\n"),
-            Some(Engine::Vllm)
-        );
-        assert_eq!(engine_of_metrics(r#"[{"iter": 1}]"#), Some(Engine::TrtLlm));
-        assert_eq!(
-            engine_of_metrics("sglang:spec_accept_length 2\n"),
-            Some(Engine::Sglang)
-        );
-        assert_eq!(engine_of_metrics("process_cpu_seconds_total 3\n"), None);
-        assert_eq!(engine_of_owner("vllm"), Some(Engine::Vllm));
-        assert_eq!(engine_of_owner("llamacpp"), Some(Engine::LlamaCpp));
-        assert_eq!(engine_of_owner("openai"), None);
     }
 }

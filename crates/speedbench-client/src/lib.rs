@@ -44,6 +44,7 @@
 //! in memory and [`ChannelSink`] streams them to a task.
 #![doc(test(attr(deny(warnings))))]
 mod annotate;
+mod detect;
 mod discovery;
 mod engine;
 mod engine_kind;
@@ -66,10 +67,14 @@ mod target;
 mod typed_chunk;
 
 pub use annotate::RecordAnnotator;
+pub use detect::PROBE_PATHS;
 pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
-pub use engine::{Engine, EngineGuess, PROBE_MAX_BODY, Preflight, detect_engine, preflight};
+pub use engine::{
+    Engine, EngineGuess, PREFLIGHT_TIMEOUT, PROBE_BUDGET, PROBE_MAX_BODY, Preflight, detect_engine,
+    preflight,
+};
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
 pub use runner::{

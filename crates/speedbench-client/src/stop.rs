@@ -26,7 +26,8 @@ impl StopHandle {
         *self.0.borrow()
     }
 
-    pub(crate) async fn stopped(&self) {
+    /// Resolves once [`Self::stop`] is called (at once if it was).
+    pub async fn stopped(&self) {
         let mut rx = self.0.subscribe();
         // An Err means the sender is gone, which cannot happen while self lives.
         let _ = rx.wait_for(|s| *s).await;

@@ -112,6 +112,12 @@ pub enum RunError {
         /// One line per refusal, naming the run.
         refusals: Vec<String>,
     },
+    /// The run was stopped (Ctrl-C, SIGTERM) before its first request.
+    #[error("stopped while {during}: no request of the run was sent")]
+    Stopped {
+        /// What was under way (`finding the engine`, `sending the preflight`).
+        during: String,
+    },
     /// A local file or directory.
     #[error("{context}: {source}")]
     Io {

@@ -54,7 +54,7 @@ pub async fn execute(
         &valid.target.extra_body,
     ));
     let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
-    let prepared = prepare(valid, dataset, observer).await?;
+    let prepared = prepare(valid, dataset, &stop, observer).await?;
     let progress = Arc::new(Progress::default());
     observer.run_started(progress.clone());
     let result = run_profile(prepared.run, stop, progress.clone()).await;
@@ -87,6 +87,7 @@ struct Finishing {
 async fn prepare(
     valid: ValidRun,
     dataset: Dataset,
+    stop: &StopHandle,
     observer: &mut dyn Observer,
 ) -> Result<Prepared, RunError> {
     let ValidRun {
@@ -112,7 +113,7 @@ async fn prepare(
     let open_file_limit = check_open_files(&load, &dataset)?;
     // Before the scrape's first sample: the preflight's tokens stay out of
     // the run's counters; the engine decides what is scraped.
-    let engine = know_engine(&spec, &mut target, observer).await?;
+    let engine = know_engine(&spec, &mut target, stop, observer).await?;
     let scrape = match scrape {
         Some(_) => spec.scrape_config(&target)?,
         None => None,
@@ -214,6 +215,7 @@ fn run_error(e: ClientError) -> RunError {
 async fn know_engine(
     spec: &RunSpec,
     target: &mut Target,
+    stop: &StopHandle,
     observer: &mut dyn Observer,
 ) -> Result<Engine, RunError> {
     let engine = match spec.target.engine {
@@ -222,8 +224,14 @@ async fn know_engine(
             engine
         }
         EngineChoice::Auto => {
-            let guess = speedbench_client::detect_engine(target)
-                .await
+            observer.waiting(&format!(
+                "finding the engine: asking {} at once, at most {} s (--engine NAME skips this)",
+                speedbench_client::PROBE_PATHS.join(", "),
+                speedbench_client::PROBE_BUDGET.as_secs()
+            ));
+            let detected = speedbench_client::detect_engine(target);
+            let guess = until_stopped(stop, "finding the engine", detected)
+                .await?
                 .map_err(|e| hinted("finding the engine (give --engine to skip this)", e))?;
             observer.engine(
                 guess.engine,
@@ -234,12 +242,33 @@ async fn know_engine(
     };
     target.engine = Some(engine);
     if spec.target.preflight {
-        let check = speedbench_client::preflight(target, engine)
-            .await
+        let timeout = target.timeout.min(speedbench_client::PREFLIGHT_TIMEOUT);
+        observer.waiting(&format!(
+            "preflight: one small request to see whether acceptance comes back per request, at \
+             most {} s (--no-preflight skips it)",
+            timeout.as_secs()
+        ));
+        let sent = speedbench_client::preflight(target, engine);
+        let check = until_stopped(stop, "sending the preflight", sent)
+            .await?
             .map_err(|e| hinted("the preflight request (give --no-preflight to skip it)", e))?;
         observer.preflight(&check);
     }
     Ok(engine)
+}
+
+/// `work`'s result, or [`RunError::Stopped`] once `stop` is pressed while
+/// it is under way (`during` says what was being done).
+async fn until_stopped<T>(
+    stop: &StopHandle,
+    during: &str,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, RunError> {
+    tokio::select! {
+        biased;
+        _ = stop.stopped() => Err(RunError::Stopped { during: during.to_string() }),
+        done = work => Ok(done),
+    }
 }
 
 /// What was asked for, minus anything secret (header names only, no

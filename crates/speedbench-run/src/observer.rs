@@ -33,6 +33,10 @@ pub trait Observer: Send {
     /// The run's output goes to a store: it is staged in `dir`.
     fn staging(&mut self, _url: &StoreUrl, _dir: &Path) {}
 
+    /// The run waits for something before its first request (the engine
+    /// probes, the preflight): what, and for how long at most.
+    fn waiting(&mut self, _what: &str) {}
+
     /// The engine behind the server is known.
     fn engine(&mut self, _engine: Engine, _source: &EngineSource) {}
 

@@ -24,6 +24,7 @@ mod llama_e2e;
 mod load_e2e;
 mod local_addr_e2e;
 mod object_store_e2e;
+mod probes_e2e;
 mod profile_e2e;
 mod report_runs_e2e;
 mod resend_e2e;
