@@ -16,7 +16,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 VENV="${LLAMA_VENV:-$ROOT/target/llama-venv}"
 OUT="${LLAMA_E2E_OUT:-$ROOT/target/llama-e2e}"
-PORT="${LLAMA_E2E_PORT:-18480}"
+# A free loopback port chosen by the kernel, unless one is given: two runs
+# on one machine must not meet on a fixed port.
+PORT="${LLAMA_E2E_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 SPEEDBENCH="$ROOT/target/debug/speedbench"
 
 echo "== llama-server: install"

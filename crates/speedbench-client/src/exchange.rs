@@ -426,8 +426,8 @@ impl BodyFold {
                 return Err((
                     ErrorKind::Protocol,
                     format!(
-                        "the response body passed the cap of {} bytes (raise max_response_bytes)",
-                        self.max_bytes
+                        "the response body passed the cap of {} (raise it: --max-response-bytes)",
+                        byte_count(self.max_bytes)
                     ),
                 ));
             }
@@ -457,8 +457,8 @@ impl BodyFold {
             return Err((
                 ErrorKind::Protocol,
                 format!(
-                    "a stream line or event passed the cap of {} bytes (raise max_response_bytes)",
-                    self.max_bytes
+                    "a stream line or event passed the cap of {} (raise it: --max-response-bytes)",
+                    byte_count(self.max_bytes)
                 ),
             ));
         }
@@ -520,6 +520,14 @@ impl ClientError {
             }
             other => ClientError::Tls(other.to_string()),
         }
+    }
+}
+
+/// `1 byte`, `N bytes`.
+fn byte_count(n: usize) -> String {
+    match n {
+        1 => "1 byte".to_string(),
+        n => format!("{n} bytes"),
     }
 }
 

@@ -197,7 +197,10 @@ pub async fn report(
         context: "finding runs".into(),
         source,
     })?;
-    observer.info(&format!("Found {} run directories.", dirs.len()));
+    observer.info(&match dirs.len() {
+        1 => "Found 1 run directory.".to_string(),
+        n => format!("Found {n} run directories."),
+    });
     let (mut runs, unreadable) = load_runs(&spec, &dirs, &fetched, observer)?;
     for run in &mut runs {
         run.dir = fetched.shown(&run.dir);

@@ -157,6 +157,13 @@ async fn responses_past_the_size_cap_fail_naming_it() {
         message.contains("the response body passed the cap of 33554432 bytes"),
         "{message}"
     );
+    // Lowered to one byte: the message says so in words, naming the flag.
+    let (_, records) = one_request(&whole, &["--max-response-bytes", "1"]).await;
+    let message = records[0].error_message.as_deref().unwrap();
+    assert!(
+        message.contains("passed the cap of 1 byte (raise it: --max-response-bytes)"),
+        "{message}"
+    );
     // Raised, the same answer is a success.
     let (out, records) = one_request(&whole, &["--max-response-bytes", "64000000"]).await;
     assert!(out.status.success());

@@ -531,7 +531,7 @@ async fn a_json_file_against_a_run_directory_and_report_over_a_mix() {
     assert!(
         String::from_utf8(out.stderr)
             .unwrap()
-            .contains("Found 1 run directories.")
+            .contains("Found 1 run directory.")
     );
 }
 

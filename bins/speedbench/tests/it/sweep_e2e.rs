@@ -437,7 +437,11 @@ async fn every_shipped_example_parses_and_checks() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let stdout = stdout(&out);
         assert!(
-            stdout.contains(&format!("{runs} runs under {}", parent.display())),
+            stdout.contains(&format!(
+                "{runs} run{} under {}",
+                if runs == 1 { "" } else { "s" },
+                parent.display()
+            )),
             "{name}: {stdout}"
         );
         assert!(stdout.contains(&format!("  {a_dir}  ")), "{name}: {stdout}");

@@ -398,10 +398,13 @@ impl CheckedSweep {
     /// options each run takes from the file, secrets hidden).
     pub fn plan_lines(&self, flags: bool) -> Vec<String> {
         let sweep = &self.sweep;
+        let runs = match sweep.runs.len() {
+            1 => "1 run".to_string(),
+            n => format!("{n} runs"),
+        };
         let mut out = vec![format!(
-            "sweep {}: {} runs under {}",
+            "sweep {}: {runs} under {}",
             sweep.path.display(),
-            sweep.runs.len(),
             sweep.parent.display()
         )];
         for run in &sweep.runs {
