@@ -1,10 +1,13 @@
 //! `cargo xtask circles`: import circles between the top-level modules of
-//! each crate under `crates/` (issue #23 broke all of them; CI keeps it so).
+//! each crate under `crates/` and each binary under `bins/` (issue #23 broke
+//! all of them; CI keeps it so).
 //!
 //! A module is a top-level file `src/NAME.rs` or directory `src/NAME/`; it
 //! names another when any of its files' code (comments and everything
-//! from the first `#[cfg(test)]` on left out) says `crate::OTHER`. A circle
-//! is a strongly connected component of more than one module.
+//! from the first `#[cfg(test)]` on left out) says `crate::OTHER`, in any
+//! form: a path, a `use crate::OTHER::..`, or a group `use crate::{OTHER,
+//! ..}` (each name of the group counts). A circle is a strongly connected
+//! component of more than one module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,8 +18,11 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 /// Runs the check; `Err` lists every circle.
 pub(crate) fn run(root: &Path) -> Result<(), String> {
     let mut found = Vec::new();
-    let crates = std::fs::read_dir(root.join("crates")).map_err(|e| format!("crates/: {e}"))?;
-    let mut names: Vec<_> = crates.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    let mut names = Vec::new();
+    for parent in ["crates", "bins"] {
+        let dirs = std::fs::read_dir(root.join(parent)).map_err(|e| format!("{parent}/: {e}"))?;
+        names.extend(dirs.filter_map(|e| e.ok()).map(|e| e.path()));
+    }
     names.sort();
     for krate in names {
         let src = krate.join("src");
@@ -55,11 +61,40 @@ fn named(text: &str) -> BTreeSet<String> {
             continue;
         }
         let rest = &text[at + "crate::".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        if end > 0 {
-            out.insert(rest[..end].to_string());
+        match rest.strip_prefix('{') {
+            Some(group) => out.extend(group_names(group)),
+            None => out.extend(first_name(rest)),
+        }
+    }
+    out
+}
+
+/// The identifier `text` starts with, if any.
+fn first_name(text: &str) -> Option<String> {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    (end > 0).then(|| text[..end].to_string())
+}
+
+/// The first name of each item of a `{a, b::c, d::{e, f}}` group, `text`
+/// starting just after its opening brace.
+fn group_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut item_start = true;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = true,
+            c if c.is_whitespace() => {}
+            _ if item_start && depth == 0 => {
+                item_start = false;
+                out.extend(first_name(&text[i..]));
+            }
+            _ => {}
         }
     }
     out
@@ -176,6 +211,16 @@ mod tests {
         let mut names = found[0].clone();
         names.sort();
         assert_eq!(names, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn every_import_form_counts() {
+        let text = "use crate::{alpha, beta::X, gamma::{Y, Z}};\n\
+                    use crate::{\n    delta,\n    self_like::W,\n};\nfn f() { crate::eps::g(); }";
+        assert_eq!(
+            named(&code(text)).into_iter().collect::<Vec<_>>(),
+            ["alpha", "beta", "delta", "eps", "gamma", "self_like"]
+        );
     }
 
     #[test]

@@ -81,7 +81,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Profile(args) => profile::run(*args).await,
+            Command::Profile(args) => match args.config.clone() {
+                Some(file) => sweep::run(&file, &args).await,
+                None => profile::run(*args).await,
+            },
             Command::Demo(args) => demo::run(args).await,
             Command::Sim(args) => sim::run(args).await,
             Command::Report(args) => report::run(args).await,

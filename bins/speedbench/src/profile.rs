@@ -164,11 +164,9 @@ impl FromArgMatches for ProfileArgs {
     }
 }
 
-/// Runs `speedbench profile` (a sweep with `--config`).
+/// Runs `speedbench profile` of one run (`main` sends `--config` to the
+/// sweep instead).
 pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
-    if let Some(file) = args.config.clone() {
-        return crate::sweep::run(&file, &args).await;
-    }
     let spec = args.spec;
     // The dataset first, as before the spec existed: a missing file is
     // named before any flag it would have run with.

@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::RunsError;
-use crate::load::{RunData, dir_name};
+use crate::load::dir_name;
 use crate::model_name::display_model;
+use crate::run_data::RunData;
 
 /// `DIR#ID` as the directory and the run id of a sharded run in it; a
 /// path without `#` (or whose `#` is part of an existing path) as itself.

@@ -65,6 +65,7 @@ mod labels;
 mod load;
 mod model_name;
 mod recover;
+mod run_data;
 mod shards;
 mod speed_bench_py;
 mod status;
@@ -74,11 +75,10 @@ pub use aiperf::{
 };
 pub use error::RunsError;
 pub use labels::{assign_labels, split_group};
-pub use load::{
-    RecordsRead, RunData, RunFormat, SummaryFigures, find_run_dirs, load_run, load_run_with,
-};
+pub use load::{RecordsRead, find_run_dirs, load_run, load_run_with};
 pub use model_name::display_model;
 pub use recover::{Recovered, recover};
+pub use run_data::{RunData, RunFormat, SummaryFigures};
 pub use shards::{FoundShard, MergedRun, ShardSet, load_shard_group, merge_shards};
 pub use speed_bench_py::SPEED_BENCH_PY_KEYS;
 pub use speedbench_record::RunStatus;

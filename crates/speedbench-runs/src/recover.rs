@@ -51,7 +51,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
     }
     let journal = read_journal(&journal_path)?;
     let manifest_path = dir.join(RunManifest::FILE_NAME);
-    let mut manifest: RunManifest = match crate::load::read_json(&manifest_path) {
+    let mut manifest: RunManifest = match crate::run_data::read_json(&manifest_path) {
         Ok(v) => serde_json::from_value(v).map_err(|e| RunsError::Artifact {
             path: manifest_path.clone(),
             line: None,

@@ -17,7 +17,7 @@ use speedbench_metrics::{
 };
 
 use crate::RunsError;
-use crate::load::{RunData, RunFormat, read_json};
+use crate::run_data::{RunData, RunFormat, read_json};
 use speedbench_record::RunStatus;
 
 /// The top-level keys a file must have to be taken for speed_bench.py's

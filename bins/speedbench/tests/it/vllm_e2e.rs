@@ -239,6 +239,18 @@ fn vllm_runs_check_out_against_its_counters() {
     assert_eq!(server.successes, REQUESTS as u64 + 1, "the preflight too");
     let compare = std::fs::read_to_string(root.join("compare.stdout")).unwrap();
     assert!(compare.to_lowercase().contains("speedup"), "{compare}");
+    // The lossless share, and where outputs differ, where.
+    assert!(compare.contains("Byte-identical outputs:"), "{compare}");
+    let differing = compare
+        .lines()
+        .find_map(|l| l.strip_prefix("Byte-identical outputs: "))
+        .and_then(|l| l.split("); ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count of differing outputs: {compare}"));
+    if differing > 0 {
+        assert!(compare.contains("first difference at byte"), "{compare}");
+    }
 }
 
 #[test]
