@@ -6,6 +6,8 @@
 //! task sets. It needs `cargo-fuzz` (`cargo install cargo-fuzz --locked`)
 //! and a C++ compiler for libFuzzer. Seed inputs are written to
 //! `fuzz/corpus/<target>/` on first use; crashes land in `fuzz/artifacts/`.
+//! The targets build into `target/fuzz/` from `fuzz/Cargo.lock`, the
+//! workspace's lockfile plus libFuzzer's crates.
 
 use std::path::Path;
 use std::process::Command;
@@ -90,8 +92,13 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             }
         }
         println!("== fuzz {target} for {seconds} s");
+        // Built under the workspace's target/ (its own directory: the
+        // sanitizer flags make every artifact different), from the
+        // committed fuzz/Cargo.lock.
         let status = Command::new(cargo)
-            .args(["fuzz", "run", target, "--"])
+            .args(["fuzz", "run", target, "--target-dir"])
+            .arg(root.join("target").join("fuzz"))
+            .arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .env("RUSTC_BOOTSTRAP", "1")
             .current_dir(root)
