@@ -177,7 +177,10 @@ async fn stage(spec: &RunSpec, observer: &mut dyn Observer) -> Result<Option<Sta
 
 /// The open-file limit (raised as far as it goes), after checking before
 /// anything is sent that the load fits it.
-fn check_open_files(load: &LoadConfig, dataset: &Dataset) -> Result<Option<u64>, RunError> {
+pub(crate) fn check_open_files(
+    load: &LoadConfig,
+    dataset: &Dataset,
+) -> Result<Option<u64>, RunError> {
     let limit = crate::process::raise_open_files(0);
     if let Some(limit) = limit {
         speedbench_client::check_open_files(load, dataset, limit).map_err(run_error)?;

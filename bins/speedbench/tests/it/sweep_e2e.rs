@@ -260,6 +260,35 @@ async fn a_load_no_run_can_have_and_a_million_runs_are_refused_before_any_reques
         err.contains("the sweep expands to 1000000 runs") && err.contains("at most 10000"),
         "{err}"
     );
+    // The same cap holds for an AIPerf YAML grid, before it is expanded
+    // (a 1,000 x 1,000 grid took a 90 s, 3.9 GB dry run before).
+    let thousand = format!(
+        "[{}]",
+        (1..=1000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let yaml = dir.path().join("grid.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "schemaVersion: \"2.0\"\nsweep:\n  type: grid\n  parameters:\n    \
+             phases.profiling.concurrency: {thousand}\n    phases.profiling.requests: {thousand}\n\
+             benchmark:\n  model: m\n  endpoint:\n    url: {url}\n  datasets:\n    - name: main\n      \
+             type: file\n      path: {}\n  phases:\n    - name: profiling\n      type: concurrency\n      \
+             concurrency: 1\n      requests: 1\n",
+            fixture().display()
+        ),
+    )
+    .unwrap();
+    let out = run(&sweep_args(&yaml, &url, &parent)).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the sweep expands to 1000000 runs") && err.contains("at most 10000"),
+        "{err}"
+    );
     let truth = server.ground_truth();
     assert_eq!(truth.requests, 0);
     assert!(!parent.exists(), "nothing was made");
@@ -448,4 +477,25 @@ async fn every_shipped_example_parses_and_checks() {
         assert!(stdout.contains("nothing was sent"), "{name}");
         assert!(!parent.exists(), "{name}: a dry run makes no directory");
     }
+}
+
+/// A later variation whose load passes the open-file limit refuses the
+/// whole sweep before the first request, not once the earlier runs sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_load_past_the_open_file_limit_refuses_the_sweep_up_front() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("runs");
+    let file = sweep_file(
+        dir.path(),
+        "num_conversations = 200000000\n[matrix]\nconcurrency = [1, 100000000]\n",
+    );
+    let out = run(&sweep_args(&file, &url, &parent)).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused before the first request"), "{err}");
+    assert!(err.contains("nothing was sent"), "{err}");
+    assert_eq!(server.ground_truth().requests, 0);
+    server.shutdown().await;
 }

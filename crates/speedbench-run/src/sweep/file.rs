@@ -470,13 +470,13 @@ fn dir_safe(description: &str) -> String {
 pub const MAX_VARIATIONS: usize = 10_000;
 
 /// The error of a sweep that expands to more than [`MAX_VARIATIONS`] runs.
-fn too_many(source: &Source<'_>, total: &str) -> RunError {
+pub(crate) fn too_many(source: &Source<'_>, total: &str) -> RunError {
     fail(
         &source.path.display().to_string(),
         format!(
-            "the sweep expands to {total} runs (its variations times every [matrix] \
-             combination); one sweep runs at most {MAX_VARIATIONS}: narrow the [matrix] or \
-             split the sweep into several files"
+            "the sweep expands to {total} runs (its variations times every [matrix] or \
+             sweep combination); one sweep runs at most {MAX_VARIATIONS}: narrow the [matrix] \
+             (or the AIPerf sweep's values) or split the sweep into several files"
         ),
     )
 }

@@ -323,9 +323,12 @@ fn prepare(
                 }
             };
             // Categories that select nothing are refused now, not mid-sweep.
-            dataset
+            let selected = dataset
                 .select_categories(valid.categories())
                 .map_err(|e| dataset_error("filtering categories", e))?;
+            // So is a load past the open-file limit: a later run's must not
+            // let the earlier ones send first.
+            crate::execute::check_open_files(&valid.load, &selected)?;
             Some(dataset)
         }
         (_, Some(name)) => {

@@ -63,6 +63,17 @@ pub(crate) fn expand(
         None => Vec::new(),
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
+    // The same cap as a TOML sweep's, checked before anything is expanded.
+    let total = dimensions
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()));
+    match total {
+        None => return Err(super::file::too_many(source, "more than 2^64")),
+        Some(n) if n > super::file::MAX_VARIATIONS => {
+            return Err(super::file::too_many(source, &n.to_string()));
+        }
+        Some(_) => {}
+    }
     let mut variations = Vec::new();
     for (index, chosen) in combinations(&dimensions).into_iter().enumerate() {
         let mut benchmark = base.clone();
