@@ -16,6 +16,9 @@ pub(crate) struct RecoverArgs {
 pub(crate) fn run(args: RecoverArgs) -> Result<Outcome, CliError> {
     let recovered = speedbench_runs::recover(&args.dir)
         .context(format!("recovering {}", args.dir.display()))?;
+    for warning in &recovered.warnings {
+        eprintln!("warning: {warning}");
+    }
     let torn = if recovered.torn {
         " (a batch the kill tore while it was written is lost)"
     } else {

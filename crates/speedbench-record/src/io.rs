@@ -12,7 +12,7 @@ use parquet::file::properties::WriterProperties;
 mod journal;
 mod salvage;
 
-pub use journal::{JOURNAL_FILE_NAME, JournalRecords, read_journal};
+pub use journal::{JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME, JournalRecords, read_journal};
 pub use salvage::ClosedRecords;
 
 use crate::custom::{CustomColumn, check_unique};

@@ -30,10 +30,11 @@ pub const LOCK_FILE_NAME: &str = ".speedbench.lock";
 
 /// Every file a finished or dead run leaves behind, in the order a reader
 /// looks for them.
-pub const RUN_FILE_NAMES: [&str; 7] = [
+pub const RUN_FILE_NAMES: [&str; 8] = [
     RECORDS_FILE_NAME,
     PARTIAL_RECORDS_FILE_NAME,
     crate::io::JOURNAL_FILE_NAME,
+    crate::io::JOURNAL_SUMS_FILE_NAME,
     RunManifest::FILE_NAME,
     SUMMARY_FILE_NAME,
     SERVER_METRICS_FILE_NAME,

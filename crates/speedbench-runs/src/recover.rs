@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use speedbench_metrics::RunMetrics;
 use speedbench_record::{
-    JOURNAL_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RECORDS_FILE_NAME, RecordWriter, RunManifest,
-    RunStatus, SUMMARY_FILE_NAME, read_journal, run_is_live,
+    JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME, JournalRecords, PARTIAL_RECORDS_FILE_NAME,
+    RECORDS_FILE_NAME, RecordWriter, RequestRecord, RunManifest, RunStatus, SUMMARY_FILE_NAME,
+    read_journal, run_is_live,
 };
 
 use crate::RunsError;
@@ -20,6 +21,11 @@ pub struct Recovered {
     /// The journal ended inside a batch (torn by the kill); that batch's
     /// records were never complete on disk.
     pub torn: bool,
+    /// What the user must know of what was recovered: a batch that failed
+    /// its checksum (it and the rest left out), a manifest rebuilt from the
+    /// records, records read without a checksum. Empty when nothing was
+    /// doubtful.
+    pub warnings: Vec<String>,
 }
 
 /// Recovers the run in `dir` whose process was killed (SIGKILL, the
@@ -50,14 +56,30 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         )));
     }
     let journal = read_journal(&journal_path)?;
+    let mut warnings = journal_warnings(&journal_path, &journal);
     let manifest_path = dir.join(RunManifest::FILE_NAME);
-    let mut manifest: RunManifest = match crate::run_data::read_json(&manifest_path) {
-        Ok(v) => serde_json::from_value(v).map_err(|e| RunsError::Artifact {
-            path: manifest_path.clone(),
-            line: None,
-            message: format!("not a speedbench run manifest: {e}"),
-        })?,
-        Err(_) => RunManifest::default(),
+    let mut manifest = match crate::run_data::read_json(&manifest_path)
+        .and_then(|v| serde_json::from_value::<RunManifest>(v).map_err(|e| refuse(&e.to_string())))
+    {
+        Ok(manifest) => {
+            if let Some(other) = other_run(&journal.records, &manifest.run_id) {
+                return Err(refuse(&format!(
+                    "the crash journal holds the records of run {other:?}, but run.json is run \
+                     {:?}'s: not mixing two runs",
+                    manifest.run_id
+                )));
+            }
+            manifest
+        }
+        Err(e) => {
+            let manifest = manifest_from_records(&journal.records);
+            warnings.push(format!(
+                "run.json could not be read ({e}): rebuilt from the records (run {:?}, model \
+                 {:?}, dataset {:?}); the run's configuration is lost",
+                manifest.run_id, manifest.model, manifest.dataset
+            ));
+            manifest
+        }
     };
     manifest.outcome = RunStatus::Interrupted;
     manifest.record_count = journal.records.len() as u64;
@@ -81,7 +103,8 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
     std::fs::write(&summary_path, summary.to_string()).map_err(|e| io(&summary_path, e))?;
     let manifest_json = serde_json::to_vec_pretty(&manifest).map_err(|e| refuse(&e.to_string()))?;
     std::fs::write(&manifest_path, manifest_json).map_err(|e| io(&manifest_path, e))?;
-    for leftover in [dir.join(PARTIAL_RECORDS_FILE_NAME), journal_path] {
+    let sums = dir.join(JOURNAL_SUMS_FILE_NAME);
+    for leftover in [dir.join(PARTIAL_RECORDS_FILE_NAME), journal_path, sums] {
         match std::fs::remove_file(&leftover) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -92,5 +115,54 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         records_path,
         records: journal.records.len(),
         torn: journal.torn,
+        warnings,
     })
+}
+
+/// What is doubtful in what the journal gave.
+fn journal_warnings(path: &Path, journal: &JournalRecords) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(batch) = journal.corrupt_batch {
+        out.push(format!(
+            "{}: batch {batch} does not match the checksum written with it (the file changed \
+             on disk): it and every batch after it are left out; {} records before it are \
+             recovered",
+            path.display(),
+            journal.records.len()
+        ));
+    }
+    if !journal.checked {
+        out.push(format!(
+            "{}: no checksums ({JOURNAL_SUMS_FILE_NAME} is missing): the records are read unchecked",
+            path.display()
+        ));
+    } else if journal.unchecked_records > 0 {
+        out.push(format!(
+            "{}: the last {} records were flushed without their checksum (the process died \
+             between the two): read unchecked",
+            path.display(),
+            journal.unchecked_records
+        ));
+    }
+    out
+}
+
+/// A run id of the records that is not `run_id`, if any.
+fn other_run<'a>(records: &'a [RequestRecord], run_id: &str) -> Option<&'a str> {
+    records
+        .iter()
+        .map(|r| r.run_id.as_str())
+        .find(|id| *id != run_id)
+}
+
+/// A manifest made of what the records say: their run id, model and
+/// dataset (every record carries them).
+fn manifest_from_records(records: &[RequestRecord]) -> RunManifest {
+    let first = records.first();
+    RunManifest {
+        run_id: first.map(|r| r.run_id.clone()).unwrap_or_default(),
+        model: first.map(|r| r.model.clone()).unwrap_or_default(),
+        dataset: first.map(|r| r.dataset.clone()).unwrap_or_default(),
+        ..Default::default()
+    }
 }

@@ -780,3 +780,114 @@ async fn each_output_flag_says_what_it_writes_and_refuses_the_other() {
     .await;
     assert!(out.status.success() && csv.is_file(), "{}", stderr(&out));
 }
+
+/// A dead run's directory as a SIGKILL leaves it: a partial records file,
+/// its crash journal of two flushed batches (3 and 2 records of run
+/// `run-a`), the journal's checksums, and `run.json` when given.
+fn killed_run(dir: &Path, manifest_run_id: Option<&str>) {
+    use speedbench_record::{JOURNAL_FILE_NAME, RecordWriter, RequestRecord, RunManifest};
+    std::fs::create_dir_all(dir).unwrap();
+    let record = |i: u64| RequestRecord {
+        run_id: "run-a".into(),
+        request_index: i,
+        conversation_id: format!("q{i}"),
+        dataset: "mini".into(),
+        model: "m".into(),
+        output_text: format!("the answer number {i}"),
+        start_unix_ns: 1_700_000_000_000_000_000 + i as i64,
+        end_unix_ns: 1_700_000_000_000_001_000 + i as i64,
+        e2e_latency_ns: 1_000,
+        ..Default::default()
+    };
+    let mut w = RecordWriter::create(dir.join(PARTIAL_RECORDS_FILE_NAME))
+        .unwrap()
+        .with_journal(dir.join(JOURNAL_FILE_NAME))
+        .unwrap();
+    for batch in [0..3u64, 3..5] {
+        for i in batch {
+            w.append(&record(i)).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    std::mem::forget(w);
+    if let Some(run_id) = manifest_run_id {
+        let manifest = RunManifest {
+            run_id: run_id.into(),
+            model: "m".into(),
+            dataset: "mini".into(),
+            ..Default::default()
+        };
+        std::fs::write(dir.join("run.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+}
+
+/// `recover` trusts nothing it finds: a bit flipped in a journal batch is
+/// found by its checksum (the batch and the rest are left out, loudly), a
+/// journal of another run is refused, and a lost `run.json` is rebuilt
+/// from the records and said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_checks_what_it_finds() {
+    use speedbench_record::{JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME};
+    let parent = tempfile::tempdir().unwrap();
+
+    // A bit flipped inside the second batch, where its text is.
+    let flipped = parent.path().join("flipped");
+    killed_run(&flipped, Some("run-a"));
+    let journal = flipped.join(JOURNAL_FILE_NAME);
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let sums = std::fs::read_to_string(flipped.join(JOURNAL_SUMS_FILE_NAME)).unwrap();
+    let ends: Vec<usize> = sums
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ends.len(), 3, "the schema and two batches: {sums}");
+    let second = &bytes[ends[1]..ends[2]];
+    let at = ends[1] + second.windows(6).position(|w| w == b"answer").unwrap();
+    bytes[at] ^= 0x20; // "answer" -> "Answer"
+    std::fs::write(&journal, bytes).unwrap();
+    let out = run(&["recover", flipped.to_str().unwrap()]).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("batch 1 does not match the checksum written with it")
+            && err.contains("3 records before it are recovered"),
+        "{err}"
+    );
+    let records = read_run(&flipped).unwrap().records;
+    assert_eq!(records.len(), 3);
+    assert!(records.iter().all(|r| r.output_text.contains("answer")));
+
+    // Another run's journal under this run.json: refused, nothing written.
+    let mixed = parent.path().join("mixed");
+    killed_run(&mixed, Some("run-b"));
+    let out = run(&["recover", mixed.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "the crash journal holds the records of run \"run-a\", but run.json is run \"run-b\"'s"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!mixed.join(RECORDS_FILE_NAME).exists());
+
+    // No run.json: rebuilt from the records, and said.
+    let lost = parent.path().join("lost");
+    killed_run(&lost, None);
+    let out = run(&["recover", lost.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("run.json could not be read")
+            && stderr(&out).contains(
+                "rebuilt from the records (run \"run-a\", model \"m\", dataset \"mini\")"
+            ),
+        "{}",
+        stderr(&out)
+    );
+    let manifest = json(&lost.join("run.json"));
+    assert_eq!(
+        (manifest["run_id"].as_str(), manifest["model"].as_str()),
+        (Some("run-a"), Some("m"))
+    );
+    assert_eq!(read_run(&lost).unwrap().records.len(), 5);
+}
