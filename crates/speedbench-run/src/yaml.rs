@@ -95,6 +95,7 @@ impl Node {
 /// An alias reads as its anchor's value; a tag is refused (no config
 /// field takes one).
 pub(crate) fn parse(text: &str) -> Result<Node, (usize, String)> {
+    refuse_tags(text)?;
     let docs =
         MarkedYaml::load_from_str(text).map_err(|e| (e.marker().line(), e.info().to_string()))?;
     let mut docs = docs.into_iter();
@@ -108,6 +109,39 @@ pub(crate) fn parse(text: &str) -> Result<Node, (usize, String)> {
         ));
     }
     convert(&doc)
+}
+
+/// Refuses any tag (`!!python/object/apply:...`, `!mine`): saphyr's loader
+/// keeps a scalar's tag but drops a collection's, so a tagged list read as
+/// its plain items; the parser's events show every one.
+fn refuse_tags(text: &str) -> Result<(), (usize, String)> {
+    use saphyr_parser::{Event, Parser};
+    for event in Parser::new_from_str(text) {
+        // A syntax error is the loader's to report, with its words.
+        let Ok((event, span)) = event else {
+            return Ok(());
+        };
+        let tag = match &event {
+            Event::Scalar(_, _, _, tag) => tag.as_ref(),
+            Event::SequenceStart(_, tag) | Event::MappingStart(_, tag) => tag.as_ref(),
+            _ => None,
+        };
+        if let Some(tag) = tag {
+            // As the file wrote it: `!!` is the core schema's prefix.
+            let handle = match tag.handle.as_str() {
+                "tag:yaml.org,2002:" => "!!",
+                other => other,
+            };
+            return Err((
+                span.start.line().max(1),
+                format!(
+                    "the YAML tag `{handle}{}` is not read; write the value out",
+                    tag.suffix
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn line_of(node: &MarkedYaml<'_>) -> usize {
@@ -195,8 +229,17 @@ mod tests {
             Value::Int(1)
         );
         assert!(
-            parse("a: !mine 1\n").unwrap_err().1.contains("tags"),
+            parse("a: !mine 1\n").unwrap_err().1.contains("tag"),
             "a tag"
+        );
+        // A tagged collection too (the loader alone read it as its items).
+        assert_eq!(
+            parse("a: 1\nmodel: !!python/object/apply:os.system [\"echo hi\"]\n").unwrap_err(),
+            (
+                2,
+                "the YAML tag `!!python/object/apply:os.system` is not read; write the value out"
+                    .to_string()
+            )
         );
         let (line, why) = parse("a: 1\n---\nb: 2\n").unwrap_err();
         assert!(why.contains("second YAML document"), "{line}: {why}");

@@ -208,3 +208,53 @@ async fn an_adapted_general_template_runs_its_phases_against_the_simulator() {
     assert_eq!(server.ground_truth().requests, file.records.len() as u64);
     server.shutdown().await;
 }
+
+/// A config naming `${VAR}` in a field of the wrong type is refused naming
+/// the variable, never its value (it may be a secret); a YAML tag is
+/// refused, on a collection too (`!!python/...` read as its items before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_values_are_named_not_shown_and_tags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |model: &str, concurrency: &str| {
+        format!(
+            "schemaVersion: \"2.0\"\nbenchmark:\n  model: {model}\n  endpoint:\n    url: \
+             http://127.0.0.1:9\n  datasets:\n    - name: main\n      type: file\n      path: \
+             {}\n  phases:\n    - name: profiling\n      type: concurrency\n      concurrency: \
+             {concurrency}\n      requests: 1\n",
+            fixture().display()
+        )
+    };
+    let secret = "sk-notanumber-SECRET987";
+    let file = dir.path().join("env.yaml");
+    std::fs::write(&file, config("m", "${CONC}")).unwrap();
+    let out = bin()
+        .args(["profile", "--config", file.to_str().unwrap(), "--dry-run"])
+        .env("CONC", secret)
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("invalid value '${CONC}' for '--concurrency'"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("SECRET987") && !String::from_utf8_lossy(&out.stdout).contains("SECRET987"),
+        "{err}"
+    );
+
+    let tagged = dir.path().join("tag.yaml");
+    std::fs::write(
+        &tagged,
+        config("!!python/object/apply:os.system [\"echo hi\"]", "1"),
+    )
+    .unwrap();
+    let out = run(&["profile", "--config", tagged.to_str().unwrap(), "--dry-run"]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tag.yaml:3: the YAML tag `!!python/object/apply:os.system` is not read"),
+        "{err}"
+    );
+}

@@ -279,6 +279,10 @@ pub(crate) struct Expanded {
     pub parent: Option<PathBuf>,
     /// The `speedbench report` flags of `[report]`.
     pub report_tokens: Vec<String>,
+    /// Each value an environment variable gave a `${VAR}` of the file, with
+    /// the reference (`${VAR}`): it may be a secret, so a message or a
+    /// printed flag names the variable instead.
+    pub env_values: Vec<(String, String)>,
 }
 
 /// Where a table's key sends it.
@@ -529,6 +533,7 @@ pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expa
         variations,
         parent,
         report_tokens,
+        env_values: Vec::new(),
     })
 }
 

@@ -115,10 +115,11 @@ impl Sweep {
             .clone()
             .or(expanded.parent)
             .unwrap_or_else(|| default_parent(path));
+        let env_values = expanded.env_values;
         let runs = expanded
             .variations
             .into_iter()
-            .map(|v| sweep_run(v, base, given, &parent))
+            .map(|v| sweep_run(v, base, given, &parent, &env_values))
             .collect();
         Ok(Sweep {
             path: path.to_path_buf(),
@@ -213,7 +214,13 @@ fn run_name(run: &SweepRun) -> String {
 /// A variation over `base`, in its directory under `parent`; a `bench`
 /// run takes speed_bench.py's defaults for what neither the command line
 /// (`given`) nor the file sets.
-fn sweep_run(v: Variation, base: &RunSpec, given: &BTreeSet<String>, parent: &Path) -> SweepRun {
+fn sweep_run(
+    v: Variation,
+    base: &RunSpec,
+    given: &BTreeSet<String>,
+    parent: &Path,
+    env_values: &[(String, String)],
+) -> SweepRun {
     // An AIPerf config without a sweep writes its one run into the parent.
     let dir = if v.dir_name.is_empty() {
         parent.to_path_buf()
@@ -232,12 +239,12 @@ fn sweep_run(v: Variation, base: &RunSpec, given: &BTreeSet<String>, parent: &Pa
             spec.outputs.output_artifact_dir = Some(dir.clone());
             spec
         })
-        .map_err(|e| e.to_string());
+        .map_err(|e| named_not_valued(&e.to_string(), env_values));
     let file_flags = v
         .settings
         .iter()
         .flat_map(|s| s.tokens())
-        .map(|t| shown(&t))
+        .map(|t| named_not_valued(&shown(&t), env_values))
         .collect();
     SweepRun {
         index: v.index,
@@ -248,6 +255,20 @@ fn sweep_run(v: Variation, base: &RunSpec, given: &BTreeSet<String>, parent: &Pa
         file_flags,
         spec: built,
     }
+}
+
+/// `text` with every value an environment variable gave the file (of 4
+/// characters or more: shorter ones would match ordinary text) replaced by
+/// its `${VAR}`, longest first.
+pub(crate) fn named_not_valued(text: &str, env_values: &[(String, String)]) -> String {
+    let mut values: Vec<&(String, String)> =
+        env_values.iter().filter(|(v, _)| v.len() >= 4).collect();
+    values.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    let mut out = text.to_string();
+    for (value, reference) in values {
+        out = out.replace(value.as_str(), reference);
+    }
+    out
 }
 
 /// `--api-key=...` and header values hidden, for printing a run's flags.

@@ -56,8 +56,42 @@ pub(crate) fn expand(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Expanded, RunError> {
     let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
-    let root = snake_keys(substitute(root, env).map_err(|(l, m)| fail(l, m))?);
-    let top = Top::read(&root).map_err(|(l, m)| fail(l, m))?;
+    // The values the environment gives, remembered to be named by their
+    // variable wherever they would be shown (one may be a secret).
+    let env_values = std::cell::RefCell::new(Vec::new());
+    let recording = |name: &str| {
+        let value = env(name);
+        if let Some(v) = &value {
+            env_values
+                .borrow_mut()
+                .push((v.clone(), format!("${{{name}}}")));
+        }
+        value
+    };
+    let root = snake_keys(substitute(root, &recording).map_err(|(l, m)| fail(l, m))?);
+    let env_values = env_values.into_inner();
+    let named = |text: String| super::named_not_valued(&text, &env_values);
+    let expanded = expand_substituted(source, &root, cli).map_err(|e| match e {
+        RunError::Invalid { field, message } => RunError::Invalid {
+            field: named(field),
+            message: named(message),
+        },
+        other => other,
+    })?;
+    Ok(Expanded {
+        env_values,
+        ..expanded
+    })
+}
+
+/// [`expand`] of a config whose `${VAR}`s are substituted.
+fn expand_substituted(
+    source: &Source<'_>,
+    root: &Node,
+    cli: &BTreeSet<String>,
+) -> Result<Expanded, RunError> {
+    let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
+    let top = Top::read(root).map_err(|(l, m)| fail(l, m))?;
     let dimensions = match top.sweep {
         Some(s) => dimensions(s).map_err(|(l, m)| fail(l, m))?,
         None => Vec::new(),
@@ -106,6 +140,7 @@ pub(crate) fn expand(
         variations,
         parent,
         report_tokens: Vec::new(),
+        env_values: Vec::new(),
     })
 }
 
