@@ -133,16 +133,21 @@ fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> 
             .iter()
             .filter_map(|r| r.output_token_throughput_per_user())
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        let fastest = fastest.map_or("unbounded".to_string(), |v| format!("{v:.3e} tokens/s"));
+        // A request whose tokens came at once has no finite throughput.
+        let fastest = fastest.map_or(String::new(), |v| format!(" (up to {v:.3e} tokens/s)"));
         out.push(format!(
-            "{} of {} streamed requests received all their tokens after the first within              {limit_ms} ms (e2e - TTFT): their inter-token latency and per-user throughput              (up to {fastest}) are below what the client can time, not the server's speed              (a server that sends the whole answer at once, or one with no delays)",
+            "{} of {} streamed requests received all their tokens after the first within \
+             {limit_ms} ms (e2e - TTFT): their inter-token latency and per-user throughput{fastest} \
+             are below what the client can time, not the server's speed (a server that sends \
+             the whole answer at once, or one with no delays)",
             short.len(),
             decoding.len()
         ));
     }
     if let Some(d) = benchmark_duration_s.filter(|d| *d * 1e9 < MIN_RESOLVED_INTERVAL_NS as f64) {
         out.push(format!(
-            "the whole benchmark took {:.3} ms, under {limit_ms} ms: request and output-token              throughput are below what the client can time",
+            "the whole benchmark took {:.3} ms, under {limit_ms} ms: request and output-token \
+             throughput are below what the client can time",
             d * 1e3
         ));
     }
@@ -397,9 +402,16 @@ mod tests {
         let w = &m.timing_warnings[0];
         assert!(w.starts_with("1 of 2 streamed requests"), "{w}");
         assert!(
-            w.contains("up to 2.000e7 tokens/s") && w.contains("1 ms"),
+            w.contains("per-user throughput (up to 2.000e7 tokens/s) are below")
+                && w.contains("after the first within 1 ms (e2e - TTFT)"),
             "{w}"
         );
+        // Tokens that came all at once: no finite rate, no "(up to ...)".
+        let mut at_once = a.clone();
+        at_once.e2e_latency_ns = at_once.ttft_ns.unwrap();
+        let w = RunMetrics::timing_warnings_of(&[at_once]).join("\n");
+        assert!(w.contains("per-user throughput are below"), "{w}");
+        assert!(!w.contains("unbounded") && !w.contains("  "), "{w}");
         // The rate is still reported, not dropped.
         assert!(close(m.output_token_throughput_per_user.unwrap().max, 2e7));
         // Exactly 1 ms is measurable; so is every request of a normal run.

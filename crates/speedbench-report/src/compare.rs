@@ -472,11 +472,25 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         && dir.join(RunManifest::FILE_NAME).is_file()
         && dir.join(SUMMARY_FILE_NAME).is_file()
     {
+        // What run.json says it was profiled at: only a summary-level run
+        // is missing its records on purpose.
+        let level = std::fs::read_to_string(dir.join(RunManifest::FILE_NAME))
+            .ok()
+            .and_then(|t| serde_json::from_str::<RunManifest>(&t).ok())
+            .and_then(|m| m.config.get("export_level")?.as_str().map(str::to_string));
+        let why = match level.as_deref() {
+            Some("summary") => "it was profiled with --export-level summary".to_string(),
+            Some(level) => format!(
+                "it was profiled with --export-level {level}, so the file was lost or removed \
+                 after the run"
+            ),
+            None => "run.json does not say its export level".to_string(),
+        };
         return Err(ReportError::Compare(format!(
-            "the {role} run {} has only {SUMMARY_FILE_NAME}, no {RECORDS_FILE_NAME} (profiled \
-             with --export-level summary?): a comparison pairs the two runs' requests, so both \
-             need their per-request records; profile it again with --export-level records \
-             (the default), or compare the run-level figures with `speedbench report`",
+            "the {role} run {} has only {SUMMARY_FILE_NAME}, no {RECORDS_FILE_NAME} ({why}): a \
+             comparison pairs the two runs' requests, so both need their per-request records; \
+             profile it again with --export-level records (the default), or compare the \
+             run-level figures with `speedbench report`",
             dir.display()
         )));
     }

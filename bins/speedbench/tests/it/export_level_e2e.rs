@@ -253,13 +253,32 @@ async fn each_level_keeps_its_files() {
         let err = stderr(&out);
         assert!(
             err.contains(&format!(
-                "the {role} run {} has only summary.json, no records.parquet (profiled with --export-level summary?)",
+                "the {role} run {} has only summary.json, no records.parquet (it was profiled \
+                 with --export-level summary)",
                 dir("summary").display()
             )),
             "{err}"
         );
         assert!(err.contains("--export-level records"), "{err}");
     }
+    // A records-level run whose records file went missing says so, not
+    // that it was profiled at the summary level.
+    let lost = dir("records");
+    std::fs::remove_file(lost.join("records.parquet")).unwrap();
+    let out = run(&[
+        "compare",
+        "--baseline",
+        lost.to_str().unwrap(),
+        "--speculative",
+        dir("records").to_str().unwrap(),
+    ])
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(it was profiled with --export-level records, so the file was lost or removed after the run)"),
+        "{err}"
+    );
 
     // speed_bench.py's --output JSON is built from records: refused before
     // anything is sent.
