@@ -254,3 +254,38 @@ async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
             .all(|r| r.error_kind == Some(ErrorKind::Cancelled))
     );
 }
+
+/// The cap an open-loop load gets from the open-file limit is said once
+/// (the up-front check and the run both computed it, and both said it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_loop_cap_is_said_once() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "profile",
+        "--url",
+        &server.url(),
+        "--model",
+        "m",
+        "--input-file",
+        fixture().to_str().unwrap(),
+        "--request-rate",
+        "1000",
+        "--request-count",
+        "4",
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        dir.path().join("run").to_str().unwrap(),
+    ])
+    .await;
+    server.shutdown().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("open-loop load without a concurrency cap")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -97,7 +97,8 @@ pub fn check_open_files(
         }
         None => (dataset.conversations.len(), load.clone()),
     };
-    fit_open_files(&mut load, rows, limit)
+    // A check on a copy: the run's own fit says the cap it sets, once.
+    fit_open_files(&mut load, rows, limit, false)
 }
 
 /// The warmup's closed-loop workers: its own concurrency, else the
@@ -115,15 +116,22 @@ fn warmup_workers(load: &LoadConfig) -> usize {
 /// `limit` beside [`RESERVED_OPEN_FILES`]; an open-loop load without a cap
 /// gets one. `rows` bounds a closed loop with neither a count nor a
 /// duration (every row once).
-fn fit_open_files(load: &mut LoadConfig, rows: usize, limit: u64) -> Result<(), ClientError> {
+fn fit_open_files(
+    load: &mut LoadConfig,
+    rows: usize,
+    limit: u64,
+    say: bool,
+) -> Result<(), ClientError> {
     let allowed = limit.saturating_sub(RESERVED_OPEN_FILES);
     let in_flight = match (load.request_rate, load.max_concurrency) {
         (Some(_), Some(cap)) => cap as u64,
         (Some(_), None) => {
-            tracing::warn!(
-                "open-loop load without a concurrency cap: at most {allowed} requests in flight \
-                 (the open-file limit is {limit})"
-            );
+            if say {
+                tracing::warn!(
+                    "open-loop load without a concurrency cap: at most {allowed} requests in \
+                     flight (the open-file limit is {limit})"
+                );
+            }
             load.max_concurrency = Some(usize::try_from(allowed.max(1)).unwrap_or(usize::MAX));
             return Ok(());
         }
@@ -387,7 +395,7 @@ fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientErr
         });
     }
     if let Some(limit) = run.open_file_limit {
-        fit_open_files(&mut run.load, run.dataset.conversations.len(), limit)?;
+        fit_open_files(&mut run.load, run.dataset.conversations.len(), limit, true)?;
     }
     Ok((run, shard_info))
 }
