@@ -42,9 +42,15 @@ pub(crate) struct SimArgs {
     /// connections than one process's open-file limit allows.
     #[arg(long)]
     pub reuse_port: bool,
-    /// JSON configuration file (see the speedbench-sim docs); flags override it.
+    /// JSON configuration file: `SimConfig`'s fields (the speedbench-sim
+    /// crate's docs; faults: docs/reliability.md#server-faults-simulated);
+    /// flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The model name the server lists and answers as [default:
+    /// speedbench-sim, or the --config file's].
+    #[arg(long)]
+    pub model: Option<String>,
     /// Start from the demo profile: distinct acceptance per SPEED-Bench category.
     #[arg(long)]
     pub demo_profiles: bool,
@@ -74,6 +80,9 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
         None if args.demo_profiles => SimConfig::speed_bench_demo().with_typical_delays(),
         None => SimConfig::default().with_typical_delays(),
     };
+    if let Some(model) = &args.model {
+        config = config.with_model(model.clone());
+    }
     config.seed = args.seed.unwrap_or(config.seed);
     config.ttft_ms = args.ttft_ms.unwrap_or(config.ttft_ms);
     config.step_ms = args.step_ms.unwrap_or(config.step_ms);

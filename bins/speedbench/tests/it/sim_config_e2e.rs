@@ -262,3 +262,16 @@ async fn a_plain_sim_has_realistic_delays_and_prints_them() {
     // At least the first token's 30 ms (the steps add more).
     assert!(started.elapsed() >= std::time::Duration::from_millis(30));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_takes_a_model_name_without_a_config_file() {
+    let (_child, addr, _stderr) = start_sim(&["--model".as_ref(), "my-model".as_ref()]).await;
+    let body = r#"{"model":"my-model","messages":[{"role":"user","content":"hi"}],"max_tokens":4}"#;
+    let (status, answer) =
+        tokio::task::spawn_blocking(move || exchange(addr, "/v1/chat/completions", body))
+            .await
+            .unwrap();
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(v["model"], "my-model");
+}
