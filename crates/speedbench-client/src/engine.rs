@@ -37,9 +37,19 @@ pub struct Preflight {
     /// A payload came back but could not be right: why.
     pub dropped: Option<String>,
     /// What the server itself says of its speculation when no acceptance
-    /// came back (llama-server's `GET /slots`: `"speculative": true` on a
-    /// slot); `None` when it says nothing.
-    pub server_speculates: Option<bool>,
+    /// came back; `None` when it says nothing.
+    pub server_speculation: Option<ServerSpeculation>,
+}
+
+/// Whether a server says it speculates, and where it says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpeculation {
+    /// It speculates.
+    pub speculates: bool,
+    /// What showed it: llama-server's `GET /slots` (`"speculative"` on a
+    /// slot), vLLM's `GET /metrics` (its `vllm:spec_decode_*` families
+    /// exist only when it speculates).
+    pub evidence: String,
 }
 
 impl Preflight {
@@ -49,21 +59,29 @@ impl Preflight {
     }
 
     /// When the request succeeded without per-request acceptance: why,
-    /// and what to change ([`Engine::missing_acceptance_advice`]); or, where
+    /// and what to change ([`Engine::missing_acceptance_advice`]). Where
     /// the server says it speculates, that it drafted nothing for the
     /// preflight's prompt (an n-gram drafter needs repetition), with no
-    /// advice to change anything.
-    pub fn advice(&self) -> Option<&'static str> {
+    /// advice to change anything; where it says it does not, that this is
+    /// right for a baseline, and what turns speculation on otherwise.
+    pub fn advice(&self) -> Option<String> {
         if self.error.is_some() || self.acceptance.is_some() {
             return None;
         }
-        Some(match self.server_speculates {
-            Some(true) => {
-                "the server says it speculates (GET /slots: \"speculative\": true); it drafted \
-                 nothing for the preflight's short prompt, as an n-gram drafter does where the \
-                 context does not repeat itself, so nothing needs changing"
-            }
-            _ => self.engine.missing_acceptance_advice(),
+        let advice = self.engine.missing_acceptance_advice();
+        Some(match &self.server_speculation {
+            Some(s) if s.speculates => format!(
+                "the server says it speculates ({}); it drafted nothing for the preflight's \
+                 short prompt, as an n-gram drafter does where the context does not repeat \
+                 itself, so nothing needs changing",
+                s.evidence
+            ),
+            Some(s) => format!(
+                "the server does not speculate ({}): right for a baseline run; to measure \
+                 speculation, {advice}",
+                s.evidence
+            ),
+            None => advice.to_string(),
         })
     }
 }
@@ -108,7 +126,7 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
             .map(|(kind, message)| format!("{} ({})", message, kind.as_str())),
         acceptance: None,
         dropped: None,
-        server_speculates: None,
+        server_speculation: None,
     };
     if out.error.is_some() {
         return Ok(out);
@@ -139,16 +157,21 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
         }
         _ => {}
     }
-    if out.acceptance.is_none() && engine == Engine::LlamaCpp {
-        out.server_speculates = llama_slots_speculate(target).await;
+    if out.acceptance.is_none() {
+        out.server_speculation = server_speculation(target, engine).await;
     }
     Ok(out)
 }
 
-/// Whether llama-server says a slot speculates (`GET /slots`, on by
-/// default: `[{"id": 0, "speculative": true, ...}]`); `None` when it does
-/// not answer so.
-async fn llama_slots_speculate(target: &Target) -> Option<bool> {
+/// What the server says of its speculation: llama-server's `GET /slots`,
+/// vLLM's `GET /metrics`; `None` for other engines, or when it does not
+/// answer so.
+async fn server_speculation(target: &Target, engine: Engine) -> Option<ServerSpeculation> {
+    let (path, read): (&str, fn(&[u8]) -> Option<bool>) = match engine {
+        Engine::LlamaCpp => ("/slots", slots_speculate),
+        Engine::Vllm => ("/metrics", vllm_metrics_speculate),
+        _ => return None,
+    };
     let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
         max_idle_per_host: 0,
         extra_roots_pem: target.extra_roots_pem.clone(),
@@ -157,7 +180,7 @@ async fn llama_slots_speculate(target: &Target) -> Option<bool> {
     })
     .ok()?;
     let headers = request_headers(target.api_key.as_ref(), &target.headers).ok()?;
-    let url = target.base_url.join("/slots");
+    let url = target.base_url.join(path);
     let cap = PROBE_MAX_BODY.min(target.max_response_bytes);
     let resp = get_capped(&client, &url, &headers, Duration::from_secs(5), cap)
         .await
@@ -165,13 +188,40 @@ async fn llama_slots_speculate(target: &Target) -> Option<bool> {
     if resp.status != 200 {
         return None;
     }
-    let slots: Value = serde_json::from_slice(&resp.body).ok()?;
+    let speculates = read(&resp.body)?;
+    let evidence = match (engine, speculates) {
+        (Engine::LlamaCpp, s) => format!("GET /slots: \"speculative\": {s}"),
+        (_, true) => "GET /metrics: vllm:spec_decode_num_drafts".to_string(),
+        (_, false) => "GET /metrics: no vllm:spec_decode_ metrics".to_string(),
+    };
+    Some(ServerSpeculation {
+        speculates,
+        evidence,
+    })
+}
+
+/// llama-server's `/slots` (`[{"id": 0, "speculative": true, ...}]`): any
+/// slot speculating.
+fn slots_speculate(body: &[u8]) -> Option<bool> {
+    let slots: Value = serde_json::from_slice(body).ok()?;
     let flags: Vec<bool> = slots
         .as_array()?
         .iter()
         .filter_map(|s| s.get("speculative").and_then(Value::as_bool))
         .collect();
     (!flags.is_empty()).then(|| flags.contains(&true))
+}
+
+/// vLLM's `/metrics`: its `vllm:` families, and among them the
+/// spec-decode counters exactly when it speculates; `None` without any
+/// `vllm:` metric (not vLLM's exposition).
+fn vllm_metrics_speculate(body: &[u8]) -> Option<bool> {
+    let text = std::str::from_utf8(body).ok()?;
+    let vllm = text.lines().any(|l| l.starts_with("vllm:"));
+    vllm.then(|| {
+        text.lines()
+            .any(|l| l.starts_with("vllm:spec_decode_num_drafts"))
+    })
 }
 
 #[cfg(test)]

@@ -72,8 +72,8 @@ pub use discovery::{
     discover_model, discover_model_with_headers, discover_model_with_roots, wait_for_health,
 };
 pub use engine::{
-    Engine, EngineGuess, PREFLIGHT_TIMEOUT, PROBE_BUDGET, PROBE_MAX_BODY, Preflight, detect_engine,
-    preflight,
+    Engine, EngineGuess, PREFLIGHT_TIMEOUT, PROBE_BUDGET, PROBE_MAX_BODY, Preflight,
+    ServerSpeculation, detect_engine, preflight,
 };
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};

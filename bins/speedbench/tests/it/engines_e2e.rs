@@ -874,3 +874,29 @@ async fn mlx_vlm_drafts_accepted_past_the_reply_are_dropped() {
         );
     }
 }
+
+/// A vLLM without speculation (no `vllm:spec_decode_` families on its
+/// /metrics) is a baseline: the preflight says so, not that the server is
+/// misconfigured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vllm_baseline_is_told_it_is_one() {
+    let metrics =
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n".to_string();
+    let stub = Stub {
+        owner: "vllm",
+        completion_tokens: 3,
+        answer: Answer::Plain,
+        metrics: vec![("/metrics", metrics.clone(), metrics)],
+        delay_ms: 0,
+    };
+    let url = stub.start();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, output) = profile(&url, dir.path(), false, &["--no-server-metrics"]).await;
+    assert!(
+        output.contains(
+            "the server does not speculate (GET /metrics: no vllm:spec_decode_ metrics): right \
+             for a baseline run; to measure speculation, vLLM returns per-request acceptance"
+        ),
+        "{output}"
+    );
+}

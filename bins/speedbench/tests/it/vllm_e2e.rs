@@ -236,6 +236,15 @@ fn vllm_runs_check_out_against_its_counters() {
     assert!(base.iter().all(|r| r.is_success() && r.spec.is_none()));
     let server = CounterDelta::of(&root, "base-chat-stream-c1");
     assert_eq!(server.drafting_steps, 0);
+    // The preflight reads a baseline as one, from the server's own metrics.
+    let said = std::fs::read_to_string(root.join("base-chat-stream-c1.stderr")).unwrap();
+    assert!(
+        said.contains(
+            "preflight: no per-request acceptance came back from vllm: the server does not \
+             speculate (GET /metrics: no vllm:spec_decode_ metrics): right for a baseline run"
+        ),
+        "{said}"
+    );
     assert_eq!(server.successes, REQUESTS as u64 + 1, "the preflight too");
     let compare = std::fs::read_to_string(root.join("compare.stdout")).unwrap();
     assert!(compare.to_lowercase().contains("speedup"), "{compare}");
