@@ -12,6 +12,7 @@ mod console;
 mod datasets;
 mod demo;
 mod kube;
+mod logging;
 mod profile;
 mod progress;
 mod recover;
@@ -49,19 +50,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // The upstream prepare step's progress (tens of minutes) is shown.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,speedbench_dataset::upstream=info")
-                }),
-        )
-        .with_target(false)
-        // Colours only for a person at a terminal, never into a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    logging::init();
     // One socket per in-flight request (and per connection for `sim`).
     let open_files_needed = match &cli.command {
         Command::Profile(args) => args.spec.load.concurrency as u64 + 256,
