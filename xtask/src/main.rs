@@ -4,8 +4,8 @@
 //! - `fixtures`: regenerate the small test fixtures under `fixtures/`.
 //! - `fixtures --check`: fail if the committed fixtures differ from what the
 //!   generator makes (CI runs this).
-//! - `downstream`: build and run the facade's examples from `xtask/downstream`,
-//!   a crate outside the workspace that depends only on `speedbench`.
+//! - `downstream`: build and run the facade's examples from a crate made
+//!   outside the repository's tree that depends only on `speedbench`.
 //! - `circles`: fail if the top-level modules of a crate import each other
 //!   in a circle (CI runs this).
 //! - `wheel [--release]`: build the Python wheel of the `speedbench` binary

@@ -7,6 +7,15 @@ use speedbench::run::sweep::{RunEnd, Sweep, SweepObserver, SweepRun};
 use speedbench::run::{Observer, RunSpec};
 use speedbench::sim::{SimConfig, SimServer};
 
+/// What varies: `examples/sweep.toml`, embedded.
+const SWEEP: &str = include_str!("sweep.toml");
+
+/// SPEED-Bench-shaped rows of two categories.
+const ROWS: &str = r#"{"question_id": "c1", "category": "coding", "turns": ["Write a binary search."]}
+{"question_id": "c2", "category": "coding", "turns": ["Reverse a linked list."]}
+{"question_id": "m1", "category": "math", "turns": ["Sum the first hundred odd numbers."]}
+"#;
+
 /// One line per run.
 struct Lines;
 impl Observer for Lines {}
@@ -18,17 +27,27 @@ impl SweepObserver for Lines {
 
 #[speedbench::tokio::main(flavor = "current_thread", crate = "speedbench::tokio")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let default = format!("{repo}/crates/speedbench/examples/sweep.toml");
-    let file = std::env::args().nth(1).unwrap_or(default);
+    // The sweep file and the rows, made here unless a file is given: the
+    // example needs no file of the repository.
+    let out = std::env::temp_dir().join("speedbench-sweep-example");
+    std::fs::create_dir_all(&out)?;
+    let file = match std::env::args().nth(1) {
+        Some(file) => file,
+        None => {
+            let file = out.join("sweep.toml");
+            std::fs::write(&file, SWEEP)?;
+            file.to_string_lossy().into_owned()
+        }
+    };
+    let rows = out.join("rows.jsonl");
+    std::fs::write(&rows, ROWS)?;
+    let rows = rows.to_string_lossy().into_owned();
     let server =
         SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into()).await?;
-    let rows = format!("{repo}/fixtures/speed_bench_mini.jsonl");
-    let out = std::env::temp_dir().join("speedbench-sweep-example");
     let base = RunSpec::default()
         .with("url", &server.url())?
         .with("input-file", &rows)?
-        .with("output-artifact-dir", &out.to_string_lossy())?;
+        .with("output-artifact-dir", &out.join("runs").to_string_lossy())?;
     let given = ["url", "input-file"].map(String::from).into();
     let sweep = Sweep::read(file.as_ref(), &base, &given)?.check().await?;
     let outcome = sweep.run(&StopHandle::default(), &mut Lines).await;
