@@ -8,7 +8,6 @@
 use crate::common;
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -22,46 +21,25 @@ type Behaviour = fn(&str) -> Option<String>;
 /// or is held unanswered (`None`) for a minute. Returns the URL and the
 /// count of POSTs read.
 fn stub(answer: Behaviour) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let posts = Arc::new(AtomicU64::new(0));
     let seen = posts.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let seen = seen.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                while let Some(line) = read_request_line(&mut stream, &mut buf) {
-                    if line.starts_with("post") {
-                        seen.fetch_add(1, Ordering::SeqCst);
-                    }
-                    match answer(&line) {
-                        Some(response) => {
-                            if stream.write_all(response.as_bytes()).is_err() {
-                                return;
-                            }
-                        }
-                        None => {
-                            std::thread::sleep(Duration::from_secs(60));
-                            return;
-                        }
-                    }
-                }
-            });
+    let url = serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        while let Some(line) = read_request_line(&mut stream, &mut buf) {
+            if line.starts_with("post") {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let Some(response) = answer(&line) else {
+                std::thread::sleep(Duration::from_secs(60));
+                return;
+            };
+            if stream.write_all(response.as_bytes()).is_err() {
+                return;
+            }
         }
     });
     (url, posts)
 }
-
-fn json(status: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-const COMPLETION: &str = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
 
 fn one_row(dir: &std::path::Path) -> std::path::PathBuf {
     let input = dir.join("rows.jsonl");
@@ -76,7 +54,10 @@ fn one_row(dir: &std::path::Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_probes_cost_one_budget_and_are_named() {
     // Every GET hangs; POSTs are answered.
-    let (url, posts) = stub(|line| line.starts_with("post").then(|| json("200 OK", COMPLETION)));
+    let (url, posts) = stub(|line| {
+        line.starts_with("post")
+            .then(|| json_response("200 OK", CHAT_COMPLETION))
+    });
     let dir = tempfile::tempdir().unwrap();
     let input = one_row(dir.path());
     let started = Instant::now();
@@ -119,14 +100,14 @@ async fn hanging_probes_cost_one_budget_and_are_named() {
 async fn probes_that_name_different_engines_are_said_to_disagree() {
     let (url, _) = stub(|line| {
         Some(match line.split(' ').nth(1).unwrap_or_default() {
-            "/v1/models" => json(
+            "/v1/models" => json_response(
                 "200 OK",
                 r#"{"object":"list","data":[{"id":"m","owned_by":"vllm"}]}"#,
             ),
-            "/get_server_info" => json("200 OK", r#"{"version":"0.5"}"#),
-            "/props" => json("200 OK", r#"{"total_slots":1}"#),
-            "/v1/chat/completions" => json("200 OK", COMPLETION),
-            _ => json("404 Not Found", "{}"),
+            "/get_server_info" => json_response("200 OK", r#"{"version":"0.5"}"#),
+            "/props" => json_response("200 OK", r#"{"total_slots":1}"#),
+            "/v1/chat/completions" => json_response("200 OK", CHAT_COMPLETION),
+            _ => json_response("404 Not Found", "{}"),
         })
     });
     let dir = tempfile::tempdir().unwrap();
@@ -157,7 +138,7 @@ async fn probes_that_name_different_engines_are_said_to_disagree() {
 async fn a_stalled_preflight_is_said_and_stopped_as_a_stop() {
     // Probes answer 404 at once; every POST (the preflight) hangs.
     let (url, posts) =
-        stub(|line| (!line.starts_with("post")).then(|| json("404 Not Found", "{}")));
+        stub(|line| (!line.starts_with("post")).then(|| json_response("404 Not Found", "{}")));
     let dir = tempfile::tempdir().unwrap();
     let input = one_row(dir.path());
     let child = bin_with_preflight()

@@ -9,7 +9,6 @@
 use crate::common;
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,38 +18,28 @@ use speedbench_record::ErrorKind;
 
 /// Serves until the process ends; returns the URL and the POST count.
 fn hostile_server(hold: Duration) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let posts = Arc::new(AtomicU64::new(0));
     let seen = posts.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let seen = seen.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                for answered in 0.. {
-                    let Some(is_post) = read_request(&mut stream, &mut buf) else {
-                        return;
-                    };
-                    if is_post {
-                        seen.fetch_add(1, Ordering::SeqCst);
-                    }
-                    if answered > 0 {
-                        // Read, held, never answered.
-                        std::thread::sleep(hold);
-                        return;
-                    }
-                    let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if stream.write_all(response.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
+    let url = serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        for answered in 0.. {
+            let Some(is_post) = read_request(&mut stream, &mut buf) else {
+                return;
+            };
+            if is_post {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            if answered > 0 {
+                // Read, held, never answered.
+                std::thread::sleep(hold);
+                return;
+            }
+            if stream
+                .write_all(json_response("200 OK", CHAT_COMPLETION).as_bytes())
+                .is_err()
+            {
+                return;
+            }
         }
     });
     (url, posts)
@@ -194,31 +183,19 @@ async fn responses_past_the_size_cap_fail_naming_it() {
 /// client may have written meanwhile, so the kernel resets it. Serves until
 /// the process ends; returns the URL and the count of POSTs it read.
 fn closing_server(delay: Duration) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let posts = Arc::new(AtomicU64::new(0));
     let seen = posts.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let seen = seen.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                match read_request(&mut stream, &mut buf) {
-                    Some(true) => seen.fetch_add(1, Ordering::SeqCst),
-                    _ => return,
-                };
-                let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                if stream.write_all(response.as_bytes()).is_ok() {
-                    std::thread::sleep(delay);
-                }
-                // Dropped with whatever arrived since unread: a reset.
-            });
+    let url = serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        match read_request(&mut stream, &mut buf) {
+            Some(true) => seen.fetch_add(1, Ordering::SeqCst),
+            _ => return,
+        };
+        let response = json_response("200 OK", CHAT_COMPLETION);
+        if stream.write_all(response.as_bytes()).is_ok() {
+            std::thread::sleep(delay);
         }
+        // Dropped with whatever arrived since unread: a reset.
     });
     (url, posts)
 }
@@ -302,44 +279,32 @@ async fn a_server_closing_kept_alive_connections_loses_no_request() {
 /// chat completion; returns the URL and how many bytes of the model list
 /// it managed to send.
 fn huge_model_list_server(huge: u64) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let sent = Arc::new(AtomicU64::new(0));
     let counted = sent.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                while let Some(line) = read_request_line(&mut stream, &mut buf) {
-                    let response = if line.starts_with("get /v1/models ") {
-                        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
-                        if stream.write_all(head.as_bytes()).is_err() {
-                            return;
-                        }
-                        let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, " ".repeat(1 << 16));
-                        while counted.load(Ordering::SeqCst) < huge {
-                            if stream.write_all(chunk.as_bytes()).is_err() {
-                                return;
-                            }
-                            counted.fetch_add(1 << 16, Ordering::SeqCst);
-                        }
-                        "0\r\n\r\n".to_string()
-                    } else if line.starts_with("post") {
-                        let body = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-                        format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        )
-                    } else {
-                        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
-                    };
-                    if stream.write_all(response.as_bytes()).is_err() {
+    let url = serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        while let Some(line) = read_request_line(&mut stream, &mut buf) {
+            let response = if line.starts_with("get /v1/models ") {
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, " ".repeat(1 << 16));
+                while counted.load(Ordering::SeqCst) < huge {
+                    if stream.write_all(chunk.as_bytes()).is_err() {
                         return;
                     }
+                    counted.fetch_add(1 << 16, Ordering::SeqCst);
                 }
-            });
+                "0\r\n\r\n".to_string()
+            } else if line.starts_with("post") {
+                json_response("200 OK", CHAT_COMPLETION)
+            } else {
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
+            };
+            if stream.write_all(response.as_bytes()).is_err() {
+                return;
+            }
         }
     });
     (url, sent)

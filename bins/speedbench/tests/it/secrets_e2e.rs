@@ -256,13 +256,8 @@ async fn the_prepare_steps_output_never_shows_the_token() {
 }
 
 /// An HTTP response whose JSON body is `body`.
-fn json_response(status: &str, body: &serde_json::Value) -> Vec<u8> {
-    let body = body.to_string();
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+fn response_of(status: &str, body: &serde_json::Value) -> Vec<u8> {
+    json_response(status, &body.to_string()).into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,13 +286,13 @@ async fn an_echoed_key_leaves_in_no_encoding() {
         serde_json::to_string(&serde_json::to_string(key).unwrap()).unwrap(), // JSON twice
     ];
     let text = format!("echo: {}", echoes.join(" | "));
-    let ok = json_response(
+    let ok = response_of(
         "200 OK",
         &serde_json::json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
     );
-    let denied = json_response(
+    let denied = response_of(
         "401 Unauthorized",
         &serde_json::json!({"error": {"message": format!("bad key {text}"), "type": "auth"}}),
     );

@@ -273,32 +273,51 @@ pub(crate) fn read_request_line(
     }
 }
 
+/// Serves every connection to a new loopback listener with `serve` on a
+/// thread of its own, for as long as the process lives; returns the URL.
+pub(crate) fn serve_connections(
+    serve: impl Fn(std::net::TcpStream) + Send + Sync + 'static,
+) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let serve = std::sync::Arc::new(serve);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(stream));
+        }
+    });
+    url
+}
+
+/// A whole HTTP/1.1 response with a JSON `body`.
+pub(crate) fn json_response(status: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A one-token chat completion, as an OpenAI-compatible server answers.
+pub(crate) const CHAT_COMPLETION: &str = r#"{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+
 /// Serves the whole HTTP responses in `responses` in turn, one per
 /// request whatever its connection, for as long as the process lives;
 /// returns the URL.
 pub(crate) fn rotating_server(responses: Vec<Vec<u8>>) -> String {
     use std::io::Write;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let responses = std::sync::Arc::new(responses);
-    let next = std::sync::Arc::new(AtomicUsize::new(0));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let (responses, next) = (responses.clone(), next.clone());
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                while read_request(&mut stream, &mut buf).is_some() {
-                    let i = next.fetch_add(1, Ordering::SeqCst) % responses.len();
-                    if stream.write_all(&responses[i]).is_err() {
-                        return;
-                    }
-                }
-            });
+    let next = AtomicUsize::new(0);
+    serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        while read_request(&mut stream, &mut buf).is_some() {
+            let i = next.fetch_add(1, Ordering::SeqCst) % responses.len();
+            if stream.write_all(&responses[i]).is_err() {
+                return;
+            }
         }
-    });
-    url
+    })
 }
 
 /// Serves `response` (a whole HTTP response) to every request.
