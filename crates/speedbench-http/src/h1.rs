@@ -362,86 +362,11 @@ impl Pool {
 
     /// Writes the request on `conn` and reads the response head.
     async fn attempt(self: &Arc<Self>, mut conn: Conn, body: &[u8]) -> Result<H1Response, Failure> {
-        // Once a byte may have left, the request is never sent again, but
-        // for a reset before any byte of an answer: the server's kernel
-        // resets a socket closed with the request still unread.
-        let unanswered = |what: &str, e: std::io::Error, clock: &ConnectionClock| {
-            let unread = matches!(
-                e.kind(),
-                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-            );
-            let written = clock.request_written();
-            if unread {
-                let error = self.io_error(
-                    &format!(
-                        "{what} (the server reset the connection without reading the request)"
-                    ),
-                    e,
-                );
-                return Failure::Unread { error, written };
-            }
-            Failure::Other(self.io_error(
-                &format!("{what} (the request was written and is not sent again: the server may have read it)"),
-                e,
-            ))
-        };
         if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
-            return Err(unanswered("writing the request", e, &conn.clock));
+            return Err(self.unanswered("writing the request", e, &conn.clock));
         }
         let mut buf = ReadBuffer::reusing(std::mem::take(&mut conn.spare));
-        let head = loop {
-            match parse_head(buf.pending()) {
-                Ok(Some((head, len))) => {
-                    buf.consume(len);
-                    // An interim answer (100 Continue, 103 Early Hints):
-                    // the real one follows on the same connection.
-                    if (100..200).contains(&head.status) && head.status != 101 {
-                        continue;
-                    }
-                    break head;
-                }
-                Ok(None) => {}
-                Err(message) => return Err(Failure::Other(self.protocol(message))),
-            }
-            let received = buf.received;
-            match buf.fill(&mut conn.io, MAX_HEAD).await {
-                Ok(0) if received == 0 => {
-                    // An end of stream, unless a reset came with it: a
-                    // server that had closed the socket when the request
-                    // arrived refused it (its end of stream came first).
-                    let e = conn
-                        .io
-                        .inner()
-                        .take_error()
-                        .ok()
-                        .flatten()
-                        .unwrap_or_else(|| {
-                            std::io::Error::new(
-                                std::io::ErrorKind::UnexpectedEof,
-                                "the server closed the connection before any response byte",
-                            )
-                        });
-                    return Err(unanswered("reading the response", e, &conn.clock));
-                }
-                Ok(0) => {
-                    return Err(Failure::Other(
-                        self.protocol("the connection closed inside the response head"),
-                    ));
-                }
-                Ok(_) => {}
-                Err(Fill::Io(e)) if received == 0 => {
-                    return Err(unanswered("reading the response", e, &conn.clock));
-                }
-                Err(Fill::Io(e)) => {
-                    return Err(Failure::Other(self.io_error("reading the response", e)));
-                }
-                Err(Fill::TooLong) => {
-                    return Err(Failure::Other(self.protocol(format!(
-                        "the response head is longer than {MAX_HEAD} bytes"
-                    ))));
-                }
-            }
-        };
+        let head = self.read_head(&mut conn, &mut buf).await?;
         let framing = if head.status == 101
             || head.status == 204
             || head.status == 304
@@ -468,6 +393,80 @@ impl Pool {
             keep_alive,
             pool: self.clone(),
         })
+    }
+
+    /// Reads the final response head (interim 1xx answers skipped) into
+    /// `buf`.
+    async fn read_head(&self, conn: &mut Conn, buf: &mut ReadBuffer) -> Result<Head, Failure> {
+        loop {
+            match parse_head(buf.pending()) {
+                Ok(Some((head, len))) => {
+                    buf.consume(len);
+                    // An interim answer (100 Continue, 103 Early Hints):
+                    // the real one follows on the same connection.
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        continue;
+                    }
+                    return Ok(head);
+                }
+                Ok(None) => {}
+                Err(message) => return Err(Failure::Other(self.protocol(message))),
+            }
+            let received = buf.received;
+            match buf.fill(&mut conn.io, MAX_HEAD).await {
+                Ok(0) if received == 0 => {
+                    // An end of stream, unless a reset came with it: a
+                    // server that had closed the socket when the request
+                    // arrived refused it (its end of stream came first).
+                    let e = conn.io.inner().take_error().ok().flatten();
+                    let e = e.unwrap_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection before any response byte",
+                        )
+                    });
+                    return Err(self.unanswered("reading the response", e, &conn.clock));
+                }
+                Ok(0) => {
+                    let message = "the connection closed inside the response head";
+                    return Err(Failure::Other(self.protocol(message)));
+                }
+                Ok(_) => {}
+                Err(Fill::Io(e)) if received == 0 => {
+                    return Err(self.unanswered("reading the response", e, &conn.clock));
+                }
+                Err(Fill::Io(e)) => {
+                    return Err(Failure::Other(self.io_error("reading the response", e)));
+                }
+                Err(Fill::TooLong) => {
+                    return Err(Failure::Other(self.protocol(format!(
+                        "the response head is longer than {MAX_HEAD} bytes"
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// A request that got no byte of an answer. Once a byte may have left,
+    /// the request is never sent again, but for a reset: the server's
+    /// kernel resets a socket closed with the request still unread.
+    fn unanswered(&self, what: &str, e: std::io::Error, clock: &ConnectionClock) -> Failure {
+        let unread = matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        );
+        if unread {
+            let why =
+                format!("{what} (the server reset the connection without reading the request)");
+            return Failure::Unread {
+                error: self.io_error(&why, e),
+                written: clock.request_written(),
+            };
+        }
+        Failure::Other(self.io_error(
+            &format!("{what} (the request was written and is not sent again: the server may have read it)"),
+            e,
+        ))
     }
 }
 
