@@ -163,11 +163,14 @@ pub async fn preflight(target: &Target, engine: Engine) -> Result<Preflight, Cli
     Ok(out)
 }
 
+/// Reads whether a server speculates from one endpoint's body.
+type SpeculationReader = fn(&[u8]) -> Option<bool>;
+
 /// What the server says of its speculation: llama-server's `GET /slots`,
 /// vLLM's `GET /metrics`; `None` for other engines, or when it does not
 /// answer so.
 async fn server_speculation(target: &Target, engine: Engine) -> Option<ServerSpeculation> {
-    let (path, read): (&str, fn(&[u8]) -> Option<bool>) = match engine {
+    let (path, read): (&str, SpeculationReader) = match engine {
         Engine::LlamaCpp => ("/slots", slots_speculate),
         Engine::Vllm => ("/metrics", vllm_metrics_speculate),
         _ => return None,
