@@ -54,6 +54,9 @@ pub async fn execute(
         &valid.target.extra_body,
     ));
     let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
+    if let Some(line) = recycling(&valid.load, &dataset) {
+        observer.warning(&line);
+    }
     let prepared = prepare(valid, dataset, &stop, observer).await?;
     let progress = Arc::new(Progress::default());
     observer.run_started(progress.clone());
@@ -173,6 +176,30 @@ async fn stage(spec: &RunSpec, observer: &mut dyn Observer) -> Result<Option<Sta
     let staged = StagedRun::begin(url, o.staging_dir.clone(), o.overwrite).await?;
     observer.staging(staged.url(), &staged.dir);
     Ok(Some(staged))
+}
+
+/// What a load that asks for more than the rows hold repeats, in words:
+/// recycled rows send their prompts again (a server's prompt cache may
+/// answer them faster), which a user should know rather than find.
+fn recycling(load: &LoadConfig, dataset: &Dataset) -> Option<String> {
+    let rows = dataset.conversations.len() as u64;
+    let turns: u64 = dataset
+        .conversations
+        .iter()
+        .map(|c| c.turns.len() as u64)
+        .sum();
+    let (asked, held, what, flag) = match (load.num_conversations, load.request_count) {
+        (Some(n), _) if n > rows => (n, rows, "conversations", "--num-conversations"),
+        (None, Some(n)) if n > turns => (n, turns, "requests", "--request-count"),
+        _ => return None,
+    };
+    (held > 0).then(|| {
+        format!(
+            "{flag} {asked} is more than the {held} {what} the selected rows hold: rows are sent \
+             again, in order (about {:.1} times each), repeating their prompts",
+            asked as f64 / held as f64
+        )
+    })
 }
 
 /// The open-file limit (raised as far as it goes), after checking before

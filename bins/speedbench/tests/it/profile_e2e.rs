@@ -289,3 +289,42 @@ async fn the_open_loop_cap_is_said_once() {
         "{stderr}"
     );
 }
+
+/// Asking for more requests than the rows hold recycles them, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recycled_rows_are_said() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &input,
+        "{\"question_id\": \"a\", \"turns\": [\"one\", \"two\"]}\n{\"question_id\": \"b\", \"turns\": [\"three\"]}\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "profile",
+        "--url",
+        &server.url(),
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--request-count",
+        "9",
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        dir.path().join("run").to_str().unwrap(),
+    ])
+    .await;
+    server.shutdown().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // 9 requests over the 3 turns of the 2 rows: 3 times each.
+    assert!(
+        stderr.contains(
+            "warning: --request-count 9 is more than the 3 requests the selected rows hold: rows \
+             are sent again, in order (about 3.0 times each), repeating their prompts"
+        ),
+        "{stderr}"
+    );
+}
