@@ -10,9 +10,10 @@ use crate::error::RunError;
 use crate::observer::Observer;
 use crate::spec::{DatasetSource, DatasetSpec, RunSpec};
 
-const BUNDLE_HINT: &str = "on a connected machine, `cargo xtask prestage --dataset NAME --out DIR` \
-                           makes a bundle; `speedbench datasets import DIR` imports it here (or \
-                           pass `--dataset-cache DIR` to use it as it is)";
+const BUNDLE_HINT: &str = "on a connected machine, `speedbench datasets resolve NAME --dataset-cache \
+                           DIR` fills a cache to copy here and pass as `--dataset-cache DIR`; from \
+                           a checkout, `cargo xtask prestage --dataset NAME --out DIR` makes a \
+                           checksummed bundle that `speedbench datasets import DIR` imports here";
 
 /// What to do about a dataset error, where there is something to do.
 pub fn dataset_hint(error: &DatasetError) -> Option<String> {

@@ -105,6 +105,8 @@ async fn offline_without_the_files_points_at_bundles() {
         &[
             "HF_HUB_OFFLINE is set",
             "openai/gsm8k",
+            // A pip user's way, then a checkout's.
+            "`speedbench datasets resolve NAME --dataset-cache DIR` fills a cache to copy here",
             "cargo xtask prestage --dataset NAME --out DIR",
             "speedbench datasets import DIR",
         ],
