@@ -43,8 +43,11 @@ pub const RUN_FILE_NAMES: [&str; 8] = [
 
 /// The exclusive lock on a run directory, held for the run's life.
 ///
-/// Dropping it releases the lock; the lock file itself stays (removing it
-/// would let a second process lock a different inode of the same name).
+/// Dropping it removes the lock file and then releases the lock, so a
+/// finished run leaves no `.speedbench.lock` behind. That is safe because
+/// taking the lock checks that the file locked is still the one the path
+/// names: a process that locked a file another had just removed sees
+/// another (or no) file under the name, and takes the lock again.
 #[derive(Debug)]
 pub struct RunDirLock {
     dir: PathBuf,
@@ -78,27 +81,7 @@ impl RunDirLock {
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let lock_path = dir.join(LOCK_FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(RecordError::RunDirBusy {
-                    dir: dir.to_path_buf(),
-                    lock: lock_path,
-                });
-            }
-            Err(TryLockError::Error(source)) => {
-                return Err(RecordError::Io {
-                    path: lock_path,
-                    source,
-                });
-            }
-        }
+        let file = lock_file(dir, &lock_path)?;
         for name in RUN_FILE_NAMES {
             let path = dir.join(name);
             if !path.exists() {
@@ -124,6 +107,59 @@ impl RunDirLock {
     }
 }
 
+impl Drop for RunDirLock {
+    fn drop(&mut self) {
+        // Removed while still locked; the lock goes with the handle after.
+        let _ = std::fs::remove_file(self.dir.join(LOCK_FILE_NAME));
+    }
+}
+
+/// Opens (or creates) the lock file and locks it, again if another process
+/// removed the file it locked in the meantime (see [`RunDirLock`]).
+fn lock_file(dir: &Path, lock_path: &Path) -> Result<File, RecordError> {
+    let io = |source| RecordError::Io {
+        path: lock_path.to_path_buf(),
+        source,
+    };
+    loop {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(lock_path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(RecordError::RunDirBusy {
+                    dir: dir.to_path_buf(),
+                    lock: lock_path.to_path_buf(),
+                });
+            }
+            Err(TryLockError::Error(source)) => return Err(io(source)),
+        }
+        if still_named(&file, lock_path) {
+            return Ok(file);
+        }
+    }
+}
+
+/// Whether `path` still names the file `file` is open on.
+#[cfg(unix)]
+fn still_named(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+        _ => false,
+    }
+}
+
+/// Elsewhere a file cannot be removed while it is open: it is still named.
+#[cfg(not(unix))]
+fn still_named(_file: &File, _path: &Path) -> bool {
+    true
+}
+
 /// True while a process holds `dir`'s run lock (a run is writing there).
 ///
 /// A `run.json` that says `running` in a directory where this is false
@@ -142,6 +178,25 @@ pub fn run_is_live(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finished_run_leaves_no_lock_file_and_a_removed_one_is_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = RunDirLock::acquire(dir.path(), false).unwrap();
+        let path = dir.path().join(LOCK_FILE_NAME);
+        assert!(path.is_file() && run_is_live(dir.path()));
+        drop(lock);
+        assert!(!path.exists(), "the lock file goes with the lock");
+        assert!(!run_is_live(dir.path()));
+        // A handle on a file the name no longer points at is not the lock.
+        let old = File::create(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "").unwrap();
+        #[cfg(unix)]
+        assert!(!still_named(&old, &path));
+        let again = RunDirLock::acquire(dir.path(), false).unwrap();
+        assert!(still_named(&again._file, &path));
+    }
 
     #[test]
     fn a_directory_with_a_run_is_refused_unless_overwriting() {

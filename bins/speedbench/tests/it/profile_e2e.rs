@@ -319,6 +319,8 @@ async fn recycled_rows_are_said() {
     server.shutdown().await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // A finished run leaves no lock file behind.
+    assert!(!dir.path().join("run").join(".speedbench.lock").exists());
     // 9 requests over the 3 turns of the 2 rows: 3 times each.
     assert!(
         stderr.contains(
