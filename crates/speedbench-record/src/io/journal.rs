@@ -176,13 +176,18 @@ pub fn read_journal(path: impl AsRef<Path>) -> Result<JournalRecords, RecordErro
         Some(Verified::Good { end }) => (bytes.len(), None, Some(end)),
         Some(Verified::Bad { end, batch }) => (end, Some(batch), Some(end)),
     };
-    let mut got = read_stream(path, &bytes[..readable])?;
+    let (mut got, batch_ends) = read_stream(path, &bytes[..readable])?;
     got.checked = sums.is_some();
     got.corrupt_batch = corrupt_batch;
     if let (Some(end), None) = (checked_end, corrupt_batch) {
-        // Batches past the last checksum line were read unchecked.
-        let checked = read_stream(path, &bytes[..end.min(bytes.len())])?;
-        got.unchecked_records = got.records.len() - checked.records.len();
+        // Batches ending past the last checksum line were read unchecked.
+        let checked = batch_ends
+            .iter()
+            .filter(|(batch_end, _)| *batch_end <= end)
+            .map(|(_, records)| *records)
+            .last()
+            .unwrap_or(0);
+        got.unchecked_records = got.records.len() - checked;
     }
     Ok(got)
 }
@@ -228,19 +233,26 @@ fn verify(bytes: &[u8], sums: &[(usize, u64)]) -> Verified {
     Verified::Good { end: start }
 }
 
-/// The records of an IPC stream's complete batches.
-fn read_stream(path: &Path, bytes: &[u8]) -> Result<JournalRecords, RecordError> {
+/// The records of an IPC stream's complete batches, and where each batch
+/// ends in `bytes` with the records read up to it.
+fn read_stream(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(JournalRecords, Vec<(usize, usize)>), RecordError> {
     let source = path.display().to_string();
-    let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(|source| {
-        RecordError::Arrow {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
+    // Unbuffered: the cursor's position after a batch is where it ends.
+    let mut reader =
+        StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(|source| {
+            RecordError::Arrow {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     let custom_columns = custom_columns_of(&reader.schema(), None, &source)?;
     let mut records = Vec::new();
+    let mut ends = Vec::new();
     let mut torn = false;
-    for batch in reader {
+    while let Some(batch) = reader.next() {
         let Ok(batch) = batch else {
             torn = true;
             break;
@@ -248,13 +260,15 @@ fn read_stream(path: &Path, bytes: &[u8]) -> Result<JournalRecords, RecordError>
         let first_row = records.len();
         let batch = conform_batch(&batch, &source, first_row, false, &custom_columns)?;
         batch_to_records(&batch, &source, first_row, &custom_columns, &mut records)?;
+        ends.push((reader.get_ref().position() as usize, records.len()));
     }
-    Ok(JournalRecords {
+    let got = JournalRecords {
         records,
         custom_columns,
         torn,
         checked: false,
         corrupt_batch: None,
         unchecked_records: 0,
-    })
+    };
+    Ok((got, ends))
 }
