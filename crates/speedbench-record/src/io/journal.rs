@@ -183,10 +183,9 @@ pub fn read_journal(path: impl AsRef<Path>) -> Result<JournalRecords, RecordErro
         // Batches ending past the last checksum line were read unchecked.
         let checked = batch_ends
             .iter()
-            .filter(|(batch_end, _)| *batch_end <= end)
-            .map(|(_, records)| *records)
-            .last()
-            .unwrap_or(0);
+            .rev()
+            .find(|(batch_end, _)| *batch_end <= end)
+            .map_or(0, |(_, records)| *records);
         got.unchecked_records = got.records.len() - checked;
     }
     Ok(got)
