@@ -28,6 +28,8 @@ pub(crate) fn init() {
             .with_env_filter(tracing_subscriber::EnvFilter::new(
                 "warn,speedbench_dataset::upstream=info",
             ))
+            // The fields' styling too: only for a person at a terminal.
+            .with_ansi(ansi)
             .event_format(Plain)
             .init(),
     }

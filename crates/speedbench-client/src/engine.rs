@@ -70,10 +70,16 @@ impl Preflight {
         }
         let advice = self.engine.missing_acceptance_advice();
         Some(match &self.server_speculation {
-            Some(s) if s.speculates => format!(
+            // llama-server sends draft fields only when it drafted.
+            Some(s) if s.speculates && self.engine == Engine::LlamaCpp => format!(
                 "the server says it speculates ({}); it drafted nothing for the preflight's \
                  short prompt, as an n-gram drafter does where the context does not repeat \
                  itself, so nothing needs changing",
+                s.evidence
+            ),
+            // vLLM sends its payload even for a request that drafted nothing.
+            Some(s) if s.speculates => format!(
+                "the server speculates ({}) but sent no per-request acceptance: {advice}",
                 s.evidence
             ),
             Some(s) => format!(

