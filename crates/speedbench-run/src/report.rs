@@ -189,6 +189,9 @@ pub async fn report(
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
     refuse_json_csv(&spec)?;
+    // `DIR#ID` (as `compare` and `--label` take it): the sharded run `ID`
+    // of the runs in `DIR`.
+    let picked = pick_groups(&mut spec.paths);
     let fetched = localize(&mut spec.paths, "a run path").await?;
     for note in &fetched.notes {
         observer.info(note);
@@ -205,7 +208,7 @@ pub async fn report(
     for run in &mut runs {
         run.dir = fetched.shown(&run.dir);
     }
-    report_runs(&spec, runs, observer)?;
+    report_runs(&spec, runs, &picked, observer)?;
     if !unreadable.is_empty() {
         return Err(RunError::unreported(
             "the report",
@@ -311,9 +314,11 @@ fn warn_about(
 fn report_runs(
     spec: &ReportSpec,
     runs: Vec<RunData>,
+    picked: &[(PathBuf, String)],
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
-    let (mut runs, shard_sets) = merge_shard_runs(runs, observer)?;
+    let (runs, shard_sets) = merge_shard_runs(runs, observer)?;
+    let (mut runs, shard_sets) = keep_picked(runs, shard_sets, picked)?;
     let chosen;
     let spec = match what_they_hold(spec, &runs) {
         Some(metric) => {
@@ -557,6 +562,57 @@ fn speed_bench_py_tables(
 /// The shards of each sharded run merged into one run (docs/distributed.md),
 /// each merge told: `merged N shards`, or the shards missing or at fault;
 /// the sets line up with the runs.
+/// Each path written `DIR#ID` becomes `DIR` (once, however many ids it
+/// is given with); the `(DIR, ID)` pairs.
+fn pick_groups(paths: &mut Vec<PathBuf>) -> Vec<(PathBuf, String)> {
+    let mut picked = Vec::new();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for path in paths.drain(..) {
+        let (dir, id) = speedbench_runs::split_group(&path);
+        if let Some(id) = id {
+            picked.push((dir.clone(), id));
+        }
+        if !kept.contains(&dir) {
+            kept.push(dir);
+        }
+    }
+    *paths = kept;
+    picked
+}
+
+/// The runs, less those under a `DIR#ID` directory that are none of the
+/// sharded runs picked there; an `ID` no run there has is an error naming
+/// it.
+fn keep_picked(
+    runs: Vec<RunData>,
+    shard_sets: Vec<Option<ShardSet>>,
+    picked: &[(PathBuf, String)],
+) -> Result<(Vec<RunData>, Vec<Option<ShardSet>>), RunError> {
+    for (dir, id) in picked {
+        let found = runs
+            .iter()
+            .any(|r| r.dir.starts_with(dir) && r.run_group.as_ref() == Some(id));
+        if !found {
+            return Err(RunError::invalid(
+                format!("{}#{id}", dir.display()),
+                format!("no sharded run {id:?} among the runs in {}", dir.display()),
+            ));
+        }
+    }
+    let kept = |run: &RunData| {
+        let mut under = picked
+            .iter()
+            .filter(|(dir, _)| run.dir.starts_with(dir))
+            .peekable();
+        under.peek().is_none() || under.any(|(_, id)| run.run_group.as_ref() == Some(id))
+    };
+    Ok(runs
+        .into_iter()
+        .zip(shard_sets)
+        .filter(|(run, _)| kept(run))
+        .unzip())
+}
+
 fn merge_shard_runs(
     runs: Vec<RunData>,
     observer: &mut dyn ReportObserver,

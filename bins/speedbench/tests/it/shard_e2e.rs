@@ -428,6 +428,36 @@ async fn two_sharded_runs_in_one_parent_are_told_apart_by_run_id() {
         .unwrap();
     assert_eq!(spec_row["label"], "eagle3", "{json}");
 
+    // report takes DIR#ID too: one run of the two, or both named.
+    let group = |id: &str| format!("{p}#{id}");
+    let labels_of = |json: &serde_json::Value| -> Vec<String> {
+        json["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["shards"]["group"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let json = report_json(&run(&["report", &group("spec"), "--format", "json"]).await);
+    assert_eq!(labels_of(&json), ["spec"], "{json}");
+    let json =
+        report_json(&run(&["report", &group("base"), &group("spec"), "--format", "json"]).await);
+    assert_eq!(labels_of(&json), ["base", "spec"], "{json}");
+    let out = run(&["report", &group("nope")]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "{p}#nope: no sharded run \"nope\" among the runs in {p}"
+        )),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // compare picks each side by DIR#ID; the parent alone names the ids.
     let base = format!("{p}#base");
     let spec = format!("{p}#spec");
