@@ -71,7 +71,7 @@ fn engine_of_metric_names(body: &str) -> Option<Engine> {
 
 /// How one probe went.
 #[derive(Debug)]
-enum Answer {
+pub(crate) enum Answer {
     /// 200, with this body.
     Body(String),
     /// Answered, not with 200 (or not read: refused, reset).
@@ -121,22 +121,42 @@ fn evidence_of(path: &str, answer: &Answer) -> Option<(Engine, String)> {
     }
 }
 
-/// Asks one endpoint, within the budget and the cap.
-async fn ask(client: &ControlClient, target: &Target, headers: &Headers, path: &str) -> Answer {
-    let url = target.base_url.join(path);
-    let cap = PROBE_MAX_BODY.min(target.max_response_bytes);
-    match get_capped(client, &url, headers, PROBE_BUDGET, cap).await {
-        Ok(resp) if resp.status == 200 => {
-            Answer::Body(String::from_utf8_lossy(&resp.body).into_owned())
-        }
-        Ok(_) => Answer::Nothing,
-        Err(HttpError::Timeout { .. }) => Answer::TimedOut,
-        Err(HttpError::BodyTooLarge { limit, .. }) => Answer::TooLarge(limit),
-        Err(_) => Answer::Nothing,
-    }
+/// The client a target's probes go out on: from the run's source
+/// addresses and with its CA roots and credentials, as its requests are.
+pub(crate) struct Prober {
+    client: ControlClient,
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
 }
 
-type Headers = Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>;
+impl Prober {
+    /// A prober keeping up to `idle` connections for reuse.
+    pub(crate) fn new(target: &Target, idle: usize) -> Result<Prober, ClientError> {
+        let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
+            max_idle_per_host: idle,
+            extra_roots_pem: target.extra_roots_pem.clone(),
+            local_addrs: target.local_addrs.clone(),
+            ..Default::default()
+        })
+        .map_err(|e| ClientError::Tls(e.to_string()))?;
+        let headers = request_headers(target.api_key.as_ref(), &target.headers)?;
+        Ok(Prober { client, headers })
+    }
+
+    /// Asks one endpoint of `target`, within [`PROBE_BUDGET`] and the cap.
+    pub(crate) async fn ask(&self, target: &Target, path: &str) -> Answer {
+        let url = target.base_url.join(path);
+        let cap = PROBE_MAX_BODY.min(target.max_response_bytes);
+        match get_capped(&self.client, &url, &self.headers, PROBE_BUDGET, cap).await {
+            Ok(resp) if resp.status == 200 => {
+                Answer::Body(String::from_utf8_lossy(&resp.body).into_owned())
+            }
+            Ok(_) => Answer::Nothing,
+            Err(HttpError::Timeout { .. }) => Answer::TimedOut,
+            Err(HttpError::BodyTooLarge { limit, .. }) => Answer::TooLarge(limit),
+            Err(_) => Answer::Nothing,
+        }
+    }
+}
 
 /// Finds the engine behind `target`'s server from what it answers. Every
 /// endpoint of [`PROBE_PATHS`] is asked at once, all within
@@ -149,17 +169,9 @@ type Headers = Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>;
 /// Where probes name different engines, the evidence says so. Never fails
 /// on a probe: a probe that errors showed nothing.
 pub async fn detect_engine(target: &Target) -> Result<EngineGuess, ClientError> {
-    // The probes come from the run's source addresses, as its requests do.
-    let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
-        max_idle_per_host: PROBE_PATHS.len(),
-        extra_roots_pem: target.extra_roots_pem.clone(),
-        local_addrs: target.local_addrs.clone(),
-        ..Default::default()
-    })
-    .map_err(|e| ClientError::Tls(e.to_string()))?;
-    let headers = request_headers(target.api_key.as_ref(), &target.headers)?;
+    let prober = Prober::new(target, PROBE_PATHS.len())?;
     let [a, b, c, d, e, f] = PROBE_PATHS;
-    let ask = |path| ask(&client, target, &headers, path);
+    let ask = |path| prober.ask(target, path);
     let (a, b, c, d, e, f) = tokio::join!(ask(a), ask(b), ask(c), ask(d), ask(e), ask(f));
     let answers: Vec<(&str, Answer)> = PROBE_PATHS.into_iter().zip([a, b, c, d, e, f]).collect();
     for (path, answer) in &answers {

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::get_capped;
 
+use crate::detect::{Answer, Prober};
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
-use crate::target::{Target, request_headers};
+use crate::target::Target;
 
 pub use crate::detect::{EngineGuess, PROBE_BUDGET, PROBE_MAX_BODY, detect_engine};
 pub use crate::engine_kind::Engine;
@@ -181,23 +181,11 @@ async fn server_speculation(target: &Target, engine: Engine) -> Option<ServerSpe
         Engine::Vllm => ("/metrics", vllm_metrics_speculate),
         _ => return None,
     };
-    let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
-        max_idle_per_host: 0,
-        extra_roots_pem: target.extra_roots_pem.clone(),
-        local_addrs: target.local_addrs.clone(),
-        ..Default::default()
-    })
-    .ok()?;
-    let headers = request_headers(target.api_key.as_ref(), &target.headers).ok()?;
-    let url = target.base_url.join(path);
-    let cap = PROBE_MAX_BODY.min(target.max_response_bytes);
-    let resp = get_capped(&client, &url, &headers, Duration::from_secs(5), cap)
-        .await
-        .ok()?;
-    if resp.status != 200 {
+    let prober = Prober::new(target, 0).ok()?;
+    let Answer::Body(body) = prober.ask(target, path).await else {
         return None;
-    }
-    let speculates = read(&resp.body)?;
+    };
+    let speculates = read(body.as_bytes())?;
     let evidence = match (engine, speculates) {
         (Engine::LlamaCpp, s) => format!("GET /slots: \"speculative\": {s}"),
         (_, true) => "GET /metrics: vllm:spec_decode_num_drafts".to_string(),
