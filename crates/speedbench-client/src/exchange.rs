@@ -1,6 +1,5 @@
 //! One request on the wire, timed at the moment bytes arrive.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -24,12 +23,11 @@ use crate::target::{HttpClientKind, Target, request_headers};
 #[derive(Clone)]
 pub(crate) struct HttpClient {
     client: speedbench_http::HttpClient,
-    /// hyper without connection reuse, built when first needed: taken for
-    /// every request once the server was seen resetting a kept-alive
-    /// connection without reading the request written to it.
+    /// hyper without connection reuse, built once the server was seen
+    /// resetting a kept-alive connection without reading the request
+    /// written to it, and taken for every request from then on (hyper's
+    /// path; the lean client keeps its own).
     unpooled: Arc<OnceLock<speedbench_http::HttpClient>>,
-    /// Set once that was seen (hyper's path; the lean client keeps its own).
-    server_resets_kept_alive: Arc<AtomicBool>,
     /// The options `client` was built with (for `unpooled`).
     options: ClientOptions,
     /// The lean HTTP/1.1 client, used instead of `client` for a plain
@@ -107,7 +105,6 @@ impl HttpClient {
         Ok(HttpClient {
             client,
             unpooled: Arc::default(),
-            server_resets_kept_alive: Arc::default(),
             options,
             lean,
             url,
@@ -221,13 +218,14 @@ impl HttpClient {
         client.request(req).await
     }
 
-    /// The hyper client for the next request: the pooled one, or one that
-    /// keeps no connection once the server was seen resetting kept-alive
-    /// connections.
-    fn hyper_client(&self) -> Result<&speedbench_http::HttpClient, (ErrorKind, String)> {
-        if !self.server_resets_kept_alive.load(Ordering::Relaxed) {
-            return Ok(&self.client);
-        }
+    /// The hyper client for the next request: the unpooled one once it
+    /// exists, else the pooled one.
+    fn hyper_client(&self) -> &speedbench_http::HttpClient {
+        self.unpooled.get().unwrap_or(&self.client)
+    }
+
+    /// The client that keeps no connection, built the first time.
+    fn unpooled_client(&self) -> Result<&speedbench_http::HttpClient, (ErrorKind, String)> {
         if let Some(c) = self.unpooled.get() {
             return Ok(c);
         }
@@ -281,18 +279,18 @@ impl HttpClient {
         // request's failure, not a reason to send it again, unless the
         // server reset a kept-alive connection before answering (see
         // `unread_on_kept_alive`).
-        let resp = match self.send(self.hyper_client()?, body.clone()).await {
+        let resp = match self.send(self.hyper_client(), body.clone()).await {
             Ok(resp) => resp,
             Err(e) => match unread_on_kept_alive(&e) {
                 Some(written) => {
-                    self.server_resets_kept_alive.store(true, Ordering::Relaxed);
+                    let unpooled = self.unpooled_client()?;
                     tracing::debug!(
                         "{}: the server reset a kept-alive connection without reading the request; written again on a new connection",
                         describe(&e)
                     );
                     ex.sends.first_written = ex.sends.first_written.or(written);
                     ex.sends.resends += 1;
-                    self.send(self.hyper_client()?, body).await.map_err(|e| {
+                    self.send(unpooled, body).await.map_err(|e| {
                         let mut failed = hyper_failure(&e);
                         failed.1.push_str(" (written a second time: the server had reset a kept-alive connection without reading it)");
                         failed
