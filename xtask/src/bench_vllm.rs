@@ -226,7 +226,8 @@ fn vllm_env(venv: &Path) -> Vec<(String, String)> {
         "find {} -name libiomp5.so -print -quit",
         venv.display()
     ));
-    let tcmalloc = find("ldconfig -p | awk '!lib && /libtcmalloc_minimal.so.4 /{lib=$NF} END{print lib}'");
+    let tcmalloc =
+        find("ldconfig -p | awk '!lib && /libtcmalloc_minimal.so.4 /{lib=$NF} END{print lib}'");
     [
         ("VLLM_CPU_KVCACHE_SPACE", "1".to_string()),
         ("VLLM_CPU_OMP_THREADS_BIND", "auto".to_string()),

@@ -14,8 +14,9 @@
 //! is read once, however many forms there are. Two strengths:
 //! - [`Secrets::scrub`], for error messages, log lines and server-supplied
 //!   metadata: every known value of at least [`MIN_SECRET_LEN`] characters,
-//!   plus anything shaped like a credential (`Bearer <token>`, `sk-…` and
-//!   `hf_…` keys), whoever it belongs to.
+//!   plus anything shaped like a credential, whoever it belongs to
+//!   (`speedbench_credentials::shapes`: `Bearer <token>`, `sk-…`, `hf_…`
+//!   and other well-known keys, AWS key ids, JWTs).
 //! - [`Secrets::scrub_output`], for generated text: only known values of at
 //!   least [`MIN_OUTPUT_SECRET_LEN`] characters, so ordinary text (and the
 //!   byte-for-byte lossless comparison of two runs) is left alone.
@@ -28,8 +29,9 @@ use serde_json::Value;
 
 use crate::target::{ApiKey, Target};
 
-/// What a secret is replaced with.
-pub const REDACTED: &str = "<redacted>";
+/// What a secret is replaced with (the one word for it wherever speedbench
+/// hides a credential).
+pub const REDACTED: &str = speedbench_credentials::REDACTED;
 
 /// Shorter known values are not scrubbed from error messages and logs: they
 /// would match ordinary words.
@@ -39,9 +41,6 @@ pub const MIN_SECRET_LEN: usize = 4;
 /// compared byte for byte between runs: `-H X-Priority: high` must not turn
 /// every "high" a model writes into [`REDACTED`].
 pub const MIN_OUTPUT_SECRET_LEN: usize = 8;
-
-/// Shortest body of an `sk-…` or `hf_…` key recognised by its shape alone.
-const MIN_SHAPED_KEY_BODY: usize = 16;
 
 /// The credential values one run sends, and the scrubbing of them.
 ///
@@ -117,24 +116,36 @@ impl Secrets {
         }
     }
 
-    /// The target's API key and every `-H` header value, plus the
+    /// The target's API key, every `-H` header value and every credential
+    /// among its request fields (`speedbench_credentials::redact_fields`:
+    /// `api_key`, `hf_token`, key-shaped values, at any depth), plus the
     /// `OPENAI_API_KEY` and `HF_TOKEN` environment values when set (they may
     /// be credentials for this server even when not the one sent).
     pub fn for_target(target: &Target) -> Secrets {
-        Secrets::for_credentials(target.api_key.as_ref(), &target.headers)
+        let in_fields = speedbench_credentials::redact_fields(&mut target.extra_body.clone());
+        Secrets::from_sources(target.api_key.as_ref(), &target.headers, in_fields)
     }
 
-    /// As [`Secrets::for_target`], from the key and headers themselves.
+    /// As [`Secrets::for_target`], from the key and headers themselves (for
+    /// requests that carry no request fields: the model list, a scrape).
     pub(crate) fn for_credentials(
         api_key: Option<&ApiKey>,
         headers: &[(String, String)],
+    ) -> Secrets {
+        Secrets::from_sources(api_key, headers, Vec::new())
+    }
+
+    fn from_sources(
+        api_key: Option<&ApiKey>,
+        headers: &[(String, String)],
+        others: Vec<String>,
     ) -> Secrets {
         let key = api_key.map(|k| k.expose().to_string());
         let headers = headers.iter().map(|(_, v)| v.clone());
         let env = ["OPENAI_API_KEY", "HF_TOKEN"]
             .into_iter()
             .filter_map(|name| std::env::var(name).ok());
-        Secrets::new(key.into_iter().chain(headers).chain(env))
+        Secrets::new(key.into_iter().chain(headers).chain(env).chain(others))
     }
 
     /// True when no value is known (token shapes are still scrubbed).
@@ -146,7 +157,7 @@ impl Secrets {
     /// replaced by [`REDACTED`]: for error messages, logs and metadata.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let known = replace_forms(self.all_forms.as_ref(), text);
-        match redact_token_shapes(&known) {
+        match speedbench_credentials::redact_shapes(&known) {
             Cow::Borrowed(_) => known,
             Cow::Owned(s) => Cow::Owned(s),
         }
@@ -302,66 +313,6 @@ fn lowercase_hex(text: &str) -> String {
     out
 }
 
-/// Characters of a bearer token (RFC 6750 `b64token`).
-fn is_token_char(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
-}
-
-/// Replaces `Bearer <token>` (any case), and `sk-…` / `hf_…` keys of at
-/// least [`MIN_SHAPED_KEY_BODY`] characters after the prefix.
-fn redact_token_shapes(text: &str) -> Cow<'_, str> {
-    let bytes = text.as_bytes();
-    // Compared in place (a lowercased copy of every string scrubbed was an
-    // allocation per key and value of every response's statistics).
-    let starts = |i: usize, prefix: &[u8]| {
-        bytes
-            .get(i..i + prefix.len())
-            .is_some_and(|b| b.eq_ignore_ascii_case(prefix))
-    };
-    let mut out = String::new();
-    let mut last = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-        if boundary && starts(i, b"bearer ") {
-            let start = i + "bearer ".len();
-            let start = start + bytes[start..].iter().take_while(|&&b| b == b' ').count();
-            let len = bytes[start..]
-                .iter()
-                .take_while(|&&b| is_token_char(b))
-                .count();
-            // `<redacted>` itself is not a token: scrubbing twice is a no-op.
-            if len > 0 {
-                out.push_str(&text[last..start]);
-                out.push_str(REDACTED);
-                last = start + len;
-                i = last;
-                continue;
-            }
-        }
-        if boundary && (starts(i, b"sk-") || starts(i, b"hf_")) {
-            let body = i + 3;
-            let len = bytes[body..]
-                .iter()
-                .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                .count();
-            if len >= MIN_SHAPED_KEY_BODY {
-                out.push_str(&text[last..i]);
-                out.push_str(REDACTED);
-                last = body + len;
-                i = last;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    if last == 0 {
-        return Cow::Borrowed(text);
-    }
-    out.push_str(&text[last..]);
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,5 +460,44 @@ mod tests {
         );
         assert!(format!("{s:?}").starts_with("Secrets("));
         assert!(!format!("{s:?}").contains("key-from-flag"));
+    }
+
+    #[test]
+    fn a_target_knows_the_credentials_among_its_request_fields() {
+        let mut t = Target::new(BaseUrl::parse("h:1").unwrap(), "m");
+        t.extra_body = json!({
+            "metadata": {"api_key": "field/key-42"},
+            "hf_token": "hub-t-7",
+            "temperature": 0,
+            "user": "plain-user",
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        let s = Secrets::for_target(&t);
+        assert_eq!(
+            s.scrub("echo field/key-42 hub-t-7 plain-user"),
+            "echo <redacted> <redacted> plain-user"
+        );
+        // Percent-encoded echoes too (every form of a known value).
+        assert_eq!(s.scrub("q=field%2Fkey-42"), "q=<redacted>");
+        assert_eq!(
+            s.scrub_output("the model said hub-t-7"),
+            "the model said hub-t-7",
+            "under 8 characters"
+        );
+        assert_eq!(
+            s.scrub_output("the model said field/key-42"),
+            "the model said <redacted>"
+        );
+    }
+
+    #[test]
+    fn aws_key_ids_and_jwts_go_by_their_shape() {
+        let s = Secrets::default();
+        assert_eq!(
+            s.scrub("id AKIAIOSFODNN7EXAMPLE jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"),
+            "id <redacted> jwt <redacted>"
+        );
     }
 }

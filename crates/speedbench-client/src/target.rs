@@ -423,6 +423,27 @@ impl Target {
         self
     }
 
+    /// The body fields as a record or a log line shows them: every
+    /// credential among them (a field named like one, a key-shaped value, at
+    /// any depth: `speedbench_credentials::redact_fields`) replaced by
+    /// [`REDACTED`](crate::REDACTED). The scrubber ([`Target::secrets`])
+    /// knows the values taken out.
+    ///
+    /// ```
+    /// use speedbench_client::{BaseUrl, Target};
+    /// let t = Target::new(BaseUrl::parse("h:1")?, "m")
+    ///     .with_extra_body("temperature", 0.into())
+    ///     .with_extra_body("metadata", serde_json::json!({"api_key": "k-1"}));
+    /// let shown = serde_json::Value::Object(t.shown_extra_body());
+    /// assert_eq!(shown, serde_json::json!({"temperature": 0, "metadata": {"api_key": "<redacted>"}}));
+    /// # Ok::<(), speedbench_client::ClientError>(())
+    /// ```
+    pub fn shown_extra_body(&self) -> Map<String, Value> {
+        let mut shown = self.extra_body.clone();
+        speedbench_credentials::redact_fields(&mut shown);
+        shown
+    }
+
     /// Sends `key` as `Authorization: Bearer …`.
     pub fn with_api_key(mut self, key: ApiKey) -> Self {
         self.api_key = Some(key);

@@ -30,10 +30,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-mod credentials;
 pub mod validate;
 
-use credentials::looks_like_credential;
+use speedbench_credentials::{header_credential, is_credential_name, literal_credential};
 
 /// The Pod annotation an Indexed Job sets to the Pod's completion index.
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
@@ -197,7 +196,7 @@ pub fn parse_pairs(values: &[String]) -> Result<BTreeMap<String, String>, String
 fn invalid(field: &str, value: impl ToString, reason: impl Into<String>) -> KubeError {
     KubeError::Invalid {
         field: field.to_string(),
-        value: value.to_string(),
+        value: validate::shown_value(&value.to_string()),
         reason: reason.into(),
     }
 }
@@ -255,11 +254,13 @@ impl std::str::FromStr for SecretEnv {
     /// `ENV=SECRET:KEY`. A value without `SECRET:KEY` (a literal) is refused.
     fn from_str(text: &str) -> Result<Self, KubeError> {
         let Some((env, reference)) = text.split_once('=') else {
-            return Err(invalid(
-                "secret env",
-                text,
-                "must be ENV=SECRET:KEY (e.g. OPENAI_API_KEY=llm-api:key)",
-            ));
+            // Not echoed: without `=` it may be the credential itself.
+            return Err(KubeError::Missing {
+                field: "secret env".into(),
+                reason: "give ENV=SECRET:KEY (e.g. OPENAI_API_KEY=llm-api:key); the value \
+                         given is not shown"
+                    .into(),
+            });
         };
         let Some((secret, key)) = reference.split_once(':') else {
             return Err(KubeError::LiteralSecret {
@@ -276,7 +277,16 @@ impl std::str::FromStr for SecretEnv {
             secret: secret.to_string(),
             key: key.to_string(),
         };
-        parsed.check()?;
+        validate::env_name("secret env name", env)?;
+        // A SECRET:KEY that is not one is most likely a literal with a
+        // colon in it: said, never echoed.
+        parsed.check().map_err(|_| KubeError::LiteralSecret {
+            what: format!("secret env {env}"),
+            hint: format!(
+                "{env}=SECRET:KEY must name a Secret (a DNS subdomain) and one of its keys; \
+                 the value given is not one and is not shown"
+            ),
+        })?;
         Ok(parsed)
     }
 }
@@ -431,7 +441,7 @@ fn check_profile_args(args: &[String], secrets: &[SecretEnv]) -> Result<(), Kube
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
-        if let Some(what) = credentials::literal_credential(arg) {
+        if let Some(what) = literal_credential(arg) {
             // The flag the value belongs to, never the value itself.
             let named = if arg.starts_with('-') {
                 flag
@@ -450,7 +460,9 @@ fn check_profile_args(args: &[String], secrets: &[SecretEnv]) -> Result<(), Kube
         }
         if let Some(header) = header {
             let name = header_name(&header);
-            if looks_like_credential(name) {
+            // Named like a credential, or a value shaped like one whatever
+            // the name (`X-Custom: Bearer ...`), unless it is a Secret's.
+            if header_credential(&header).is_some() {
                 let refs_secret = secrets
                     .iter()
                     .any(|s| header.contains(&format!("$({})", s.env)));
@@ -478,13 +490,22 @@ fn all_labels(job: &ShardedJob) -> Result<BTreeMap<String, String>, KubeError> {
         (RUN_ID_LABEL.to_string(), job.run_id.clone()),
     ]);
     for (k, v) in &job.labels {
-        if credentials::reserved_label(k) {
+        if validate::reserved_label(k) {
             return Err(invalid(
                 "label",
                 k,
-                "is reserved: the API server sets job-name, controller-uid and the \
-                 kubernetes.io/ and k8s.io/ labels of a Job's Pods itself",
+                "is reserved: the API server and the controllers set job-name, \
+                 controller-uid, pod-template-hash and the kubernetes.io/ and k8s.io/ labels \
+                 of Pods themselves",
             ));
+        }
+        if let Some(what) = literal_credential(v) {
+            return Err(KubeError::LiteralSecret {
+                what: format!("label {k} ({what})"),
+                hint: "labels are readable by anyone who may list Pods: keep credentials \
+                       out of them"
+                    .into(),
+            });
         }
         if labels.contains_key(k) {
             return Err(invalid(
@@ -510,6 +531,14 @@ fn check_store_url(url: &str) -> Result<(), KubeError> {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
             && !rest.trim_start_matches('/').is_empty()
     });
+    if let Some(what) = literal_credential(url) {
+        return Err(KubeError::LiteralSecret {
+            what: format!("the results URL ({what})"),
+            hint: "the store's credentials come from its standard environment variables: \
+                   give them as Secret envs"
+                .into(),
+        });
+    }
     if shape.is_none() || url.contains(char::is_whitespace) || url.contains("$(") {
         return Err(invalid(
             "results url",
@@ -632,9 +661,13 @@ fn check_input(input: &ShardedJob) -> Result<(), KubeError> {
     }
     for (name, value) in &input.env {
         validate::env_name("env name", name)?;
-        if looks_like_credential(name) || credentials::looks_like_key_value(value) {
+        // By its name (AWS_CREDS, HF_TKN, DB_PWD) or by what the value
+        // holds (a key shape, a header with a credential, a URL password).
+        let held = literal_credential(value);
+        if is_credential_name(name) || held.is_some() {
+            let what = held.map_or_else(|| format!("env {name}"), |w| format!("env {name} ({w})"));
             return Err(KubeError::LiteralSecret {
-                what: format!("env {name}"),
+                what,
                 hint: format!("a Secret env {name}=SECRET:KEY"),
             });
         }
@@ -885,6 +918,13 @@ fn check_resources(r: &ResourceRequirements) -> Result<(), KubeError> {
         for (name, q) in map.iter().flatten() {
             let extended = resource_kind(name)?;
             let v = validate::quantity(&format!("resources.{which}.{name}"), &q.0)?;
+            if name == "cpu" && v > validate::MAX_QUANTITY / 1000.0 {
+                return Err(invalid(
+                    &format!("resources.{which}.{name}"),
+                    &q.0,
+                    "is too large: CPU is counted in millicores, which must stay below 2^63-1",
+                ));
+            }
             if extended && v.fract() != 0.0 {
                 return Err(invalid(
                     &format!("resources.{which}.{name}"),
@@ -995,7 +1035,10 @@ fn check_env(c: &Container) -> Result<(), KubeError> {
                     "may have a value or a valueFrom, not both",
                 ));
             }
-            (Some(v), None) if looks_like_credential(&e.name) && !v.is_empty() => {
+            (Some(v), None)
+                if !v.is_empty()
+                    && (is_credential_name(&e.name) || literal_credential(v).is_some()) =>
+            {
                 return Err(KubeError::LiteralSecret {
                     what: format!("env {}", e.name),
                     hint: "valueFrom.secretKeyRef".into(),

@@ -312,21 +312,21 @@ fn secret_references_are_checked_and_literals_refused() {
             .to_string()
             .contains("environment variable name")
     );
-    assert!(
-        "HF_TOKEN=Bad_Secret:k"
-            .parse::<SecretEnv>()
-            .unwrap_err()
-            .to_string()
-            .contains("secret name of HF_TOKEN")
-    );
-    assert!(
-        "HF_TOKEN=hf:a/b"
-            .parse::<SecretEnv>()
-            .unwrap_err()
-            .to_string()
-            .contains("secret key of HF_TOKEN")
-    );
-    assert!("HF_TOKEN".parse::<SecretEnv>().is_err());
+    // A SECRET:KEY that is not one may be a literal with a colon: refused
+    // as a literal, and neither part is echoed.
+    for (text, part) in [
+        ("HF_TOKEN=Bad_Secret:k", "Bad_Secret"),
+        ("HF_TOKEN=hf:a/b", "a/b"),
+    ] {
+        let e = text.parse::<SecretEnv>().unwrap_err();
+        assert!(matches!(e, KubeError::LiteralSecret { .. }), "{e}");
+        assert!(e.to_string().contains("secret env"), "{e}");
+        assert!(!e.to_string().contains(part), "{e}");
+    }
+    for literal in ["HF_TOKEN", "hunter2-literal", "sk-abcdefghijklmnopqrstuv"] {
+        let e = literal.parse::<SecretEnv>().unwrap_err().to_string();
+        assert!(e.contains("ENV=SECRET:KEY") && !e.contains(literal), "{e}");
+    }
     let mut i = input();
     i.secrets.push(i.secrets[0].clone());
     assert!(refused(&i).contains("env \"OPENAI_API_KEY\" is given twice"));
@@ -337,6 +337,79 @@ fn secret_references_are_checked_and_literals_refused() {
         key: "k".into(),
     });
     assert!(refused(&i).contains("given twice"));
+}
+
+/// The credentials the issue's hostile round got into a manifest, each as a
+/// user would give it: every one is refused, and no error quotes it.
+#[test]
+fn every_literal_credential_is_refused_and_never_echoed() {
+    let secret = "s3cr3t-value-9";
+    let key = "sk-abcdefghijklmnopqrstuv";
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk";
+    let profile_cases: Vec<Vec<String>> = [
+        vec![
+            "--extra-inputs".into(),
+            format!(r#"{{"metadata":{{"api_key":"{secret}"}}}}"#),
+        ],
+        vec![format!("--extra-inputs=hf_token:{secret}")],
+        vec!["--extra-inputs".into(), format!("session:{key}")],
+        vec![
+            "--extra-inputs".into(),
+            format!(r#"metadata:{{"token":"{secret}"}}"#),
+        ],
+        vec!["-H".into(), format!("X-Custom: Bearer {secret}")],
+        vec!["-H".into(), format!("X-Custom: {key}")],
+        vec!["--header".into(), format!("X-Custom: {jwt}")],
+        vec!["-H".into(), format!("Cookie: s={secret}")],
+    ]
+    .to_vec();
+    for args in profile_cases {
+        let mut i = input();
+        i.profile_args.extend(args.iter().cloned());
+        let e = build_job(&i).unwrap_err();
+        assert!(
+            matches!(e, KubeError::LiteralSecret { .. }),
+            "{args:?}: {e}"
+        );
+        let text = e.to_string();
+        assert!(
+            !text.contains(secret) && !text.contains(key) && !text.contains(jwt),
+            "{text}"
+        );
+    }
+    for (name, value) in [
+        ("AWS_CREDS", secret.to_string()),
+        ("HF_TKN", secret.to_string()),
+        ("PASS", "hunter2".to_string()),
+        ("DB_PWD", "hunter2".to_string()),
+        ("EXTRA_HEADER", format!("Authorization: Bearer {secret}")),
+        ("EXTRA", format!("X-Custom: {jwt}")),
+        ("UPSTREAM", format!("https://user:{secret}@h/v1")),
+        ("FOO", key.to_string()),
+    ] {
+        let mut i = input();
+        i.env.insert(name.into(), value.clone());
+        let e = build_job(&i).unwrap_err();
+        assert!(matches!(e, KubeError::LiteralSecret { .. }), "{name}: {e}");
+        assert!(!e.to_string().contains(&value), "{e}");
+    }
+    let mut i = input();
+    i.labels.insert("owner".into(), key.into());
+    assert!(!refused(&i).contains(key));
+    let mut i = input();
+    i.output = ResultsOutput::Store {
+        url: format!("s3://b/p?x-amz-security-token={secret}"),
+    };
+    assert!(!refused(&i).contains(secret));
+    // What stays allowed: ordinary environment and flags.
+    let mut i = input();
+    i.env
+        .insert("TOKENIZERS_PARALLELISM".into(), "false".into());
+    i.env
+        .insert("EXTRA_HEADER".into(), "X-Team: serving".into());
+    i.profile_args
+        .extend(["--extra-inputs", "temperature:0", "-H", "X-Priority: high"].map(String::from));
+    build_job(&i).unwrap();
 }
 
 #[test]
@@ -587,4 +660,20 @@ fn job_fields_a_cluster_rejects_are_named() {
     let env = container_mut(&mut job).env.as_mut().unwrap();
     env[1].value_from.as_mut().unwrap().field_ref = Some(ObjectFieldSelector::default());
     assert!(reason(check_job(&job).unwrap_err()).contains("exactly one source"));
+}
+
+#[test]
+fn quantities_past_the_api_servers_and_controller_labels_are_refused() {
+    for (name, q) in [("memory", "9Ei"), ("memory", "1e19"), ("cpu", "1e16")] {
+        let mut i = input();
+        i.resources.requests.insert(name.into(), q.into());
+        i.resources.limits.remove(name);
+        assert!(refused(&i).contains("too large"), "{name}={q}");
+    }
+    let mut i = input();
+    i.resources.requests.insert("cpu".into(), "9e15".into());
+    build_job(&i).unwrap();
+    let mut i = input();
+    i.labels.insert("pod-template-hash".into(), "x".into());
+    assert!(refused(&i).contains("reserved"));
 }

@@ -2,7 +2,13 @@
 //! (RFC 1123 labels and subdomains), label keys and values, environment
 //! variable names, Secret keys and resource quantities.
 
+use speedbench_credentials::literal_credential;
+
 use crate::KubeError;
+
+/// The largest quantity the API server keeps (2^63-1); the scheduler reads
+/// CPU in millicores, so a CPU quantity stays 1,000 times below it.
+pub const MAX_QUANTITY: f64 = 9_223_372_036_854_775_807.0;
 
 /// The longest DNS-1123 label (a namespace, a container, a Pod hostname).
 pub const DNS_LABEL_MAX: usize = 63;
@@ -12,9 +18,35 @@ pub const DNS_SUBDOMAIN_MAX: usize = 253;
 fn bad(field: &str, value: &str, reason: impl Into<String>) -> KubeError {
     KubeError::Invalid {
         field: field.to_string(),
-        value: value.to_string(),
+        value: shown_value(value),
         reason: reason.into(),
     }
+}
+
+/// A refused value as an error may quote it: not at all when it holds
+/// something credential-like (`speedbench_credentials::literal_credential`),
+/// since an error is printed and logged.
+pub fn shown_value(value: &str) -> String {
+    match literal_credential(value) {
+        Some(_) => "(not shown: it holds what looks like a credential)".into(),
+        None => value.to_string(),
+    }
+}
+
+/// Label keys the API server and the controllers set on Pods themselves
+/// and refuse (or overwrite) in a Pod template: `job-name`,
+/// `controller-uid` and their `batch.kubernetes.io/` forms,
+/// `pod-template-hash` (the ReplicaSet controller's), and any key under the
+/// reserved `kubernetes.io/` and `k8s.io/` prefixes.
+pub fn reserved_label(key: &str) -> bool {
+    let prefix = key.split_once('/').map(|(p, _)| p);
+    matches!(key, "job-name" | "controller-uid" | "pod-template-hash")
+        || prefix.is_some_and(|p| {
+            p == "kubernetes.io"
+                || p == "k8s.io"
+                || p.ends_with(".kubernetes.io")
+                || p.ends_with(".k8s.io")
+        })
 }
 
 fn is_lower_alnum(c: char) -> bool {
@@ -239,8 +271,13 @@ pub fn quantity(field: &str, value: &str) -> Result<f64, KubeError> {
         return Err(err("must not be negative"));
     }
     let v = base * scale;
-    if !v.is_finite() {
-        return Err(err("is too large"));
+    // The API server keeps no quantity past 2^63-1: a larger one is capped
+    // without a word, and the Pod would run with another value than given.
+    if !v.is_finite() || v > MAX_QUANTITY {
+        return Err(err(
+            "is too large: the API server caps every quantity at 2^63-1 (9.2e18) and would \
+             silently change it",
+        ));
     }
     Ok(v)
 }
@@ -248,6 +285,33 @@ pub fn quantity(field: &str, value: &str) -> Result<f64, KubeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_labels_are_recognised() {
+        for key in [
+            "job-name",
+            "controller-uid",
+            "pod-template-hash",
+            "batch.kubernetes.io/job-name",
+            "kubernetes.io/x",
+            "k8s.io/y",
+        ] {
+            assert!(reserved_label(key), "{key}");
+        }
+        for key in ["team", "example.com/tier", "app", "template-hash"] {
+            assert!(!reserved_label(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_refused_value_is_quoted_unless_it_looks_like_a_credential() {
+        let e = dns_label("name", "Bad_Name").unwrap_err().to_string();
+        assert!(e.contains("Bad_Name"), "{e}");
+        let e = dns_label("name", "sk-ABCDEFGHIJKLMNOPQRSTUV")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("sk-ABC") && e.contains("not shown"), "{e}");
+    }
 
     #[test]
     fn labels_and_subdomains() {
@@ -329,7 +393,23 @@ mod tests {
             );
         }
         for no in [
-            "", "Gi", "1.2.3", "1 Gi", "1gi", "1GB", "-1", "1e", "1e+", "1ee3", ".", "1Ki2",
+            "",
+            "Gi",
+            "1.2.3",
+            "1 Gi",
+            "1gi",
+            "1GB",
+            "-1",
+            "1e",
+            "1e+",
+            "1ee3",
+            ".",
+            "1Ki2",
+            "1e400",
+            "99999999999999999999",
+            "9Ei",
+            "10E",
+            "1e19",
         ] {
             assert!(quantity("f", no).is_err(), "{no:?} accepted");
         }

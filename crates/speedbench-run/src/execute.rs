@@ -51,7 +51,7 @@ pub async fn execute(
     }
     observer.sampling(&crate::text::sampling_line(
         valid.target.max_tokens,
-        &valid.target.extra_body,
+        &valid.target.shown_extra_body(),
     ));
     let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
     if let Some(line) = recycling(&valid.load, &dataset) {
@@ -329,7 +329,7 @@ fn run_config(spec: &RunSpec, target: &Target, engine: Engine) -> serde_json::Va
         "warmup_request_count": l.warmup_request_count,
         "warmup_concurrency": l.warmup_concurrency,
         "osl": spec.sampling.osl,
-        "extra_inputs": target.extra_body,
+        "extra_inputs": target.shown_extra_body(),
         "timeout_s": t.timeout_s,
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
         "api_key_set": target.api_key.is_some(),
@@ -380,7 +380,7 @@ fn speed_bench_py_config(spec: &RunSpec, dataset: &Dataset, target: &Target) -> 
         category,
         osl: spec.sampling.osl.map(u64::from),
         concurrency: spec.load.concurrency as u64,
-        extra_inputs: target.extra_body.clone(),
+        extra_inputs: target.shown_extra_body(),
         limit: spec.dataset.limit.map(|n| n.get() as u64),
         timeout: Some(spec.target.timeout_s),
         streaming: Some(spec.target.streaming),

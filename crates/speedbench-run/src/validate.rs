@@ -106,7 +106,9 @@ impl RunSpec {
 
     /// [`validate`](RunSpec::validate) for a run on another machine (a
     /// Kubernetes Pod): every check but those of this machine's files (the
-    /// CA certificates are not read, `--output` is not looked for).
+    /// CA certificates are not read, `--output` is not looked for), and a
+    /// load no Linux process there could hold in flight is refused (one
+    /// open file per request, past the kernel's default ceiling).
     pub fn validate_portable(&self) -> Result<(), RunError> {
         self.check(Where::Elsewhere).map(|_| ())
     }
@@ -125,6 +127,9 @@ impl RunSpec {
         })?;
         let target = self.request_target(base_url, place)?;
         let load = self.load_config()?;
+        if place == Where::Elsewhere {
+            check_any_process_holds(&load)?;
+        }
         check_run_id(self.outputs.run_id.as_deref(), &load)?;
         let scrape = self.scrape_config(&target)?;
         if place == Where::Here {
@@ -474,6 +479,43 @@ fn check_run_id(run_id: Option<&str>, load: &LoadConfig) -> Result<(), RunError>
     }
 }
 
+/// Open files one Linux process may hold at most unless its host raised
+/// `fs.nr_open` (the kernel's default, and so a container's).
+const LINUX_MAX_OPEN_FILES: u64 = 1 << 20;
+
+/// Refuses, for a run on another machine (a Pod's), a load that no process
+/// there can hold in flight: one socket per request, past the kernel's
+/// default ceiling. Only loads no dataset can make smaller are judged: a
+/// duration, not a count or the rows, ends them.
+fn check_any_process_holds(load: &LoadConfig) -> Result<(), RunError> {
+    if load.benchmark_duration.is_none()
+        || load.request_count.is_some()
+        || load.num_conversations.is_some()
+    {
+        return Ok(());
+    }
+    let share = |n: usize| load.shard.map_or(n as u64, |s| s.share(n as u64));
+    let in_flight = match (load.request_rate, load.max_concurrency) {
+        (None, _) => share(load.concurrency),
+        (Some(_), Some(cap)) => share(cap),
+        // An uncapped open loop is capped by the run itself.
+        (Some(_), None) => return Ok(()),
+    };
+    let allowed = LINUX_MAX_OPEN_FILES - speedbench_client::RESERVED_OPEN_FILES;
+    if in_flight <= allowed {
+        return Ok(());
+    }
+    Err(RunError::Client {
+        context: "refused before the first request".into(),
+        source: ClientError::InvalidLoad(format!(
+            "{in_flight} requests in flight per process need as many open files, past the \
+             {LINUX_MAX_OPEN_FILES} a Linux process may open unless its host raised fs.nr_open; \
+             at most {allowed} per process (lower --concurrency or --max-concurrency, or use \
+             more shards)"
+        )),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +552,26 @@ mod tests {
         let mut s = spec();
         s.load.max_error_rate = Some(1.5);
         assert!(refused(&s).contains("between 0 and 1, got 1.5"));
+    }
+
+    #[test]
+    fn a_load_no_process_elsewhere_can_hold_is_refused_there() {
+        let mut s = spec();
+        s.target.url = "h:1".into();
+        s.load.concurrency = 100_000_000;
+        s.load.benchmark_duration_s = Some(3.0);
+        s.shard.shard_count = Some(2);
+        s.shard.shard_index = Some(0);
+        s.outputs.run_id = Some("r".into());
+        let e = s.validate_portable().unwrap_err().to_string();
+        assert!(e.contains("50000000 requests in flight per process"), "{e}");
+        // Split over enough shards, each holds its share.
+        s.shard.shard_count = Some(200);
+        s.validate_portable().unwrap();
+        // A request count may end the run before the workers start.
+        s.shard.shard_count = Some(2);
+        s.load.request_count = Some(10);
+        s.validate_portable().unwrap();
     }
 
     #[test]

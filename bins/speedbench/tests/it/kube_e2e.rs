@@ -464,7 +464,7 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
         (
             vec![],
             vec!["--extra-inputs", "api_key:sk-live-123"],
-            "the request field api_key",
+            "the value of api_key (--extra-inputs)",
         ),
         (
             vec![],
@@ -474,7 +474,85 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
         (
             vec!["--env", "NOTE=sk-live-123456789abcdefghij"],
             vec![],
-            "env NOTE would put a credential in the manifest",
+            "env NOTE (a key-shaped value) would put a credential in the manifest",
+        ),
+        // The next round's literals (issue #34, point 5): nested and Hub
+        // fields, token-shaped values in any header, environment names
+        // read word by word, a header in an environment value, a literal
+        // given to --secret-env.
+        (
+            vec![],
+            vec![
+                "--extra-inputs",
+                r#"{"metadata":{"api_key":"sk-live-123"}}"#,
+            ],
+            "the request field metadata.api_key",
+        ),
+        (
+            vec![],
+            vec!["--extra-inputs", "hf_token:sk-live-123"],
+            "the value of hf_token (--extra-inputs)",
+        ),
+        (
+            vec![],
+            vec!["-H", "X-Custom: Bearer sk-live-123"],
+            "header X-Custom would put a credential",
+        ),
+        (
+            vec![],
+            vec![
+                "-H",
+                "X-Custom: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sk-live-123",
+            ],
+            "header X-Custom would put a credential",
+        ),
+        (
+            vec!["--env", "AWS_CREDS=sk-live-123"],
+            vec![],
+            "env AWS_CREDS would put",
+        ),
+        (
+            vec!["--env", "HF_TKN=sk-live-123"],
+            vec![],
+            "env HF_TKN would put",
+        ),
+        (
+            vec!["--env", "PASS=sk-live-123"],
+            vec![],
+            "env PASS would put",
+        ),
+        (
+            vec!["--env", "DB_PWD=sk-live-123"],
+            vec![],
+            "env DB_PWD would put",
+        ),
+        (
+            vec!["--env", "EXTRA_HEADER=Authorization: Bearer sk-live-123"],
+            vec![],
+            "env EXTRA_HEADER (the value of Authorization) would put",
+        ),
+        (
+            vec!["--secret-env", "sk-live-123"],
+            vec![],
+            "give ENV=SECRET:KEY",
+        ),
+        (
+            vec!["--secret-env", "HF_TOKEN=sk-live-123:Not/A_Key"],
+            vec![],
+            "secret env HF_TOKEN would put a credential",
+        ),
+        // A load no Pod's process can hold, quantities the API server
+        // would cap, a controller's label.
+        (
+            vec!["--limit", "nvidia.com/gpu=9Ei"],
+            vec![],
+            "is too large",
+        ),
+        (vec!["--limit", "cpu=1e16"], vec![], "is too large"),
+        (
+            vec!["--label", "pod-template-hash=x"],
+            vec![],
+            "is reserved",
         ),
         // Exactly profile's own checks of every Pod's flags.
         (
@@ -542,6 +620,21 @@ async fn what_a_cluster_or_profile_would_reject_prints_no_manifest() {
             stderr(&out)
         );
     }
+    // A load no Pod's process can hold: 10^8 requests in flight for 3 s
+    // over 3 shards, past what any Linux process opens by default.
+    let mut args = manifest_args(url, at, input, &[]);
+    let count = args.iter().position(|a| *a == "--request-count").unwrap();
+    args.splice(count..count + 2, ["--benchmark-duration", "3"]);
+    let c = args.iter().position(|a| *a == "--concurrency").unwrap();
+    args[c + 1] = "100000000";
+    let out = run(&args).await;
+    assert!(!out.status.success() && out.stdout.is_empty(), "{args:?}");
+    assert!(
+        stderr(&out).contains("would be refused by every Pod")
+            && stderr(&out).contains("33333334 requests in flight per process"),
+        "{}",
+        stderr(&out)
+    );
     // Where the shards write: exactly one of a claim and a store URL, and
     // a URL speedbench can upload to.
     let without_claim = |extra: &[&'static str]| {

@@ -11,15 +11,25 @@ use std::process::Output;
 use common::*;
 use speedbench_sim::{FaultKind, FaultPlan, SimConfig};
 
-const SECRETS: [&str; 4] = [
+const SECRETS: [&str; 6] = [
     "sk-test-SECRET123",
     "sk-env-SECRET124",
     "hf_SECRET456",
     "zzSECRET789",
+    // Request fields (--extra-inputs) named like credentials.
+    "field-SECRET321",
+    "tok-SECRET654",
 ];
 
 /// Also catches a secret split by escaping or encoding: its distinctive core.
-const CORES: [&str; 4] = ["SECRET123", "SECRET124", "SECRET456", "SECRET789"];
+const CORES: [&str; 6] = [
+    "SECRET123",
+    "SECRET124",
+    "SECRET456",
+    "SECRET789",
+    "SECRET321",
+    "SECRET654",
+];
 
 async fn run_with_secrets(args: &[&str]) -> Output {
     let out = bin()
@@ -92,11 +102,23 @@ async fn no_secret_in_any_artifact_log_or_error() {
         SECRETS[0],
         "-H",
         &format!("Authorization2: Bearer {}", SECRETS[3]),
+        "--extra-inputs",
+        &format!(r#"{{"metadata":{{"api_key":"{}"}}}}"#, SECRETS[4]),
+        "--extra-inputs",
+        &format!("hf_token:{}", SECRETS[5]),
+        "--extra-inputs",
+        "temperature:0",
+        "--output",
+        dir.path().join("speed_bench.json").to_str().unwrap(),
         "--output-artifact-dir",
         out_dir.to_str().unwrap(),
     ])
     .await;
     assert!(out.status.success(), "exit {:?}", out.status);
+    assert_clean(
+        "speed_bench.py JSON",
+        &std::fs::read(dir.path().join("speed_bench.json")).unwrap(),
+    );
     let truth = server.ground_truth();
     server.shutdown().await;
     assert!(!truth.faults.is_empty());
@@ -117,6 +139,12 @@ async fn no_secret_in_any_artifact_log_or_error() {
     let manifest = std::fs::read_to_string(out_dir.join("run.json")).unwrap();
     assert!(manifest.contains("Authorization2"), "header names are kept");
     assert!(manifest.contains("\"api_key_set\": true"));
+    // Request fields holding credentials are shown hidden, the rest as given.
+    let run: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let fields = &run["config"]["extra_inputs"];
+    assert_eq!(fields["metadata"]["api_key"], "<redacted>", "{fields}");
+    assert_eq!(fields["hf_token"], "<redacted>", "{fields}");
+    assert_eq!(fields["temperature"], 0, "{fields}");
 
     // The report over the run does not surface them either.
     let csv = dir.path().join("report.csv");

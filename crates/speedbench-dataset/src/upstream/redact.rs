@@ -15,8 +15,8 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Redacts the given values, and anything shaped like a Hub token
-    /// (`hf_` and 30 or more letters and digits).
+    /// Redacts the given values, and anything shaped like a credential
+    /// (`speedbench_credentials::shapes`: Hub tokens, `Bearer` tokens, ...).
     pub(crate) fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
         let mut secrets: Vec<String> = secrets
             .into_iter()
@@ -47,33 +47,9 @@ impl Redactor {
                 out = out.replace(s.as_str(), "<redacted>");
             }
         }
-        redact_token_shapes(&out)
+        // Hub tokens and every other credential shape, as the client scrubs them.
+        speedbench_credentials::redact_shapes(&out).into_owned()
     }
-}
-
-fn redact_token_shapes(line: &str) -> String {
-    let bytes = line.as_bytes();
-    let mut out = String::with_capacity(line.len());
-    let mut last = 0;
-    let mut i = 0;
-    while let Some(pos) = line[i..].find("hf_") {
-        let start = i + pos;
-        let body = start + 3;
-        let end = body
-            + bytes[body..]
-                .iter()
-                .take_while(|b| b.is_ascii_alphanumeric())
-                .count();
-        let boundary = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
-        if boundary && end - body >= 30 {
-            out.push_str(&line[last..start]);
-            out.push_str("hf_<redacted>");
-            last = end;
-        }
-        i = end.max(body);
-    }
-    out.push_str(&line[last..]);
-    out
 }
 
 #[cfg(test)]
@@ -90,7 +66,11 @@ mod tests {
         let real_shape = format!("hf_{}", "AbCdEfGhIjKlMnOpQrStUvWxYz01234567");
         assert_eq!(
             r.redact(&format!("Authorization: Bearer {real_shape}.")),
-            "Authorization: Bearer hf_<redacted>."
+            "Authorization: Bearer <redacted>"
+        );
+        assert_eq!(
+            r.redact(&format!("token {real_shape} refused")),
+            "token <redacted> refused"
         );
         // Ordinary identifiers stay.
         assert_eq!(

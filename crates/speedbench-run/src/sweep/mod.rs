@@ -271,7 +271,9 @@ pub(crate) fn named_not_valued(text: &str, env_values: &[(String, String)]) -> S
     out
 }
 
-/// `--api-key=...` and header values hidden, for printing a run's flags.
+/// `--api-key=...`, header values and any other flag holding a credential
+/// (`speedbench_credentials::literal_credential`: `--extra-inputs
+/// hf_token:...`, a URL's password) hidden, for printing a run's flags.
 fn shown(token: &str) -> String {
     if token.starts_with("--api-key=") {
         return "--api-key=(hidden)".into();
@@ -279,6 +281,11 @@ fn shown(token: &str) -> String {
     if let Some(h) = token.strip_prefix("--header=") {
         let name = h.split(':').next().unwrap_or_default();
         return format!("--header={name}:(hidden)");
+    }
+    if let Some((flag, _)) = token.split_once('=')
+        && speedbench_credentials::literal_credential(token).is_some()
+    {
+        return format!("{flag}=(hidden)");
     }
     if token.contains(' ') {
         format!("'{token}'")
@@ -672,6 +679,19 @@ mod tests {
             "--header=Authorization:(hidden)"
         );
         assert_eq!(shown("--concurrency=4"), "--concurrency=4");
+        assert_eq!(
+            shown(r#"--extra-inputs={"metadata":{"api_key":"k"}}"#),
+            "--extra-inputs=(hidden)"
+        );
+        assert_eq!(
+            shown("--extra-inputs=hf_token:v"),
+            "--extra-inputs=(hidden)"
+        );
+        assert_eq!(shown("--url=http://u:p@h:1"), "--url=(hidden)");
+        assert_eq!(
+            shown("--extra-inputs=temperature:0"),
+            "--extra-inputs=temperature:0"
+        );
     }
 
     #[test]
