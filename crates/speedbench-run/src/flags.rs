@@ -402,7 +402,7 @@ const OUTPUT: &[Flag] = &[
     flag!("output", One, |s, v| s.outputs.output = Some(v.into()))
         .aliases(&["speed-bench-py-output"])
         .value("FILE.json")
-        .help("Also write llama.cpp speed_bench.py's `--output` JSON (not `report`'s CSV: a .csv name is refused; config, per-category summary, per-sample results; docs/speed-bench-py.md) to this file, atomically; an existing file is refused unless --overwrite."),
+        .help("Also write llama.cpp speed_bench.py's `--output` JSON (not `report`'s CSV: a .csv name is refused; config, per-category summary, per-sample results; docs/speed-bench-py.md) to this file, atomically; an existing file is refused unless --overwrite. The run directory is written as well, the records behind every figure of the file (--output-artifact-dir; by default artifacts/<dataset>-<run id>, named at the end of the run)."),
     flag!("overwrite", Switch, |s, v| s.outputs.overwrite = switch(v)?)
         .help("Replace a run already in --output-artifact-dir (refused otherwise)."),
     flag!("export-level", One, |s, v| s.outputs.export_level = parse(v)?)
