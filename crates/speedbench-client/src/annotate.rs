@@ -49,3 +49,14 @@ pub trait RecordAnnotator: Send {
     /// Sets this annotator's values on `record` (in `record.custom`).
     fn annotate(&mut self, record: &mut RequestRecord);
 }
+
+/// A boxed annotator is an annotator (as a boxed [`crate::RecordSink`] is
+/// a sink).
+impl<A: RecordAnnotator + ?Sized> RecordAnnotator for Box<A> {
+    fn columns(&self) -> Vec<CustomColumn> {
+        (**self).columns()
+    }
+    fn annotate(&mut self, record: &mut RequestRecord) {
+        (**self).annotate(record)
+    }
+}

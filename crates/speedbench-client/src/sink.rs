@@ -37,6 +37,23 @@ pub trait RecordSink: Send {
     }
 }
 
+/// A boxed sink is a sink: a caller that gathers sinks of several types
+/// (a run's extensions) hands them on as they are.
+impl<S: RecordSink + ?Sized> RecordSink for Box<S> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn record(&mut self, record: &RequestRecord) -> Result<(), String> {
+        (**self).record(record)
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        (**self).flush()
+    }
+    fn finish(&mut self, manifest: &RunManifest) -> Result<(), String> {
+        (**self).finish(manifest)
+    }
+}
+
 /// Keeps every record in memory; read them through the [`RecordsHandle`]
 /// from [`VecSink::new`].
 ///

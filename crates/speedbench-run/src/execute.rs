@@ -98,6 +98,7 @@ async fn prepare(
         mut target,
         load,
         scrape,
+        extensions,
         ..
     } = valid;
     target.model = served_model(&spec, &target).await?;
@@ -133,6 +134,12 @@ async fn prepare(
     run.server_metrics = scrape;
     run.max_error_rate = spec.load.max_error_rate;
     run.open_file_limit = open_file_limit;
+    for sink in extensions.sinks {
+        run = run.with_sink(sink);
+    }
+    for annotator in extensions.annotators {
+        run = run.with_annotator(annotator);
+    }
     Ok(Prepared {
         run,
         staged,

@@ -73,14 +73,20 @@ pub struct ShownPaths {
 }
 
 impl RunReport {
-    /// The request throughput the run's summary gives.
-    pub fn request_throughput(&self) -> Option<f64> {
+    /// Every run-level statistic, as read back from the run's files (none
+    /// when it kept neither records nor a summary).
+    pub fn metrics(&self) -> Option<&RunMetrics> {
         match &self.results {
             RunResults::Records { metrics, .. } | RunResults::SummaryOnly { metrics, .. } => {
-                metrics.request_throughput
+                Some(metrics)
             }
-            _ => None,
+            RunResults::Nothing | RunResults::Unreadable(_) => None,
         }
+    }
+
+    /// The request throughput the run's summary gives.
+    pub fn request_throughput(&self) -> Option<f64> {
+        self.metrics().and_then(|m| m.request_throughput)
     }
 
     /// How the run ended: its status, or the first error that came after

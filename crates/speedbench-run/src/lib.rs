@@ -10,7 +10,12 @@
 //! the upload, and the figures read back from the records. What happens
 //! on the way goes to an [`Observer`]: `speedbench` prints it with a
 //! progress bar and tables, a test or a downstream benchmark shows what
-//! it likes.
+//! it likes. A downstream benchmark adds its own record sinks, annotators
+//! and engine adapters to the [`ValidRun`] that validation returns
+//! ([`ValidRun::with_sink`], [`ValidRun::with_annotator`],
+//! [`ValidRun::with_spec_adapter`]): one path, with every check. Several
+//! runs are a [`sweep::Sweep`], from a file or built in code
+//! ([`sweep::Sweep::grid`]).
 //!
 //! ```
 //! use speedbench_run::{DatasetSource, RunResults, RunSpec, Silent};

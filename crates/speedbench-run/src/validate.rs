@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use speedbench_client::{
-    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, StartBarrier, Target, parse_extra_inputs,
-    parse_header, scrape::ScrapeConfig,
+    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, RecordAnnotator, RecordSink,
+    StartBarrier, Target, parse_extra_inputs, parse_header, scrape::ScrapeConfig,
+    spec::SpecAdapter,
 };
 use speedbench_dataset::CategorySelection;
 use speedbench_record::RUN_FILE_NAMES;
@@ -15,20 +16,63 @@ use crate::error::RunError;
 use crate::spec::{RunSpec, ShardSpec};
 
 /// A [`RunSpec`] whose every field was checked: what a run needs but the
-/// dataset and the served model's name.
-#[derive(Debug, Clone)]
+/// dataset and the served model's name, and what a downstream program
+/// adds to it (its own record sinks, annotators and engine adapters),
+/// which [`execute`](crate::execute) honours beside the validation, the
+/// engine detection, the preflight and the upload it does for every run.
+#[derive(Debug)]
 pub struct ValidRun {
     pub(crate) spec: RunSpec,
     pub(crate) categories: CategorySelection,
     /// The request target; its `model` is the spec's, or empty until asked
-    /// of the server.
+    /// of the server. Spec adapters added to the run sit here.
     pub(crate) target: Target,
     pub(crate) load: LoadConfig,
     pub(crate) scrape: Option<ScrapeConfig>,
     pub(crate) warnings: Vec<String>,
+    pub(crate) extensions: Extensions,
+}
+
+/// The sinks and annotators a downstream program adds to a run.
+#[derive(Default)]
+pub(crate) struct Extensions {
+    pub(crate) sinks: Vec<Box<dyn RecordSink>>,
+    pub(crate) annotators: Vec<Box<dyn RecordAnnotator>>,
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.sinks.iter().map(|s| s.name()).collect();
+        f.debug_struct("Extensions")
+            .field("sinks", &names)
+            .field("annotators", &self.annotators.len())
+            .finish()
+    }
 }
 
 impl ValidRun {
+    /// Sends every record to `sink` too, as it finishes (see
+    /// [`RecordSink`]); `records.parquet` is written as always.
+    pub fn with_sink(mut self, sink: impl RecordSink + 'static) -> Self {
+        self.extensions.sinks.push(Box::new(sink));
+        self
+    }
+
+    /// Adds `annotator`'s columns to `records.parquet` and lets it fill them
+    /// in every record before the sinks see it (see [`RecordAnnotator`]).
+    pub fn with_annotator(mut self, annotator: impl RecordAnnotator + 'static) -> Self {
+        self.extensions.annotators.push(Box::new(annotator));
+        self
+    }
+
+    /// Reads per-request acceptance with `adapter` too, asked before the
+    /// built-in ones: an engine speedbench does not know, with the same
+    /// validation, preflight and records as any other (see [`SpecAdapter`]).
+    pub fn with_spec_adapter(mut self, adapter: impl SpecAdapter + 'static) -> Self {
+        self.target = self.target.with_spec_adapter(adapter);
+        self
+    }
+
     /// The spec that was checked.
     pub fn spec(&self) -> &RunSpec {
         &self.spec
@@ -143,6 +187,7 @@ impl RunSpec {
             load,
             scrape,
             warnings: start_warnings(&self.shard, unix_now_s()),
+            extensions: Extensions::default(),
         })
     }
 

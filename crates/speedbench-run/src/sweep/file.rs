@@ -445,7 +445,7 @@ fn describe(s: &Setting) -> String {
 
 /// A description as a directory name: letters, digits, `.`, `_`, `+` and
 /// `-`, at most 64 bytes.
-fn dir_safe(description: &str) -> String {
+pub(crate) fn dir_safe(description: &str) -> String {
     let mut out = String::new();
     for c in description.chars() {
         let c = match c {

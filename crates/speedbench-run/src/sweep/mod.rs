@@ -21,6 +21,7 @@
 //! ```
 
 mod aiperf;
+mod code;
 mod file;
 
 use std::collections::{BTreeSet, HashMap};
@@ -29,17 +30,18 @@ use std::sync::Arc;
 
 use speedbench_client::{RunStatus, StopHandle};
 use speedbench_dataset::Dataset;
+use speedbench_metrics::RunMetrics;
 use speedbench_record::{RUN_FILE_NAMES, run_is_live};
 
 use crate::dataset::dataset_error;
 use crate::error::RunError;
 use crate::execute::execute;
-use crate::finished::RunReport;
 use crate::observer::Observer;
 use crate::spec::{DatasetSource, RunSpec};
 use crate::validate::ValidRun;
 use file::{Source, Variation};
 
+pub use code::Change;
 pub use file::MAX_VARIATIONS;
 
 /// One run of a sweep.
@@ -71,10 +73,12 @@ impl SweepRun {
     }
 }
 
-/// A sweep file expanded into its runs.
+/// A sweep: its runs, from a file ([`Sweep::read`]) or built in code
+/// ([`Sweep::from_runs`], [`Sweep::grid`]).
 #[derive(Debug)]
 pub struct Sweep {
-    path: PathBuf,
+    /// The sweep file; `None` for a sweep built in code.
+    path: Option<PathBuf>,
     parent: PathBuf,
     runs: Vec<SweepRun>,
     report_tokens: Vec<String>,
@@ -122,16 +126,24 @@ impl Sweep {
             .map(|v| sweep_run(v, base, given, &parent, &env_values))
             .collect();
         Ok(Sweep {
-            path: path.to_path_buf(),
+            path: Some(path.to_path_buf()),
             parent,
             runs,
             report_tokens: expanded.report_tokens,
         })
     }
 
-    /// The sweep file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The sweep file; `None` for a sweep built in code.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The sweep as messages name it: its file, or where its runs go.
+    fn name(&self) -> String {
+        match &self.path {
+            Some(path) => path.display().to_string(),
+            None => format!("built in code ({})", self.parent.display()),
+        }
     }
 
     /// The directory the runs go under.
@@ -175,7 +187,7 @@ impl Sweep {
         refused.extend(refuse_shared_outputs(&self.runs, &prepared));
         if !refused.is_empty() {
             return Err(RunError::Refused {
-                what: format!("sweep {}", self.path.display()),
+                what: format!("sweep {}", self.name()),
                 total: self.runs.len(),
                 refusals: refused,
             });
@@ -435,7 +447,7 @@ impl CheckedSweep {
         };
         let mut out = vec![format!(
             "sweep {}: {runs} under {}",
-            sweep.path.display(),
+            sweep.name(),
             sweep.parent.display()
         )];
         for run in &sweep.runs {
@@ -541,12 +553,14 @@ async fn run_one<O: SweepObserver>(p: Prepared, stop: &StopHandle, observer: &mu
     if stop.is_stopped() {
         return RunEnd::NotStarted;
     }
-    let status = execute(p.valid, dataset, stop.clone(), observer)
-        .await
-        .and_then(RunReport::into_status);
-    match status {
-        Ok(RunStatus::Interrupted) => RunEnd::Interrupted,
-        Ok(_) => RunEnd::Completed,
+    let report = match execute(p.valid, dataset, stop.clone(), observer).await {
+        Ok(report) => report,
+        Err(e) => return RunEnd::Failed(e),
+    };
+    let figures = report.metrics().cloned().map(Box::new);
+    match report.into_status() {
+        Ok(RunStatus::Interrupted) => RunEnd::Interrupted(figures),
+        Ok(_) => RunEnd::Completed(figures),
         Err(e) => RunEnd::Failed(e),
     }
 }
@@ -555,10 +569,11 @@ async fn run_one<O: SweepObserver>(p: Prepared, stop: &StopHandle, observer: &mu
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RunEnd {
-    /// It ran to the end.
-    Completed,
-    /// It was stopped; its finished requests are kept.
-    Interrupted,
+    /// It ran to the end; its figures, as read back from its files (none
+    /// when it kept neither records nor a summary).
+    Completed(Option<Box<RunMetrics>>),
+    /// It was stopped; its finished requests are kept, and their figures.
+    Interrupted(Option<Box<RunMetrics>>),
     /// It failed (its records, if any, are kept).
     Failed(RunError),
     /// The sweep was stopped before it started.
@@ -569,8 +584,8 @@ impl RunEnd {
     /// `completed`, `failed: WHY`, ... as a sweep's summary prints it.
     pub fn describe(&self) -> String {
         match self {
-            RunEnd::Completed => "completed".into(),
-            RunEnd::Interrupted => "interrupted (its finished requests are kept)".into(),
+            RunEnd::Completed(_) => "completed".into(),
+            RunEnd::Interrupted(_) => "interrupted (its finished requests are kept)".into(),
             RunEnd::Failed(why) => format!("failed: {}", crate::error_message(why)),
             RunEnd::NotStarted => "not started (the sweep was stopped)".into(),
         }
@@ -578,7 +593,16 @@ impl RunEnd {
 
     /// Whether it left records to report on.
     pub fn kept_records(&self) -> bool {
-        matches!(self, RunEnd::Completed | RunEnd::Interrupted)
+        matches!(self, RunEnd::Completed(_) | RunEnd::Interrupted(_))
+    }
+
+    /// The run's figures (every run-level statistic), when it left any: a
+    /// sweep's caller reads them here, not from the run's files again.
+    pub fn metrics(&self) -> Option<&RunMetrics> {
+        match self {
+            RunEnd::Completed(m) | RunEnd::Interrupted(m) => m.as_deref(),
+            RunEnd::Failed(_) | RunEnd::NotStarted => None,
+        }
     }
 }
 

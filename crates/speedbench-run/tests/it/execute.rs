@@ -155,3 +155,153 @@ async fn a_refused_spec_sends_nothing_and_names_the_field() {
     );
     server.shutdown().await;
 }
+
+/// Reads vLLM's `metrics.speculative_decoding` under its own name: an
+/// engine adapter a downstream benchmark brings.
+#[derive(Debug)]
+struct MyVllm;
+
+impl speedbench_client::spec::SpecAdapter for MyVllm {
+    fn source(&self) -> speedbench_record::SpecSource {
+        speedbench_record::SpecSource::named("my_vllm").unwrap()
+    }
+    fn find<'a>(&self, object: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+        object.get("metrics")?.get("speculative_decoding")
+    }
+    fn parse(
+        &self,
+        payload: &serde_json::Value,
+    ) -> Result<speedbench_record::SpecDecodeStats, speedbench_client::spec::MalformedSpec> {
+        // vLLM's own reading, less its histogram: what this adapter read
+        // is told apart from what the built-in one would have.
+        let mut stats = speedbench_client::spec::from_vllm(payload)?;
+        stats.acceptance_histogram.clear();
+        Ok(stats)
+    }
+}
+
+/// Fills `x_turn_parity` from each record's turn.
+struct TurnParity;
+
+impl speedbench_client::RecordAnnotator for TurnParity {
+    fn columns(&self) -> Vec<speedbench_record::CustomColumn> {
+        vec![
+            speedbench_record::CustomColumn::new(
+                "x_turn_parity",
+                speedbench_record::CustomKind::Utf8,
+            )
+            .unwrap(),
+        ]
+    }
+    fn annotate(&mut self, record: &mut speedbench_record::RequestRecord) {
+        let parity = if record.turn_index.is_multiple_of(2) {
+            "even"
+        } else {
+            "odd"
+        };
+        record.custom.insert(
+            "x_turn_parity".into(),
+            speedbench_record::CustomValue::Utf8(parity.into()),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checked_run_takes_its_callers_sinks_annotators_and_adapters() {
+    let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec_for(&server, dir.path()).await;
+    let (sink, seen) = speedbench_client::VecSink::new();
+    let valid = spec
+        .validate()
+        .unwrap()
+        .with_sink(sink)
+        .with_annotator(TurnParity)
+        .with_spec_adapter(MyVllm);
+    let dataset = spec
+        .load_dataset(&mut speedbench_run::Silent)
+        .await
+        .unwrap();
+    let mut recorder = Recorder::default();
+    let report = speedbench_run::execute(valid, dataset, StopHandle::new(), &mut recorder)
+        .await
+        .unwrap();
+    // The same path as any run: the engine found, the preflight sent.
+    assert_eq!(
+        recorder.events(),
+        [
+            "engine vllm detected",
+            "preflight true",
+            "started",
+            "ended",
+            "finished 4"
+        ]
+    );
+    let file = read_records_file(&report.outcome.records_path).unwrap();
+    let seen = seen.take();
+    assert_eq!(seen.len(), file.records.len(), "the sink saw every record");
+    assert_eq!(file.records.len(), 4);
+    for (r, s) in file.records.iter().zip(&seen) {
+        assert_eq!(r.request_index, s.request_index);
+        let want = if r.turn_index.is_multiple_of(2) {
+            "even"
+        } else {
+            "odd"
+        };
+        assert_eq!(
+            r.custom["x_turn_parity"],
+            speedbench_record::CustomValue::Utf8(want.into())
+        );
+        let stats = r.spec.as_ref().expect("read by the caller's adapter");
+        assert_eq!(stats.source.unwrap().as_str(), "my_vllm");
+        assert!(stats.acceptance_histogram.is_empty());
+        assert!(r.ttft_ns.unwrap() <= r.e2e_latency_ns);
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_built_in_code_runs_each_point_and_carries_its_figures() {
+    let server = SimServer::start(SimConfig::speed_bench_demo(), ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = spec_for(&server, dir.path()).await;
+    let sweep = speedbench_run::sweep::Sweep::grid(
+        &base,
+        dir.path().join("ladder"),
+        &[("concurrency", &["1", "3"]), ("request-count", &["4"])],
+    )
+    .unwrap();
+    assert_eq!(sweep.path(), None);
+    let checked = sweep.check().await.unwrap();
+    assert!(checked.plan_lines(false)[0].starts_with("sweep built in code"));
+    let outcome = checked
+        .run(&StopHandle::new(), &mut speedbench_run::Silent)
+        .await;
+    assert_eq!(outcome.runs.len(), 2);
+    for (run, end) in &outcome.runs {
+        let metrics = end.metrics().expect("the figures of a completed run");
+        // The figures are the run's records', not a second reading.
+        let file = read_records_file(run.dir.join("records.parquet")).unwrap();
+        let succeeded = file.records.iter().filter(|r| r.is_success()).count();
+        assert_eq!(
+            metrics.counts.succeeded as usize, succeeded,
+            "{}",
+            run.description
+        );
+        assert_eq!(succeeded, 4);
+        for r in &file.records {
+            assert!(r.ttft_ns.unwrap() <= r.e2e_latency_ns);
+        }
+    }
+    assert_eq!(
+        outcome.runs[1].0.spec().unwrap().load.concurrency,
+        3,
+        "{}",
+        outcome.runs[1].0.description
+    );
+    server.shutdown().await;
+}

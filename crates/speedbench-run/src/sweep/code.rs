@@ -1,0 +1,212 @@
+//! Sweeps built in code: a base [`RunSpec`] and its changes, a list or a
+//! grid, checked and run as a file's runs are. A file (TOML, YAML, AIPerf
+//! YAML) is one way to build a sweep; this is the other.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::RunError;
+use crate::spec::RunSpec;
+use crate::sweep::file::{MAX_VARIATIONS, dir_safe};
+use crate::sweep::{Sweep, SweepRun};
+
+/// One change to a base spec: a `profile` flag's long name (`concurrency`,
+/// `request-rate`) and its value as the command line writes it.
+pub type Change = (String, String);
+
+impl Sweep {
+    /// A sweep of `runs` built in code, each a description (what sets it
+    /// apart: `k=4`) and its spec. Run `i` (from 1) goes to
+    /// `parent/<i>-<description>`: its `output_artifact_dir` is set there.
+    /// At most [`MAX_VARIATIONS`] runs.
+    ///
+    /// ```
+    /// use speedbench_run::{RunSpec, sweep::Sweep};
+    /// let base = RunSpec::default().with("url", "http://127.0.0.1:8000")?;
+    /// let runs = [1, 8].map(|c| (format!("c={c}"), base.clone().with("concurrency", &c.to_string()).unwrap()));
+    /// let sweep = Sweep::from_runs("artifacts/ladder", runs)?;
+    /// assert_eq!(sweep.runs()[1].dir_name, "2-c-8");
+    /// assert_eq!(sweep.runs()[1].spec().unwrap().load.concurrency, 8);
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn from_runs(
+        parent: impl Into<PathBuf>,
+        runs: impl IntoIterator<Item = (String, RunSpec)>,
+    ) -> Result<Sweep, RunError> {
+        let parent = parent.into();
+        let runs: Vec<(String, RunSpec)> = runs.into_iter().take(MAX_VARIATIONS + 1).collect();
+        if runs.len() > MAX_VARIATIONS {
+            return Err(too_many(&format!("more than {MAX_VARIATIONS}")));
+        }
+        let width = runs.len().to_string().len();
+        let runs = runs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (description, spec))| code_run(&parent, i + 1, width, description, spec))
+            .collect();
+        Ok(Sweep {
+            path: None,
+            parent,
+            runs,
+            report_tokens: Vec::new(),
+        })
+    }
+
+    /// Every combination of `axes` over `base`, the last axis varying
+    /// fastest: each axis a flag's long name and its values, set as
+    /// [`RunSpec::with`] sets them (so a value is checked as the command
+    /// line's). A sweep of more than [`MAX_VARIATIONS`] runs is refused
+    /// before any is built.
+    ///
+    /// ```
+    /// use speedbench_run::{RunSpec, sweep::Sweep};
+    /// let base = RunSpec::default().with("url", "http://127.0.0.1:8000")?;
+    /// let sweep = Sweep::grid(&base, "artifacts/grid", &[
+    ///     ("concurrency", &["1", "4"]),
+    ///     ("request-count", &["8", "16"]),
+    /// ])?;
+    /// assert_eq!(sweep.runs().len(), 4);
+    /// assert_eq!(sweep.runs()[1].description, "concurrency=1, request_count=16");
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn grid(
+        base: &RunSpec,
+        parent: impl Into<PathBuf>,
+        axes: &[(&str, &[&str])],
+    ) -> Result<Sweep, RunError> {
+        let total = axes
+            .iter()
+            .try_fold(1usize, |n, (_, values)| n.checked_mul(values.len()));
+        match total {
+            Some(n) if n <= MAX_VARIATIONS => {}
+            Some(n) => return Err(too_many(&n.to_string())),
+            None => return Err(too_many("more than 2^64")),
+        }
+        let changes = combinations(axes);
+        let runs = changes
+            .into_iter()
+            .map(|changes| {
+                let description = describe(&changes);
+                let spec = changes
+                    .iter()
+                    .try_fold(base.clone(), |spec, (flag, value)| spec.with(flag, value))?;
+                Ok((description, spec))
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        Sweep::from_runs(parent, runs)
+    }
+}
+
+/// Each combination of one value per axis, the last axis fastest.
+fn combinations(axes: &[(&str, &[&str])]) -> Vec<Vec<Change>> {
+    axes.iter().fold(vec![Vec::new()], |done, (flag, values)| {
+        done.iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push((flag.to_string(), v.to_string()));
+                    next
+                })
+            })
+            .collect()
+    })
+}
+
+/// `concurrency=4, request_count=8`, as a file's matrix runs are described.
+fn describe(changes: &[Change]) -> String {
+    if changes.is_empty() {
+        return "run".into();
+    }
+    let parts: Vec<String> = changes
+        .iter()
+        .map(|(flag, value)| format!("{}={value}", flag.replace('-', "_")))
+        .collect();
+    parts.join(", ")
+}
+
+fn code_run(
+    parent: &Path,
+    index: usize,
+    width: usize,
+    description: String,
+    spec: RunSpec,
+) -> SweepRun {
+    let dir_name = format!("{index:0width$}-{}", dir_safe(&description));
+    let dir = parent.join(&dir_name);
+    let mut spec = spec;
+    spec.outputs.output_artifact_dir = Some(dir.clone());
+    SweepRun {
+        index,
+        dir_name,
+        description,
+        origin: format!("run {index}, built in code"),
+        dir,
+        file_flags: Vec::new(),
+        spec: Ok(spec),
+    }
+}
+
+fn too_many(total: &str) -> RunError {
+    RunError::invalid(
+        "sweep",
+        format!(
+            "the sweep has {total} runs; one sweep runs at most {MAX_VARIATIONS}: narrow its \
+             axes or split it"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_is_every_combination_the_last_axis_fastest() {
+        let base = RunSpec::default();
+        let sweep = Sweep::grid(
+            &base,
+            "p",
+            &[("concurrency", &["1", "2"]), ("osl", &["8", "16", "32"])],
+        )
+        .unwrap();
+        let got: Vec<(usize, Option<u32>)> = sweep
+            .runs()
+            .iter()
+            .map(|r| {
+                let s = r.spec().unwrap();
+                (s.load.concurrency, s.sampling.osl)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, Some(8)),
+                (1, Some(16)),
+                (1, Some(32)),
+                (2, Some(8)),
+                (2, Some(16)),
+                (2, Some(32))
+            ]
+        );
+        assert_eq!(sweep.runs()[5].dir_name, "6-concurrency-2-osl-32");
+        assert_eq!(
+            sweep.runs()[5].spec().unwrap().outputs.output_artifact_dir,
+            Some(PathBuf::from("p/6-concurrency-2-osl-32"))
+        );
+        assert_eq!(sweep.path(), None);
+    }
+
+    #[test]
+    fn a_grid_past_the_cap_or_with_a_bad_value_is_refused_before_building() {
+        let many: Vec<String> = (1..=101).map(|i| i.to_string()).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = Sweep::grid(
+            &RunSpec::default(),
+            "p",
+            &[("concurrency", &many), ("osl", &many)],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("10201 runs"), "{e}");
+        let e = Sweep::grid(&RunSpec::default(), "p", &[("concurrency", &["x"])]).unwrap_err();
+        assert!(e.to_string().contains("concurrency"), "{e}");
+    }
+}
