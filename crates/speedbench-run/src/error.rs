@@ -2,12 +2,12 @@
 //! crates' errors and nothing of this crate, so every module can use it
 //! without an import circle.
 
+use crate::staging::StoreError;
 use speedbench_client::ClientError;
 use speedbench_dataset::DatasetError;
 use speedbench_record::RecordError;
 use speedbench_report::ReportError;
 use speedbench_runs::RunsError;
-use speedbench_store::StoreError;
 
 /// Why a run specification was refused or its run could not go on.
 ///

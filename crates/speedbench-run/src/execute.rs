@@ -105,7 +105,7 @@ async fn prepare(
     let run_id = spec.outputs.run_id.clone().unwrap_or_else(new_run_id);
     let staged = stage(&spec, observer).await?;
     let output_dir = match (&staged, &spec.outputs.output_artifact_dir) {
-        (Some(staged), _) => staged.dir.clone(),
+        (Some(staged), _) => staged.dir().to_path_buf(),
         (None, Some(dir)) => dir.clone(),
         (None, None) => Path::new("artifacts").join(format!(
             "{}-{}",
@@ -181,7 +181,7 @@ async fn stage(spec: &RunSpec, observer: &mut dyn Observer) -> Result<Option<Sta
         return Ok(None);
     };
     let staged = StagedRun::begin(url, o.staging_dir.clone(), o.overwrite).await?;
-    observer.staging(staged.url(), &staged.dir);
+    observer.staging(staged.url(), staged.dir());
     Ok(Some(staged))
 }
 

@@ -4,10 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use speedbench_store::{StoreOptions, UploadReport, fetch, open};
-
 use crate::error::RunError;
-use crate::staging::store_url;
+use crate::staging::{UploadReport, fetch_url, store_url, upload_totals};
 
 /// Local copies of the store URLs among a command's run arguments; they
 /// are removed when this is dropped.
@@ -72,40 +70,27 @@ pub async fn localize(paths: &mut [PathBuf], flag: &str) -> Result<Localized, Ru
             .as_ref()
             .map(|d| d.path().join(i.to_string()))
             .unwrap_or_default();
-        let store_error = |context: String| {
-            move |source| RunError::Store {
-                context: context.clone(),
-                source,
-            }
-        };
-        let store =
-            open(&url, &StoreOptions::default()).map_err(store_error(format!("opening {url}")))?;
-        let got = fetch(&store, &url, &into)
-            .await
-            .map_err(store_error(format!("fetching {url}")))?;
+        let (objects, moved, root) = fetch_url(&url, &into).await?;
         out.notes.push(format!(
-            "fetched {url}: {} objects, {} (a temporary copy, removed when the command ends)",
-            got.objects,
-            bytes(got.bytes),
+            "fetched {url}: {objects} objects, {} (a temporary copy, removed when the command ends)",
+            bytes(moved),
         ));
         out.fetched
-            .push((path.to_string_lossy().into_owned(), got.root.clone()));
-        *path = got.root;
+            .push((path.to_string_lossy().into_owned(), root.clone()));
+        *path = root;
     }
     Ok(out)
 }
 
 /// What an upload moved, in one line.
 pub fn uploaded_line(report: &UploadReport) -> String {
-    let total: u64 = report.objects.iter().map(|o| o.bytes).sum();
+    let (objects, total, url, streamed, restarted) = upload_totals(report);
     let mut line = format!(
-        "uploaded {} objects ({}) to {}; {} of the records streamed while the run went",
-        report.objects.len(),
+        "uploaded {objects} objects ({}) to {url}; {} of the records streamed while the run went",
         bytes(total),
-        report.url,
-        bytes(report.streamed_bytes)
+        bytes(streamed)
     );
-    if let Some(why) = &report.restarted {
+    if let Some(why) = restarted {
         line.push_str(&format!(" (then {why})"));
     }
     line

@@ -59,6 +59,10 @@ mod observer;
 pub mod process;
 pub mod report;
 mod spec;
+#[cfg(feature = "store")]
+mod staging;
+#[cfg(not(feature = "store"))]
+#[path = "no_store.rs"]
 mod staging;
 pub mod sweep;
 pub mod text;
@@ -78,5 +82,5 @@ pub use spec::{
 /// An error with every cause its message does not already quote, on one
 /// line (as the command line prints errors).
 pub use speedbench_http::describe as error_message;
-pub use staging::store_url;
+pub use staging::{StoreError, StoreUrl, UploadReport, store_url};
 pub use validate::ValidRun;

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::staging::{StoreUrl, UploadReport};
 use speedbench_client::{Engine, Preflight, Progress};
 use speedbench_dataset::PublicDataset;
-use speedbench_store::{StoreUrl, UploadReport};
 
 use crate::finished::RunReport;
 

@@ -1,10 +1,13 @@
 //! A run whose output directory is a store URL (`s3://`, `gs://`,
 //! `az://`): staged in a local directory, its records streamed up as it
-//! goes, the rest uploaded at the end.
+//! goes, the rest uploaded at the end; and store URLs fetched for reading.
+//! The crate's one door to `speedbench-store` (its `store` feature;
+//! `no_store.rs` stands in without it).
 
 use std::path::{Path, PathBuf};
 
-use speedbench_store::{RunUpload, StoreError, StoreOptions, StoreUrl, UploadReport, open};
+use speedbench_store::{RunUpload, StoreOptions, fetch, open};
+pub use speedbench_store::{StoreError, StoreUrl, UploadReport};
 
 use crate::error::RunError;
 
@@ -42,11 +45,43 @@ pub(crate) async fn check_vacant(dir: &Path) -> Result<(), RunError> {
     }
 }
 
+/// Fetches the run directory (or directories) at `url` into `into`:
+/// the objects and bytes moved and the local root.
+pub(crate) async fn fetch_url(
+    url: &StoreUrl,
+    into: &Path,
+) -> Result<(u64, u64, PathBuf), RunError> {
+    let store_error = |context: String| {
+        move |source| RunError::Store {
+            context: context.clone(),
+            source,
+        }
+    };
+    let store =
+        open(url, &StoreOptions::default()).map_err(store_error(format!("opening {url}")))?;
+    let got = fetch(&store, url, into)
+        .await
+        .map_err(store_error(format!("fetching {url}")))?;
+    Ok((got.objects as u64, got.bytes, got.root))
+}
+
+/// What an upload moved: objects, bytes, where, what streamed, whether it
+/// restarted.
+pub(crate) fn upload_totals(report: &UploadReport) -> (usize, u64, String, u64, Option<String>) {
+    (
+        report.objects.len(),
+        report.objects.iter().map(|o| o.bytes).sum(),
+        report.url.to_string(),
+        report.streamed_bytes,
+        report.restarted.clone(),
+    )
+}
+
 /// A run being staged for upload.
 pub(crate) struct StagedRun {
     url: StoreUrl,
     /// The local directory the run writes.
-    pub(crate) dir: PathBuf,
+    dir: PathBuf,
     /// Made by us (removed after a good upload) rather than given.
     temporary: bool,
     upload: RunUpload,
@@ -104,6 +139,11 @@ impl StagedRun {
     /// The store URL.
     pub(crate) fn url(&self) -> &StoreUrl {
         &self.url
+    }
+
+    /// The local directory the run writes.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// `path` in the staging directory as the URL it is uploaded to.

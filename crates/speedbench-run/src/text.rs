@@ -55,7 +55,7 @@ pub fn limited_line(limit: usize, kept: usize, before: usize) -> String {
 }
 
 /// A run staged in `dir` for the store `url`.
-pub fn staging_line(url: &speedbench_store::StoreUrl, dir: &Path) -> String {
+pub fn staging_line(url: &crate::StoreUrl, dir: &Path) -> String {
     format!(
         "uploading to {url} (the run is staged in {})",
         dir.display()

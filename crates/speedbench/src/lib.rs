@@ -17,11 +17,15 @@
 //! | `kube` | `speedbench-kube` | the Kubernetes Job of a sharded run |
 //!
 //! Features choose what is compiled: `sim`, `hub` (public datasets from the
-//! Hugging Face Hub), `report` (`runs` and `report`), `store`, `run` (`run`
-//! and `process`; it needs `hub`, `report` and `store`), all default, and
-//! `kube`. A benchmark that only drives servers and reads its records
-//! takes `default-features = false`: no Hub client, no object stores, no
-//! TLS beyond what its own `https://` targets need.
+//! Hugging Face Hub), `report` (`runs` and `report`), `store` (object
+//! stores; with `run`, store URLs as a run's output or a report's input),
+//! `run` (`run` and `process`; it brings `hub` and `report`), all default,
+//! and `kube`. A run-only program takes `default-features = false,
+//! features = ["run"]`: no object-store client (under 130 packages, held in
+//! CI; a store URL is refused by name). A benchmark that only drives
+//! servers and reads its records takes `default-features = false`: no Hub
+//! client, no object stores, no TLS beyond what its own `https://` targets
+//! need.
 //!
 //! The third-party types in their signatures are re-exported too
 //! ([`serde_json`], [`arrow_schema`], [`tokio`]), so a downstream benchmark
