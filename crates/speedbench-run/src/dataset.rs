@@ -107,7 +107,7 @@ impl RunSpec {
 
 /// Narrows `dataset` to the spec's categories and per-category limit.
 pub(crate) fn select_rows(
-    spec: &DatasetSpec,
+    limit: Option<std::num::NonZeroUsize>,
     categories: &CategorySelection,
     dataset: Dataset,
     observer: &mut dyn Observer,
@@ -115,7 +115,7 @@ pub(crate) fn select_rows(
     let mut dataset = dataset
         .select_categories(categories)
         .map_err(|e| dataset_error("filtering categories", e))?;
-    if let Some(limit) = spec.limit {
+    if let Some(limit) = limit {
         let before = dataset.conversations.len();
         dataset = dataset.limit_per_category(limit);
         observer.rows_limited(limit.get(), dataset.conversations.len(), before);

@@ -1,25 +1,25 @@
 //! [`execute`]: one run, end to end, from a checked spec and its rows to
 //! the files it leaves and the figures read back from them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::json;
 use speedbench_client::{
     ClientError, Engine, LoadConfig, ProfileRun, Progress, RunOutcome, RunStatus, RunSummary,
     StopHandle, Target, discover_model_with_headers, new_run_id, run_profile,
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::{RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput};
-use speedbench_record::{RecordError, RunManifest, read_records_file};
+use speedbench_record::{RecordError, read_records_file};
 use speedbench_report::write_speed_bench_py_json;
 
 use crate::dataset::select_rows;
 use crate::error::RunError;
 use crate::finished::{RunReport, RunResults, ShownPaths};
 use crate::observer::{EngineSource, Observer};
-use crate::spec::{DatasetSource, EngineChoice, RunSpec};
-use crate::staging::{StagedRun, Uploaded, store_url};
+use crate::spec::{EngineChoice, RunSpec};
+use crate::staging::{StagedRun, Uploaded};
+use crate::valid_run::{RunDir, ValidOutputs};
 use crate::validate::{ValidRun, hinted};
 
 /// Loads, validates and runs `spec`: [`RunSpec::validate`],
@@ -38,14 +38,14 @@ pub async fn run_spec(
 /// the spec's categories and limit): the served model asked for, the
 /// store checked, the open-file limit checked, the engine found and the
 /// preflight sent, then the run, the upload and the read-back. `stop`
-/// ends the run early, keeping every finished request.
+/// ends the run early, keeping every finished request. Everything comes
+/// from `valid`, resolved at validation; the spec is not read again.
 pub async fn execute(
     valid: ValidRun,
     dataset: Dataset,
     stop: StopHandle,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
-    let spec = valid.spec.clone();
     for warning in valid.warnings() {
         observer.warning(warning);
     }
@@ -53,7 +53,7 @@ pub async fn execute(
         valid.target.max_tokens,
         &valid.target.shown_extra_body(),
     ));
-    let dataset = select_rows(&spec.dataset, &valid.categories, dataset, observer)?;
+    let dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
     if let Some(line) = recycling(&valid.load, &dataset) {
         observer.warning(&line);
     }
@@ -63,26 +63,22 @@ pub async fn execute(
     let result = run_profile(prepared.run, stop, progress.clone()).await;
     observer.run_ended();
     let outcome = result.map_err(run_error)?;
-    let prepared = Finishing {
-        staged: prepared.staged,
-        py_config: prepared.py_config,
-        model: prepared.model,
-    };
-    finish(&spec, outcome, prepared, progress, observer).await
+    finish(outcome, prepared.finishing, progress, observer).await
 }
 
 /// A run ready to send its first request.
 struct Prepared {
     run: ProfileRun,
-    staged: Option<StagedRun>,
-    py_config: SpeedBenchPyConfig,
-    model: String,
+    finishing: Finishing,
 }
 
 /// What the end of a run needs of its start.
 struct Finishing {
     staged: Option<StagedRun>,
     py_config: SpeedBenchPyConfig,
+    /// Where speed_bench.py's JSON goes, and whether it may replace a file.
+    speed_bench_py: Option<PathBuf>,
+    overwrite: bool,
     /// The served model's name.
     model: String,
 }
@@ -94,45 +90,46 @@ async fn prepare(
     observer: &mut dyn Observer,
 ) -> Result<Prepared, RunError> {
     let ValidRun {
-        spec,
         mut target,
         load,
+        max_error_rate,
+        engine,
+        preflight,
         scrape,
+        outputs,
+        description,
         extensions,
         ..
     } = valid;
-    target.model = served_model(&spec, &target).await?;
-    let run_id = spec.outputs.run_id.clone().unwrap_or_else(new_run_id);
-    let staged = stage(&spec, observer).await?;
-    let output_dir = match (&staged, &spec.outputs.output_artifact_dir) {
-        (Some(staged), _) => staged.dir().to_path_buf(),
-        (None, Some(dir)) => dir.clone(),
-        (None, None) => Path::new("artifacts").join(format!(
-            "{}-{}",
-            dataset.name,
-            load.shard
-                .map_or_else(|| run_id.clone(), |s| s.run_id(&run_id))
-        )),
+    target.model = served_model(&target).await?;
+    let run_id = outputs.run_id.clone().unwrap_or_else(new_run_id);
+    let staged = stage(&outputs, observer).await?;
+    let dir_id = load
+        .shard
+        .map_or_else(|| run_id.clone(), |s| s.run_id(&run_id));
+    let output_dir = match &staged {
+        Some(staged) => staged.dir().to_path_buf(),
+        None => outputs
+            .dir
+            .local(&dataset.name, &dir_id)
+            .expect("a run directory that is not a store URL is local"),
     };
     let open_file_limit = check_open_files(&load, &dataset)?;
     // Before the scrape's first sample: the preflight's tokens stay out of
     // the run's counters; the engine decides what is scraped.
-    let engine = know_engine(&spec, &mut target, stop, observer).await?;
-    let scrape = match scrape {
-        Some(_) => spec.scrape_config(&target)?,
-        None => None,
-    };
-    let config = run_config(&spec, &target, engine);
-    let py_config = speed_bench_py_config(&spec, &dataset, &target);
+    let engine = know_engine(engine, preflight, &mut target, stop, observer).await?;
+    let scrape = scrape.map(|plan| plan.config_for(&target));
+    let config = description.config(&target.model, engine);
+    let py_config = description.speed_bench_py(&target.model, &dataset.name);
     let model = target.model.clone();
     let mut run = ProfileRun::new(dataset, target, &output_dir)
         .with_load(load)
         .with_run_id(run_id)
         .with_config(config)
-        .with_overwrite(spec.outputs.overwrite)
-        .with_export_level(spec.outputs.export_level);
+        .with_overwrite(outputs.overwrite)
+        .with_export_level(outputs.export_level);
     run.server_metrics = scrape;
-    run.max_error_rate = spec.load.max_error_rate;
+    run.max_error_rate = max_error_rate;
     run.open_file_limit = open_file_limit;
     for sink in extensions.sinks {
         run = run.with_sink(sink);
@@ -142,45 +139,46 @@ async fn prepare(
     }
     Ok(Prepared {
         run,
-        staged,
-        py_config,
-        model,
+        finishing: Finishing {
+            staged,
+            py_config,
+            speed_bench_py: outputs.speed_bench_py,
+            overwrite: outputs.overwrite,
+            model,
+        },
     })
 }
 
-/// The spec's model, or the one the server serves.
-async fn served_model(spec: &RunSpec, target: &Target) -> Result<String, RunError> {
-    match &spec.target.model {
-        Some(m) => Ok(m.clone()),
-        None => discover_model_with_headers(
-            &target.base_url,
-            target.api_key.as_ref(),
-            &target.headers,
-            &target.extra_roots_pem,
-        )
-        .await
-        .map_err(|e| hinted("finding the served model (give --model to skip this)", e)),
+/// The model named (validation put it on the target), or the one the
+/// server serves.
+async fn served_model(target: &Target) -> Result<String, RunError> {
+    if !target.model.is_empty() {
+        return Ok(target.model.clone());
     }
+    discover_model_with_headers(
+        &target.base_url,
+        target.api_key.as_ref(),
+        &target.headers,
+        &target.extra_roots_pem,
+    )
+    .await
+    .map_err(|e| hinted("finding the served model (give --model to skip this)", e))
 }
 
 /// Before anything is sent: a store that refuses the credentials or
 /// already holds a run stops the run here.
-async fn stage(spec: &RunSpec, observer: &mut dyn Observer) -> Result<Option<StagedRun>, RunError> {
-    let o = &spec.outputs;
-    let url = match &o.output_artifact_dir {
-        Some(dir) => store_url(dir, "--output-artifact-dir")?,
-        None => None,
-    };
-    let Some(url) = url else {
-        if o.staging_dir.is_some() {
-            return Err(RunError::invalid(
-                "--staging-dir",
-                "only with a store URL (s3://, gs://, az://) as --output-artifact-dir",
-            ));
-        }
+// Without the `store` feature no store URL exists: what follows `begin`
+// cannot run, and the compiler says so.
+#[cfg_attr(not(feature = "store"), allow(unused_variables))]
+async fn stage(
+    outputs: &ValidOutputs,
+    observer: &mut dyn Observer,
+) -> Result<Option<StagedRun>, RunError> {
+    let RunDir::Store(url) = &outputs.dir else {
         return Ok(None);
     };
-    let staged = StagedRun::begin(url, o.staging_dir.clone(), o.overwrite).await?;
+    let staged =
+        StagedRun::begin(url.clone(), outputs.staging_dir.clone(), outputs.overwrite).await?;
     observer.staging(staged.url(), staged.dir());
     Ok(Some(staged))
 }
@@ -250,12 +248,13 @@ fn run_error(e: ClientError) -> RunError {
 /// to see whether per-request acceptance comes back. A failed preflight
 /// is reported, not fatal: the run records its own failures.
 async fn know_engine(
-    spec: &RunSpec,
+    choice: EngineChoice,
+    preflight: bool,
     target: &mut Target,
     stop: &StopHandle,
     observer: &mut dyn Observer,
 ) -> Result<Engine, RunError> {
-    let engine = match spec.target.engine {
+    let engine = match choice {
         EngineChoice::Named(engine) => {
             observer.engine(engine, &EngineSource::Named);
             engine
@@ -278,7 +277,7 @@ async fn know_engine(
         }
     };
     target.engine = Some(engine);
-    if spec.target.preflight {
+    if preflight {
         let timeout = target.timeout.min(speedbench_client::PREFLIGHT_TIMEOUT);
         observer.waiting(&format!(
             "preflight: one small request to see whether acceptance comes back per request, at \
@@ -308,97 +307,10 @@ async fn until_stopped<T>(
     }
 }
 
-/// What was asked for, minus anything secret (header names only, no
-/// key): `run.json`'s `config`.
-fn run_config(spec: &RunSpec, target: &Target, engine: Engine) -> serde_json::Value {
-    let (t, d, l) = (&spec.target, &spec.dataset, &spec.load);
-    let input_file = match &d.source {
-        Some(DatasetSource::InputFile(p)) => Some(p.display().to_string()),
-        _ => None,
-    };
-    let bench = match &d.source {
-        Some(DatasetSource::Bench(b)) => Some(b.clone()),
-        _ => None,
-    };
-    json!({
-        "url": target.base_url.to_string(),
-        "model": target.model,
-        "endpoint_type": t.endpoint_type.name(),
-        "streaming": t.streaming,
-        "input_file": input_file,
-        "public_dataset": d.public_name().ok().flatten(),
-        "bench": bench,
-        "categories": d.category,
-        RunManifest::LIMIT_PER_CATEGORY_KEY: d.limit,
-        "concurrency": l.concurrency,
-        "request_count": l.request_count,
-        "num_conversations": l.num_conversations,
-        "warmup_request_count": l.warmup_request_count,
-        "warmup_concurrency": l.warmup_concurrency,
-        "osl": spec.sampling.osl,
-        "extra_inputs": target.shown_extra_body(),
-        "timeout_s": t.timeout_s,
-        "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-        "api_key_set": target.api_key.is_some(),
-        "engine": engine.as_str(),
-        "client": client_config(spec),
-    })
-}
-
-/// `run.json`'s `config.client`: the connection, load-shape and scrape
-/// options.
-fn client_config(spec: &RunSpec) -> serde_json::Value {
-    let (t, l, s) = (&spec.target, &spec.load, &spec.scrape);
-    json!({
-        "ca_cert": t.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "local_addr": t.local_addr.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-        "http_client": t.http_client.name(),
-        "request_rate": l.request_rate,
-        "arrival": l.arrival.name(),
-        "random_seed": l.random_seed,
-        "max_concurrency": l.max_concurrency,
-        "benchmark_duration_s": l.benchmark_duration_s,
-        "benchmark_grace_period_s": l.benchmark_grace_period_s,
-        "server_metrics": s.server_metrics,
-        "no_server_metrics": !s.enabled,
-        "engine": t.engine.name(),
-        "no_preflight": !t.preflight,
-        "max_response_bytes": t.max_response_bytes,
-    })
-}
-
-/// speed_bench.py's `config` for `--output`: its options, as this run set
-/// them (`bench`: `--bench`, else the dataset's name).
-fn speed_bench_py_config(spec: &RunSpec, dataset: &Dataset, target: &Target) -> SpeedBenchPyConfig {
-    let asked: Vec<&str> = spec.dataset.category.iter().map(|c| c.trim()).collect();
-    let category = if asked.is_empty() || asked == ["all"] {
-        "all".to_string()
-    } else {
-        asked.join(",")
-    };
-    let bench = match &spec.dataset.source {
-        Some(DatasetSource::Bench(b)) => b.clone(),
-        _ => dataset.name.clone(),
-    };
-    SpeedBenchPyConfig {
-        url: spec.target.url.clone(),
-        model: Some(target.model.clone()),
-        bench: Some(bench),
-        category,
-        osl: spec.sampling.osl.map(u64::from),
-        concurrency: spec.load.concurrency as u64,
-        extra_inputs: target.shown_extra_body(),
-        limit: spec.dataset.limit.map(|n| n.get() as u64),
-        timeout: Some(spec.target.timeout_s),
-        streaming: Some(spec.target.streaming),
-    }
-}
-
 /// After the last request: every finished run goes up to its store,
 /// whatever its outcome; the records are read back once for the summary
 /// and speed_bench.py's JSON; the observer sees the whole report.
 async fn finish(
-    spec: &RunSpec,
     mut outcome: RunOutcome,
     start: Finishing,
     progress: Arc<Progress>,
@@ -407,6 +319,8 @@ async fn finish(
     let Finishing {
         staged,
         py_config,
+        speed_bench_py: py_path,
+        overwrite,
         model,
     } = start;
     // The store's URLs once the upload succeeded; the local files, which
@@ -428,10 +342,10 @@ async fn finish(
     }
     let (results, model) = read_back(&mut outcome, model)?;
     let mut speed_bench_py = None;
-    if let (Some(path), RunResults::Records { records, .. }) = (&spec.outputs.output, &results) {
+    if let (Some(path), RunResults::Records { records, .. }) = (py_path, &results) {
         let json = SpeedBenchPyOutput::from_records(py_config, records);
-        match write_speed_bench_py_json(path, &json, spec.outputs.overwrite) {
-            Ok(()) => speed_bench_py = Some(path.clone()),
+        match write_speed_bench_py_json(&path, &json, overwrite) {
+            Ok(()) => speed_bench_py = Some(path),
             Err(source) => {
                 let e = RunError::Report {
                     context: "writing --output".into(),

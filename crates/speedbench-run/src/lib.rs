@@ -50,6 +50,7 @@
 
 pub mod compare;
 mod dataset;
+mod describe;
 mod error;
 mod execute;
 pub mod fetch;
@@ -66,6 +67,7 @@ mod staging;
 mod staging;
 pub mod sweep;
 pub mod text;
+mod valid_run;
 mod validate;
 mod words;
 mod yaml;

@@ -4,97 +4,19 @@
 use std::time::Duration;
 
 use speedbench_client::{
-    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, RecordAnnotator, RecordSink,
-    StartBarrier, Target, parse_extra_inputs, parse_header, scrape::ScrapeConfig,
-    spec::SpecAdapter,
+    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, StartBarrier, Target, parse_extra_inputs,
+    parse_header,
 };
 use speedbench_dataset::CategorySelection;
 use speedbench_record::RUN_FILE_NAMES;
 use speedbench_report::{ReportError, check_output_free};
 
+use crate::describe::describe;
 use crate::error::RunError;
 use crate::spec::{RunSpec, ShardSpec};
-
-/// A [`RunSpec`] whose every field was checked: what a run needs but the
-/// dataset and the served model's name, and what a downstream program
-/// adds to it (its own record sinks, annotators and engine adapters),
-/// which [`execute`](crate::execute) honours beside the validation, the
-/// engine detection, the preflight and the upload it does for every run.
-#[derive(Debug)]
-pub struct ValidRun {
-    pub(crate) spec: RunSpec,
-    pub(crate) categories: CategorySelection,
-    /// The request target; its `model` is the spec's, or empty until asked
-    /// of the server. Spec adapters added to the run sit here.
-    pub(crate) target: Target,
-    pub(crate) load: LoadConfig,
-    pub(crate) scrape: Option<ScrapeConfig>,
-    pub(crate) warnings: Vec<String>,
-    pub(crate) extensions: Extensions,
-}
-
-/// The sinks and annotators a downstream program adds to a run.
-#[derive(Default)]
-pub(crate) struct Extensions {
-    pub(crate) sinks: Vec<Box<dyn RecordSink>>,
-    pub(crate) annotators: Vec<Box<dyn RecordAnnotator>>,
-}
-
-impl std::fmt::Debug for Extensions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = self.sinks.iter().map(|s| s.name()).collect();
-        f.debug_struct("Extensions")
-            .field("sinks", &names)
-            .field("annotators", &self.annotators.len())
-            .finish()
-    }
-}
-
-impl ValidRun {
-    /// Sends every record to `sink` too, as it finishes (see
-    /// [`RecordSink`]); `records.parquet` is written as always.
-    pub fn with_sink(mut self, sink: impl RecordSink + 'static) -> Self {
-        self.extensions.sinks.push(Box::new(sink));
-        self
-    }
-
-    /// Adds `annotator`'s columns to `records.parquet` and lets it fill them
-    /// in every record before the sinks see it (see [`RecordAnnotator`]).
-    pub fn with_annotator(mut self, annotator: impl RecordAnnotator + 'static) -> Self {
-        self.extensions.annotators.push(Box::new(annotator));
-        self
-    }
-
-    /// Reads per-request acceptance with `adapter` too, asked before the
-    /// built-in ones: an engine speedbench does not know, with the same
-    /// validation, preflight and records as any other (see [`SpecAdapter`]).
-    pub fn with_spec_adapter(mut self, adapter: impl SpecAdapter + 'static) -> Self {
-        self.target = self.target.with_spec_adapter(adapter);
-        self
-    }
-
-    /// The spec that was checked.
-    pub fn spec(&self) -> &RunSpec {
-        &self.spec
-    }
-
-    /// The load the run will have (before a shard takes its share).
-    pub fn load(&self) -> &LoadConfig {
-        &self.load
-    }
-
-    /// The categories the run keeps.
-    pub fn categories(&self) -> &CategorySelection {
-        &self.categories
-    }
-
-    /// What is allowed but likely a mistake (a start already past or days
-    /// away, a barrier file in a directory that does not exist); the
-    /// executor tells its observer before anything is sent.
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-}
+use crate::staging::store_url;
+pub use crate::valid_run::ValidRun;
+use crate::valid_run::{Extensions, RunDir, ScrapePlan, ValidOutputs};
 
 /// Where the checked run will run: its files are checked only here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +97,8 @@ impl RunSpec {
             check_any_process_holds(&load)?;
         }
         check_run_id(self.outputs.run_id.as_deref(), &load)?;
-        let scrape = self.scrape_config(&target)?;
+        let scrape = self.scrape_plan()?;
+        let outputs = self.valid_outputs()?;
         if place == Where::Here {
             self.check_output()?;
             self.check_not_a_parent()?;
@@ -183,11 +106,44 @@ impl RunSpec {
         Ok(ValidRun {
             spec: self.clone(),
             categories,
+            limit: d.limit,
+            description: describe(self, &target),
             target,
             load,
+            max_error_rate: self.load.max_error_rate,
+            engine: self.target.engine,
+            preflight: self.target.preflight,
             scrape,
+            outputs,
             warnings: start_warnings(&self.shard, unix_now_s()),
             extensions: Extensions::default(),
+        })
+    }
+
+    /// Where the run's files go: a store URL parsed here, `--staging-dir`
+    /// only with one.
+    fn valid_outputs(&self) -> Result<ValidOutputs, RunError> {
+        let o = &self.outputs;
+        let dir = match &o.output_artifact_dir {
+            None => RunDir::Default,
+            Some(dir) => match store_url(dir, "--output-artifact-dir")? {
+                Some(url) => RunDir::Store(url),
+                None => RunDir::Local(dir.clone()),
+            },
+        };
+        if o.staging_dir.is_some() && !matches!(dir, RunDir::Store(_)) {
+            return Err(RunError::invalid(
+                "--staging-dir",
+                "only with a store URL (s3://, gs://, az://) as --output-artifact-dir",
+            ));
+        }
+        Ok(ValidOutputs {
+            run_id: o.run_id.clone(),
+            dir,
+            staging_dir: o.staging_dir.clone(),
+            overwrite: o.overwrite,
+            export_level: o.export_level,
+            speed_bench_py: o.output.clone(),
         })
     }
 
@@ -321,16 +277,17 @@ impl RunSpec {
 
     /// The scrape of `target` (its engine decides the endpoints), or
     /// `None` with `--no-server-metrics`.
-    pub(crate) fn scrape_config(&self, target: &Target) -> Result<Option<ScrapeConfig>, RunError> {
+    fn scrape_plan(&self) -> Result<Option<ScrapePlan>, RunError> {
         if !self.scrape.enabled {
             return Ok(None);
         }
-        let mut config = ScrapeConfig::for_target(target, &self.scrape.server_metrics);
-        config.shutdown_delay = seconds(
-            "--server-metrics-shutdown-delay",
-            self.scrape.shutdown_delay_s,
-        )?;
-        Ok(Some(config))
+        Ok(Some(ScrapePlan {
+            endpoints: self.scrape.server_metrics.clone(),
+            shutdown_delay: seconds(
+                "--server-metrics-shutdown-delay",
+                self.scrape.shutdown_delay_s,
+            )?,
+        }))
     }
 
     /// A run written into a directory whose subdirectories are runs would
@@ -565,6 +522,7 @@ fn check_any_process_holds(load: &LoadConfig) -> Result<(), RunError> {
 mod tests {
     use super::*;
     use crate::DatasetSource;
+    use std::path::Path;
 
     fn spec() -> RunSpec {
         let mut spec = RunSpec::default();
@@ -597,6 +555,38 @@ mod tests {
         let mut s = spec();
         s.load.max_error_rate = Some(1.5);
         assert!(refused(&s).contains("between 0 and 1, got 1.5"));
+    }
+
+    #[test]
+    fn what_execute_acts_on_is_resolved_and_refused_at_validation() {
+        // --staging-dir with a local run directory: refused here, not
+        // after the model was asked and the engine probed.
+        let mut s = spec();
+        s.target.url = "h:1".into();
+        s.outputs.output_artifact_dir = Some("runs/r1".into());
+        s.outputs.staging_dir = Some("/tmp/stage".into());
+        assert!(refused(&s).contains("--staging-dir"), "{}", refused(&s));
+        // A valid run holds the resolved pieces the executor reads.
+        s.outputs.staging_dir = None;
+        s.scrape.shutdown_delay_s = 1.5;
+        s.target.preflight = false;
+        let valid = s.validate().unwrap();
+        assert!(matches!(&valid.outputs.dir, RunDir::Local(d) if d == Path::new("runs/r1")));
+        let plan = valid.scrape.as_ref().unwrap();
+        assert_eq!(plan.shutdown_delay, Duration::from_millis(1500));
+        assert!(!valid.preflight);
+        let config = valid
+            .description
+            .config("m", speedbench_client::Engine::Vllm);
+        assert_eq!(
+            (config["model"].as_str(), config["engine"].as_str()),
+            (Some("m"), Some("vllm"))
+        );
+        let py = valid.description.speed_bench_py("m", "rows");
+        assert_eq!(
+            (py.model.as_deref(), py.bench.as_deref()),
+            (Some("m"), Some("rows"))
+        );
     }
 
     #[test]

@@ -1,0 +1,105 @@
+//! What a run says of itself, built from its spec at validation: `run.json`'s
+//! `config` (what was asked for, nothing secret: header names, no key) and
+//! speed_bench.py's `config` for `--output`. The served model, the engine
+//! and the dataset's name are filled in by [`RunDescription`]'s methods
+//! once known.
+
+use serde_json::json;
+use speedbench_client::Target;
+use speedbench_metrics::SpeedBenchPyConfig;
+use speedbench_record::RunManifest;
+
+use crate::spec::{DatasetSource, RunSpec};
+use crate::valid_run::RunDescription;
+
+/// The description of a run of `spec` against `target` (checked).
+pub(crate) fn describe(spec: &RunSpec, target: &Target) -> RunDescription {
+    RunDescription {
+        config: run_config(spec, target),
+        speed_bench_py: speed_bench_py_config(spec, target),
+    }
+}
+
+/// `run.json`'s `config`, less `model` and `engine`.
+fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
+    let (t, d, l) = (&spec.target, &spec.dataset, &spec.load);
+    let input_file = match &d.source {
+        Some(DatasetSource::InputFile(p)) => Some(p.display().to_string()),
+        _ => None,
+    };
+    let bench = match &d.source {
+        Some(DatasetSource::Bench(b)) => Some(b.clone()),
+        _ => None,
+    };
+    json!({
+        "url": target.base_url.to_string(),
+        "endpoint_type": t.endpoint_type.name(),
+        "streaming": t.streaming,
+        "input_file": input_file,
+        "public_dataset": d.public_name().ok().flatten(),
+        "bench": bench,
+        "categories": d.category,
+        RunManifest::LIMIT_PER_CATEGORY_KEY: d.limit,
+        "concurrency": l.concurrency,
+        "request_count": l.request_count,
+        "num_conversations": l.num_conversations,
+        "warmup_request_count": l.warmup_request_count,
+        "warmup_concurrency": l.warmup_concurrency,
+        "osl": spec.sampling.osl,
+        "extra_inputs": target.shown_extra_body(),
+        "timeout_s": t.timeout_s,
+        "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        "api_key_set": target.api_key.is_some(),
+        "client": client_config(spec),
+    })
+}
+
+/// `run.json`'s `config.client`: the connection, load-shape and scrape
+/// options.
+fn client_config(spec: &RunSpec) -> serde_json::Value {
+    let (t, l, s) = (&spec.target, &spec.load, &spec.scrape);
+    json!({
+        "ca_cert": t.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "local_addr": t.local_addr.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        "http_client": t.http_client.name(),
+        "request_rate": l.request_rate,
+        "arrival": l.arrival.name(),
+        "random_seed": l.random_seed,
+        "max_concurrency": l.max_concurrency,
+        "benchmark_duration_s": l.benchmark_duration_s,
+        "benchmark_grace_period_s": l.benchmark_grace_period_s,
+        "server_metrics": s.server_metrics,
+        "no_server_metrics": !s.enabled,
+        "engine": t.engine.name(),
+        "no_preflight": !t.preflight,
+        "max_response_bytes": t.max_response_bytes,
+    })
+}
+
+/// speed_bench.py's `config` for `--output`: its options, as this run set
+/// them, less the model (and `bench` unless `--bench` named one: the
+/// dataset's name then).
+fn speed_bench_py_config(spec: &RunSpec, target: &Target) -> SpeedBenchPyConfig {
+    let asked: Vec<&str> = spec.dataset.category.iter().map(|c| c.trim()).collect();
+    let category = if asked.is_empty() || asked == ["all"] {
+        "all".to_string()
+    } else {
+        asked.join(",")
+    };
+    let bench = match &spec.dataset.source {
+        Some(DatasetSource::Bench(b)) => Some(b.clone()),
+        _ => None,
+    };
+    SpeedBenchPyConfig {
+        url: spec.target.url.clone(),
+        model: None,
+        bench,
+        category,
+        osl: spec.sampling.osl.map(u64::from),
+        concurrency: spec.load.concurrency as u64,
+        extra_inputs: target.shown_extra_body(),
+        limit: spec.dataset.limit.map(|n| n.get() as u64),
+        timeout: Some(spec.target.timeout_s),
+        streaming: Some(spec.target.streaming),
+    }
+}
