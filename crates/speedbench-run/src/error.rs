@@ -2,7 +2,7 @@
 //! crates' errors and nothing of this crate, so every module can use it
 //! without an import circle.
 
-use crate::staging::StoreError;
+use crate::store_types::StoreError;
 use speedbench_client::ClientError;
 use speedbench_dataset::DatasetError;
 use speedbench_record::RecordError;

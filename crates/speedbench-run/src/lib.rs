@@ -65,6 +65,7 @@ mod staging;
 #[cfg(not(feature = "store"))]
 #[path = "no_store.rs"]
 mod staging;
+mod store_types;
 pub mod sweep;
 pub mod text;
 mod valid_run;

@@ -3,36 +3,10 @@
 //! directory works as always; a store URL given anywhere is refused with
 //! what to change. The store types are empty: no value of them exists.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::RunError;
-
-/// A store URL; none exists in a build without the `store` feature.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreUrl {}
-
-impl fmt::Display for StoreUrl {
-    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {}
-    }
-}
-
-/// A store's error; none exists in a build without the `store` feature.
-#[derive(Debug)]
-pub enum StoreError {}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {}
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-/// An upload's account; none exists in a build without the `store` feature.
-#[derive(Debug)]
-pub enum UploadReport {}
+pub use crate::store_types::{StoreError, StoreUrl, UploadReport};
 
 /// The schemes `speedbench-store` reads, refused here by name.
 const SCHEMES: [&str; 6] = ["s3://", "gs://", "gcs://", "az://", "azure://", "abfs://"];

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::staging::{StoreUrl, UploadReport};
+use crate::store_types::{StoreUrl, UploadReport};
 use speedbench_client::{Engine, Preflight, Progress};
 use speedbench_dataset::PublicDataset;
 

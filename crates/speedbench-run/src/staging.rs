@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use speedbench_store::{RunUpload, StoreOptions, fetch, open};
-pub use speedbench_store::{StoreError, StoreUrl, UploadReport};
+
+pub use crate::store_types::{StoreError, StoreUrl, UploadReport};
 
 use crate::error::RunError;
 

@@ -18,7 +18,7 @@ use speedbench_dataset::CategorySelection;
 use speedbench_metrics::SpeedBenchPyConfig;
 
 use crate::spec::{EngineChoice, RunSpec};
-use crate::staging::StoreUrl;
+use crate::store_types::StoreUrl;
 
 /// A [`RunSpec`] whose every field was checked: what a run needs but the
 /// dataset and the served model's name, and what a downstream program
