@@ -30,7 +30,7 @@ struct Settings {
 ///
 /// Mismatches: a different dataset (a file's `bench` against a run's
 /// dataset, `speed_bench_` prefix aside), `osl`, `limit` (when both
-/// sides record it), a differing [`SAMPLING_FIELDS`] entry of
+/// sides record it), a differing [`SAMPLING_FIELDS`](super::SAMPLING_FIELDS) entry of
 /// `extra_inputs`, a category only one side has, and different samples
 /// (each category's sample ids, as often). A run directory that did not
 /// complete turns the category and sample differences into warnings. A
