@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use speedbench_client::{
-    BaseUrl, HttpClientKind, LoadConfig, ProfileRun, Progress, RecordSink, StopHandle, Target,
+    BaseUrl, HttpClientKind, Load, ProfileRun, Progress, RecordSink, StopHandle, Target,
     run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
@@ -230,7 +230,7 @@ async fn drive_with(
         .unwrap_or(usize::MAX)
         .clamp(256, 8192);
     let run = ProfileRun::new(dataset(rows), target, dir)
-        .with_load(LoadConfig::closed_loop(concurrency).with_request_count(requests))
+        .with_load(Load::closed_loop(concurrency).with_request_count(requests))
         .with_run_id(format!("bench-c{concurrency}"))
         .with_sink(FirstRecord(first_done.clone()));
     let baseline = rss_kb();

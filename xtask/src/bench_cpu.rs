@@ -11,9 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use speedbench_client::{
-    BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target, run_profile,
-};
+use speedbench_client::{BaseUrl, Load, ProfileRun, Progress, StopHandle, Target, run_profile};
 
 use crate::bench::{LEVELS, SimProcess, achieved_concurrency, aiperf_profile, dataset, in_flight};
 
@@ -65,7 +63,7 @@ async fn speedbench_cost(url: &str, concurrency: usize, dir: &Path) -> Result<Co
         BaseUrl::parse(url).map_err(|e| e.to_string())?,
         "speedbench-sim",
     );
-    let load = LoadConfig::closed_loop(concurrency)
+    let load = Load::closed_loop(concurrency)
         .with_benchmark_duration(Duration::from_secs(STEADY_SECONDS))
         .with_warmup_requests(concurrency as u64 * 4);
     let run = ProfileRun::new(dataset(256), target, dir)

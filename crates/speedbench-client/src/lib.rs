@@ -10,7 +10,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use speedbench_client::{
-//!     BaseUrl, LoadConfig, ProfileRun, Progress, RunStatus, StopHandle, Target, VecSink,
+//!     BaseUrl, Load, ProfileRun, Progress, RunStatus, StopHandle, Target, VecSink,
 //!     run_profile,
 //! };
 //! use speedbench_dataset::Dataset;
@@ -30,7 +30,7 @@
 //! // Records go to `records.parquet` in the run directory, and to any sink.
 //! let (sink, records) = VecSink::new();
 //! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
-//!     .with_load(LoadConfig::closed_loop(2).with_num_conversations(3))
+//!     .with_load(Load::closed_loop(2).with_num_conversations(3))
 //!     .with_sink(sink);
 //! let outcome = run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
 //! assert_eq!(outcome.status, RunStatus::Completed);
@@ -77,9 +77,16 @@ pub use engine::{
 };
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
+/// The former name of [`Load`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Load`: one name per layer (`LoadSpec` asked for, `Load` run)"
+)]
+pub type LoadConfig = Load;
+
 pub use runner::{
-    LoadConfig, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack, RequestTally, RunOutcome,
-    RunStatus, RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
+    Load, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack, RequestTally, RunOutcome, RunStatus,
+    RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

@@ -160,7 +160,7 @@ fn record_loop(
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                manifest.outcome = RunStatus::Failed;
+                manifest.status = RunStatus::Failed;
                 break writer.close_or_salvage(&manifest);
             }
         }

@@ -141,7 +141,7 @@ impl Iterator for ArrivalSchedule {
 ///
 /// Lateness is the time from an arrival's scheduled start to the moment its
 /// first request was handed to the HTTP client, including any wait for a
-/// free slot under [`LoadConfig::max_concurrency`](crate::LoadConfig::max_concurrency) (vLLM's client queue time).
+/// free slot under [`Load::max_concurrency`](crate::Load::max_concurrency) (vLLM's client queue time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScheduleStats {
     /// Conversations started on the schedule.

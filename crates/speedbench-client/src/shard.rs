@@ -210,7 +210,7 @@ mod tests {
     use speedbench_dataset::{Conversation, Dataset};
 
     use super::*;
-    use crate::runner::LoadConfig;
+    use crate::runner::Load;
     use crate::schedule::{Arrival, ArrivalSchedule};
 
     fn dataset(turns: &[usize]) -> Dataset {
@@ -233,7 +233,7 @@ mod tests {
     /// (session `s` runs row `s mod n`), every turn, no more sessions than
     /// the plan's and no more requests than its request count. Each
     /// request as (session, row id, turn text).
-    fn expand(dataset: &Dataset, load: &LoadConfig) -> Vec<(u64, String, String)> {
+    fn expand(dataset: &Dataset, load: &Load) -> Vec<(u64, String, String)> {
         let n = dataset.conversations.len() as u64;
         let sessions = match (load.num_conversations, load.request_count) {
             (Some(c), _) => c,
@@ -259,7 +259,7 @@ mod tests {
     /// The union of the N shards' expanded plans, each local session `k`
     /// of shard `I` renamed to its global session `I + kN`, in global
     /// order.
-    fn union(dataset: &Dataset, load: &LoadConfig, count: u32) -> Vec<(u64, String, String)> {
+    fn union(dataset: &Dataset, load: &Load, count: u32) -> Vec<(u64, String, String)> {
         let mut all = Vec::new();
         for i in 0..count {
             let shard = Shard::new(i, count).unwrap();
@@ -280,18 +280,18 @@ mod tests {
         // Multi-turn rows of 1 to 4 turns, 7 rows.
         let d = dataset(&[2, 1, 3, 1, 4, 1, 2]);
         let loads = [
-            LoadConfig::closed_loop(8),
-            LoadConfig::closed_loop(8).with_num_conversations(23),
-            LoadConfig::closed_loop(8).with_request_count(31),
+            Load::closed_loop(8),
+            Load::closed_loop(8).with_num_conversations(23),
+            Load::closed_loop(8).with_request_count(31),
             // Session 4 (row 4, 4 turns) cut after its first turn.
-            LoadConfig::closed_loop(8).with_request_count(8),
-            LoadConfig::closed_loop(8)
+            Load::closed_loop(8).with_request_count(8),
+            Load::closed_loop(8)
                 .with_num_conversations(9)
                 .with_request_count(13),
-            LoadConfig::closed_loop(8)
+            Load::closed_loop(8)
                 .with_num_conversations(9)
                 .with_request_count(1000),
-            LoadConfig::request_rate(10.0).with_num_conversations(12),
+            Load::request_rate(10.0).with_num_conversations(12),
         ];
         for load in &loads {
             let whole = expand(&d, load);
@@ -318,7 +318,7 @@ mod tests {
         // Rows of 3 turns; 7 requests: sessions 0 and 1 whole, session 2
         // cut after its first turn, all on the shards that own them.
         let d = dataset(&[3, 3]);
-        let load = LoadConfig::closed_loop(4).with_request_count(7);
+        let load = Load::closed_loop(4).with_request_count(7);
         let plans: Vec<_> = (0..2)
             .map(|i| Shard::new(i, 2).unwrap().plan(&d, &load).unwrap().1)
             .collect();
@@ -342,25 +342,25 @@ mod tests {
             }
         }
         let d = dataset(&[1, 1, 1]);
-        let err = |load: LoadConfig| {
+        let err = |load: Load| {
             Shard::new(3, 4)
                 .unwrap()
                 .plan(&d, &load)
                 .unwrap_err()
                 .to_string()
         };
-        assert!(err(LoadConfig::closed_loop(3)).contains("concurrency 3 over 4 shards"));
+        assert!(err(Load::closed_loop(3)).contains("concurrency 3 over 4 shards"));
         // Three rows, once each: shard 3 of 4 would get none.
-        assert!(err(LoadConfig::closed_loop(4)).contains("3 conversations"));
-        assert!(err(LoadConfig::closed_loop(4).with_request_count(2)).contains("2 requests"));
+        assert!(err(Load::closed_loop(4)).contains("3 conversations"));
+        assert!(err(Load::closed_loop(4).with_request_count(2)).contains("2 requests"));
         assert!(
-            err(LoadConfig::request_rate(1.0)
+            err(Load::request_rate(1.0)
                 .with_max_concurrency(2)
                 .with_num_conversations(8))
             .contains("maximum concurrency 2")
         );
         // A duration alone gives every shard work.
-        let timed = LoadConfig::closed_loop(4).with_benchmark_duration(Duration::from_secs(1));
+        let timed = Load::closed_loop(4).with_benchmark_duration(Duration::from_secs(1));
         let (_, l) = Shard::new(3, 4).unwrap().plan(&d, &timed).unwrap();
         assert_eq!((l.num_conversations, l.request_count), (None, None));
     }
@@ -372,7 +372,7 @@ mod tests {
         let d = dataset(&[1; 6]);
         let (local, _) = Shard::new(1, 4)
             .unwrap()
-            .plan(&d, &LoadConfig::closed_loop(4).with_num_conversations(40))
+            .plan(&d, &Load::closed_loop(4).with_num_conversations(40))
             .unwrap();
         let ids: Vec<&str> = local.conversations.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["c1", "c5", "c3"]);

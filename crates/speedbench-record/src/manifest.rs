@@ -28,8 +28,11 @@ pub struct RunManifest {
     /// Wall-clock end of the run; 0 while the run is in progress.
     pub ended_unix_ns: i64,
     /// How the run ended: `completed`, `interrupted` or `failed`
-    /// (`running` while it runs).
-    pub outcome: crate::RunStatus,
+    /// (`running` while it runs). `outcome` in `run.json`: on disk the
+    /// key stays as files have always had it; in code a run's status is
+    /// `status` wherever it is read.
+    #[serde(rename = "outcome")]
+    pub status: crate::RunStatus,
     /// Number of records the file holds, set when the file is closed.
     pub record_count: u64,
     /// The run's configuration (load shape, request options), secrets removed.

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use speedbench_client::{
-    ClientError, Engine, LoadConfig, ProfileRun, Progress, RunOutcome, RunStatus, RunSummary,
-    StopHandle, Target, discover_model_with_headers, new_run_id, run_profile,
+    ClientError, Engine, Load, ProfileRun, Progress, RunOutcome, RunStatus, RunSummary, StopHandle,
+    Target, discover_model_with_headers, new_run_id, run_profile,
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::{RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput};
@@ -186,7 +186,7 @@ async fn stage(
 /// What a load that asks for more than the rows hold repeats, in words:
 /// recycled rows send their prompts again (a server's prompt cache may
 /// answer them faster), which a user should know rather than find.
-fn recycling(load: &LoadConfig, dataset: &Dataset) -> Option<String> {
+fn recycling(load: &Load, dataset: &Dataset) -> Option<String> {
     let rows = dataset.conversations.len() as u64;
     let turns: u64 = dataset
         .conversations
@@ -209,10 +209,7 @@ fn recycling(load: &LoadConfig, dataset: &Dataset) -> Option<String> {
 
 /// The open-file limit (raised as far as it goes), after checking before
 /// anything is sent that the load fits it.
-pub(crate) fn check_open_files(
-    load: &LoadConfig,
-    dataset: &Dataset,
-) -> Result<Option<u64>, RunError> {
+pub(crate) fn check_open_files(load: &Load, dataset: &Dataset) -> Result<Option<u64>, RunError> {
     let limit = crate::process::raise_open_files(0);
     if let Some(limit) = limit {
         speedbench_client::check_open_files(load, dataset, limit).map_err(run_error)?;

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use speedbench_client::ExportLevel;
-use speedbench_client::scrape::ScrapeConfig;
+use speedbench_client::scrape::Scrape;
 use speedbench_client::spec::SpecAdapter;
-use speedbench_client::{Engine, LoadConfig, RecordAnnotator, RecordSink, Target};
+use speedbench_client::{Engine, Load, RecordAnnotator, RecordSink, Target};
 use speedbench_dataset::CategorySelection;
 use speedbench_metrics::SpeedBenchPyConfig;
 
@@ -36,7 +36,7 @@ pub struct ValidRun {
     /// The request target; its `model` is the spec's, or empty until asked
     /// of the server. Spec adapters added to the run sit here.
     pub(crate) target: Target,
-    pub(crate) load: LoadConfig,
+    pub(crate) load: Load,
     pub(crate) max_error_rate: Option<f64>,
     pub(crate) engine: EngineChoice,
     pub(crate) preflight: bool,
@@ -58,8 +58,8 @@ pub(crate) struct ScrapePlan {
 
 impl ScrapePlan {
     /// The scrape of `target` (with its engine, once known).
-    pub(crate) fn config_for(&self, target: &Target) -> ScrapeConfig {
-        let mut config = ScrapeConfig::for_target(target, &self.endpoints);
+    pub(crate) fn config_for(&self, target: &Target) -> Scrape {
+        let mut config = Scrape::for_target(target, &self.endpoints);
         config.shutdown_delay = self.shutdown_delay;
         config
     }
@@ -177,7 +177,7 @@ impl ValidRun {
     }
 
     /// The load the run will have (before a shard takes its share).
-    pub fn load(&self) -> &LoadConfig {
+    pub fn load(&self) -> &Load {
         &self.load
     }
 

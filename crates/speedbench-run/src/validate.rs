@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use speedbench_client::{
-    ApiKey, BaseUrl, ClientError, LoadConfig, OwnedField, StartBarrier, Target, parse_extra_inputs,
+    ApiKey, BaseUrl, ClientError, Load, OwnedField, StartBarrier, Target, parse_extra_inputs,
     parse_header,
 };
 use speedbench_dataset::CategorySelection;
@@ -241,9 +241,9 @@ impl RunSpec {
 
     /// The load shape, the shard and its start, checked as a run checks
     /// them (so a sweep refuses a zero concurrency before its first run).
-    fn load_config(&self) -> Result<LoadConfig, RunError> {
+    fn load_config(&self) -> Result<Load, RunError> {
         let l = &self.load;
-        let mut load = LoadConfig::closed_loop(l.concurrency);
+        let mut load = Load::closed_loop(l.concurrency);
         load.request_count = l.request_count;
         load.num_conversations = l.num_conversations;
         load.warmup_request_count = l.warmup_request_count;
@@ -373,7 +373,7 @@ impl RunSpec {
 
 /// `--shard`, `--shard-count`/`--shard-index`, `--start-at` and
 /// `--start-after-barrier` into the load.
-fn apply_shard(s: &ShardSpec, load: &mut LoadConfig) -> Result<(), RunError> {
+fn apply_shard(s: &ShardSpec, load: &mut Load) -> Result<(), RunError> {
     load.shard = match (s.shard, s.shard_count, s.shard_index) {
         (Some(shard), _, _) => Some(shard),
         (None, Some(count), Some(index)) => Some(
@@ -458,7 +458,7 @@ fn start_warnings(s: &ShardSpec, now: f64) -> Vec<String> {
 }
 
 /// A shard needs the run id every shard shares; an empty id is refused.
-fn check_run_id(run_id: Option<&str>, load: &LoadConfig) -> Result<(), RunError> {
+fn check_run_id(run_id: Option<&str>, load: &Load) -> Result<(), RunError> {
     if let Some(id) = run_id
         && id.trim().is_empty()
     {
@@ -489,7 +489,7 @@ const LINUX_MAX_OPEN_FILES: u64 = 1 << 20;
 /// there can hold in flight: one socket per request, past the kernel's
 /// default ceiling. Only loads no dataset can make smaller are judged: a
 /// duration, not a count or the rows, ends them.
-fn check_any_process_holds(load: &LoadConfig) -> Result<(), RunError> {
+fn check_any_process_holds(load: &Load) -> Result<(), RunError> {
     if load.benchmark_duration.is_none()
         || load.request_count.is_some()
         || load.num_conversations.is_some()

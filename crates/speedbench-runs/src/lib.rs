@@ -38,7 +38,7 @@
 //! std::fs::create_dir(&dir)?;
 //! let manifest = RunManifest {
 //!     model: "my-model".into(),
-//!     outcome: speedbench_record::RunStatus::Completed,
+//!     status: speedbench_record::RunStatus::Completed,
 //!     ..Default::default()
 //! };
 //! let mut writer = RecordWriter::create(dir.join("records.parquet"))?;

@@ -297,7 +297,7 @@ fn load_speedbench_run(
     if summary_only {
         warnings.push(summary_only_warning(dir, manifest.as_ref()));
     }
-    let recorded = manifest.as_ref().map(|m| m.outcome).or(summary_outcome);
+    let recorded = manifest.as_ref().map(|m| m.status).or(summary_outcome);
     let (mut status, mut status_reason) = speedbench_status(
         dir,
         recorded,
@@ -470,7 +470,7 @@ mod summary_only_tests {
         let manifest = RunManifest {
             model: "m".into(),
             dataset: "speed_bench_coding".into(),
-            outcome: speedbench_record::RunStatus::Completed,
+            status: speedbench_record::RunStatus::Completed,
             config: serde_json::json!({"export_level": "summary"}),
             ..Default::default()
         };

@@ -81,7 +81,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
             manifest
         }
     };
-    manifest.outcome = RunStatus::Interrupted;
+    manifest.status = RunStatus::Interrupted;
     manifest.record_count = journal.records.len() as u64;
     // Written aside and renamed: a recovery cut short leaves no half file
     // under the records' name.

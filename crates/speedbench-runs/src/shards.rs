@@ -199,7 +199,7 @@ impl ShardSet {
 ///     let manifest = RunManifest {
 ///         run_id: format!("bench-shard{index}of3"),
 ///         model: "m".into(),
-///         outcome: speedbench_record::RunStatus::Completed,
+///         status: speedbench_record::RunStatus::Completed,
 ///         shard: Some(RunShard { group: "bench".into(), index, count: 3, ..Default::default() }),
 ///         ..Default::default()
 ///     };
@@ -301,7 +301,7 @@ fn merge_group(group: &str, mut shards: Vec<RunData>) -> Result<MergedRun, RunsE
     if let Some(m) = &mut manifest {
         // A shard that died leaves the merge `running` (it never ended);
         // a missing or unreadable shard makes it `unfinished`.
-        m.outcome = match status {
+        m.status = match status {
             RunStatus::Died => RunStatus::Running,
             s => s,
         };
@@ -615,7 +615,7 @@ mod tests {
         let manifest = RunManifest {
             run_id: format!("g-shard{index}of{count}"),
             model: "m".into(),
-            outcome: outcome.parse().expect("a run status"),
+            status: outcome.parse().expect("a run status"),
             started_unix_ns: 100 + i64::from(index),
             ended_unix_ns: 200 + i64::from(index),
             record_count: records,
@@ -679,7 +679,7 @@ mod tests {
         );
         let m = run.manifest.as_ref().unwrap();
         assert_eq!(
-            (m.run_id.as_str(), m.shard.as_ref(), m.outcome.as_str()),
+            (m.run_id.as_str(), m.shard.as_ref(), m.status.as_str()),
             ("g", None, "completed")
         );
         assert_eq!(
@@ -707,7 +707,7 @@ mod tests {
         assert!(why.contains("shard 2/4 of run g is missing"), "{why}");
         assert!(why.contains("shard 1/4 ("), "{why}");
         assert!(why.contains("is failed"), "{why}");
-        assert_eq!(run.manifest.as_ref().unwrap().outcome, "failed");
+        assert_eq!(run.manifest.as_ref().unwrap().status, "failed");
         assert_eq!(merged[0].shards.as_ref().unwrap().missing, [2]);
     }
 

@@ -36,7 +36,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use speedbench::client::{BaseUrl, LoadConfig, ProfileRun, Progress, StopHandle, Target};
+//! use speedbench::client::{BaseUrl, Load, ProfileRun, Progress, StopHandle, Target};
 //! use speedbench::dataset::Dataset;
 //! use speedbench::report::{AcceptanceMatrix, MatrixMetric};
 //! use speedbench::sim::{SimConfig, SimServer};
@@ -50,7 +50,7 @@
 //! let target = Target::new(BaseUrl::parse(&server.url())?, "speedbench-sim");
 //! let dir = tempfile::tempdir()?;
 //! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
-//!     .with_load(LoadConfig::closed_loop(2).with_num_conversations(4));
+//!     .with_load(Load::closed_loop(2).with_num_conversations(4));
 //! let outcome = speedbench::client::run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
 //! // The records as the run read them back for summary.json (no second read).
 //! let records = outcome.read_back.ok_or("records not readable")?.file.records;

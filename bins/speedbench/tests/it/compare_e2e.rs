@@ -144,7 +144,7 @@ fn synth_run(
         run_id: "r".into(),
         model: "m".into(),
         dataset: "mini".into(),
-        outcome: outcome.parse().expect("a run status"),
+        status: outcome.parse().expect("a run status"),
         config,
         ..Default::default()
     };

@@ -132,7 +132,7 @@ async fn each_level_keeps_its_files() {
         &std::fs::read_to_string(dir("summary").join("summary.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(summary.outcome, "completed");
+    assert_eq!(summary.status, "completed");
     let records = read_run(&dir("records")).unwrap().records;
     let measured = records.iter().filter(|r| !r.warmup).count() as u64;
     assert_eq!(

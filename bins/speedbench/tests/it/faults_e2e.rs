@@ -61,7 +61,7 @@ async fn run_with_faults(
     let truth = server.ground_truth();
     server.shutdown().await;
     let file = read_run(&out_dir).unwrap();
-    assert_eq!(file.manifest.unwrap().outcome, "completed");
+    assert_eq!(file.manifest.unwrap().status, "completed");
     assert!(Path::new(&out_dir.join("summary.json")).is_file());
     FaultRun {
         records: file.records,

@@ -45,7 +45,7 @@ async fn recorded_acceptance_and_ttft_match_the_server_ground_truth() {
     let dataset = Dataset::from_jsonl_file(fixture()).unwrap();
     let file = read_run(&out_dir).unwrap();
     let manifest = file.manifest.expect("manifest in the footer");
-    assert_eq!(manifest.outcome, "completed");
+    assert_eq!(manifest.status, "completed");
     assert_eq!(manifest.model, "speedbench-sim");
     let records = file.records;
     // 46 turns profiled plus 3 warmup requests, all successful.
@@ -235,7 +235,7 @@ async fn ctrl_c_mid_run_leaves_a_readable_file_with_every_finished_request() {
     server.shutdown().await;
 
     let file = read_run(&out_dir).expect("readable after Ctrl-C");
-    assert_eq!(file.manifest.unwrap().outcome, "interrupted");
+    assert_eq!(file.manifest.unwrap().status, "interrupted");
     let dataset = Dataset::from_jsonl_file(fixture()).unwrap();
     let ok: Vec<_> = file
         .records

@@ -55,7 +55,7 @@ fn manifest(model: &str, outcome: &str) -> RunManifest {
         run_id: "r".into(),
         model: model.into(),
         dataset: "speed_bench_coding".into(),
-        outcome: outcome.parse().expect("a run status"),
+        status: outcome.parse().expect("a run status"),
         ..Default::default()
     }
 }

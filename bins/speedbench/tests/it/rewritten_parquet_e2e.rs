@@ -124,7 +124,7 @@ fn write_run_json(dir: &Path) {
         run_id: "run-1".into(),
         model: "m".into(),
         dataset: "mini".into(),
-        outcome: speedbench_record::RunStatus::Completed,
+        status: speedbench_record::RunStatus::Completed,
         record_count: 12,
         config: serde_json::json!({"osl": 64, "extra_inputs": {"temperature": 0}}),
         ..Default::default()
@@ -149,7 +149,7 @@ fn original(parent: &Path) -> PathBuf {
         run_id: "run-1".into(),
         model: "m".into(),
         dataset: "mini".into(),
-        outcome: speedbench_record::RunStatus::Completed,
+        status: speedbench_record::RunStatus::Completed,
         ..Default::default()
     })
     .unwrap();

@@ -241,7 +241,7 @@ async fn a_run_where_nothing_succeeded_fails() {
             "{name}"
         );
         let file = read_run(&out_dir).unwrap();
-        assert_eq!(file.manifest.unwrap().outcome, "failed", "{name}");
+        assert_eq!(file.manifest.unwrap().status, "failed", "{name}");
         assert!(file.records.iter().all(|r| !r.is_success()), "{name}");
         // The summary says why, in the server's words where it gave some.
         let first = file.records.iter().find_map(|r| r.error_message.clone());
@@ -655,7 +655,7 @@ async fn a_failed_write_keeps_every_flushed_record_readable() {
         "row groups were flushed before the limit"
     );
     let manifest = file.manifest.unwrap();
-    assert_eq!(manifest.outcome, "failed");
+    assert_eq!(manifest.status, "failed");
     assert_eq!(manifest.record_count, file.records.len() as u64);
     let run_json = json(&out_dir.join("run.json"));
     assert_eq!(run_json["outcome"], "failed");

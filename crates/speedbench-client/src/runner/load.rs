@@ -10,13 +10,17 @@ use crate::shard::{Shard, StartBarrier};
 ///
 /// Two shapes: *fixed concurrency* (closed loop; the default), where
 /// `concurrency` workers each run one conversation at a time, and *request
-/// rate* (open loop, when [`LoadConfig::request_rate`] is set), where
+/// rate* (open loop, when [`Load::request_rate`] is set), where
 /// conversations start on an [`ArrivalSchedule`](crate::ArrivalSchedule) whatever the server's
-/// speed, optionally capped by [`LoadConfig::max_concurrency`]. In both, a
+/// speed, optionally capped by [`Load::max_concurrency`]. In both, a
 /// conversation's turns run in order, each after the previous reply.
+///
+/// The client's layer of the load: what a run puts on a server. The user's
+/// layer is `speedbench_run::LoadSpec` (in `profile`'s words); validation
+/// turns one into the other.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct LoadConfig {
+pub struct Load {
     /// Fixed-concurrency mode: requests in flight at once (each worker runs
     /// one conversation at a time). Unused in request-rate mode.
     pub concurrency: usize,
@@ -60,11 +64,11 @@ pub struct LoadConfig {
     pub start_barrier: Option<StartBarrier>,
 }
 
-impl Default for LoadConfig {
+impl Default for Load {
     /// One pass over the dataset at concurrency 1, no warmup, no duration
     /// limit, a 30 s grace period (AIPerf's default) and seed 0.
     fn default() -> Self {
-        LoadConfig {
+        Load {
             concurrency: 1,
             request_rate: None,
             arrival: Arrival::default(),
@@ -82,33 +86,33 @@ impl Default for LoadConfig {
     }
 }
 
-impl LoadConfig {
+impl Load {
     /// Fixed concurrency (closed loop): `concurrency` requests in flight.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use speedbench_client::LoadConfig;
-    /// let load = LoadConfig::closed_loop(8)
+    /// use speedbench_client::Load;
+    /// let load = Load::closed_loop(8)
     ///     .with_request_count(200)
     ///     .with_warmup_requests(8);
     /// assert_eq!((load.concurrency, load.request_count), (8, Some(200)));
-    /// let open = LoadConfig::request_rate(5.0)
+    /// let open = Load::request_rate(5.0)
     ///     .with_max_concurrency(16)
     ///     .with_benchmark_duration(Duration::from_secs(60));
     /// assert_eq!(open.request_rate, Some(5.0));
     /// ```
-    pub fn closed_loop(concurrency: usize) -> LoadConfig {
-        LoadConfig {
+    pub fn closed_loop(concurrency: usize) -> Load {
+        Load {
             concurrency,
-            ..LoadConfig::default()
+            ..Load::default()
         }
     }
 
     /// Request rate (open loop): `rate` conversation starts per second.
-    pub fn request_rate(rate: f64) -> LoadConfig {
-        LoadConfig {
+    pub fn request_rate(rate: f64) -> Load {
+        Load {
             request_rate: Some(rate),
-            ..LoadConfig::default()
+            ..Load::default()
         }
     }
 
@@ -169,8 +173,8 @@ impl LoadConfig {
     /// Runs only `shard`'s share of this load (see [`Shard`]).
     ///
     /// ```
-    /// use speedbench_client::{LoadConfig, Shard};
-    /// let load = LoadConfig::closed_loop(64)
+    /// use speedbench_client::{Load, Shard};
+    /// let load = Load::closed_loop(64)
     ///     .with_request_count(1000)
     ///     .with_shard("1/4".parse::<Shard>()?);
     /// assert_eq!(load.shard.map(|s| s.index()), Some(1));
@@ -225,29 +229,29 @@ mod tests {
 
     #[test]
     fn inconsistent_load_shapes_are_refused() {
-        let bad = |l: LoadConfig| l.validate().unwrap_err().to_string();
-        let rate = |r| LoadConfig {
+        let bad = |l: Load| l.validate().unwrap_err().to_string();
+        let rate = |r| Load {
             request_rate: Some(r),
             ..Default::default()
         };
         assert!(bad(rate(0.0)).contains("rate"));
         assert!(bad(rate(f64::NAN)).contains("rate"));
         assert!(
-            bad(LoadConfig {
+            bad(Load {
                 max_concurrency: Some(4),
                 ..Default::default()
             })
             .contains("needs a request rate")
         );
         assert!(
-            bad(LoadConfig {
+            bad(Load {
                 max_concurrency: Some(0),
                 ..rate(1.0)
             })
             .contains("at least 1")
         );
         assert!(
-            bad(LoadConfig {
+            bad(Load {
                 concurrency: 0,
                 ..Default::default()
             })
@@ -255,7 +259,7 @@ mod tests {
         );
         // Concurrency is unused in request-rate mode.
         assert!(
-            LoadConfig {
+            Load {
                 concurrency: 0,
                 ..rate(1.0)
             }

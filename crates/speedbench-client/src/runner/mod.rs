@@ -23,7 +23,7 @@ use speedbench_record::{
 
 pub use crate::stop::StopHandle;
 pub use control::Progress;
-pub use load::LoadConfig;
+pub use load::Load;
 pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;
 
@@ -33,7 +33,7 @@ use crate::exchange::HttpClient;
 use crate::export::{ExportLevel, RawWriter};
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
-use crate::scrape::{SERVER_METRICS_FILE_NAME, ScrapeConfig, Scraper};
+use crate::scrape::{SERVER_METRICS_FILE_NAME, Scrape, Scraper};
 use crate::sink::{RecordSink, Sinks};
 use crate::target::Target;
 use outcome::judge;
@@ -51,7 +51,7 @@ pub struct ProfileRun {
     /// Server and request options.
     pub target: Target,
     /// Load shape.
-    pub load: LoadConfig,
+    pub load: Load,
     /// Directory that receives `records.parquet` and `run.json`.
     pub output_dir: PathBuf,
     /// Identifier stamped on every record.
@@ -60,7 +60,7 @@ pub struct ProfileRun {
     pub config: Value,
     /// Scrape these Prometheus endpoints during the run and write
     /// `server_metrics_export.json`; `None` disables it.
-    pub server_metrics: Option<ScrapeConfig>,
+    pub server_metrics: Option<Scrape>,
     /// Replace the files of a run already in `output_dir`; without it such
     /// a directory is refused ([`speedbench_record::RecordError::RunDirOccupied`]).
     pub overwrite: bool,
@@ -86,7 +86,7 @@ pub struct ProfileRun {
 /// [`ProfileRun::with_open_file_limit`] will: for a caller that sends
 /// something of its own first (a preflight request).
 pub fn check_open_files(
-    load: &LoadConfig,
+    load: &Load,
     dataset: &speedbench_dataset::Dataset,
     limit: u64,
 ) -> Result<(), ClientError> {
@@ -103,7 +103,7 @@ pub fn check_open_files(
 
 /// The warmup's closed-loop workers: its own concurrency, else the
 /// run's (none when the warmup follows a request rate or sends nothing).
-fn warmup_workers(load: &LoadConfig) -> usize {
+fn warmup_workers(load: &Load) -> usize {
     let concurrency = match (load.warmup_concurrency, load.request_rate) {
         (Some(c), _) => c,
         (None, None) => load.concurrency,
@@ -116,12 +116,7 @@ fn warmup_workers(load: &LoadConfig) -> usize {
 /// `limit` beside [`RESERVED_OPEN_FILES`]; an open-loop load without a cap
 /// gets one. `rows` bounds a closed loop with neither a count nor a
 /// duration (every row once).
-fn fit_open_files(
-    load: &mut LoadConfig,
-    rows: usize,
-    limit: u64,
-    say: bool,
-) -> Result<(), ClientError> {
+fn fit_open_files(load: &mut Load, rows: usize, limit: u64, say: bool) -> Result<(), ClientError> {
     let allowed = limit.saturating_sub(RESERVED_OPEN_FILES);
     let in_flight = match (load.request_rate, load.max_concurrency) {
         (Some(_), Some(cap)) => cap as u64,
@@ -163,14 +158,14 @@ pub const RESERVED_OPEN_FILES: u64 = 64;
 
 impl ProfileRun {
     /// A run of `dataset` against `target` into `output_dir`: one pass at
-    /// concurrency 1 ([`LoadConfig::default`]), a fresh [`new_run_id`], no
+    /// concurrency 1 ([`Load::default`]), a fresh [`new_run_id`], no
     /// server scrape, an occupied directory refused, failing only when no
     /// request succeeded.
     pub fn new(dataset: Dataset, target: Target, output_dir: impl Into<PathBuf>) -> ProfileRun {
         ProfileRun {
             dataset,
             target,
-            load: LoadConfig::default(),
+            load: Load::default(),
             output_dir: output_dir.into(),
             run_id: new_run_id(),
             config: Value::Object(Default::default()),
@@ -195,7 +190,7 @@ impl ProfileRun {
     }
 
     /// Sets the load shape.
-    pub fn with_load(mut self, load: LoadConfig) -> Self {
+    pub fn with_load(mut self, load: Load) -> Self {
         self.load = load;
         self
     }
@@ -213,7 +208,7 @@ impl ProfileRun {
     }
 
     /// Scrapes Prometheus endpoints during the run.
-    pub fn with_server_metrics(mut self, scrape: ScrapeConfig) -> Self {
+    pub fn with_server_metrics(mut self, scrape: Scrape) -> Self {
         self.server_metrics = Some(scrape);
         self
     }
@@ -318,7 +313,7 @@ struct Shared {
     first_turn_bodies: bodies::FirstTurnBodies,
 }
 
-pub(crate) fn planned_requests(dataset: &Dataset, load: &LoadConfig) -> (Option<u64>, u64) {
+pub(crate) fn planned_requests(dataset: &Dataset, load: &Load) -> (Option<u64>, u64) {
     let n = dataset.conversations.len() as u64;
     let turns_of = |sessions: u64| -> u64 {
         (0..sessions)
@@ -499,7 +494,7 @@ fn first_manifest(run: &ProfileRun, clock: &Clock, shard: Option<RunShard>) -> R
         dataset: run.dataset.name.clone(),
         started_unix_ns: clock.unix_ns,
         ended_unix_ns: 0,
-        outcome: RunStatus::Running,
+        status: RunStatus::Running,
         record_count: 0,
         config: run.config.clone(),
         shard,
@@ -591,7 +586,7 @@ async fn close_run(
     let level = shared.run.export_level;
     manifest.ended_unix_ns = shared.clock.unix_ns(Instant::now());
     let judged = |errors: &[String]| judge(interrupted, &requests, max_error_rate, errors);
-    manifest.outcome = judged(&write_errors).0;
+    manifest.status = judged(&write_errors).0;
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
     let (closed, sink_errors) = recorder.finish(manifest.clone());
@@ -616,7 +611,7 @@ async fn close_run(
         outcome_now,
         &mut write_errors,
     );
-    manifest.outcome = judged(&write_errors).0;
+    manifest.status = judged(&write_errors).0;
     manifest.record_count = closed.rows;
     if let Err(e) = write_json(&paths.manifest, &manifest) {
         write_errors.push(e.to_string());
@@ -774,7 +769,7 @@ fn write_summary(
         }
     };
     let summary = RunSummary {
-        outcome,
+        status: outcome,
         metrics: RunMetrics::from_records(&file.records),
     };
     let path = output_dir.join(SUMMARY_FILE_NAME);
@@ -833,7 +828,7 @@ mod tests {
     #[test]
     fn planned_requests_follow_the_sizing_options() {
         let d = dataset(&[2, 1, 3]);
-        let load = |c, r| LoadConfig {
+        let load = |c, r| Load {
             num_conversations: c,
             request_count: r,
             ..Default::default()
@@ -843,7 +838,7 @@ mod tests {
         assert_eq!(planned_requests(&d, &load(Some(5), None)), (Some(5), 9));
         assert_eq!(planned_requests(&d, &load(Some(5), Some(4))), (Some(5), 4));
         assert_eq!(planned_requests(&d, &load(None, Some(100))), (None, 100));
-        let timed = LoadConfig {
+        let timed = Load {
             benchmark_duration: Some(Duration::from_secs(1)),
             ..Default::default()
         };

@@ -29,8 +29,10 @@ impl RequestTally {
 /// The `summary.json` a run leaves: its statistics and how it ended.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSummary {
-    /// `run.json`'s outcome: `completed`, `interrupted` or `failed`.
-    pub outcome: RunStatus,
+    /// How the run ended: `completed`, `interrupted` or `failed` (the
+    /// `outcome` key of `summary.json`, as of `run.json`).
+    #[serde(rename = "outcome")]
+    pub status: RunStatus,
     /// Every run-level statistic, computed from the records file.
     #[serde(flatten)]
     pub metrics: RunMetrics,

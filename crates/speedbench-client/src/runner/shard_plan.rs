@@ -5,7 +5,7 @@
 use speedbench_dataset::Dataset;
 
 use crate::error::ClientError;
-use crate::runner::LoadConfig;
+use crate::runner::Load;
 use crate::shard::Shard;
 
 impl Shard {
@@ -14,12 +14,12 @@ impl Shard {
     /// the conversations of its sessions in order (`(I + kN) mod n` for
     /// `k = 0, 1, ...`, one period), so its local session `k` is global
     /// session `I + kN`; its load keeps the request rate and the seed (the
-    /// arrival schedule thins itself by [`LoadConfig::shard`]).
+    /// arrival schedule thins itself by [`Load::shard`]).
     pub(crate) fn plan(
         self,
         dataset: &Dataset,
-        load: &LoadConfig,
-    ) -> Result<(Dataset, LoadConfig), ClientError> {
+        load: &Load,
+    ) -> Result<(Dataset, Load), ClientError> {
         let n = dataset.conversations.len() as u64;
         if n == 0 {
             return Err(ClientError::EmptyDataset(dataset.name.clone()));

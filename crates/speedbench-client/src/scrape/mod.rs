@@ -6,23 +6,23 @@
 //! the `speedbench_scrape` crate's, re-exported below under their old
 //! paths (NIM serves its metrics at `/v1/metrics`).
 //!
-//! - A [`Scraper`] fetches every endpoint every [`ScrapeConfig::interval`]
+//! - A [`Scraper`] fetches every endpoint every [`Scrape::interval`]
 //!   (333 ms by default, as AIPerf) from the start of the run, takes one
 //!   scrape exactly when the profiling window opens (the reference that
 //!   excludes warmup), keeps going after the window closes until two
 //!   scrapes in a row show the counters unchanged (at most
-//!   [`ScrapeConfig::shutdown_delay`]), and builds a [`ServerMetricsExport`] with
+//!   [`Scrape::shutdown_delay`]), and builds a [`ServerMetricsExport`] with
 //!   [`ServerMetricsExport::from_samples`].
 //! - [`ServerMetricsExport::acceptance_length`] turns it into the number
 //!   `speedbench report --source server` prints for the run.
 //!
 //! ```
-//! use speedbench_client::scrape::{ScrapeConfig, Scraper};
+//! use speedbench_client::scrape::{Scrape, Scraper};
 //! use speedbench_sim::{SimConfig, SimServer};
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = SimServer::start(SimConfig::default(), ([127, 0, 0, 1], 0).into()).await?;
-//! let scraper = Scraper::start(ScrapeConfig::new(vec![format!("{}/metrics", server.url())]))?;
+//! let scraper = Scraper::start(Scrape::new(vec![format!("{}/metrics", server.url())]))?;
 //! scraper.mark_profiling_start().await; // after warmup, before the first measured request
 //! // ... run the measured requests ...
 //! scraper.mark_profiling_end();
@@ -57,9 +57,10 @@ use crate::secrets::Secrets;
 use crate::stop::StopHandle;
 use crate::target::{ApiKey, Target, request_headers};
 
-/// Which endpoints to scrape, and how often.
+/// Which endpoints to scrape, and how often: the client's layer of the
+/// scrape (the user's is `speedbench_run::ScrapeSpec`).
 #[derive(Debug, Clone)]
-pub struct ScrapeConfig {
+pub struct Scrape {
     /// Full URLs of the Prometheus endpoints (e.g. `http://h:8000/metrics`,
     /// NIM's `http://h:8000/v1/metrics`).
     pub endpoints: Vec<String>,
@@ -73,7 +74,7 @@ pub struct ScrapeConfig {
     /// Deadline of one fetch (default 5 s).
     pub fetch_timeout: Duration,
     /// The most of one exposition read (default 32 MiB; the target's
-    /// `max_response_bytes` for [`ScrapeConfig::for_target`]): a larger
+    /// `max_response_bytes` for [`Scrape::for_target`]): a larger
     /// one is a failed scrape, read no further.
     pub max_body: usize,
     /// Extra CA roots (PEM) for HTTPS endpoints.
@@ -85,12 +86,12 @@ pub struct ScrapeConfig {
     key_origin: String,
 }
 
-impl ScrapeConfig {
+impl Scrape {
     /// Scrapes `endpoints` with the default timings and no credentials.
     /// Entries without a scheme get `http://`, and entries without a path
     /// get `/metrics`.
-    pub fn new(endpoints: Vec<String>) -> ScrapeConfig {
-        ScrapeConfig {
+    pub fn new(endpoints: Vec<String>) -> Scrape {
+        Scrape {
             endpoints: endpoints.iter().map(|e| normalize_endpoint(e)).collect(),
             interval: Duration::from_millis(333),
             shutdown_delay: Duration::from_secs(2),
@@ -111,13 +112,13 @@ impl ScrapeConfig {
     /// ([`crate::Engine::metrics_paths`]: TensorRT-LLM's
     /// `/prometheus/metrics` and JSON `/metrics`, NIM's `/v1/metrics`), or
     /// `/metrics` when the engine is not known.
-    pub fn for_target(target: &Target, extra: &[String]) -> ScrapeConfig {
+    pub fn for_target(target: &Target, extra: &[String]) -> Scrape {
         let paths = target
             .engine
             .map_or(&["/metrics"][..], |e| e.metrics_paths());
         let mut endpoints: Vec<String> = paths.iter().map(|p| target.base_url.join(p)).collect();
         endpoints.extend(extra.iter().cloned());
-        let mut c = ScrapeConfig::new(endpoints);
+        let mut c = Scrape::new(endpoints);
         let mut seen = std::collections::HashSet::new();
         c.endpoints.retain(|e| seen.insert(e.clone()));
         c.extra_roots_pem = target.extra_roots_pem.clone();
@@ -130,7 +131,7 @@ impl ScrapeConfig {
 
     /// Only these endpoints (for `--server-metrics URL...` without the
     /// target's own), keeping credentials and roots.
-    pub fn with_endpoints(mut self, endpoints: Vec<String>) -> ScrapeConfig {
+    pub fn with_endpoints(mut self, endpoints: Vec<String>) -> Scrape {
         self.endpoints = endpoints.iter().map(|e| normalize_endpoint(e)).collect();
         self
     }
@@ -153,7 +154,7 @@ fn normalize_endpoint(e: &str) -> String {
 type CounterBits = Vec<(String, u64)>;
 
 struct Inner {
-    config: ScrapeConfig,
+    config: Scrape,
     client: HttpClient,
     headers: Vec<Vec<(HeaderName, HeaderValue)>>,
     /// Scrubs what endpoints send back (an echoing server may quote the key).
@@ -276,7 +277,7 @@ pub struct Scraper {
 impl Scraper {
     /// Starts scraping every endpoint now and every `interval` after, on the
     /// current tokio runtime. Failing fetches are counted, never fatal.
-    pub fn start(config: ScrapeConfig) -> Result<Scraper, ClientError> {
+    pub fn start(config: Scrape) -> Result<Scraper, ClientError> {
         let client = control_client(&config.extra_roots_pem)?;
         let own = request_headers(config.api_key.as_ref(), &config.headers)?;
         let headers = config
@@ -341,7 +342,7 @@ impl Scraper {
     /// Stops the periodic scrapes and takes the last ones, then computes the
     /// export. With `wait`, late counter updates are waited for: scrapes
     /// every interval until two in a row show every endpoint's counters
-    /// unchanged, for at most [`ScrapeConfig::shutdown_delay`]; without it,
+    /// unchanged, for at most [`Scrape::shutdown_delay`]; without it,
     /// one final scrape.
     pub async fn finish(self, wait: bool) -> ServerMetricsExport {
         self.stop.stop();
@@ -401,6 +402,13 @@ fn scrub_exposition(mut e: Exposition, secrets: &Secrets) -> Exposition {
     e
 }
 
+/// The former name of [`Scrape`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Scrape`: one name per layer (`ScrapeSpec` asked for, `Scrape` run)"
+)]
+pub type ScrapeConfig = Scrape;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,7 +436,7 @@ mod tests {
         // Loopback ports nothing listens on: the first scrapes fail quietly.
         let mut t = Target::new(crate::BaseUrl::parse("127.0.0.1:9").unwrap(), "m");
         t.headers = vec![("X-Gw".into(), "v".into())];
-        let c = ScrapeConfig::for_target(&t, &["127.0.0.1:10".into()]);
+        let c = Scrape::for_target(&t, &["127.0.0.1:10".into()]);
         assert_eq!(c.headers, t.headers);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -448,7 +456,7 @@ mod tests {
         // An Authorization header next to a key is refused here too.
         t.api_key = Some(ApiKey::new("k-123456"));
         t.headers = vec![("authorization".into(), "Bearer x".into())];
-        let err = Scraper::start(ScrapeConfig::for_target(&t, &[]))
+        let err = Scraper::start(Scrape::for_target(&t, &[]))
             .err()
             .unwrap()
             .to_string();
@@ -524,7 +532,7 @@ mod tests {
     async fn settle_on(moving: u64) -> (f64, u32, u64) {
         let (armed, scrapes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let url = moving_endpoint(moving, armed.clone(), scrapes.clone()).await;
-        let mut config = ScrapeConfig::new(vec![url]);
+        let mut config = Scrape::new(vec![url]);
         config.interval = Duration::from_millis(20);
         // Far longer than the test may take: only settling can end it early.
         config.shutdown_delay = Duration::from_secs(600);

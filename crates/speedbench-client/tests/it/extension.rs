@@ -6,7 +6,7 @@ use crate::common;
 use common::*;
 use serde_json::Value;
 use speedbench_client::spec::{MalformedSpec, SpecAdapter};
-use speedbench_client::{ChannelSink, LoadConfig, RunStatus};
+use speedbench_client::{ChannelSink, Load, RunStatus};
 use speedbench_record::{
     CustomColumn, CustomKind, CustomValue, SpecDecodeStats, SpecSource, read_records_file,
 };
@@ -61,7 +61,7 @@ async fn a_registered_adapter_reads_an_unknown_engine_into_the_records() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let t = target(&format!("http://{addr}")).with_spec_adapter(MyEngine);
-    let records = profile(dir.path(), single_turns(3), t, LoadConfig::closed_loop(1)).await;
+    let records = profile(dir.path(), single_turns(3), t, Load::closed_loop(1)).await;
     assert_eq!(records.len(), 3);
     for r in &records {
         let s = r.spec.as_ref().expect("the adapter's stats");
@@ -91,7 +91,7 @@ async fn a_registered_adapter_reads_an_unknown_engine_into_the_records() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let t = target(&format!("http://{addr}")).with_spec_adapter(MyEngine);
-    let records = profile(dir.path(), single_turns(1), t, LoadConfig::closed_loop(1)).await;
+    let records = profile(dir.path(), single_turns(1), t, Load::closed_loop(1)).await;
     assert!(records[0].is_success() && records[0].spec.is_none());
 }
 
@@ -102,7 +102,7 @@ async fn a_channel_sink_streams_every_record_and_a_dropped_receiver_fails_the_ru
     let (sink, mut rx) = ChannelSink::new();
     let run =
         speedbench_client::ProfileRun::new(single_turns(5), target(&server.url()), dir.path())
-            .with_load(LoadConfig::closed_loop(2))
+            .with_load(Load::closed_loop(2))
             .with_sink(sink);
     let outcome = speedbench_client::run_profile(
         run,
@@ -183,7 +183,7 @@ async fn an_annotator_fills_its_columns_in_the_file_and_the_sinks() {
     let (sink, mut rx) = ChannelSink::new();
     let run =
         speedbench_client::ProfileRun::new(single_turns(6), target(&server.url()), dir.path())
-            .with_load(LoadConfig::closed_loop(2))
+            .with_load(Load::closed_loop(2))
             .with_annotator(Annotator {
                 seen: 0,
                 typo: false,

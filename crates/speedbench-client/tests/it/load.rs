@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use speedbench_client::{Arrival, LoadConfig, RunOutcome, RunStatus};
+use speedbench_client::{Arrival, Load, RunOutcome, RunStatus};
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{ErrorKind, RequestRecord};
 use speedbench_sim::{SimConfig, SimServer};
@@ -19,11 +19,7 @@ async fn sim(ttft_ms: f64, step_ms: f64) -> SimServer {
     start_sim(config).await
 }
 
-async fn run(
-    server: &SimServer,
-    dataset: Dataset,
-    load: LoadConfig,
-) -> (RunOutcome, Vec<RequestRecord>) {
+async fn run(server: &SimServer, dataset: Dataset, load: Load) -> (RunOutcome, Vec<RequestRecord>) {
     let dir = tempfile::tempdir().unwrap();
     profile_outcome(dir.path(), dataset, target(&server.url()), load).await
 }
@@ -37,7 +33,7 @@ fn sorted_starts(records: &[RequestRecord]) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn constant_rate_starts_requests_on_schedule_never_early() {
     let server = sim(0.0, 0.0).await;
-    let load = LoadConfig::request_rate(50.0)
+    let load = Load::request_rate(50.0)
         .with_arrival(Arrival::Constant)
         .with_request_count(15);
     // The phase starts after this instant, so arrival i cannot be sent
@@ -68,7 +64,7 @@ async fn constant_rate_starts_requests_on_schedule_never_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poisson_with_a_concurrency_cap_never_exceeds_the_cap() {
     let server = sim(30.0, 1.0).await;
-    let load = LoadConfig::request_rate(500.0)
+    let load = Load::request_rate(500.0)
         .with_arrival(Arrival::Poisson)
         .with_random_seed(7)
         .with_max_concurrency(2)
@@ -104,7 +100,7 @@ async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
             })
             .collect(),
     };
-    let load = LoadConfig::request_rate(200.0);
+    let load = Load::request_rate(200.0);
     let (outcome, records) = run(&server, dataset, load).await;
     assert_eq!(records.len(), 9);
     assert_eq!(
@@ -131,7 +127,7 @@ async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
     let server = sim(0.0, 2.0).await;
-    let load = LoadConfig::closed_loop(2).with_benchmark_duration(Duration::from_millis(300));
+    let load = Load::closed_loop(2).with_benchmark_duration(Duration::from_millis(300));
     let (outcome, records) = run(&server, single_turns(3), load).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     // The dataset recycles until time is up: more requests than rows.
@@ -151,7 +147,7 @@ async fn the_duration_stops_dispatch_and_in_flight_requests_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_outliving_the_grace_period_are_cancelled_rows() {
     let server = sim(2_000.0, 0.0).await;
-    let load = LoadConfig::request_rate(100.0)
+    let load = Load::request_rate(100.0)
         .with_arrival(Arrival::Constant)
         .with_benchmark_duration(Duration::from_millis(50))
         .with_grace_period(Duration::from_millis(100));
@@ -192,7 +188,7 @@ async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation()
             conv("c", &["First", " "]),
         ],
     };
-    let (_, mut records) = run(&server, dataset, LoadConfig::closed_loop(1)).await;
+    let (_, mut records) = run(&server, dataset, Load::closed_loop(1)).await;
     records.sort_by_key(|r| (r.conversation_id.clone(), r.turn_index));
     // Every turn the user gave is a row; only the four real turns were sent.
     assert_eq!(records.len(), 6);
@@ -240,7 +236,7 @@ async fn a_warmup_concurrency_warms_up_closed_loop_whatever_the_measured_rate() 
     // A measured rate of one request every 2 s: a warmup in that shape
     // would have one request in flight at a time (each takes ~100 ms).
     let server = sim(100.0, 1.0).await;
-    let load = LoadConfig::request_rate(0.5)
+    let load = Load::request_rate(0.5)
         .with_arrival(Arrival::Constant)
         .with_request_count(1)
         .with_warmup_requests(6)
@@ -265,7 +261,7 @@ async fn the_summary_level_keeps_the_statistics_and_lets_the_records_go() {
     let dir = tempfile::tempdir().unwrap();
     let run =
         speedbench_client::ProfileRun::new(single_turns(3), target(&server.url()), dir.path())
-            .with_load(LoadConfig::closed_loop(2).with_request_count(6))
+            .with_load(Load::closed_loop(2).with_request_count(6))
             .with_export_level(speedbench_client::ExportLevel::Summary);
     let outcome = speedbench_client::run_profile(
         run,

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use common::*;
 use speedbench_client::scrape::{
-    MetricType, SERVER_METRICS_FILE_NAME, ScrapeConfig, SeriesStats, ServerMetricsExport, Weighting,
+    MetricType, SERVER_METRICS_FILE_NAME, Scrape, SeriesStats, ServerMetricsExport, Weighting,
 };
-use speedbench_client::{LoadConfig, ProfileRun, Progress, StopHandle, run_profile};
+use speedbench_client::{Load, ProfileRun, Progress, StopHandle, run_profile};
 use speedbench_record::read_records_file;
 use speedbench_sim::{SimConfig, SpecFlavor};
 
@@ -23,10 +23,10 @@ async fn scraped_counter_deltas_equal_the_ground_truth_without_warmup() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = target(&server.url());
     t.max_tokens = Some(64);
-    let mut scrape = ScrapeConfig::for_target(&t, &[format!("{}/v1/metrics", server.url())]);
+    let mut scrape = Scrape::for_target(&t, &[format!("{}/v1/metrics", server.url())]);
     scrape.interval = Duration::from_millis(50);
     scrape.shutdown_delay = Duration::from_millis(120);
-    let load = LoadConfig::closed_loop(3)
+    let load = Load::closed_loop(3)
         .with_warmup_requests(4)
         .with_num_conversations(12);
     let run = ProfileRun::new(single_turns(6), t, dir.path())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use speedbench_client::scrape::{ScrapeConfig, Scraper, SeriesStats, ServerMetricsExport};
+use speedbench_client::scrape::{Scrape, Scraper, SeriesStats, ServerMetricsExport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -82,8 +82,8 @@ const APPEARED: &str = "# TYPE llamacpp:spec_decode_num_accepted_tokens_total co
     llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 21\n\
     llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 8\n";
 
-fn config(url: &str) -> ScrapeConfig {
-    let mut c = ScrapeConfig::new(vec![url.to_string()]);
+fn config(url: &str) -> Scrape {
+    let mut c = Scrape::new(vec![url.to_string()]);
     // One scheduled scrape (the immediate first tick); the rest are explicit.
     c.interval = Duration::from_secs(3600);
     c

@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::*;
-use speedbench_client::{HttpClientKind, LoadConfig};
+use speedbench_client::{HttpClientKind, Load};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 fn script() -> Vec<Piece> {
@@ -29,7 +29,7 @@ async fn four_requests(client: HttpClientKind, closing: Closing) -> Vec<RequestR
         dir.path(),
         single_turns(4),
         target(&format!("http://{addr}")).with_http_client(client),
-        LoadConfig::default(),
+        Load::default(),
     )
     .await;
     assert_eq!(records.len(), 4);

@@ -22,7 +22,7 @@
 use crate::common;
 
 use common::*;
-use speedbench_client::LoadConfig;
+use speedbench_client::Load;
 use speedbench_sim::{Chunking, SimConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +35,7 @@ async fn ttft_and_gaps_are_bounded_below_by_the_injected_delays() {
         .with_output_tokens(24, 40);
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
-    let load = LoadConfig::closed_loop(4);
+    let load = Load::closed_loop(4);
     let records = profile(dir.path(), single_turns(8), target(&server.url()), load).await;
     server.shutdown().await;
     assert_eq!(records.len(), 8);
@@ -101,7 +101,7 @@ async fn ttft_matches_the_servers_actual_send_to_within_loopback_transit() {
         .with_output_tokens(8, 8);
     let server = start_sim(config).await;
     let dir = tempfile::tempdir().unwrap();
-    let load = LoadConfig::closed_loop(4);
+    let load = Load::closed_loop(4);
     let dataset = single_turns(24);
     let records = profile(dir.path(), dataset.clone(), target(&server.url()), load).await;
     let truth = server.ground_truth();

@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use speedbench_client::{LoadConfig, discover_model_with_roots};
+use speedbench_client::{Load, discover_model_with_roots};
 use speedbench_record::ErrorKind;
 use speedbench_sim::SimConfig;
 
@@ -24,7 +24,7 @@ async fn https_with_a_private_ca_reaches_the_server() {
     let mut t = target(&url);
     t.extra_roots_pem = roots;
     t.max_tokens = Some(8);
-    let load = LoadConfig::closed_loop(2);
+    let load = Load::closed_loop(2);
     let records = profile(dir.path(), single_turns(4), t, load).await;
     assert_eq!(records.len(), 4);
     assert!(
@@ -37,13 +37,7 @@ async fn https_with_a_private_ca_reaches_the_server() {
 
     // Without the CA the same server is refused, and the row says why.
     let dir = tempfile::tempdir().unwrap();
-    let records = profile(
-        dir.path(),
-        single_turns(1),
-        target(&url),
-        LoadConfig::default(),
-    )
-    .await;
+    let records = profile(dir.path(), single_turns(1), target(&url), Load::default()).await;
     assert_eq!(records[0].error_kind, Some(ErrorKind::Connection));
     let msg = records[0].error_message.clone().unwrap_or_default();
     assert!(msg.to_lowercase().contains("certificate"), "{msg}");
@@ -64,7 +58,7 @@ async fn one_request(script: Vec<Piece>) -> speedbench_record::RequestRecord {
         dir.path(),
         single_turns(1),
         target(&addr.to_string()),
-        LoadConfig::default(),
+        Load::default(),
     )
     .await;
     assert_eq!(records.len(), 1);

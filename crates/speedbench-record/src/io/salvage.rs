@@ -182,7 +182,7 @@ impl Snapshot {
         };
         let num_rows: i64 = row_groups.iter().map(|rg| rg.num_rows()).sum();
         let mut manifest = manifest.clone();
-        manifest.outcome = RunStatus::Failed;
+        manifest.status = RunStatus::Failed;
         manifest.record_count = num_rows as u64;
         manifest.schema_version = SCHEMA_VERSION.to_string();
         let json = serde_json::to_string(&manifest).map_err(|e| RecordError::Metadata {
@@ -295,7 +295,7 @@ mod tests {
         w.append(&record(5)).unwrap();
         let manifest = RunManifest {
             run_id: "r".into(),
-            outcome: RunStatus::Failed,
+            status: RunStatus::Failed,
             ..Default::default()
         };
         let err = RecordError::Metadata {
@@ -310,7 +310,7 @@ mod tests {
         assert_eq!(ids, [0, 1, 2, 3, 4]);
         assert_eq!(back.records[4], record(4));
         let m = back.manifest.unwrap();
-        assert_eq!((m.outcome, m.record_count), (RunStatus::Failed, 5));
+        assert_eq!((m.status, m.record_count), (RunStatus::Failed, 5));
     }
 
     #[test]
@@ -322,7 +322,7 @@ mod tests {
         w.flush().unwrap();
         w.append(&record(1)).unwrap();
         let manifest = RunManifest {
-            outcome: RunStatus::Completed,
+            status: RunStatus::Completed,
             ..Default::default()
         };
         let closed = w.close_or_salvage(&manifest);
@@ -330,7 +330,7 @@ mod tests {
         assert!(closed.error.is_none());
         let back = read_records_file(&path).unwrap();
         assert_eq!(back.records.len(), 2);
-        assert_eq!(back.manifest.unwrap().outcome, RunStatus::Completed);
+        assert_eq!(back.manifest.unwrap().status, RunStatus::Completed);
     }
 
     #[test]

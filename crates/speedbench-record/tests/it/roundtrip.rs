@@ -71,7 +71,7 @@ fn every_field_survives_a_round_trip_across_row_groups() {
     let manifest = RunManifest {
         run_id: "run-x".into(),
         server_url: redact_url("http://user:pw@127.0.0.1:9/v1?token=t"),
-        outcome: speedbench_record::RunStatus::Completed,
+        status: speedbench_record::RunStatus::Completed,
         config: serde_json::json!({"concurrency": 4}),
         ..Default::default()
     };

@@ -41,7 +41,7 @@ impl CompareRun {
     pub fn incomplete(&self) -> Option<String> {
         let m = self.manifest.as_ref()?;
         // Manifests written before outcomes were recorded read as completed.
-        match m.outcome {
+        match m.status {
             RunStatus::Completed => None,
             RunStatus::Interrupted => Some("was interrupted before it finished".to_string()),
             RunStatus::Failed => Some("failed (run.json outcome `failed`)".to_string()),
@@ -51,7 +51,7 @@ impl CompareRun {
                  holds its lock)"
                     .to_string(),
             ),
-            RunStatus::Unfinished => Some(format!("ended with outcome {:?}", m.outcome.as_str())),
+            RunStatus::Unfinished => Some(format!("ended with outcome {:?}", m.status.as_str())),
         }
     }
 }

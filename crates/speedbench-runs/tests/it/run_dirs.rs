@@ -40,7 +40,7 @@ fn write_run(dir: &Path, outcome: &str, records: &[RequestRecord]) {
     let manifest = RunManifest {
         model: "m".into(),
         dataset: "speed_bench_qualitative".into(),
-        outcome: outcome.parse().expect("a run status"),
+        status: outcome.parse().expect("a run status"),
         ..Default::default()
     };
     let mut w = RecordWriter::create(dir.join("records.parquet")).unwrap();
@@ -162,7 +162,7 @@ fn paths_that_are_not_runs_are_named() {
     );
     let manifest = RunManifest {
         model: "from-run-json".into(),
-        outcome: speedbench_record::RunStatus::Completed,
+        status: speedbench_record::RunStatus::Completed,
         ..Default::default()
     };
     let json = serde_json::to_string(&manifest).unwrap();

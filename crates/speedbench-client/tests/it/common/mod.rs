@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use speedbench_client::{
-    BaseUrl, LoadConfig, ProfileRun, Progress, RunOutcome, StopHandle, Target, run_profile,
+    BaseUrl, Load, ProfileRun, Progress, RunOutcome, StopHandle, Target, run_profile,
 };
 use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{RequestRecord, read_records_file};
@@ -212,7 +212,7 @@ pub(crate) async fn profile(
     dir: &Path,
     dataset: Dataset,
     target: Target,
-    load: LoadConfig,
+    load: Load,
 ) -> Vec<RequestRecord> {
     profile_outcome(dir, dataset, target, load).await.1
 }
@@ -222,7 +222,7 @@ pub(crate) async fn profile_outcome(
     dir: &Path,
     dataset: Dataset,
     target: Target,
-    load: LoadConfig,
+    load: Load,
 ) -> (RunOutcome, Vec<RequestRecord>) {
     // The in-memory sink sees exactly what the file holds.
     let (sink, in_memory) = speedbench_client::VecSink::new();
