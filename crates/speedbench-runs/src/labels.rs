@@ -37,30 +37,31 @@ pub fn assign_labels(
     runs: &mut [RunData],
     overrides: &[(PathBuf, String)],
 ) -> Result<(), RunsError> {
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let fixed = given_labels(runs, overrides)?;
+    let labels = derived_labels(runs, &fixed);
+    for (i, l) in labels.iter().enumerate() {
+        if let Some(j) = labels[..i].iter().position(|x| x == l) {
+            return Err(RunsError::Label(format!(
+                "{} and {} would both be labelled {l:?}; give one of them another label",
+                runs[j].dir.display(),
+                runs[i].dir.display()
+            )));
+        }
+    }
+    for (run, label) in runs.iter_mut().zip(labels) {
+        run.label = label;
+    }
+    Ok(())
+}
+
+/// The label each override gives, by run: `None` for a run none names.
+fn given_labels(
+    runs: &[RunData],
+    overrides: &[(PathBuf, String)],
+) -> Result<Vec<Option<String>>, RunsError> {
     let mut fixed: Vec<Option<String>> = vec![None; runs.len()];
     for (dir, name) in overrides {
-        // `DIR#ID` (or `ID` alone) picks a sharded run by its run id.
-        let (path, group) = split_group(dir);
-        let wanted = canonical(&path);
-        let matches: Vec<usize> = runs
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| {
-                let by_path = canonical(&r.dir) == wanted
-                    || (path.components().count() == 1
-                        && r.dir.file_name() == Some(path.as_os_str()));
-                let by_group = |g: &str| r.run_group.as_deref() == Some(g);
-                match &group {
-                    Some(g) => by_path && by_group(g),
-                    None => {
-                        by_path
-                            || (path.components().count() == 1 && by_group(&dir.to_string_lossy()))
-                    }
-                }
-            })
-            .map(|(i, _)| i)
-            .collect();
+        let matches = runs_named(runs, dir);
         match matches.as_slice() {
             [] => {
                 return Err(RunsError::Label(format!(
@@ -84,15 +85,44 @@ pub fn assign_labels(
             }
         }
     }
+    Ok(fixed)
+}
+
+/// The runs `dir` names: the same directory, or its last component alone;
+/// `DIR#ID` (or `ID` alone) picks a sharded run by its run id.
+fn runs_named(runs: &[RunData], dir: &Path) -> Vec<usize> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (path, group) = split_group(dir);
+    let wanted = canonical(&path);
+    let single = path.components().count() == 1;
+    runs.iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let by_path = canonical(&r.dir) == wanted
+                || (single && r.dir.file_name() == Some(path.as_os_str()));
+            let by_group = |g: &str| r.run_group.as_deref() == Some(g);
+            match &group {
+                Some(g) => by_path && by_group(g),
+                None => by_path || (single && by_group(&dir.to_string_lossy())),
+            }
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Every run's label: the one given, else its model's; where models
+/// collide, the directory's name (or a sharded run's id) is added, and
+/// where those collide too, the whole path.
+fn derived_labels(runs: &[RunData], fixed: &[Option<String>]) -> Vec<String> {
     let base: Vec<String> = runs
         .iter()
-        .zip(&fixed)
+        .zip(fixed)
         .map(|(r, f)| f.clone().unwrap_or_else(|| display_model(&r.model)))
         .collect();
     let count = |labels: &[String], l: &str| labels.iter().filter(|x| x.as_str() == l).count();
     let with_name: Vec<String> = runs
         .iter()
-        .zip(&fixed)
+        .zip(fixed)
         .zip(&base)
         .map(|((r, f), b)| match f {
             Some(name) => name.clone(),
@@ -105,9 +135,8 @@ pub fn assign_labels(
             None => b.clone(),
         })
         .collect();
-    let labels: Vec<String> = runs
-        .iter()
-        .zip(&fixed)
+    runs.iter()
+        .zip(fixed)
         .zip(&with_name)
         .zip(&base)
         .map(|(((r, f), l), b)| match f {
@@ -117,20 +146,7 @@ pub fn assign_labels(
             },
             _ => l.clone(),
         })
-        .collect();
-    for (i, l) in labels.iter().enumerate() {
-        if let Some(j) = labels[..i].iter().position(|x| x == l) {
-            return Err(RunsError::Label(format!(
-                "{} and {} would both be labelled {l:?}; give one of them another label",
-                runs[j].dir.display(),
-                runs[i].dir.display()
-            )));
-        }
-    }
-    for (run, label) in runs.iter_mut().zip(labels) {
-        run.label = label;
-    }
-    Ok(())
+        .collect()
 }
 
 #[cfg(test)]

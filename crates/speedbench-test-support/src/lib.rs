@@ -120,6 +120,15 @@ pub struct Ready {
     pub installed: bool,
 }
 
+/// An I/O error at `path`, as this crate reports it.
+fn io_err(path: &Path) -> impl Fn(io::Error) -> VenvError + use<> {
+    let path = path.to_path_buf();
+    move |source| VenvError::Io {
+        path: path.clone(),
+        source,
+    }
+}
+
 impl Venv {
     /// `target/prepare-venv` of this workspace with [`REQUIREMENTS`] and
     /// [`IMPORT_CHECK`], made with `$PYTHON` (default `python3`).
@@ -193,10 +202,29 @@ impl Venv {
     /// stamp. Each step it takes is announced on `progress`; a reuse writes
     /// nothing.
     pub fn ensure(&self, progress: &mut dyn Write) -> Result<Ready, VenvError> {
-        let io_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| VenvError::Io { path, source }
-        };
+        // Held until the end of this call, and released there explicitly: a
+        // process another thread is just starting may hold a copy of the
+        // descriptor until its exec, and closing ours would leave the lock
+        // held by that copy.
+        let _held = self.lock(progress)?;
+        let python = self.python();
+        let stamp = self.dir.join(STAMP);
+        let stamped = std::fs::read_to_string(&stamp).is_ok_and(|s| s == self.requirements);
+        if stamped && self.checks(&python) {
+            return Ok(Ready {
+                python,
+                installed: false,
+            });
+        }
+        self.install(&python, &stamp, progress)?;
+        Ok(Ready {
+            python,
+            installed: true,
+        })
+    }
+
+    /// Takes the venv's lock, saying so when another process holds it.
+    fn lock(&self, progress: &mut dyn Write) -> Result<HeldLock, VenvError> {
         let lock_path = self.lock_file();
         if let Some(parent) = lock_path.parent() {
             std::fs::create_dir_all(parent).map_err(io_err(parent))?;
@@ -220,23 +248,20 @@ impl Venv {
             }
             Err(TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
-        // The lock is held until the end of this call, and released there
-        // explicitly: a process another thread is just starting may hold a
-        // copy of the descriptor until its exec, and closing ours would
-        // leave the lock held by that copy.
-        let _held = HeldLock(lock);
-        let python = self.python();
-        let stamp = self.dir.join(STAMP);
-        let stamped = std::fs::read_to_string(&stamp).is_ok_and(|s| s == self.requirements);
-        if stamped && self.checks(&python) {
-            return Ok(Ready {
-                python,
-                installed: false,
-            });
-        }
+        Ok(HeldLock(lock))
+    }
+
+    /// Makes the venv (anew when its interpreter no longer runs), installs
+    /// the packages, checks them and writes the stamp.
+    fn install(
+        &self,
+        python: &Path,
+        stamp: &Path,
+        progress: &mut dyn Write,
+    ) -> Result<(), VenvError> {
         let started = Instant::now();
         let packages = self.packages();
-        let runs = python.exists() && run(Command::new(&python).args(["-c", ""]), "").is_ok();
+        let runs = python.exists() && run(Command::new(python).args(["-c", ""]), "").is_ok();
         let _ = writeln!(
             progress,
             "{} {} for {} (pip install {} pinned packages: {}), once; later runs reuse it",
@@ -247,24 +272,15 @@ impl Venv {
             self.top_level_names(),
         );
         if !runs {
-            if self.dir.exists() {
-                std::fs::remove_dir_all(&self.dir).map_err(io_err(&self.dir))?;
-            }
-            run(
-                Command::new(&self.base_python)
-                    .args(["-m", "venv"])
-                    .arg(&self.dir),
-                "; Debian/Ubuntu: apt-get install python3 python3-venv, or set PYTHON to a \
-                 Python 3 that has the venv module",
-            )?;
+            self.create()?;
         }
         // A stamp stays only on a venv whose install finished and checked.
-        match std::fs::remove_file(&stamp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(&stamp)(e)),
+        match std::fs::remove_file(stamp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(stamp)(e)),
             _ => {}
         }
         run(
-            Command::new(&python)
+            Command::new(python)
                 .args([
                     "-m",
                     "pip",
@@ -277,20 +293,31 @@ impl Venv {
             "; pip needs PyPI (or the index PIP_INDEX_URL names) to be reachable",
         )?;
         run(
-            Command::new(&python).args(["-c", &self.check]),
+            Command::new(python).args(["-c", &self.check]),
             "; the packages installed but do not import",
         )?;
-        std::fs::write(&stamp, &self.requirements).map_err(io_err(&stamp))?;
+        std::fs::write(stamp, &self.requirements).map_err(io_err(stamp))?;
         let _ = writeln!(
             progress,
             "{} is ready ({:.0} s)",
             self.dir.display(),
             started.elapsed().as_secs_f64()
         );
-        Ok(Ready {
-            python,
-            installed: true,
-        })
+        Ok(())
+    }
+
+    /// A fresh venv in place of whatever is there.
+    fn create(&self) -> Result<(), VenvError> {
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        }
+        run(
+            Command::new(&self.base_python)
+                .args(["-m", "venv"])
+                .arg(&self.dir),
+            "; Debian/Ubuntu: apt-get install python3 python3-venv, or set PYTHON to a \
+             Python 3 that has the venv module",
+        )
     }
 
     /// Whether `python` runs the check.

@@ -74,31 +74,7 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         )));
     }
     if dir.is_file() {
-        let is_json = dir
-            .extension()
-            .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case("json"));
-        if !is_json {
-            return Err(ReportError::Compare(format!(
-                "the {role} path {} is a file but not a .json file: give a run directory, or \
-                 a speed_bench.py --output .json file",
-                dir.display()
-            )));
-        }
-        let run = speedbench_runs::load_run(dir)?;
-        debug_assert_eq!(run.format, RunFormat::SpeedBenchPy);
-        return Ok(CompareRun {
-            dir: dir.to_path_buf(),
-            records: Vec::new(),
-            manifest: None,
-            live: false,
-            // Its `config.model`; speed_bench.py's `--model` is optional.
-            model: run
-                .speed_bench_py
-                .as_ref()
-                .and_then(|f| f.config.model.clone())
-                .unwrap_or_default(),
-            speed_bench_py: run.speed_bench_py,
-        });
+        return load_speed_bench_py_file(dir, role);
     }
     if !dir.is_dir() {
         return Err(RunsError::NotADirectory(dir.to_path_buf()).into());
@@ -107,38 +83,8 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         .iter()
         .map(|name| dir.join(name))
         .find(|p| p.is_file());
-    if records_path.is_none()
-        && dir.join(RunManifest::FILE_NAME).is_file()
-        && dir.join(SUMMARY_FILE_NAME).is_file()
-    {
-        // What run.json says it was profiled at: only a summary-level run
-        // is missing its records on purpose.
-        let level = std::fs::read_to_string(dir.join(RunManifest::FILE_NAME))
-            .ok()
-            .and_then(|t| serde_json::from_str::<RunManifest>(&t).ok())
-            .and_then(|m| m.config.get("export_level")?.as_str().map(str::to_string));
-        let why = match level.as_deref() {
-            Some("summary") => "it was profiled with --export-level summary".to_string(),
-            Some(level) => format!(
-                "it was profiled with --export-level {level}, so the file was lost or removed \
-                 after the run"
-            ),
-            None => "run.json does not say its export level".to_string(),
-        };
-        return Err(ReportError::Compare(format!(
-            "the {role} run {} has only {SUMMARY_FILE_NAME}, no {RECORDS_FILE_NAME} ({why}): a \
-             comparison pairs the two runs' requests, so both need their per-request records; \
-             profile it again with --export-level records (the default), or compare the \
-             run-level figures with `speedbench report`",
-            dir.display()
-        )));
-    }
-    if records_path.is_none() && !dir.join(AIPERF_PROFILE_FILE_NAME).is_file() {
-        return Err(ReportError::Compare(format!(
-            "the {role} run directory {}: it holds no run ({RECORDS_FILE_NAME} of speedbench, \
-             or {AIPERF_PROFILE_FILE_NAME} of AIPerf)",
-            dir.display(),
-        )));
+    if records_path.is_none() {
+        refuse_without_records(dir, role)?;
     }
     let run = speedbench_runs::load_run(dir)?;
     let records = run.records.ok_or_else(|| {
@@ -164,4 +110,70 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         model: run.model,
         speed_bench_py: None,
     })
+}
+
+/// A speed_bench.py `--output` JSON file as one side.
+fn load_speed_bench_py_file(path: &Path, role: &str) -> Result<CompareRun, ReportError> {
+    let is_json = path
+        .extension()
+        .is_some_and(|e| e.to_string_lossy().eq_ignore_ascii_case("json"));
+    if !is_json {
+        return Err(ReportError::Compare(format!(
+            "the {role} path {} is a file but not a .json file: give a run directory, or \
+             a speed_bench.py --output .json file",
+            path.display()
+        )));
+    }
+    let run = speedbench_runs::load_run(path)?;
+    debug_assert_eq!(run.format, RunFormat::SpeedBenchPy);
+    Ok(CompareRun {
+        dir: path.to_path_buf(),
+        records: Vec::new(),
+        manifest: None,
+        live: false,
+        // Its `config.model`; speed_bench.py's `--model` is optional.
+        model: run
+            .speed_bench_py
+            .as_ref()
+            .and_then(|f| f.config.model.clone())
+            .unwrap_or_default(),
+        speed_bench_py: run.speed_bench_py,
+    })
+}
+
+/// A directory without a records file: a speedbench run that kept only
+/// its summary (said with why, from its export level), or no run at all.
+/// An AIPerf run passes (its records are its own file).
+fn refuse_without_records(dir: &Path, role: &str) -> Result<(), ReportError> {
+    if dir.join(RunManifest::FILE_NAME).is_file() && dir.join(SUMMARY_FILE_NAME).is_file() {
+        // What run.json says it was profiled at: only a summary-level run
+        // is missing its records on purpose.
+        let level = std::fs::read_to_string(dir.join(RunManifest::FILE_NAME))
+            .ok()
+            .and_then(|t| serde_json::from_str::<RunManifest>(&t).ok())
+            .and_then(|m| m.config.get("export_level")?.as_str().map(str::to_string));
+        let why = match level.as_deref() {
+            Some("summary") => "it was profiled with --export-level summary".to_string(),
+            Some(level) => format!(
+                "it was profiled with --export-level {level}, so the file was lost or removed \
+                 after the run"
+            ),
+            None => "run.json does not say its export level".to_string(),
+        };
+        return Err(ReportError::Compare(format!(
+            "the {role} run {} has only {SUMMARY_FILE_NAME}, no {RECORDS_FILE_NAME} ({why}): a \
+             comparison pairs the two runs' requests, so both need their per-request records; \
+             profile it again with --export-level records (the default), or compare the \
+             run-level figures with `speedbench report`",
+            dir.display()
+        )));
+    }
+    if !dir.join(AIPERF_PROFILE_FILE_NAME).is_file() {
+        return Err(ReportError::Compare(format!(
+            "the {role} run directory {}: it holds no run ({RECORDS_FILE_NAME} of speedbench, \
+             or {AIPERF_PROFILE_FILE_NAME} of AIPerf)",
+            dir.display(),
+        )));
+    }
+    Ok(())
 }
