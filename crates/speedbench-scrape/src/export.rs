@@ -358,40 +358,34 @@ pub(crate) struct StoredSeries<'a> {
     pub points: &'a [(i64, f64)],
 }
 
+/// Histograms gather their parts first: (endpoint, family, labels
+/// without `le`) -> stats.
+type HistogramParts = BTreeMap<(String, String, Vec<(String, String)>), HistogramStats>;
+
 /// Builds the `metrics` map from every stored series.
 pub(crate) fn build_metrics<'a>(
     series: impl Iterator<Item = StoredSeries<'a>>,
     families: &BTreeMap<String, (MetricType, Option<String>)>,
     window: Window,
 ) -> BTreeMap<String, MetricExport> {
-    // Histograms gather their parts first: (endpoint, family, labels) -> stats.
-    type HistKey = (String, String, Vec<(String, String)>);
-    let mut hists: BTreeMap<HistKey, HistogramStats> = BTreeMap::new();
+    let mut hists = HistogramParts::new();
     let mut out: BTreeMap<String, MetricExport> = BTreeMap::new();
-    let entry = |out: &mut BTreeMap<String, MetricExport>, family: &str, kind: MetricType| {
-        out.entry(family.to_string())
-            .or_insert_with(|| MetricExport {
-                kind,
-                description: families.get(family).and_then(|f| f.1.clone()),
-                series: Vec::new(),
-                aggregate: None,
-            })
-            .series
-            .len()
-    };
     for s in series {
-        let labels: BTreeMap<String, String> = s.labels.iter().cloned().collect();
+        let export = |stats: Option<SeriesStats>| SeriesExport {
+            endpoint_url: s.endpoint.to_string(),
+            labels: s.labels.iter().cloned().collect(),
+            stats,
+        };
         match s.role {
             Role::Counter => {
-                entry(&mut out, s.family, MetricType::Counter);
-                let stats = counter_stats(s.points, window);
-                if let Some(m) = out.get_mut(s.family) {
-                    m.series.push(SeriesExport {
-                        endpoint_url: s.endpoint.to_string(),
-                        labels,
-                        stats: stats.map(SeriesStats::Counter),
-                    });
-                }
+                let stats = counter_stats(s.points, window).map(SeriesStats::Counter);
+                push_series(
+                    &mut out,
+                    families,
+                    s.family,
+                    MetricType::Counter,
+                    export(stats),
+                );
             }
             Role::Gauge(kind) => {
                 let kind = match kind {
@@ -400,51 +394,22 @@ pub(crate) fn build_metrics<'a>(
                     }
                     k => *k,
                 };
-                entry(&mut out, s.family, kind);
-                let stats = gauge_stats(s.points, window);
-                if let Some(m) = out.get_mut(s.family) {
-                    m.series.push(SeriesExport {
-                        endpoint_url: s.endpoint.to_string(),
-                        labels,
-                        stats: stats.map(SeriesStats::Gauge),
-                    });
-                }
+                let stats = gauge_stats(s.points, window).map(SeriesStats::Gauge);
+                push_series(&mut out, families, s.family, kind, export(stats));
             }
             Role::Bucket(_) | Role::HistSum | Role::HistCount => {
-                let base: Vec<(String, String)> = s
-                    .labels
-                    .iter()
-                    .filter(|(k, _)| k != "le")
-                    .cloned()
-                    .collect();
-                let key = (s.endpoint.to_string(), s.family.to_string(), base);
-                let h = hists.entry(key).or_insert_with(|| HistogramStats {
-                    count: 0.0,
-                    sum: 0.0,
-                    avg: None,
-                    buckets: BTreeMap::new(),
-                });
-                let delta = counter_stats(s.points, window).map_or(0.0, |c| c.total);
-                match s.role {
-                    Role::Bucket(le) => {
-                        h.buckets.insert(le.clone(), delta);
-                    }
-                    Role::HistSum => h.sum = delta,
-                    _ => h.count = delta,
-                }
+                add_histogram_part(&mut hists, &s, window);
             }
         }
     }
     for ((endpoint, family, labels), mut h) in hists {
         h.avg = (h.count > 0.0).then(|| h.sum / h.count);
-        entry(&mut out, &family, MetricType::Histogram);
-        if let Some(m) = out.get_mut(&family) {
-            m.series.push(SeriesExport {
-                endpoint_url: endpoint,
-                labels: labels.into_iter().collect(),
-                stats: Some(SeriesStats::Histogram(h)),
-            });
-        }
+        let series = SeriesExport {
+            endpoint_url: endpoint,
+            labels: labels.into_iter().collect(),
+            stats: Some(SeriesStats::Histogram(h)),
+        };
+        push_series(&mut out, families, &family, MetricType::Histogram, series);
     }
     for m in out.values_mut() {
         if m.kind == MetricType::Counter {
@@ -452,6 +417,52 @@ pub(crate) fn build_metrics<'a>(
         }
     }
     out
+}
+
+/// Adds `series` to its family's export, made on first use (of `kind`,
+/// with the family's `# HELP`).
+fn push_series(
+    out: &mut BTreeMap<String, MetricExport>,
+    families: &BTreeMap<String, (MetricType, Option<String>)>,
+    family: &str,
+    kind: MetricType,
+    series: SeriesExport,
+) {
+    out.entry(family.to_string())
+        .or_insert_with(|| MetricExport {
+            kind,
+            description: families.get(family).and_then(|f| f.1.clone()),
+            series: Vec::new(),
+            aggregate: None,
+        })
+        .series
+        .push(series);
+}
+
+/// One bucket, sum or count series of a histogram: its delta over the
+/// window, in its histogram's parts.
+fn add_histogram_part(hists: &mut HistogramParts, s: &StoredSeries<'_>, window: Window) {
+    let base: Vec<(String, String)> = s
+        .labels
+        .iter()
+        .filter(|(k, _)| k != "le")
+        .cloned()
+        .collect();
+    let key = (s.endpoint.to_string(), s.family.to_string(), base);
+    let h = hists.entry(key).or_insert_with(|| HistogramStats {
+        count: 0.0,
+        sum: 0.0,
+        avg: None,
+        buckets: BTreeMap::new(),
+    });
+    let delta = counter_stats(s.points, window).map_or(0.0, |c| c.total);
+    match s.role {
+        Role::Bucket(le) => {
+            h.buckets.insert(le.clone(), delta);
+        }
+        Role::HistSum => h.sum = delta,
+        _ => h.count = delta,
+    }
 }
 
 /// A counter family's aggregate: the deltas summed over its series (and
