@@ -573,15 +573,12 @@ pub async fn get_capped(
     max_body: usize,
 ) -> Result<Buffered, HttpError> {
     let fut = async {
-        let first: hyper::Uri =
-            url.parse()
-                .map_err(|e: hyper::http::uri::InvalidUri| HttpError::InvalidUrl {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                })?;
+        let first: hyper::Uri = parse_uri(url)?;
         let mut current = first.clone();
         for _ in 0..=MAX_REDIRECTS {
             let mut req = Request::get(current.clone());
+            // The caller's headers (credentials among them) go to its own
+            // host only, never to where a redirect points.
             if current.authority() == first.authority() {
                 for (n, v) in headers {
                     req = req.header(n, v);
@@ -593,58 +590,17 @@ pub async fn get_capped(
                     url: current.to_string(),
                     message: e.to_string(),
                 })?;
-            let connect = |e: Box<dyn std::error::Error + Send + Sync>| HttpError::Connect {
-                url: current.to_string(),
-                message: describe(e.as_ref()),
-                source: e,
-            };
             let resp = client
                 .request(req)
                 .await
-                .map_err(|e| connect(Box::new(e)))?;
-            let status = resp.status();
-            if status.is_redirection()
+                .map_err(|e| connect_error(&current, Box::new(e)))?;
+            if resp.status().is_redirection()
                 && let Some(loc) = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok())
             {
-                let next = resolve_location(&current, loc);
-                current = next.parse().map_err(|e: hyper::http::uri::InvalidUri| {
-                    HttpError::InvalidUrl {
-                        url: next.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
+                current = parse_uri(&resolve_location(&current, loc))?;
                 continue;
             }
-            let headers = resp.headers().clone();
-            let too_large = || HttpError::BodyTooLarge {
-                url: current.to_string(),
-                limit: max_body,
-            };
-            let declared = headers
-                .get(hyper::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
-            if declared.is_some_and(|n| n > max_body as u64) {
-                return Err(too_large());
-            }
-            let mut body = resp.into_body();
-            let mut bytes = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| connect(Box::new(e)))?;
-                if let Ok(data) = frame.into_data() {
-                    if bytes.len() + data.len() > max_body {
-                        return Err(too_large());
-                    }
-                    bytes.extend_from_slice(&data);
-                }
-            }
-            let body = Bytes::from(bytes);
-            return Ok(Buffered {
-                status,
-                headers,
-                body,
-                url: current.to_string(),
-            });
+            return read_capped(resp, &current, max_body).await;
         }
         Err(HttpError::TooManyRedirects {
             url: url.to_string(),
@@ -656,6 +612,61 @@ pub async fn get_capped(
             url: url.to_string(),
             timeout,
         })?
+}
+
+fn parse_uri(url: &str) -> Result<hyper::Uri, HttpError> {
+    url.parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| HttpError::InvalidUrl {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
+}
+
+fn connect_error(url: &hyper::Uri, e: Box<dyn std::error::Error + Send + Sync>) -> HttpError {
+    HttpError::Connect {
+        url: url.to_string(),
+        message: describe(e.as_ref()),
+        source: e,
+    }
+}
+
+/// The answer's body, at most `max_body` bytes: refused by its declared
+/// length before any is read, or as soon as it passes the cap.
+async fn read_capped(
+    resp: hyper::Response<hyper::body::Incoming>,
+    url: &hyper::Uri,
+    max_body: usize,
+) -> Result<Buffered, HttpError> {
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let too_large = || HttpError::BodyTooLarge {
+        url: url.to_string(),
+        limit: max_body,
+    };
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return Err(too_large());
+    }
+    let mut body = resp.into_body();
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| connect_error(url, Box::new(e)))?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > max_body {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(Buffered {
+        status,
+        headers,
+        body: Bytes::from(bytes),
+        url: url.to_string(),
+    })
 }
 
 #[cfg(test)]
