@@ -170,42 +170,58 @@ impl SpeedBenchPySample {
     /// speed_bench.py's `run_one` over the records of one sample, in turn
     /// order. `turns` must not be empty.
     pub fn of_turns(turns: &[&RequestRecord]) -> SpeedBenchPySample {
-        let first = turns.first().copied().cloned().unwrap_or_default();
-        let mut latency_s = 0.0;
-        if let Some(failed) = turns.iter().find(|r| !r.is_success()) {
-            // speed_bench.py adds a turn's latency only once it succeeded.
-            for r in turns.iter().take_while(|r| r.is_success()) {
-                latency_s += r.e2e_latency_ns as f64 / 1e9;
-            }
-            let kind = failed.error_kind.map_or("error", |k| k.as_str());
-            let message = failed.error_message.as_deref().unwrap_or("no message");
-            return SpeedBenchPySample {
-                id: first.conversation_id,
-                category: first.category,
-                ok: false,
-                turns: turns.len() as u64,
-                latency_s,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                total_tokens: 0,
-                finish_reason: None,
-                draft_n: 0,
-                draft_n_accepted: 0,
-                prompt_ms: None,
-                predicted_ms: None,
-                prompt_per_second: None,
-                predicted_per_second: None,
-                error: Some(format!(
-                    "turn {} of {} failed ({kind}): {message}",
-                    failed.turn_index + 1,
-                    turns.len()
-                )),
-                prompt_n: None,
-                cache_n: None,
-                uncached_prompt_per_second: None,
-            };
+        match turns.iter().find(|r| !r.is_success()) {
+            Some(failed) => SpeedBenchPySample::failed(turns, failed),
+            None => SpeedBenchPySample::succeeded(turns),
         }
+    }
+
+    /// A sample one of whose turns failed: speed_bench.py adds a turn's
+    /// latency only once it succeeded, and counts no token.
+    fn failed(turns: &[&RequestRecord], failed: &RequestRecord) -> SpeedBenchPySample {
+        let first = turns.first().copied().cloned().unwrap_or_default();
+        let latency_s = turns
+            .iter()
+            .take_while(|r| r.is_success())
+            .map(|r| r.e2e_latency_ns as f64 / 1e9)
+            // From +0.0, as speed_bench.py adds (`Sum` for floats starts at -0.0).
+            .fold(0.0, |sum, s| sum + s);
+        let kind = failed.error_kind.map_or("error", |k| k.as_str());
+        let message = failed.error_message.as_deref().unwrap_or("no message");
+        SpeedBenchPySample {
+            id: first.conversation_id,
+            category: first.category,
+            ok: false,
+            turns: turns.len() as u64,
+            latency_s,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            total_tokens: 0,
+            finish_reason: None,
+            draft_n: 0,
+            draft_n_accepted: 0,
+            prompt_ms: None,
+            predicted_ms: None,
+            prompt_per_second: None,
+            predicted_per_second: None,
+            error: Some(format!(
+                "turn {} of {} failed ({kind}): {message}",
+                failed.turn_index + 1,
+                turns.len()
+            )),
+            prompt_n: None,
+            cache_n: None,
+            uncached_prompt_per_second: None,
+        }
+    }
+
+    /// A sample whose every turn succeeded: its turns summed; a single
+    /// turn keeps the server's own rates, several get them recomputed
+    /// from the sums.
+    fn succeeded(turns: &[&RequestRecord]) -> SpeedBenchPySample {
+        let first = turns.first().copied().cloned().unwrap_or_default();
         let single = turns.len() == 1;
+        let mut latency_s = 0.0;
         let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
         let (mut draft_n, mut draft_n_accepted) = (0u64, 0u64);
         let (mut prompt_ms, mut predicted_ms) = (0.0f64, 0.0f64);
