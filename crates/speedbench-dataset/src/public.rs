@@ -196,69 +196,85 @@ pub async fn materialize(
             location: "GitHub (hemingkx/Spec-Bench, data/spec_bench/question.jsonl)".into(),
             path: options.dataset_cache.join(spec.cache_file()),
         })),
-        DatasetSource::Literature(lit) => {
-            let hub = HubClient::new(options.hub.clone())?;
-            let files = hub
-                .fetch_split(lit.repo, lit.revision, lit.config, lit.split)
-                .await?;
-            let mut jsonl = String::new();
-            let mut index = 0;
-            for path in &files.paths {
-                for row in read_parquet_rows(path)? {
-                    let value = literature_row(lit, &row, index, path)?;
-                    jsonl.push_str(&value.to_string());
-                    jsonl.push('\n');
-                    index += 1;
-                }
-            }
-            Ok(Materialized {
-                jsonl,
-                origin: Origin::Hub {
-                    repo: lit.repo.to_string(),
-                    commit: files.commit.clone(),
-                },
-                repo: Some(lit.repo.to_string()),
-                revision: Some(files.commit),
-            })
-        }
+        DatasetSource::Literature(lit) => from_literature(lit, options).await,
         DatasetSource::SpeedBench { config, .. } => {
-            let hub = HubClient::new(options.hub.clone())?;
-            tracing::warn!(
-                "resolving SPEED-Bench {config:?} from its upstream sources (resolver {}); the \
-                 result is cached in {}",
-                options.resolver,
-                options.dataset_cache.display()
-            );
-            let resolved = resolve_config(
-                config,
-                &hub,
-                options.resolver,
-                &options.upstream,
-                &options.dataset_cache,
-            )
-            .await?;
-            // Validate before caching: never cache placeholder text.
-            Dataset::from_jsonl_str(config, &resolved.jsonl)?;
-            let path = options.dataset_cache.join(spec.cache_file());
-            write_atomic(&path, resolved.jsonl.as_bytes())?;
-            tracing::warn!(
-                bytes = resolved.jsonl.len(),
-                "resolved SPEED-Bench {config:?} {} into {}",
-                resolved.by,
-                path.display()
-            );
-            Ok(Materialized {
-                jsonl: resolved.jsonl,
-                origin: Origin::Resolved {
-                    commit: resolved.commit.clone(),
-                    path,
-                    by: resolved.by,
-                },
-                repo: Some(crate::registry::SPEED_BENCH_REPO.to_string()),
-                revision: Some(resolved.commit),
-            })
+            resolve_speed_bench(spec, config, options).await
         }
     }
+}
+
+/// A literature set's split from the Hub, its Parquet rows as JSONL.
+async fn from_literature(
+    lit: &crate::registry::LiteratureSpec,
+    options: &LoadOptions,
+) -> Result<Materialized, DatasetError> {
+    let hub = HubClient::new(options.hub.clone())?;
+    let files = hub
+        .fetch_split(lit.repo, lit.revision, lit.config, lit.split)
+        .await?;
+    let mut jsonl = String::new();
+    let mut index = 0;
+    for path in &files.paths {
+        for row in read_parquet_rows(path)? {
+            let value = literature_row(lit, &row, index, path)?;
+            jsonl.push_str(&value.to_string());
+            jsonl.push('\n');
+            index += 1;
+        }
+    }
+    Ok(Materialized {
+        jsonl,
+        origin: Origin::Hub {
+            repo: lit.repo.to_string(),
+            commit: files.commit.clone(),
+        },
+        repo: Some(lit.repo.to_string()),
+        revision: Some(files.commit),
+    })
+}
+
+/// A SPEED-Bench config resolved from its upstream sources, checked and
+/// written to the dataset cache.
+async fn resolve_speed_bench(
+    spec: &DatasetSpec,
+    config: &str,
+    options: &LoadOptions,
+) -> Result<Materialized, DatasetError> {
+    let hub = HubClient::new(options.hub.clone())?;
+    tracing::warn!(
+        "resolving SPEED-Bench {config:?} from its upstream sources (resolver {}); the \
+         result is cached in {}",
+        options.resolver,
+        options.dataset_cache.display()
+    );
+    let resolved = resolve_config(
+        config,
+        &hub,
+        options.resolver,
+        &options.upstream,
+        &options.dataset_cache,
+    )
+    .await?;
+    // Validate before caching: never cache placeholder text.
+    Dataset::from_jsonl_str(config, &resolved.jsonl)?;
+    let path = options.dataset_cache.join(spec.cache_file());
+    write_atomic(&path, resolved.jsonl.as_bytes())?;
+    tracing::warn!(
+        bytes = resolved.jsonl.len(),
+        "resolved SPEED-Bench {config:?} {} into {}",
+        resolved.by,
+        path.display()
+    );
+    Ok(Materialized {
+        jsonl: resolved.jsonl,
+        origin: Origin::Resolved {
+            commit: resolved.commit.clone(),
+            path,
+            by: resolved.by,
+        },
+        repo: Some(crate::registry::SPEED_BENCH_REPO.to_string()),
+        revision: Some(resolved.commit),
+    })
 }
 
 /// One literature Parquet row as a JSONL row.
