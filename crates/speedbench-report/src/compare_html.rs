@@ -90,51 +90,13 @@ fn grouped_chart(
     for (g, row) in c.rows.iter().enumerate() {
         let gx = left + g as f64 * group_w + group_w * 0.1;
         for (s, ser) in series.iter().enumerate() {
-            let Some(v) = (ser.value.value)(row).filter(|v| v.is_finite()) else {
-                continue;
+            let place = BarPlace {
+                x: gx + s as f64 * bar_w,
+                width: bar_w,
+                floor: h,
+                color: PALETTE[s % PALETTE.len()],
             };
-            let x = gx + s as f64 * bar_w;
-            let interval = ser.interval.and_then(|(lo, hi)| {
-                let low = (lo.value)(row).filter(|v| v.is_finite())?;
-                let high = (hi.value)(row).filter(|v| v.is_finite())?;
-                Some((lo, hi, low, high))
-            });
-            let shown = match &interval {
-                Some((lo, hi, _, _)) => format!(
-                    "{}: {} {} [{}, {}]",
-                    esc(&row.category),
-                    ser.label,
-                    ser.value.text(row),
-                    lo.text(row),
-                    hi.text(row)
-                ),
-                None => format!(
-                    "{}: {} {}",
-                    esc(&row.category),
-                    ser.label,
-                    ser.value.text(row)
-                ),
-            };
-            let _ = write!(
-                svg,
-                "<rect class=\"bar\" {} x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{shown}</title></rect>",
-                mark(row, &ser.value),
-                y(v),
-                bar_w * 0.95,
-                h - y(v),
-                PALETTE[s % PALETTE.len()],
-            );
-            if let Some((lo, hi, low, high)) = interval {
-                let cx = x + bar_w * 0.95 / 2.0;
-                let cap = (bar_w * 0.25).min(6.0);
-                let ends = Whisker {
-                    cx,
-                    cap,
-                    low: y(low),
-                    high: y(high),
-                };
-                ends.draw(&mut svg, row, &ser.value, &lo, &hi);
-            }
+            draw_bar(&mut svg, row, ser, &place, &y);
         }
         let _ = write!(
             svg,
@@ -160,6 +122,69 @@ fn grouped_chart(
     x_axis_category(&mut svg, left, w, h, bottom);
     svg.push_str(&legend(series.iter().map(|s| s.label)));
     svg
+}
+
+/// Where one bar of a grouped chart stands: its left edge, its slot's
+/// width, the chart's floor and its series' colour.
+struct BarPlace {
+    x: f64,
+    width: f64,
+    floor: f64,
+    color: &'static str,
+}
+
+/// One series' bar for one row, with its title and its interval's whisker;
+/// nothing where the value is missing.
+fn draw_bar(
+    svg: &mut String,
+    row: &CategoryComparison,
+    ser: &Series,
+    place: &BarPlace,
+    y: &dyn Fn(f64) -> f64,
+) {
+    let Some(v) = (ser.value.value)(row).filter(|v| v.is_finite()) else {
+        return;
+    };
+    let interval = ser.interval.and_then(|(lo, hi)| {
+        let low = (lo.value)(row).filter(|v| v.is_finite())?;
+        let high = (hi.value)(row).filter(|v| v.is_finite())?;
+        Some((lo, hi, low, high))
+    });
+    let shown = match &interval {
+        Some((lo, hi, _, _)) => format!(
+            "{}: {} {} [{}, {}]",
+            esc(&row.category),
+            ser.label,
+            ser.value.text(row),
+            lo.text(row),
+            hi.text(row)
+        ),
+        None => format!(
+            "{}: {} {}",
+            esc(&row.category),
+            ser.label,
+            ser.value.text(row)
+        ),
+    };
+    let x = place.x;
+    let _ = write!(
+        svg,
+        "<rect class=\"bar\" {} x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{shown}</title></rect>",
+        mark(row, &ser.value),
+        y(v),
+        place.width * 0.95,
+        place.floor - y(v),
+        place.color,
+    );
+    if let Some((lo, hi, low, high)) = interval {
+        let ends = Whisker {
+            cx: x + place.width * 0.95 / 2.0,
+            cap: (place.width * 0.25).min(6.0),
+            low: y(low),
+            high: y(high),
+        };
+        ends.draw(svg, row, &ser.value, &lo, &hi);
+    }
 }
 
 /// An interval's whisker on a bar: where it stands and how wide its caps.
