@@ -90,97 +90,140 @@ impl Recorder {
 }
 
 fn record_loop(
-    mut writer: RecordWriter,
+    writer: RecordWriter,
     rx: Receiver<RecorderMsg>,
     mut manifest: RunManifest,
-    mut sinks: Sinks,
-    mut annotators: Vec<Box<dyn RecordAnnotator>>,
-    mut raw: Option<RawWriter>,
+    sinks: Sinks,
+    annotators: Vec<Box<dyn RecordAnnotator>>,
+    raw: Option<RawWriter>,
 ) -> (ClosedRecords, Vec<String>) {
-    let mut annotate = |r: &mut RequestRecord| {
-        for a in &mut annotators {
-            a.annotate(r);
-        }
+    let mut out = Outputs {
+        writer,
+        sinks,
+        annotators,
+        raw,
+        journal_warned: false,
+        last_flush: Instant::now(),
     };
-    let mut last_flush = Instant::now();
-    let mut journal_warned = false;
     let mut in_burst = false;
     let closed = loop {
-        let wait = FLUSH_INTERVAL.saturating_sub(last_flush.elapsed());
-        let received = match rx.try_recv() {
-            Ok(msg) => Ok(msg),
-            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-            // Emptied during a burst: let the next records gather.
-            Err(TryRecvError::Empty) if in_burst => {
-                std::thread::sleep(GATHER_PAUSE.min(wait));
-                Err(RecvTimeoutError::Timeout)
-            }
-            Err(TryRecvError::Empty) => rx.recv_timeout(wait),
-        };
+        let received = receive(&rx, in_burst, out.until_flush());
         in_burst = received.is_ok();
-        match received {
-            Ok(RecorderMsg::Record(mut r)) => {
-                annotate(&mut r);
-                if let Err(e) = writer.append(&r) {
-                    break writer.close_after_error(&manifest, e);
-                }
-                sinks.record(&r);
-            }
+        let refused = match received {
+            Ok(RecorderMsg::Record(r)) => out.record(r).err(),
             Ok(RecorderMsg::Raw(body)) => {
-                if let Some(w) = &mut raw {
-                    w.append(&body);
-                }
+                out.raw(&body);
+                None
             }
             Ok(RecorderMsg::Finish(m)) => {
                 manifest = *m;
                 // Records sent before Finish are already queued ahead of it.
-                let mut refused = None;
-                while let Ok(msg) = rx.try_recv() {
-                    let mut r = match msg {
-                        RecorderMsg::Record(r) => r,
-                        RecorderMsg::Raw(body) => {
-                            if let Some(w) = &mut raw {
-                                w.append(&body);
-                            }
-                            continue;
-                        }
-                        RecorderMsg::Finish(_) => break,
-                    };
-                    annotate(&mut r);
-                    if let Err(e) = writer.append(&r) {
-                        refused = Some(e);
-                        break;
-                    }
-                    sinks.record(&r);
-                }
-                break match refused {
-                    Some(e) => writer.close_after_error(&manifest, e),
-                    None => writer.close_or_salvage(&manifest),
+                break match out.drain(&rx) {
+                    Some(e) => out.writer.close_after_error(&manifest, e),
+                    None => out.writer.close_or_salvage(&manifest),
                 };
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => {
                 manifest.status = RunStatus::Failed;
-                break writer.close_or_salvage(&manifest);
+                break out.writer.close_or_salvage(&manifest);
             }
-        }
-        if writer.buffered() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_INTERVAL {
-            if let Err(e) = writer.flush() {
-                break writer.close_after_error(&manifest, e);
-            }
-            if let Some(e) = writer.journal_error().filter(|_| !journal_warned) {
-                tracing::warn!("{e}; the crash journal is no longer written");
-                journal_warned = true;
-            }
-            sinks.flush();
-            if let Some(w) = &mut raw {
-                w.flush();
-            }
-            last_flush = Instant::now();
+        };
+        if let Some(e) = refused.or_else(|| out.flush_when_due().err()) {
+            break out.writer.close_after_error(&manifest, e);
         }
     };
     manifest.record_count = closed.rows;
-    let mut errors = sinks.finish(&manifest);
-    errors.extend(raw.and_then(RawWriter::finish));
+    let mut errors = out.sinks.finish(&manifest);
+    errors.extend(out.raw.and_then(RawWriter::finish));
     (closed, errors)
+}
+
+/// The next message: at once when one waits; after a short pause when a
+/// burst just emptied the queue (let the next records gather); else by
+/// the next flush.
+fn receive(
+    rx: &Receiver<RecorderMsg>,
+    in_burst: bool,
+    wait: Duration,
+) -> Result<RecorderMsg, RecvTimeoutError> {
+    match rx.try_recv() {
+        Ok(msg) => Ok(msg),
+        Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+        Err(TryRecvError::Empty) if in_burst => {
+            std::thread::sleep(GATHER_PAUSE.min(wait));
+            Err(RecvTimeoutError::Timeout)
+        }
+        Err(TryRecvError::Empty) => rx.recv_timeout(wait),
+    }
+}
+
+/// Where the recorder thread puts what it receives.
+struct Outputs {
+    writer: RecordWriter,
+    sinks: Sinks,
+    annotators: Vec<Box<dyn RecordAnnotator>>,
+    raw: Option<RawWriter>,
+    journal_warned: bool,
+    last_flush: Instant,
+}
+
+impl Outputs {
+    /// Time left until the next flush is due.
+    fn until_flush(&self) -> Duration {
+        FLUSH_INTERVAL.saturating_sub(self.last_flush.elapsed())
+    }
+
+    /// One record: annotated, written, then given to the sinks.
+    fn record(&mut self, mut r: Box<RequestRecord>) -> Result<(), RecordError> {
+        for a in &mut self.annotators {
+            a.annotate(&mut r);
+        }
+        self.writer.append(&r)?;
+        self.sinks.record(&r);
+        Ok(())
+    }
+
+    fn raw(&mut self, body: &RawResponse) {
+        if let Some(w) = &mut self.raw {
+            w.append(body);
+        }
+    }
+
+    /// Everything queued after the end was announced; the error of the
+    /// record the file refused, if one was.
+    fn drain(&mut self, rx: &Receiver<RecorderMsg>) -> Option<RecordError> {
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                RecorderMsg::Record(r) => {
+                    if let Err(e) = self.record(r) {
+                        return Some(e);
+                    }
+                }
+                RecorderMsg::Raw(body) => self.raw(&body),
+                RecorderMsg::Finish(_) => break,
+            }
+        }
+        None
+    }
+
+    /// Flushes the file, the sinks and the raw export once enough rows
+    /// wait or the interval passed (saying once when the crash journal
+    /// stopped being written).
+    fn flush_when_due(&mut self) -> Result<(), RecordError> {
+        if self.writer.buffered() < FLUSH_ROWS && self.last_flush.elapsed() < FLUSH_INTERVAL {
+            return Ok(());
+        }
+        self.writer.flush()?;
+        if let Some(e) = self.writer.journal_error().filter(|_| !self.journal_warned) {
+            tracing::warn!("{e}; the crash journal is no longer written");
+            self.journal_warned = true;
+        }
+        self.sinks.flush();
+        if let Some(w) = &mut self.raw {
+            w.flush();
+        }
+        self.last_flush = Instant::now();
+        Ok(())
+    }
 }
