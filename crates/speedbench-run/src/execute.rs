@@ -104,16 +104,7 @@ async fn prepare(
     target.model = served_model(&target).await?;
     let run_id = outputs.run_id.clone().unwrap_or_else(new_run_id);
     let staged = stage(&outputs, observer).await?;
-    let dir_id = load
-        .shard
-        .map_or_else(|| run_id.clone(), |s| s.run_id(&run_id));
-    let output_dir = match &staged {
-        Some(staged) => staged.dir().to_path_buf(),
-        None => outputs
-            .dir
-            .local(&dataset.name, &dir_id)
-            .expect("a run directory that is not a store URL is local"),
-    };
+    let output_dir = run_dir(staged.as_ref(), &outputs, &dataset, &load, &run_id);
     let open_file_limit = check_open_files(&load, &dataset)?;
     // Before the scrape's first sample: the preflight's tokens stay out of
     // the run's counters; the engine decides what is scraped.
@@ -131,14 +122,8 @@ async fn prepare(
     run.server_metrics = scrape;
     run.max_error_rate = max_error_rate;
     run.open_file_limit = open_file_limit;
-    for sink in extensions.sinks {
-        run = run.with_sink(sink);
-    }
-    for annotator in extensions.annotators {
-        run = run.with_annotator(annotator);
-    }
     Ok(Prepared {
-        run,
+        run: extensions.attach(run),
         finishing: Finishing {
             staged,
             py_config,
@@ -147,6 +132,27 @@ async fn prepare(
             model,
         },
     })
+}
+
+/// Where the run writes: the staging directory of a store URL, else the
+/// directory given, else `artifacts/<dataset>-<run id>` (a shard's id).
+fn run_dir(
+    staged: Option<&StagedRun>,
+    outputs: &ValidOutputs,
+    dataset: &Dataset,
+    load: &speedbench_client::Load,
+    run_id: &str,
+) -> PathBuf {
+    if let Some(staged) = staged {
+        return staged.dir().to_path_buf();
+    }
+    let dir_id = load
+        .shard
+        .map_or_else(|| run_id.to_string(), |s| s.run_id(run_id));
+    outputs
+        .dir
+        .local(&dataset.name, &dir_id)
+        .expect("a run directory that is not a store URL is local")
 }
 
 /// The model named (validation put it on the target), or the one the
@@ -340,17 +346,10 @@ async fn finish(
     let (results, model) = read_back(&mut outcome, model)?;
     let mut speed_bench_py = None;
     if let (Some(path), RunResults::Records { records, .. }) = (py_path, &results) {
-        let json = SpeedBenchPyOutput::from_records(py_config, records);
-        match write_speed_bench_py_json(&path, &json, overwrite) {
-            Ok(()) => speed_bench_py = Some(path),
-            Err(source) => {
-                let e = RunError::Report {
-                    context: "writing --output".into(),
-                    source,
-                };
-                // The output error comes first; the upload's after it.
-                failure = Some(e);
-            }
+        match write_speed_bench_py(path, py_config, records, overwrite) {
+            Ok(path) => speed_bench_py = Some(path),
+            // The output error comes first; the upload's after it.
+            Err(e) => failure = Some(e),
         }
     }
     let report = RunReport {
@@ -372,6 +371,21 @@ async fn finish(
         observer.warning(&warning);
     }
     Ok(report)
+}
+
+/// speed_bench.py's `--output` JSON of the run's records, at `path`.
+fn write_speed_bench_py(
+    path: PathBuf,
+    config: SpeedBenchPyConfig,
+    records: &[speedbench_record::RequestRecord],
+    overwrite: bool,
+) -> Result<PathBuf, RunError> {
+    let json = SpeedBenchPyOutput::from_records(config, records);
+    write_speed_bench_py_json(&path, &json, overwrite).map_err(|source| RunError::Report {
+        context: "writing --output".into(),
+        source,
+    })?;
+    Ok(path)
 }
 
 fn shown_paths(outcome: &RunOutcome, staged: Option<&StagedRun>) -> ShownPaths {

@@ -138,6 +138,22 @@ pub(crate) struct Extensions {
     pub(crate) annotators: Vec<Box<dyn RecordAnnotator>>,
 }
 
+impl Extensions {
+    /// `run` with every sink and annotator added.
+    pub(crate) fn attach(
+        self,
+        mut run: speedbench_client::ProfileRun,
+    ) -> speedbench_client::ProfileRun {
+        for sink in self.sinks {
+            run = run.with_sink(sink);
+        }
+        for annotator in self.annotators {
+            run = run.with_annotator(annotator);
+        }
+        run
+    }
+}
+
 impl std::fmt::Debug for Extensions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<String> = self.sinks.iter().map(|s| s.name()).collect();
