@@ -442,44 +442,56 @@ fn check_profile_args(args: &[String], secrets: &[SecretEnv]) -> Result<(), Kube
                 .map(str::to_string)
         };
         if let Some(what) = literal_credential(arg) {
-            // The flag the value belongs to, never the value itself.
-            let named = if arg.starts_with('-') {
-                flag
-            } else {
-                i.checked_sub(1)
-                    .and_then(|p| args.get(p))
-                    .filter(|p| p.starts_with('-'))
-                    .map_or("a profile argument", |p| p.as_str())
-            };
-            return Err(KubeError::LiteralSecret {
-                what: format!("{what} ({named})"),
-                hint: "declare it as a Secret env (ENV=SECRET:KEY) and write $(ENV) where it \
-                       goes, which the kubelet expands"
-                    .into(),
-            });
+            return Err(literal_in_flag(args, i, flag, &what));
         }
         if let Some(header) = header {
-            let name = header_name(&header);
-            // Named like a credential, or a value shaped like one whatever
-            // the name (`X-Custom: Bearer ...`), unless it is a Secret's.
-            if header_credential(&header).is_some() {
-                let refs_secret = secrets
-                    .iter()
-                    .any(|s| header.contains(&format!("$({})", s.env)));
-                if !refs_secret {
-                    return Err(KubeError::LiteralSecret {
-                        what: format!("header {name}"),
-                        hint: format!(
-                            "declare the value as a Secret env (ENV=SECRET:KEY) and write \
-                             the header as \"{name}:... $(ENV)\", which the kubelet expands"
-                        ),
-                    });
-                }
-            }
+            check_header(&header, secrets)?;
         }
         i += 1;
     }
     Ok(())
+}
+
+/// A literal credential in argument `i`: named by the flag it belongs to,
+/// never by the value itself.
+fn literal_in_flag(args: &[String], i: usize, flag: &str, what: &str) -> KubeError {
+    let named = if args[i].starts_with('-') {
+        flag
+    } else {
+        i.checked_sub(1)
+            .and_then(|p| args.get(p))
+            .filter(|p| p.starts_with('-'))
+            .map_or("a profile argument", |p| p.as_str())
+    };
+    KubeError::LiteralSecret {
+        what: format!("{what} ({named})"),
+        hint: "declare it as a Secret env (ENV=SECRET:KEY) and write $(ENV) where it goes, \
+               which the kubelet expands"
+            .into(),
+    }
+}
+
+/// A `-H` header named like a credential, or with a value shaped like one
+/// whatever the name (`X-Custom: Bearer ...`), must be built from a Secret
+/// env (`$(ENV)`).
+fn check_header(header: &str, secrets: &[SecretEnv]) -> Result<(), KubeError> {
+    if header_credential(header).is_none() {
+        return Ok(());
+    }
+    let refs_secret = secrets
+        .iter()
+        .any(|s| header.contains(&format!("$({})", s.env)));
+    if refs_secret {
+        return Ok(());
+    }
+    let name = header_name(header);
+    Err(KubeError::LiteralSecret {
+        what: format!("header {name}"),
+        hint: format!(
+            "declare the value as a Secret env (ENV=SECRET:KEY) and write the header as \
+             \"{name}:... $(ENV)\", which the kubelet expands"
+        ),
+    })
 }
 
 /// The labels on the Job and on every Pod: speedbench's own and the caller's.
