@@ -58,57 +58,17 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
     let journal = read_journal(&journal_path)?;
     let mut warnings = journal_warnings(&journal_path, &journal);
     let manifest_path = dir.join(RunManifest::FILE_NAME);
-    let mut manifest = match crate::run_data::read_json(&manifest_path)
-        .and_then(|v| serde_json::from_value::<RunManifest>(v).map_err(|e| refuse(&e.to_string())))
-    {
-        Ok(manifest) => {
-            if let Some(other) = other_run(&journal.records, &manifest.run_id) {
-                return Err(refuse(&format!(
-                    "the crash journal holds the records of run {other:?}, but run.json is run \
-                     {:?}'s: not mixing two runs",
-                    manifest.run_id
-                )));
-            }
-            manifest
-        }
-        Err(e) => {
-            let manifest = manifest_from_records(&journal.records);
-            warnings.push(format!(
-                "run.json could not be read ({e}): rebuilt from the records (run {:?}, model \
-                 {:?}, dataset {:?}); the run's configuration is lost",
-                manifest.run_id, manifest.model, manifest.dataset
-            ));
-            manifest
-        }
-    };
+    let mut manifest = journal_manifest(&manifest_path, &journal.records, &mut warnings)
+        .map_err(|message| refuse(&message))?;
     manifest.status = RunStatus::Interrupted;
     manifest.record_count = journal.records.len() as u64;
-    // Written aside and renamed: a recovery cut short leaves no half file
-    // under the records' name.
-    let writing = dir.join(format!("{RECORDS_FILE_NAME}.recovering"));
-    let mut writer = RecordWriter::create_with_columns(&writing, &journal.custom_columns)?;
-    for r in &journal.records {
-        writer.append(r)?;
-    }
-    writer.close(&manifest)?;
-    let io = |path: &Path, source| RunsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::rename(&writing, &records_path).map_err(|e| io(&records_path, e))?;
-    let mut summary = serde_json::to_value(RunMetrics::from_records(&journal.records))
-        .map_err(|e| refuse(&e.to_string()))?;
-    summary["outcome"] = RunStatus::Interrupted.as_str().into();
-    let summary_path = dir.join(SUMMARY_FILE_NAME);
-    std::fs::write(&summary_path, summary.to_string()).map_err(|e| io(&summary_path, e))?;
-    let manifest_json = serde_json::to_vec_pretty(&manifest).map_err(|e| refuse(&e.to_string()))?;
-    std::fs::write(&manifest_path, manifest_json).map_err(|e| io(&manifest_path, e))?;
+    write_recovered(dir, &manifest, &journal)?;
     let sums = dir.join(JOURNAL_SUMS_FILE_NAME);
     for leftover in [dir.join(PARTIAL_RECORDS_FILE_NAME), journal_path, sums] {
         match std::fs::remove_file(&leftover) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&leftover, e)),
+            Err(e) => return Err(io_error(&leftover, e)),
         }
     }
     Ok(Recovered {
@@ -117,6 +77,81 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         torn: journal.torn,
         warnings,
     })
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> RunsError {
+    RunsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The run's manifest: its `run.json`, refused when the journal holds
+/// another run's records; rebuilt from the records, said in `warnings`,
+/// when `run.json` cannot be read.
+fn journal_manifest(
+    manifest_path: &Path,
+    records: &[RequestRecord],
+    warnings: &mut Vec<String>,
+) -> Result<RunManifest, String> {
+    let read = crate::run_data::read_json(manifest_path).and_then(|v| {
+        serde_json::from_value::<RunManifest>(v).map_err(|e| RunsError::Artifact {
+            // Named by the run's directory, as every refusal of recover is.
+            path: manifest_path.parent().unwrap_or(manifest_path).to_path_buf(),
+            line: None,
+            message: e.to_string(),
+        })
+    });
+    match read {
+        Ok(manifest) => match other_run(records, &manifest.run_id) {
+            Some(other) => Err(format!(
+                "the crash journal holds the records of run {other:?}, but run.json is run \
+                 {:?}'s: not mixing two runs",
+                manifest.run_id
+            )),
+            None => Ok(manifest),
+        },
+        Err(e) => {
+            let manifest = manifest_from_records(records);
+            warnings.push(format!(
+                "run.json could not be read ({e}): rebuilt from the records (run {:?}, model \
+                 {:?}, dataset {:?}); the run's configuration is lost",
+                manifest.run_id, manifest.model, manifest.dataset
+            ));
+            Ok(manifest)
+        }
+    }
+}
+
+/// The recovered run's files: `records.parquet` (written aside and
+/// renamed: a recovery cut short leaves no half file under the records'
+/// name), `summary.json` and `run.json`, marked interrupted.
+fn write_recovered(
+    dir: &Path,
+    manifest: &RunManifest,
+    journal: &JournalRecords,
+) -> Result<(), RunsError> {
+    let refuse = |message: String| RunsError::Artifact {
+        path: dir.to_path_buf(),
+        line: None,
+        message,
+    };
+    let records_path = dir.join(RECORDS_FILE_NAME);
+    let writing = dir.join(format!("{RECORDS_FILE_NAME}.recovering"));
+    let mut writer = RecordWriter::create_with_columns(&writing, &journal.custom_columns)?;
+    for r in &journal.records {
+        writer.append(r)?;
+    }
+    writer.close(manifest)?;
+    std::fs::rename(&writing, &records_path).map_err(|e| io_error(&records_path, e))?;
+    let mut summary = serde_json::to_value(RunMetrics::from_records(&journal.records))
+        .map_err(|e| refuse(e.to_string()))?;
+    summary["outcome"] = RunStatus::Interrupted.as_str().into();
+    let summary_path = dir.join(SUMMARY_FILE_NAME);
+    std::fs::write(&summary_path, summary.to_string()).map_err(|e| io_error(&summary_path, e))?;
+    let manifest_path = dir.join(RunManifest::FILE_NAME);
+    let manifest_json = serde_json::to_vec_pretty(manifest).map_err(|e| refuse(e.to_string()))?;
+    std::fs::write(&manifest_path, manifest_json).map_err(|e| io_error(&manifest_path, e))
 }
 
 /// What is doubtful in what the journal gave.
