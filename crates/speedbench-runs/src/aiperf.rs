@@ -153,29 +153,7 @@ pub(crate) fn record_from_line(
     let warmup = ["benchmark_phase", "phase_kind"]
         .iter()
         .any(|k| meta.get(*k).and_then(Value::as_str) == Some("warmup"));
-    let error = v.get("error").filter(|e| !e.is_null());
-    let (error_kind, error_message, http_status) = match error {
-        None => (None, None, None),
-        Some(e) => {
-            let code = e
-                .get("code")
-                .and_then(Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok());
-            let kind = if meta.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
-                ErrorKind::Cancelled
-            } else if code.is_some_and(|c| c >= 400) {
-                ErrorKind::HttpStatus
-            } else {
-                ErrorKind::ServerError
-            };
-            let message = e
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| e.to_string());
-            (Some(kind), Some(message), code)
-        }
-    };
+    let (error_kind, error_message, http_status) = error_of(v, meta);
     let start = meta
         .get("request_start_ns")
         .and_then(Value::as_i64)
@@ -223,6 +201,31 @@ pub(crate) fn record_from_line(
         resends: 0,
         custom: Default::default(),
     })
+}
+
+/// A line's error as a record's: its kind (cancelled, an HTTP status, a
+/// server error), message and status code; all `None` for a success.
+fn error_of(v: &Value, meta: &Value) -> (Option<ErrorKind>, Option<String>, Option<u16>) {
+    let Some(e) = v.get("error").filter(|e| !e.is_null()) else {
+        return (None, None, None);
+    };
+    let code = e
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok());
+    let kind = if meta.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
+        ErrorKind::Cancelled
+    } else if code.is_some_and(|c| c >= 400) {
+        ErrorKind::HttpStatus
+    } else {
+        ErrorKind::ServerError
+    };
+    let message = e
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| e.to_string());
+    (Some(kind), Some(message), code)
 }
 
 /// Reads `profile_export.jsonl`. Blank and unparseable lines are skipped

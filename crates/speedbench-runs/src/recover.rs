@@ -97,7 +97,10 @@ fn journal_manifest(
     let read = crate::run_data::read_json(manifest_path).and_then(|v| {
         serde_json::from_value::<RunManifest>(v).map_err(|e| RunsError::Artifact {
             // Named by the run's directory, as every refusal of recover is.
-            path: manifest_path.parent().unwrap_or(manifest_path).to_path_buf(),
+            path: manifest_path
+                .parent()
+                .unwrap_or(manifest_path)
+                .to_path_buf(),
             line: None,
             message: e.to_string(),
         })
