@@ -109,13 +109,12 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         .dispatcher
         .deadline
         .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
-    let mut arrivals = None;
     let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
         Some(c) => (None, c, None),
         None => (load.request_rate, load.concurrency, load.max_concurrency),
     };
     let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
-    match rate {
+    let mut arrivals = match rate {
         None => {
             let d = &phase.dispatcher;
             for _ in 0..worker_count(concurrency, d.sessions, d.requests) {
@@ -123,18 +122,10 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
                 let phase = phase.clone();
                 tasks.spawn(async move { worker(&shared, &phase).await });
             }
+            None
         }
-        Some(rate) => {
-            // Warmup and profiling draw different (but seeded) schedules.
-            let seed = load.random_seed ^ u64::from(phase.warmup);
-            let schedule = ArrivalSchedule::new(rate, load.arrival, seed);
-            // A shard keeps its own arrivals of the shared schedule.
-            arrivals = Some(match load.shard {
-                Some(shard) => schedule.with_shard(shard),
-                None => schedule,
-            });
-        }
-    }
+        Some(rate) => Some(arrival_schedule(load, rate, phase.warmup)),
+    };
     // Arrivals at or after the deadline never happen.
     let deadline = phase.dispatcher.deadline;
     let mut upcoming = move || {
@@ -164,32 +155,54 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
             _ = shared.stop.stopped(), if next_at.is_some() => next_at = None,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             Some((at, permit)) = arrival, if next_at.is_some() => {
-                let session = if shared.stop.is_stopped() {
-                    None
-                } else {
-                    phase.dispatcher.next_session()
-                };
-                let Some(session) = session else {
+                let Some(late) = start_arrival(shared, &phase, permit, &mut tasks) else {
                     next_at = None;
                     continue;
                 };
-                let late = Instant::now().saturating_duration_since(at);
                 if !phase.warmup {
-                    lateness.push(late.as_nanos() as u64);
+                    lateness.push(late.saturating_duration_since(at).as_nanos() as u64);
                 }
-                let shared = shared.clone();
-                let phase2 = phase.clone();
-                tasks.spawn(async move {
-                    let _permit = permit;
-                    let conv = DatasetRow::of_session(&shared.run.dataset, session);
-                    run_conversation(&shared, &phase2, conv).await;
-                });
                 next_at = upcoming();
             }
             else => break,
         }
     }
     lateness
+}
+
+/// The phase's arrivals: warmup and profiling draw different (but seeded)
+/// schedules; a shard keeps its own arrivals of the shared schedule.
+fn arrival_schedule(load: &crate::Load, rate: f64, warmup: bool) -> ArrivalSchedule {
+    let seed = load.random_seed ^ u64::from(warmup);
+    let schedule = ArrivalSchedule::new(rate, load.arrival, seed);
+    match load.shard {
+        Some(shard) => schedule.with_shard(shard),
+        None => schedule,
+    }
+}
+
+/// Starts the conversation of the next session at an arrival; when it
+/// started (for its lateness), or `None` when the run stopped or no
+/// session is left.
+fn start_arrival(
+    shared: &Arc<Shared>,
+    phase: &Arc<Phase>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Option<Instant> {
+    if shared.stop.is_stopped() {
+        return None;
+    }
+    let session = phase.dispatcher.next_session()?;
+    let now = Instant::now();
+    let shared = shared.clone();
+    let phase = phase.clone();
+    tasks.spawn(async move {
+        let _permit = permit;
+        let conv = DatasetRow::of_session(&shared.run.dataset, session);
+        run_conversation(&shared, &phase, conv).await;
+    });
+    Some(now)
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
@@ -235,41 +248,7 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
             role: "user".into(),
             content: turn.clone(),
         });
-        let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        let body = shared
-            .first_turn_bodies
-            .body(&shared.run.target, conv, turn_index, &history);
-        let exchange = exchange_or_stop(shared, phase, body).await;
-        let record = match exchange {
-            Ok(mut ex) => {
-                if let Some(body) = ex.raw.take() {
-                    send_raw(
-                        shared,
-                        RawResponse {
-                            run_id: shared.run.run_id.clone(),
-                            request_index,
-                            conversation_id: conv.id.clone(),
-                            turn_index: turn_index as u32,
-                            warmup,
-                            http_status: ex.status,
-                            content_type: ex.content_type.take(),
-                            body,
-                        },
-                    );
-                }
-                to_record(shared, conv, turn_index, request_index, warmup, ex)
-            }
-            Err(why) => cancelled_record(
-                shared,
-                conv,
-                turn_index,
-                request_index,
-                warmup,
-                started,
-                why,
-            ),
-        };
+        let record = send_turn(shared, phase, conv, turn_index, &history).await;
         let failed = !record.is_success();
         let reply = record.output_text.clone();
         shared.progress.finished_one(warmup, failed);
@@ -299,6 +278,53 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         });
     }
     true
+}
+
+/// One turn sent and recorded: the record of its exchange (its raw body
+/// exported as it came), or of its cancellation by a stop or the grace
+/// period.
+async fn send_turn(
+    shared: &Shared,
+    phase: &Phase,
+    conv: DatasetRow<'_>,
+    turn_index: usize,
+    history: &[Message],
+) -> RequestRecord {
+    let warmup = phase.warmup;
+    let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+    let started = Instant::now();
+    let body = shared
+        .first_turn_bodies
+        .body(&shared.run.target, conv, turn_index, history);
+    match exchange_or_stop(shared, phase, body).await {
+        Ok(mut ex) => {
+            if let Some(body) = ex.raw.take() {
+                send_raw(
+                    shared,
+                    RawResponse {
+                        run_id: shared.run.run_id.clone(),
+                        request_index,
+                        conversation_id: conv.id.clone(),
+                        turn_index: turn_index as u32,
+                        warmup,
+                        http_status: ex.status,
+                        content_type: ex.content_type.take(),
+                        body,
+                    },
+                );
+            }
+            to_record(shared, conv, turn_index, request_index, warmup, ex)
+        }
+        Err(why) => cancelled_record(
+            shared,
+            conv,
+            turn_index,
+            request_index,
+            warmup,
+            started,
+            why,
+        ),
+    }
 }
 
 /// Sends one request and waits for its response, unless the run stops or
