@@ -589,50 +589,23 @@ async fn close_run(
     manifest.status = judged(&write_errors).0;
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
-    let (closed, sink_errors) = recorder.finish(manifest.clone());
-    if let Some(e) = &closed.error {
-        // The records file failed first: it is what the run is for.
-        write_errors.insert(0, format!("{e} ({})", records_kept(&closed)));
-    }
-    // A sink the caller asked for lost records: the run is not complete.
-    write_errors.extend(sink_errors);
-    let records_path = keep_records(
-        closed.readable,
-        &paths.partial,
+    let files = close_files(
+        recorder,
+        &mut manifest,
+        &paths,
         &output_dir,
+        level,
+        &judged,
         &mut write_errors,
     );
-    // Every promised file, or a message naming the one missing.
-    let outcome_now = judged(&write_errors).0;
-    let (summary_path, mut read_back) = write_summary(
-        closed.readable,
-        &records_path,
-        &output_dir,
-        outcome_now,
-        &mut write_errors,
-    );
-    manifest.status = judged(&write_errors).0;
-    manifest.record_count = closed.rows;
-    if let Err(e) = write_json(&paths.manifest, &manifest) {
-        write_errors.push(e.to_string());
-    }
-    // At the summary level the records go once summary.json holds their
-    // statistics; without a summary they are all the run has, and stay.
-    let records_removed = !level.keeps_records()
-        && summary_path.is_some()
-        && remove_records(&records_path, &mut write_errors);
-    if records_removed {
-        // The level asked for statistics only: the records go from memory too.
-        read_back = None;
-    }
     drop(lock);
     Ok(RunOutcome {
-        records_path,
+        records_path: files.records_path,
         manifest_path: paths.manifest,
-        summary_path,
-        read_back,
-        record_count: closed.rows,
-        unsaved: produced.saturating_sub(closed.rows),
+        summary_path: files.summary_path,
+        read_back: files.read_back,
+        record_count: files.rows,
+        unsaved: produced.saturating_sub(files.rows),
         status: judged(&write_errors).0,
         failure: judged(&write_errors).1,
         requests,
@@ -640,10 +613,75 @@ async fn close_run(
         schedule,
         server_metrics_path,
         export_level: level,
-        records_removed,
+        records_removed: files.records_removed,
         raw_responses_path: level.keeps_raw_responses().then_some(paths.raw),
         start: manifest.start,
     })
+}
+
+/// What a run's files came to once closed.
+struct ClosedFiles {
+    records_path: PathBuf,
+    summary_path: Option<PathBuf>,
+    read_back: Option<ReadBack>,
+    /// Records the file holds.
+    rows: u64,
+    /// `--export-level summary`: the records file went once the summary
+    /// held their statistics.
+    records_removed: bool,
+}
+
+/// Closes the records file (salvaging what it can) and keeps it under its
+/// name, writes `summary.json` and the final `run.json`, and at the
+/// summary level removes the records: each step's failure named in
+/// `write_errors`, the run judged again after each (every promised file,
+/// or a message naming the one missing).
+fn close_files(
+    recorder: Recorder,
+    manifest: &mut RunManifest,
+    paths: &RunPaths,
+    output_dir: &Path,
+    level: ExportLevel,
+    judged: &dyn Fn(&[String]) -> outcome::Verdict,
+    write_errors: &mut Vec<String>,
+) -> ClosedFiles {
+    let (closed, sink_errors) = recorder.finish(manifest.clone());
+    if let Some(e) = &closed.error {
+        // The records file failed first: it is what the run is for.
+        write_errors.insert(0, format!("{e} ({})", records_kept(&closed)));
+    }
+    // A sink the caller asked for lost records: the run is not complete.
+    write_errors.extend(sink_errors);
+    let records_path = keep_records(closed.readable, &paths.partial, output_dir, write_errors);
+    let outcome_now = judged(write_errors).0;
+    let (summary_path, mut read_back) = write_summary(
+        closed.readable,
+        &records_path,
+        output_dir,
+        outcome_now,
+        write_errors,
+    );
+    manifest.status = judged(write_errors).0;
+    manifest.record_count = closed.rows;
+    if let Err(e) = write_json(&paths.manifest, &*manifest) {
+        write_errors.push(e.to_string());
+    }
+    // At the summary level the records go once summary.json holds their
+    // statistics; without a summary they are all the run has, and stay.
+    let records_removed = !level.keeps_records()
+        && summary_path.is_some()
+        && remove_records(&records_path, write_errors);
+    if records_removed {
+        // The level asked for statistics only: the records go from memory too.
+        read_back = None;
+    }
+    ClosedFiles {
+        records_path,
+        summary_path,
+        read_back,
+        rows: closed.rows,
+        records_removed,
+    }
 }
 
 /// Removes the records file (`--export-level summary`); false, with the
