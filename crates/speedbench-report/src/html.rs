@@ -290,25 +290,7 @@ fn matrix_table(matrix: &AcceptanceMatrix) -> String {
             .zip(&matrix.columns)
             .map(|(v, c)| (*v, c.as_str()));
         for (value, column) in cells.chain(std::iter::once((row.overall, "Overall"))) {
-            match value.filter(|v| v.is_finite()) {
-                Some(v) => {
-                    let _ = write!(
-                        out,
-                        "<td data-row=\"{}\" data-col=\"{}\" data-value=\"{v}\">{}</td>",
-                        esc(&row.label),
-                        esc(column),
-                        fixed(v)
-                    );
-                }
-                None => {
-                    let _ = write!(
-                        out,
-                        "<td data-row=\"{}\" data-col=\"{}\">-</td>",
-                        esc(&row.label),
-                        esc(column)
-                    );
-                }
-            }
+            matrix_cell(&mut out, &row.label, column, value);
         }
         if status {
             let _ = write!(
@@ -322,6 +304,30 @@ fn matrix_table(matrix: &AcceptanceMatrix) -> String {
     }
     out.push_str("</tbody></table>");
     out
+}
+
+/// One cell of the matrix: its value (with its row and column, for the
+/// page's script), or `-` where there is none.
+fn matrix_cell(out: &mut String, row: &str, column: &str, value: Option<f64>) {
+    match value.filter(|v| v.is_finite()) {
+        Some(v) => {
+            let _ = write!(
+                out,
+                "<td data-row=\"{}\" data-col=\"{}\" data-value=\"{v}\">{}</td>",
+                esc(row),
+                esc(column),
+                fixed(v)
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                "<td data-row=\"{}\" data-col=\"{}\">-</td>",
+                esc(row),
+                esc(column)
+            );
+        }
+    }
 }
 
 /// One line per run: directory, status and request counts.

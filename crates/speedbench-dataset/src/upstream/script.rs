@@ -23,18 +23,8 @@ pub async fn fetch_prepare_script(
 ) -> Result<PathBuf, DatasetError> {
     let expected = pin.sha256.to_ascii_lowercase();
     let path = dir.join(pin.cache_file_name());
-    if path.is_file() {
-        let actual = sha256_file(&path)?;
-        if actual == expected {
-            tracing::info!(script = %path.display(), sha256 = %actual, "prepare script: cached copy verified");
-            return Ok(path);
-        }
-        tracing::warn!(
-            "{}: sha256 {actual}, expected {expected}: the cached prepare script changed; \
-             downloading it again",
-            path.display()
-        );
-        let _ = std::fs::remove_file(&path);
+    if cached_copy_holds(&path, &expected)? {
+        return Ok(path);
     }
     if offline {
         return Err(DatasetError::from(FetchError::Offline {
@@ -77,6 +67,26 @@ pub async fn fetch_prepare_script(
     write_atomic(&path, &resp.body)?;
     tracing::info!(script = %path.display(), sha256 = %actual, "prepare script: downloaded and verified");
     Ok(path)
+}
+
+/// Whether the cached copy at `path` is there with the pinned digest; a
+/// copy that changed is removed (and downloaded again by the caller).
+fn cached_copy_holds(path: &Path, expected: &str) -> Result<bool, DatasetError> {
+    if !path.is_file() {
+        return Ok(false);
+    }
+    let actual = sha256_file(path)?;
+    if actual == expected {
+        tracing::info!(script = %path.display(), sha256 = %actual, "prepare script: cached copy verified");
+        return Ok(true);
+    }
+    tracing::warn!(
+        "{}: sha256 {actual}, expected {expected}: the cached prepare script changed; \
+         downloading it again",
+        path.display()
+    );
+    let _ = std::fs::remove_file(path);
+    Ok(false)
 }
 
 #[cfg(test)]

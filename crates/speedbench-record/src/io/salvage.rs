@@ -181,14 +181,7 @@ impl Snapshot {
             source,
         };
         let num_rows: i64 = row_groups.iter().map(|rg| rg.num_rows()).sum();
-        let mut manifest = manifest.clone();
-        manifest.status = RunStatus::Failed;
-        manifest.record_count = num_rows as u64;
-        manifest.schema_version = SCHEMA_VERSION.to_string();
-        let json = serde_json::to_string(&manifest).map_err(|e| RecordError::Metadata {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let json = failed_manifest_json(path, manifest, num_rows as u64)?;
         let arrow_schema = self.schema.clone();
         // The writer's own conversion (ArrowWriter with default options).
         let schema = ArrowSchemaConverter::new()
@@ -226,6 +219,23 @@ impl Snapshot {
         self.file.sync_all().map_err(io)?;
         Ok(num_rows as u64)
     }
+}
+
+/// The manifest the salvaged footer carries: the run failed, with the
+/// records that were kept.
+fn failed_manifest_json(
+    path: &Path,
+    manifest: &RunManifest,
+    records: u64,
+) -> Result<String, RecordError> {
+    let mut manifest = manifest.clone();
+    manifest.status = RunStatus::Failed;
+    manifest.record_count = records;
+    manifest.schema_version = SCHEMA_VERSION.to_string();
+    serde_json::to_string(&manifest).map_err(|e| RecordError::Metadata {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 /// The leading row groups that lie wholly within `file_len` bytes, each
