@@ -154,14 +154,7 @@ pub(crate) fn record_from_line(
         .iter()
         .any(|k| meta.get(*k).and_then(Value::as_str) == Some("warmup"));
     let (error_kind, error_message, http_status) = error_of(v, meta);
-    let start = meta
-        .get("request_start_ns")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let end = meta
-        .get("request_end_ns")
-        .and_then(Value::as_i64)
-        .unwrap_or(start);
+    let (start, end) = request_times(meta);
     let inter_chunk = metric_value(&metrics, "inter_chunk_latency")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_f64).map(ms_to_ns).collect())
@@ -201,6 +194,20 @@ pub(crate) fn record_from_line(
         resends: 0,
         custom: Default::default(),
     })
+}
+
+/// A line's request start and end, Unix nanoseconds (the end is the start
+/// when missing).
+fn request_times(meta: &Value) -> (i64, i64) {
+    let start = meta
+        .get("request_start_ns")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let end = meta
+        .get("request_end_ns")
+        .and_then(Value::as_i64)
+        .unwrap_or(start);
+    (start, end)
 }
 
 /// A line's error as a record's: its kind (cancelled, an HTTP status, a

@@ -446,11 +446,7 @@ fn open_run(
         .transpose()?;
     let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, raw)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
-    let pool = match run.load.request_rate {
-        Some(_) => run.load.max_concurrency.unwrap_or(1024),
-        None => worker_count(run.load.concurrency, sessions, run.load.request_count),
-    }
-    .max(warmup_workers(&run.load));
+    let pool = connection_pool(&run.load, sessions);
     let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
     let scraper = run
         .server_metrics
@@ -480,6 +476,16 @@ fn open_run(
         paths,
         sessions,
     })
+}
+
+/// Connections the client keeps: one per request the load may hold in
+/// flight (an open loop's cap, else its workers), the warmup's included.
+fn connection_pool(load: &Load, sessions: Option<u64>) -> usize {
+    match load.request_rate {
+        Some(_) => load.max_concurrency.unwrap_or(1024),
+        None => worker_count(load.concurrency, sessions, load.request_count),
+    }
+    .max(warmup_workers(load))
 }
 
 /// `run.json` as the run starts: outcome `running`, the export level in
