@@ -120,6 +120,15 @@ fn speed_bench_py_differences(base: &CompareRun, spec: &CompareRun) -> Vec<Strin
             }
         ));
     }
+    if let Some(line) = sample_differences(base, spec) {
+        differences.push(line);
+    }
+    differences
+}
+
+/// The samples the two sides ran differently (by category and id, counted),
+/// in one line naming the first.
+fn sample_differences(base: &CompareRun, spec: &CompareRun) -> Option<String> {
     let ids = |samples: Vec<SpeedBenchPySample>| -> BTreeMap<(String, String), usize> {
         let mut counts = BTreeMap::new();
         for s in samples {
@@ -149,13 +158,11 @@ fn speed_bench_py_differences(base: &CompareRun, spec: &CompareRun) -> Vec<Strin
             })
         })
         .collect();
-    if let Some(first) = sample_lines.first() {
-        differences.push(format!(
-            "the sides ran different samples ({} sample id(s) differ); first: {first}",
-            sample_lines.len()
-        ));
-    }
-    differences
+    let first = sample_lines.first()?;
+    Some(format!(
+        "the sides ran different samples ({} sample id(s) differ); first: {first}",
+        sample_lines.len()
+    ))
 }
 
 /// speed_bench_compare.py's comparison of a baseline and a speculative
