@@ -244,26 +244,10 @@ impl RunUpload {
             .await
             .map_err(StoreError::io(records))?
             .len();
-        let mut why = None;
-        let mut resume = None;
-        if let Some(upload) = streamed.upload {
-            let same = len >= streamed.sent
-                && prefix_digest(&mut file, streamed.sent, records)
-                    .await?
-                    .as_ref()
-                    == streamed.digest.finish().as_ref();
-            if same {
-                resume = Some(upload);
-            } else {
-                let _ = upload.abort().await;
-                why = Some(format!(
-                    "{RECORDS_FILE_NAME} changed after {} bytes were streamed (cut back after a write error); uploaded whole",
-                    streamed.sent
-                ));
-            }
-        }
+        let sent = streamed.sent;
+        let (resume, why) = resumable(&mut file, len, streamed, records).await?;
         let (mut upload, from) = match resume {
-            Some(upload) => (upload, streamed.sent),
+            Some(upload) => (upload, sent),
             None => {
                 let upload = self
                     .store
@@ -362,6 +346,31 @@ pub async fn check_vacant(store: &Arc<dyn ObjectStore>, url: &StoreUrl) -> Resul
         Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(request_error(&manifest, "looking for a run", e)),
     }
+}
+
+/// The streamed upload to go on with, when the file still begins with
+/// the bytes streamed; else it is aborted, and why is said.
+async fn resumable(
+    file: &mut tokio::fs::File,
+    len: u64,
+    streamed: Streamed,
+    records: &Path,
+) -> Result<(Option<WriteMultipart>, Option<String>), StoreError> {
+    let Some(upload) = streamed.upload else {
+        return Ok((None, None));
+    };
+    let same = len >= streamed.sent
+        && prefix_digest(file, streamed.sent, records).await?.as_ref()
+            == streamed.digest.finish().as_ref();
+    if same {
+        return Ok((Some(upload), None));
+    }
+    let _ = upload.abort().await;
+    let why = format!(
+        "{RECORDS_FILE_NAME} changed after {} bytes were streamed (cut back after a write error); uploaded whole",
+        streamed.sent
+    );
+    Ok((None, Some(why)))
 }
 
 /// What the records stream left when it stopped.
