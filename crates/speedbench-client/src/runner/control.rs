@@ -37,6 +37,14 @@ impl Progress {
     pub fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
+    /// The profiled requests as they stand: sent, failed, skipped.
+    pub fn tally(&self) -> crate::RequestTally {
+        crate::RequestTally {
+            sent: self.done(),
+            failed: self.failed(),
+            skipped: self.skipped(),
+        }
+    }
     /// Whether the run is waiting for its shared start (a start time or a
     /// barrier file) before its measured phase: a display says so rather
     /// than look stuck.

@@ -580,13 +580,8 @@ async fn close_run(
         &mut write_errors,
     )
     .await;
-    let p = &shared.progress;
-    let requests = RequestTally {
-        sent: p.done(),
-        failed: p.failed(),
-        skipped: p.skipped(),
-    };
-    let produced = p.produced.load(Ordering::Relaxed);
+    let requests = shared.progress.tally();
+    let produced = shared.progress.produced.load(Ordering::Relaxed);
     let max_error_rate = shared.run.max_error_rate;
     let output_dir = shared.run.output_dir.clone();
     let level = shared.run.export_level;
