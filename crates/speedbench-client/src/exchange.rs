@@ -165,18 +165,16 @@ impl HttpClient {
             }
         }
         if let Some(msg) = ex.state.server_error.clone() {
-            ex.error = match ex.error.take() {
-                None => Some((ErrorKind::ServerError, msg)),
-                // An error event and then a close (with or without a clean
-                // end): the server's message is the cause, the close what
-                // followed it.
-                Some((ErrorKind::Protocol | ErrorKind::Connection, then)) => Some((
-                    ErrorKind::ServerError,
-                    format!("{msg} (then the stream ended: {then})"),
-                )),
-                other => other,
-            };
+            ex.error = with_server_error(ex.error.take(), msg);
         }
+        self.scrub(&mut ex);
+        ex
+    }
+
+    /// Everything of an exchange that leaves the process, scrubbed of the
+    /// run's credentials: the error, the response's fields, the payloads'
+    /// messages, the content type and the raw body.
+    fn scrub(&self, ex: &mut Exchange) {
         if let Some((_, msg)) = &mut ex.error {
             self.secrets.scrub_in_place(msg);
         }
@@ -197,7 +195,6 @@ impl HttpClient {
             let text = String::from_utf8_lossy(&bytes);
             ex.raw = Some(self.secrets.scrub_raw(&text).into_owned());
         }
-        ex
     }
 
     async fn send(
@@ -543,4 +540,20 @@ fn excerpt(s: &str) -> String {
         out.push('…');
     }
     out
+}
+/// The request's error once the server said one in the stream: its
+/// message is the error, or, after an error event and then a close (with
+/// or without a clean end), the cause, the close what followed it.
+fn with_server_error(
+    error: Option<(ErrorKind, String)>,
+    msg: String,
+) -> Option<(ErrorKind, String)> {
+    match error {
+        None => Some((ErrorKind::ServerError, msg)),
+        Some((ErrorKind::Protocol | ErrorKind::Connection, then)) => Some((
+            ErrorKind::ServerError,
+            format!("{msg} (then the stream ended: {then})"),
+        )),
+        other => other,
+    }
 }
