@@ -464,6 +464,13 @@ fn position_chart(label: &str, spec: &SpecDecodeMetrics) -> String {
         left + (w - left) / 2.0,
         h + bottom - 6.0
     );
+    svg.push_str(&budget_caption(label, spec));
+    svg
+}
+
+/// The position chart's caption: the acceptance length had the draft
+/// budget been each k.
+fn budget_caption(label: &str, spec: &SpecDecodeMetrics) -> String {
     let budgets: Vec<String> = spec
         .histogram
         .length_at_budgets()
@@ -471,13 +478,11 @@ fn position_chart(label: &str, spec: &SpecDecodeMetrics) -> String {
         .enumerate()
         .map(|(i, l)| format!("k={}: {l:.2}", i + 1))
         .collect();
-    let _ = write!(
-        svg,
+    format!(
         "</svg><figcaption>{}: acceptance by draft position; acceptance length had the draft budget been k (an upper bound: the same drafts, cut at k): {}</figcaption></figure>",
         esc(label),
         budgets.join(", ")
-    );
-    svg
+    )
 }
 
 /// Per category, in column order, the box of the end-to-end latencies (ms)
@@ -525,35 +530,7 @@ fn latency_chart(label: &str, summaries: &[(String, BoxStats)], scale: &Scale) -
         h - 6.0
     );
     for (i, (cat, s)) in summaries.iter().enumerate() {
-        let y = 4.0 + i as f64 * row_h;
-        let (p10, p90) = (s.p10, s.p90);
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>\
-             <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\"/>\
-             <rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#76b7b2\"><title>{}: p10 {} p50 {} p90 {} ms (n={})</title></rect>\
-             <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"2\"/>",
-            left - 6.0,
-            y + 12.0,
-            esc(cat),
-            x(s.min),
-            x(s.max),
-            y + 8.0,
-            y + 8.0,
-            x(p10),
-            y + 2.0,
-            (x(p90) - x(p10)).max(1.0),
-            12.0,
-            esc(cat),
-            fixed(p10),
-            fixed(s.p50),
-            fixed(p90),
-            s.count,
-            x(s.p50),
-            x(s.p50),
-            y + 1.0,
-            y + 15.0
-        );
+        latency_box(&mut svg, 4.0 + i as f64 * row_h, left, cat, s, &x);
     }
     let _ = write!(
         svg,
@@ -563,6 +540,45 @@ fn latency_chart(label: &str, summaries: &[(String, BoxStats)], scale: &Scale) -
         scale.label(scale.top)
     );
     svg
+}
+
+/// One category's box in the latency chart, its row's top at `y`.
+fn latency_box(
+    svg: &mut String,
+    y: f64,
+    left: f64,
+    cat: &str,
+    s: &BoxStats,
+    x: &dyn Fn(f64) -> f64,
+) {
+    let (p10, p90) = (s.p10, s.p90);
+    let _ = write!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>\
+         <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\"/>\
+         <rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#76b7b2\"><title>{}: p10 {} p50 {} p90 {} ms (n={})</title></rect>\
+         <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"2\"/>",
+        left - 6.0,
+        y + 12.0,
+        esc(cat),
+        x(s.min),
+        x(s.max),
+        y + 8.0,
+        y + 8.0,
+        x(p10),
+        y + 2.0,
+        (x(p90) - x(p10)).max(1.0),
+        12.0,
+        esc(cat),
+        fixed(p10),
+        fixed(s.p50),
+        fixed(p90),
+        s.count,
+        x(s.p50),
+        x(s.p50),
+        y + 1.0,
+        y + 15.0
+    );
 }
 
 /// The page's opening: doctype, the one inline style sheet, and the
