@@ -500,18 +500,7 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         .and_then(Node::scalar_text)
         .unwrap_or("profiling".into());
     let kind = phase_type(out, phase)?;
-    let arrival = match kind.as_str() {
-        "concurrency" => None,
-        "poisson" | "constant" => Some(kind.clone()),
-        _ => {
-            let why = "speedbench's load is closed-loop (`concurrency`) or a request rate \
-                       (`poisson`, `constant`)";
-            let m = format!(
-                "`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench"
-            );
-            return Err(invalid(out, (phase.line, m)));
-        }
-    };
+    let arrival = arrival_of(out, phase, &name, &kind)?;
     let mut allowed = [
         &PHASE_ID[..],
         &[
@@ -560,6 +549,29 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             ),
         )),
         (None, _) => Ok(()),
+    }
+}
+
+/// A measured phase's arrival: `None` for a closed loop (`concurrency`),
+/// the process of a request rate (`poisson`, `constant`); any other phase
+/// type has no counterpart.
+fn arrival_of(
+    out: &Out<'_>,
+    phase: &Node,
+    name: &str,
+    kind: &str,
+) -> Result<Option<String>, RunError> {
+    match kind {
+        "concurrency" => Ok(None),
+        "poisson" | "constant" => Ok(Some(kind.to_string())),
+        _ => {
+            let why = "speedbench's load is closed-loop (`concurrency`) or a request rate \
+                       (`poisson`, `constant`)";
+            let m = format!(
+                "`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench"
+            );
+            Err(invalid(out, (phase.line, m)))
+        }
     }
 }
 
