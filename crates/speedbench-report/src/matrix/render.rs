@@ -107,26 +107,7 @@ impl AcceptanceMatrix {
                 if !r.positions.is_empty()
                     && let Some(obj) = row.as_object_mut()
                 {
-                    obj.insert("position_acceptance".into(), json!(r.positions));
-                    // One denominator for the row: its acceptance length's
-                    // steps (the engine's verify steps; llama.cpp's target
-                    // passes), so the full-budget length is the row's own.
-                    obj.insert(
-                        "position_acceptance_per".into(),
-                        json!("acceptance_length_step"),
-                    );
-                    obj.insert(
-                        "length_at_budget".into(),
-                        json!(speedbench_metrics::length_at_budgets(&r.positions)),
-                    );
-                    let by_column: serde_json::Map<String, serde_json::Value> = self
-                        .columns
-                        .iter()
-                        .zip(&r.column_positions)
-                        .filter(|(_, p)| !p.is_empty())
-                        .map(|(c, p)| (c.clone(), json!(p)))
-                        .collect();
-                    obj.insert("column_position_acceptance".into(), json!(by_column));
+                    self.insert_positions(obj, r);
                 }
                 if !r.folded.is_empty()
                     && let Some(obj) = row.as_object_mut()
@@ -144,6 +125,31 @@ impl AcceptanceMatrix {
             "overall_definition": OVERALL_DEFINITION,
             "rows": rows,
         })
+    }
+
+    /// A row's acceptance by draft position: the row's, the full-budget
+    /// lengths, and each column's.
+    fn insert_positions(&self, obj: &mut serde_json::Map<String, Value>, r: &MatrixRow) {
+        obj.insert("position_acceptance".into(), json!(r.positions));
+        // One denominator for the row: its acceptance length's steps (the
+        // engine's verify steps; llama.cpp's target passes), so the
+        // full-budget length is the row's own.
+        obj.insert(
+            "position_acceptance_per".into(),
+            json!("acceptance_length_step"),
+        );
+        obj.insert(
+            "length_at_budget".into(),
+            json!(speedbench_metrics::length_at_budgets(&r.positions)),
+        );
+        let by_column: serde_json::Map<String, Value> = self
+            .columns
+            .iter()
+            .zip(&r.column_positions)
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(c, p)| (c.clone(), json!(p)))
+            .collect();
+        obj.insert("column_position_acceptance".into(), json!(by_column));
     }
 
     fn header(&self) -> Vec<&str> {
