@@ -299,29 +299,7 @@ fn sample_line(line: &str) -> Result<Sample, String> {
     let mut spaced = c.skip_ws();
     let mut labels = Vec::new();
     if c.peek() == Some(b'{') {
-        c.i += 1;
-        loop {
-            c.skip_ws();
-            if c.peek() == Some(b'}') {
-                c.i += 1;
-                break;
-            }
-            let key = c.name(false).ok_or("expected a label name")?.to_string();
-            c.skip_ws();
-            if c.peek() != Some(b'=') {
-                return Err(format!("expected '=' after label {key}"));
-            }
-            c.i += 1;
-            c.skip_ws();
-            let value = c.quoted()?;
-            labels.push((key, value));
-            c.skip_ws();
-            match c.peek() {
-                Some(b',') => c.i += 1,
-                Some(b'}') => {}
-                _ => return Err("expected ',' or '}' after a label".into()),
-            }
-        }
+        labels = label_set(&mut c)?;
         spaced = c.skip_ws();
     }
     if !spaced {
@@ -355,6 +333,35 @@ fn sample_line(line: &str) -> Result<Sample, String> {
         value,
         timestamp_ms,
     })
+}
+
+/// A sample's `{name="value",...}`, the cursor at its `{`; it is left
+/// just past the `}`.
+fn label_set(c: &mut Cursor<'_>) -> Result<Vec<(String, String)>, String> {
+    let mut labels = Vec::new();
+    c.i += 1;
+    loop {
+        c.skip_ws();
+        if c.peek() == Some(b'}') {
+            c.i += 1;
+            return Ok(labels);
+        }
+        let key = c.name(false).ok_or("expected a label name")?.to_string();
+        c.skip_ws();
+        if c.peek() != Some(b'=') {
+            return Err(format!("expected '=' after label {key}"));
+        }
+        c.i += 1;
+        c.skip_ws();
+        let value = c.quoted()?;
+        labels.push((key, value));
+        c.skip_ws();
+        match c.peek() {
+            Some(b',') => c.i += 1,
+            Some(b'}') => {}
+            _ => return Err("expected ',' or '}' after a label".into()),
+        }
+    }
 }
 
 /// Parses a Prometheus text exposition (format 0.0.4; OpenMetrics text
