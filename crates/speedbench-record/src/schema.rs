@@ -271,34 +271,7 @@ impl BatchBuilder {
     /// holds another kind is refused (`(column, why)`), and nothing of the
     /// record is appended then.
     pub(crate) fn push(&mut self, r: &RequestRecord) -> Result<(), (String, String)> {
-        for (name, value) in &r.custom {
-            match self.custom.iter().find(|(c, _)| c.name() == name) {
-                None => {
-                    return Err((
-                        name.clone(),
-                        format!(
-                            "not declared (this file's custom columns: {})",
-                            if self.custom.is_empty() {
-                                "none".to_string()
-                            } else {
-                                self.custom
-                                    .iter()
-                                    .map(|(c, _)| c.name())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            }
-                        ),
-                    ));
-                }
-                Some((c, _)) if c.kind() != value.kind() => {
-                    return Err((
-                        name.clone(),
-                        format!("a {} value in a {} column", value.kind(), c.kind()),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
+        self.check_custom(r)?;
         for (column, builder) in &mut self.custom {
             builder.append(r.custom.get(column.name()));
         }
@@ -333,6 +306,38 @@ impl BatchBuilder {
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
+        Ok(())
+    }
+
+    /// Refuses a record whose custom values this file has no column for,
+    /// or of another type than its column's: the column and why.
+    fn check_custom(&self, r: &RequestRecord) -> Result<(), (String, String)> {
+        for (name, value) in &r.custom {
+            match self.custom.iter().find(|(c, _)| c.name() == name) {
+                None => {
+                    let declared = if self.custom.is_empty() {
+                        "none".to_string()
+                    } else {
+                        self.custom
+                            .iter()
+                            .map(|(c, _)| c.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    return Err((
+                        name.clone(),
+                        format!("not declared (this file's custom columns: {declared})"),
+                    ));
+                }
+                Some((c, _)) if c.kind() != value.kind() => {
+                    return Err((
+                        name.clone(),
+                        format!("a {} value in a {} column", value.kind(), c.kind()),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         Ok(())
     }
 
