@@ -16,7 +16,9 @@ use crate::compare::{
     COMPARE_COLUMNS, CategoryComparison, CompareColumn, Comparison, DECODE_SOURCE_COLUMN,
     decode_source_text,
 };
-use crate::html::{PALETTE, Scale, esc, legend, page_end, page_start, x_axis_category, y_axis};
+use crate::html::{
+    PALETTE, Scale, esc, group_label, legend, page_end, page_start, x_axis_category, y_axis,
+};
 
 /// What the comparison page shows besides the [`Comparison`] itself.
 #[derive(Debug, Clone)]
@@ -98,15 +100,7 @@ fn grouped_chart(
             };
             draw_bar(&mut svg, row, ser, &place, &y);
         }
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\" transform=\"rotate(-30 {:.1} {:.1})\">{}</text>",
-            gx + group_w * 0.4,
-            h + 14.0,
-            gx + group_w * 0.4,
-            h + 14.0,
-            esc(&row.category)
-        );
+        group_label(&mut svg, gx + group_w * 0.4, h + 14.0, &row.category);
     }
     if let Some((at, label)) = reference {
         let _ = write!(

@@ -221,19 +221,20 @@ fn bar_chart(matrix: &AcceptanceMatrix) -> String {
                 fixed(v)
             );
         }
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\" transform=\"rotate(-30 {:.1} {:.1})\">{}</text>",
-            gx + group_w * 0.4,
-            h + 14.0,
-            gx + group_w * 0.4,
-            h + 14.0,
-            esc(column)
-        );
+        group_label(&mut svg, gx + group_w * 0.4, h + 14.0, column);
     }
     x_axis_category(&mut svg, left, w, h, bottom);
     svg.push_str(&legend(matrix.rows.iter().map(|r| r.label.as_str())));
     svg
+}
+
+/// A bar group's label under the axis at (`x`, `y`), slanted to fit.
+pub(crate) fn group_label(svg: &mut String, x: f64, y: f64, text: &str) {
+    let _ = write!(
+        svg,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" font-size=\"11\" text-anchor=\"end\" transform=\"rotate(-30 {x:.1} {y:.1})\">{}</text>",
+        esc(text)
+    );
 }
 
 /// A colour key: one swatch per label, in [`PALETTE`] order.
