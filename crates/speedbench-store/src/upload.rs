@@ -177,23 +177,7 @@ impl RunUpload {
             let _ = upload.abort().await;
         }
 
-        let mut rest = Vec::new();
-        let mut entries = tokio::fs::read_dir(&self.staging)
-            .await
-            .map_err(StoreError::io(&self.staging))?;
-        while let Some(entry) = entries
-            .next_entry()
-            .await
-            .map_err(StoreError::io(&self.staging))?
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let skip = [LOCK_FILE_NAME, RECORDS_FILE_NAME, RunManifest::FILE_NAME];
-            if entry.path().is_file() && !skip.contains(&name.as_str()) {
-                rest.push(name);
-            }
-        }
-        rest.sort();
-        for name in rest {
+        for name in other_files(&self.staging).await? {
             objects.push(self.upload_file(&name).await?);
         }
         if let Some(bytes) = manifest {
@@ -346,6 +330,28 @@ pub async fn check_vacant(store: &Arc<dyn ObjectStore>, url: &StoreUrl) -> Resul
         Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(request_error(&manifest, "looking for a run", e)),
     }
+}
+
+/// The staged files besides the lock, the records and `run.json`, by name
+/// in order: they go up after the records and before `run.json`.
+async fn other_files(staging: &Path) -> Result<Vec<String>, StoreError> {
+    let mut rest = Vec::new();
+    let mut entries = tokio::fs::read_dir(staging)
+        .await
+        .map_err(StoreError::io(staging))?;
+    while let Some(entry) = entries
+        .next_entry()
+        .await
+        .map_err(StoreError::io(staging))?
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let skip = [LOCK_FILE_NAME, RECORDS_FILE_NAME, RunManifest::FILE_NAME];
+        if entry.path().is_file() && !skip.contains(&name.as_str()) {
+            rest.push(name);
+        }
+    }
+    rest.sort();
+    Ok(rest)
 }
 
 /// The streamed upload to go on with, when the file still begins with
