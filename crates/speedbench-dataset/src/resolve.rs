@@ -558,25 +558,7 @@ pub(crate) async fn resolve_native(
     for ((name, i, mut row), source) in rows.rows.into_iter().zip(plan.per_row) {
         let mut turns = turns_of(&row, &name, i)?;
         if let Some(source) = source {
-            let str_of = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            let fail = |message: String| {
-                DatasetError::from(ResolveError::Row {
-                    config: config.to_string(),
-                    question_id: str_of("question_id"),
-                    source_name: str_of("source"),
-                    src_id: str_of("src_id"),
-                    message,
-                })
-            };
-            let src_id = str_of("src_id");
-            let upstream = indexes
-                .get(&source)
-                .and_then(|ix| ix.get(&src_id))
-                .ok_or_else(|| fail(format!("no row with that id in {}", source.id())))?;
-            let template = turns[0]
-                .strip_prefix(PLACEHOLDER)
-                .and_then(|t| t.strip_prefix("\n\n"));
-            turns = source.build_turns(template, upstream).map_err(fail)?;
+            turns = upstream_turns(config, &row, &turns, source, &indexes)?;
             *resolved.entry(source.id().to_string()).or_default() += 1;
         }
         row.remove("turns");
@@ -593,6 +575,36 @@ pub(crate) async fn resolve_native(
         rows: out,
         resolved,
     })
+}
+
+/// A placeholder row's turns, built from its upstream row (by `src_id`)
+/// and the template its first turn carries.
+fn upstream_turns(
+    config: &str,
+    row: &JsonRow,
+    turns: &[String],
+    source: UpstreamSource,
+    indexes: &HashMap<UpstreamSource, HashMap<String, JsonRow>>,
+) -> Result<Vec<String>, DatasetError> {
+    let str_of = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let fail = |message: String| {
+        DatasetError::from(ResolveError::Row {
+            config: config.to_string(),
+            question_id: str_of("question_id"),
+            source_name: str_of("source"),
+            src_id: str_of("src_id"),
+            message,
+        })
+    };
+    let src_id = str_of("src_id");
+    let upstream = indexes
+        .get(&source)
+        .and_then(|ix| ix.get(&src_id))
+        .ok_or_else(|| fail(format!("no row with that id in {}", source.id())))?;
+    let template = turns[0]
+        .strip_prefix(PLACEHOLDER)
+        .and_then(|t| t.strip_prefix("\n\n"));
+    source.build_turns(template, upstream).map_err(fail)
 }
 
 fn turns_of(row: &JsonRow, source: &str, index: usize) -> Result<Vec<String>, DatasetError> {
