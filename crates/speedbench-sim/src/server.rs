@@ -205,6 +205,30 @@ struct Scheduled {
 }
 
 impl Scheduled {
+    /// One frame handed over: when it is the first content frame, the
+    /// ground truth gets its send time (replaced by the write's start
+    /// once the connection has stamped it).
+    fn count_down_to_content(&mut self) {
+        match self.frames_before_content {
+            Some(0) => {
+                self.frames_before_content = None;
+                if let Some(done) = self.on_complete.as_mut() {
+                    let sent = self.received.elapsed().as_nanos();
+                    done.truth.first_content_sent_ns =
+                        Some(u64::try_from(sent).unwrap_or(u64::MAX));
+                    done.content_write = self
+                        .clock
+                        .as_ref()
+                        .map(|c| (self.received.into_std(), c.stamp_next_write()));
+                }
+            }
+            Some(n) => self.frames_before_content = Some(n - 1),
+            None => {}
+        }
+    }
+}
+
+impl Scheduled {
     /// `frames` released from `start`, then `tail`; nothing recorded.
     fn new(
         start: Instant,
@@ -268,24 +292,7 @@ impl Body for SimBody {
         let Some((_, bytes)) = s.frames.pop_front() else {
             return Poll::Ready(None);
         };
-        match s.frames_before_content {
-            Some(0) => {
-                s.frames_before_content = None;
-                if let Some(done) = s.on_complete.as_mut() {
-                    // Handed over now; replaced by the write's start once
-                    // the connection has stamped it.
-                    let sent = s.received.elapsed().as_nanos();
-                    done.truth.first_content_sent_ns =
-                        Some(u64::try_from(sent).unwrap_or(u64::MAX));
-                    done.content_write = s
-                        .clock
-                        .as_ref()
-                        .map(|c| (s.received.into_std(), c.stamp_next_write()));
-                }
-            }
-            Some(n) => s.frames_before_content = Some(n - 1),
-            None => {}
-        }
+        s.count_down_to_content();
         if s.frames.is_empty() {
             // Recorded before `[DONE]` reaches the client, so a client that
             // has read the whole stream always finds it in the ground truth
