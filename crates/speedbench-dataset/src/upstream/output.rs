@@ -77,24 +77,29 @@ pub fn validate_output(
         }
     }
     if !unresolved.is_empty() {
-        const SHOWN: usize = 5;
-        let mut rows = unresolved
-            .iter()
-            .take(SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if unresolved.len() > SHOWN {
-            rows.push_str(&format!(", and {} more", unresolved.len() - SHOWN));
-        }
         return Err(DatasetError::from(ResolveError::Unresolved {
             config: config.to_string(),
             unresolved: unresolved.len(),
             total: input.len(),
-            rows,
+            rows: first_few(&unresolved),
         }));
     }
     Ok(lines.len())
+}
+
+/// The first five of `rows`, and how many more.
+fn first_few(rows: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = rows
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if rows.len() > SHOWN {
+        text.push_str(&format!(", and {} more", rows.len() - SHOWN));
+    }
+    text
 }
 
 #[cfg(test)]
