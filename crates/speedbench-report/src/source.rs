@@ -274,24 +274,17 @@ pub fn build_matrix(
     let rows = groups
         .iter()
         .map(|group| {
-            let label = match group.as_slice() {
-                [only] => runs[*only].label.clone(),
-                _ => speedbench_runs::display_model(&runs[group[0]].model),
-            };
             let mut merged = RunCells::new();
             for &i in group {
                 merged.extend(cells[i].iter().map(|(k, c)| (k.clone(), *c)));
             }
-            (label, merged)
+            (group_label(runs, group), merged)
         })
         .collect();
     let mut matrix = AcceptanceMatrix::from_cells(metric, rows);
     let columns = matrix.columns.clone();
     for row in &mut matrix.rows {
-        let Some(group) = groups.iter().find(|g| match g.as_slice() {
-            [only] => runs[*only].label == row.label,
-            _ => speedbench_runs::display_model(&runs[g[0]].model) == row.label,
-        }) else {
+        let Some(group) = groups.iter().find(|g| group_label(runs, g) == row.label) else {
             continue;
         };
         // The row's run: the first incomplete one, else the first.
@@ -320,16 +313,30 @@ pub fn build_matrix(
                 .map(|c| by_column.get(c).cloned().unwrap_or_default())
                 .collect();
         }
-        row.run = Some(RowRun {
-            dir: run.dir.clone(),
-            model: run.model.clone(),
-            status: run.status,
-            status_reason: run.status_reason.clone(),
-            counts: (group.len() == 1).then(|| run.counts()).flatten(),
-            overall_excluded,
-        });
+        row.run = Some(row_run(run, group.len() == 1, overall_excluded));
     }
     (matrix, sources)
+}
+
+/// What a row says of its run (`counts` only for a row of one run).
+fn row_run(run: &RunData, alone: bool, overall_excluded: Option<String>) -> RowRun {
+    RowRun {
+        dir: run.dir.clone(),
+        model: run.model.clone(),
+        status: run.status,
+        status_reason: run.status_reason.clone(),
+        counts: alone.then(|| run.counts()).flatten(),
+        overall_excluded,
+    }
+}
+
+/// A row's label: its run's, or, for runs folded into one row, their
+/// model's.
+fn group_label(runs: &[RunData], group: &[usize]) -> String {
+    match group {
+        [only] => runs[*only].label.clone(),
+        _ => speedbench_runs::display_model(&runs[group[0]].model),
+    }
 }
 
 /// Acceptance by draft position of a row's runs: from their records'
