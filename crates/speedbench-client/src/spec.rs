@@ -113,57 +113,74 @@ fn validate(stats: SpecDecodeStats) -> Result<SpecDecodeStats, MalformedSpec> {
             stats.proposed_draft_tokens, stats.accepted_draft_tokens
         ));
     }
-    let hist = &stats.acceptance_histogram;
-    if !hist.is_empty() {
-        if let Some(k) = stats.num_spec_tokens
-            && hist.len() != k as usize + 1
-        {
-            return bad(format!(
-                "acceptance_histogram has {} buckets, expected num_spec_tokens + 1 = {}",
-                hist.len(),
-                u64::from(k) + 1
-            ));
-        }
-        // Wide sums: a hostile payload must not overflow (a panic in debug
-        // builds, a wrapped sum that passes the check in release builds).
-        let steps: u128 = hist.iter().map(|&n| u128::from(n)).sum();
-        let weighted: u128 = hist
-            .iter()
-            .enumerate()
-            .map(|(j, &n)| j as u128 * u128::from(n))
-            .sum();
-        if Some(steps) != stats.verify_steps.map(u128::from) {
-            return bad(format!(
-                "acceptance_histogram counts sum to {steps}, but verify steps are {:?}",
-                stats.verify_steps
-            ));
-        }
-        if weighted != u128::from(stats.accepted_draft_tokens) {
-            return bad(format!(
-                "acceptance_histogram j-weighted sum is {weighted}, but accepted draft tokens are {}",
-                stats.accepted_draft_tokens
-            ));
-        }
-    }
-    if let (Some(acc), Some(drafted)) = (&stats.per_step_accepted, &stats.per_step_drafted) {
-        let steps = stats.verify_steps.unwrap_or(0) as usize;
-        if acc.len() != steps || drafted.len() != steps {
-            return bad(format!(
-                "per-step arrays have {} and {} entries for {steps} verify steps",
-                acc.len(),
-                drafted.len()
-            ));
-        }
-        if acc.iter().map(|&a| a as u64).sum::<u64>() != stats.accepted_draft_tokens
-            || drafted.iter().map(|&d| d as u64).sum::<u64>() != stats.proposed_draft_tokens
-        {
-            return bad("per-step arrays do not sum to the totals".into());
-        }
-        if let Some(i) = acc.iter().zip(drafted).position(|(a, d)| a > d) {
-            return bad(format!("step {i} accepted more drafts than it proposed"));
-        }
+    if let Err(message) = check_histogram(&stats).and_then(|()| check_per_step(&stats)) {
+        return bad(message);
     }
     Ok(stats)
+}
+
+/// The acceptance histogram, when there is one: `num_spec_tokens + 1`
+/// buckets summing to the verify steps, j-weighted to the accepted tokens.
+fn check_histogram(stats: &SpecDecodeStats) -> Result<(), String> {
+    let hist = &stats.acceptance_histogram;
+    if hist.is_empty() {
+        return Ok(());
+    }
+    if let Some(k) = stats.num_spec_tokens
+        && hist.len() != k as usize + 1
+    {
+        return Err(format!(
+            "acceptance_histogram has {} buckets, expected num_spec_tokens + 1 = {}",
+            hist.len(),
+            u64::from(k) + 1
+        ));
+    }
+    // Wide sums: a hostile payload must not overflow (a panic in debug
+    // builds, a wrapped sum that passes the check in release builds).
+    let steps: u128 = hist.iter().map(|&n| u128::from(n)).sum();
+    let weighted: u128 = hist
+        .iter()
+        .enumerate()
+        .map(|(j, &n)| j as u128 * u128::from(n))
+        .sum();
+    if Some(steps) != stats.verify_steps.map(u128::from) {
+        return Err(format!(
+            "acceptance_histogram counts sum to {steps}, but verify steps are {:?}",
+            stats.verify_steps
+        ));
+    }
+    if weighted != u128::from(stats.accepted_draft_tokens) {
+        return Err(format!(
+            "acceptance_histogram j-weighted sum is {weighted}, but accepted draft tokens are {}",
+            stats.accepted_draft_tokens
+        ));
+    }
+    Ok(())
+}
+
+/// The per-step arrays, when both are there: one entry per verify step,
+/// summing to the totals, no step accepting more than it drafted.
+fn check_per_step(stats: &SpecDecodeStats) -> Result<(), String> {
+    let (Some(acc), Some(drafted)) = (&stats.per_step_accepted, &stats.per_step_drafted) else {
+        return Ok(());
+    };
+    let steps = stats.verify_steps.unwrap_or(0) as usize;
+    if acc.len() != steps || drafted.len() != steps {
+        return Err(format!(
+            "per-step arrays have {} and {} entries for {steps} verify steps",
+            acc.len(),
+            drafted.len()
+        ));
+    }
+    if acc.iter().map(|&a| a as u64).sum::<u64>() != stats.accepted_draft_tokens
+        || drafted.iter().map(|&d| d as u64).sum::<u64>() != stats.proposed_draft_tokens
+    {
+        return Err("per-step arrays do not sum to the totals".into());
+    }
+    if let Some(i) = acc.iter().zip(drafted).position(|(a, d)| a > d) {
+        return Err(format!("step {i} accepted more drafts than it proposed"));
+    }
+    Ok(())
 }
 
 /// vLLM's per-request `metrics.speculative_decoding` object (the merged shape,
