@@ -315,45 +315,7 @@ fn keys<'t, 'f>(
         if let Some((_, why)) = RESERVED.iter().find(|(r, _)| *r == name) {
             return Err(fail(&at, format!("{section} {}: {why}", key.get_ref())));
         }
-        let what = match (section, name.as_str()) {
-            ("[[variation]]", "name") => Key::Name,
-            ("[profile]", "output_artifact_dir") => Key::Parent,
-            (_, "output_artifact_dir") if section != "[report]" => {
-                return Err(fail(
-                    &at,
-                    format!(
-                        "{section} output_artifact_dir: each run's directory is named by the sweep \
-                         (PARENT/<index>-<description>); set the parent in [profile] or with \
-                         --output-artifact-dir"
-                    ),
-                ));
-            }
-            ("[profile]", "run_id") => {
-                return Err(fail(
-                    &at,
-                    "[profile] run_id: each run gets its own id; set run_id in a [[variation]]",
-                ));
-            }
-            ("[matrix]", "run_id") => {
-                return Err(fail(&at, "[matrix] run_id: set run_id in a [[variation]]"));
-            }
-            _ => match flags.find(key.get_ref()) {
-                Some(flag) => Key::Flag(flag),
-                None => {
-                    let hint = flags.suggest(key.get_ref()).map_or(String::new(), |s| {
-                        format!(" (did you mean {}?)", s.replace('-', "_"))
-                    });
-                    return Err(fail(
-                        &at,
-                        format!(
-                            "{section} {}: not an option of `speedbench {}`{hint}",
-                            key.get_ref(),
-                            flags.command
-                        ),
-                    ));
-                }
-            },
-        };
+        let what = key_meaning(&at, section, &name, key.get_ref(), flags)?;
         if let Key::Flag(flag) = &what
             && let Some((earlier, _, _)) = out
                 .iter()
@@ -371,6 +333,50 @@ fn keys<'t, 'f>(
         out.push((key, value, what));
     }
     Ok(out)
+}
+
+/// What a key of `section` names (`name` the key as normalized, `given`
+/// as written): a flag, a variation's name, the sweep's parent; keys that
+/// no section or not this one may set are refused, a near flag suggested.
+fn key_meaning<'f>(
+    at: &str,
+    section: &str,
+    name: &str,
+    given: &str,
+    flags: &'f Flags,
+) -> Result<Key<'f>, RunError> {
+    match (section, name) {
+        ("[[variation]]", "name") => Ok(Key::Name),
+        ("[profile]", "output_artifact_dir") => Ok(Key::Parent),
+        (_, "output_artifact_dir") if section != "[report]" => Err(fail(
+            at,
+            format!(
+                "{section} output_artifact_dir: each run's directory is named by the sweep \
+                 (PARENT/<index>-<description>); set the parent in [profile] or with \
+                 --output-artifact-dir"
+            ),
+        )),
+        ("[profile]", "run_id") => Err(fail(
+            at,
+            "[profile] run_id: each run gets its own id; set run_id in a [[variation]]",
+        )),
+        ("[matrix]", "run_id") => Err(fail(at, "[matrix] run_id: set run_id in a [[variation]]")),
+        _ => match flags.find(given) {
+            Some(flag) => Ok(Key::Flag(flag)),
+            None => {
+                let hint = flags.suggest(given).map_or(String::new(), |s| {
+                    format!(" (did you mean {}?)", s.replace('-', "_"))
+                });
+                Err(fail(
+                    at,
+                    format!(
+                        "{section} {given}: not an option of `speedbench {}`{hint}",
+                        flags.command
+                    ),
+                ))
+            }
+        },
+    }
 }
 
 /// What `[profile]` or a variation sets.
