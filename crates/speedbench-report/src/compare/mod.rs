@@ -239,16 +239,8 @@ pub fn compare(
             thousands(MAX_BOOTSTRAP_SAMPLES as f64)
         )));
     }
-    let base = measured(baseline);
-    let spec = measured(speculative);
-    for (side, records, kept) in [
-        ("baseline", baseline, &base),
-        ("speculative", speculative, &spec),
-    ] {
-        if kept.is_empty() {
-            return Err(ReportError::Compare(no_success(side, records)));
-        }
-    }
+    let base = measured_side("baseline", baseline)?;
+    let spec = measured_side("speculative", speculative)?;
     let (base_groups, spec_groups) = (by_category(&base), by_category(&spec));
     let shared: BTreeSet<&str> = base_groups
         .keys()
@@ -278,14 +270,8 @@ pub fn compare(
             )
         })
         .collect();
-    let base_all: Vec<&RequestRecord> = shared
-        .iter()
-        .flat_map(|c| base_groups[*c].iter().copied())
-        .collect();
-    let spec_all: Vec<&RequestRecord> = shared
-        .iter()
-        .flat_map(|c| spec_groups[*c].iter().copied())
-        .collect();
+    let base_all = in_categories(&base_groups, &shared);
+    let spec_all = in_categories(&spec_groups, &shared);
     rows.push(compare_group(
         OVERALL, &base_all, &spec_all, speculates, options, &mut rng,
     ));
@@ -299,6 +285,30 @@ pub fn compare(
         confidence: options.confidence,
         byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
     })
+}
+
+/// The records of `categories`, category by category.
+fn in_categories<'a>(
+    groups: &BTreeMap<String, Vec<&'a RequestRecord>>,
+    categories: &BTreeSet<&str>,
+) -> Vec<&'a RequestRecord> {
+    categories
+        .iter()
+        .flat_map(|c| groups[*c].iter().copied())
+        .collect()
+}
+
+/// A side's measured records; a side without a successful one cannot be
+/// compared.
+fn measured_side<'a>(
+    side: &str,
+    records: &'a [RequestRecord],
+) -> Result<Vec<&'a RequestRecord>, ReportError> {
+    let kept = measured(records);
+    if kept.is_empty() {
+        return Err(ReportError::Compare(no_success(side, records)));
+    }
+    Ok(kept)
 }
 
 /// What the lossless check found beyond the rows' counts.
