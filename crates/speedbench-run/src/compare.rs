@@ -250,6 +250,17 @@ pub async fn compare_runs(
         spec.baseline.display(),
         spec.speculative.display()
     ));
+    emit(&spec, &comparison, &check, observer)
+}
+
+/// The comparison in the format asked for: on the observer's output, or
+/// written to `--output` / `--html-output`.
+fn emit(
+    spec: &CompareSpec,
+    comparison: &speedbench_report::Comparison,
+    check: &RunCheck,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
     let json = || serde_json::to_string_pretty(&comparison.to_json()).unwrap_or_default();
     match spec.format {
         CompareFormat::Console => observer.output(&comparison.to_console()),
@@ -268,8 +279,8 @@ pub async fn compare_runs(
                 speculative: spec.speculative.display().to_string(),
                 bootstrap_samples: spec.bootstrap,
                 seed: spec.seed,
-                warnings: page_warnings(&check),
-                comparison: &comparison,
+                warnings: page_warnings(check),
+                comparison,
             });
             write(&spec.html_output, &page, "HTML", observer)?;
         }
