@@ -18,20 +18,7 @@ impl HubClient {
         headers: &hyper::HeaderMap,
         body: &[u8],
     ) -> DatasetError {
-        let header = |n: &str| {
-            headers
-                .get(n)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let code = header("x-error-code").unwrap_or_default();
-        let hub_message = header("x-error-message")
-            .or_else(|| {
-                serde_json::from_slice::<serde_json::Value>(body)
-                    .ok()
-                    .and_then(|v| v.get("error")?.as_str().map(str::to_string))
-            })
-            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+        let (code, hub_message) = hub_error(headers, body);
         let has_token = self.config.token.is_some();
         let rejected = hub_message.contains("Invalid credentials")
             || (status == StatusCode::UNAUTHORIZED && has_token && code != "GatedRepo");
@@ -56,25 +43,7 @@ impl HubClient {
                 ),
             });
         }
-        let advice = if rejected {
-            format!(
-                "the Hub rejected the token found on this machine ({}): it is expired, revoked or \
-                 lacks read scope; run `hf auth login` or set HF_TOKEN",
-                self.config.token_search
-            )
-        } else {
-            match (status.as_u16(), code.as_str()) {
-                (401 | 404, "RepoNotFound") | (404, "") => format!(
-                    "repository {repo} not found (or private: a private repository needs a token \
-                     with access; searched {})",
-                    self.config.token_search
-                ),
-                (_, "RevisionNotFound") => format!("revision not found in {repo}"),
-                (_, "EntryNotFound") => format!("file not found in {repo}"),
-                (429, _) => "rate limited by the Hub; wait and retry".to_string(),
-                _ => String::new(),
-            }
-        };
+        let advice = self.advice(repo, status, &code, rejected);
         let message = match (advice.is_empty(), hub_message.is_empty()) {
             (true, _) => hub_message,
             (false, true) => advice,
@@ -86,4 +55,47 @@ impl HubClient {
             message,
         })
     }
+
+    /// What to do about a refusal: a rejected token, a repository,
+    /// revision or file not found, a rate limit; empty when nothing helps.
+    fn advice(&self, repo: &str, status: StatusCode, code: &str, rejected: bool) -> String {
+        if rejected {
+            return format!(
+                "the Hub rejected the token found on this machine ({}): it is expired, revoked or \
+                 lacks read scope; run `hf auth login` or set HF_TOKEN",
+                self.config.token_search
+            );
+        }
+        match (status.as_u16(), code) {
+            (401 | 404, "RepoNotFound") | (404, "") => format!(
+                "repository {repo} not found (or private: a private repository needs a token \
+                 with access; searched {})",
+                self.config.token_search
+            ),
+            (_, "RevisionNotFound") => format!("revision not found in {repo}"),
+            (_, "EntryNotFound") => format!("file not found in {repo}"),
+            (429, _) => "rate limited by the Hub; wait and retry".to_string(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The Hub's error code (`x-error-code`) and message (`x-error-message`,
+/// else the body's `error`, else the body's first 200 bytes).
+fn hub_error(headers: &hyper::HeaderMap, body: &[u8]) -> (String, String) {
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let code = header("x-error-code").unwrap_or_default();
+    let message = header("x-error-message")
+        .or_else(|| {
+            serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("error")?.as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+    (code, message)
 }
