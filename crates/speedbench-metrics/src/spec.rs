@@ -84,7 +84,36 @@ pub struct PerPass {
     pub engine_steps: u64,
 }
 
+/// The per-request values whose distributions a run reports.
+#[derive(Default)]
+struct PerRequest {
+    acceptance_length: Vec<f64>,
+    rate_pct: Vec<f64>,
+    accepted_per_verified: Vec<f64>,
+    steps: Vec<f64>,
+}
+
+impl PerRequest {
+    /// One request's values, each where it has one.
+    fn push(&mut self, al: Option<f64>, rate: Option<f64>, apv: Option<f64>, steps: Option<f64>) {
+        self.acceptance_length.extend(al);
+        self.rate_pct.extend(rate);
+        self.accepted_per_verified.extend(apv);
+        self.steps.extend(steps);
+    }
+}
+
 impl PerPass {
+    /// Counts a vLLM request that reported its completion tokens and steps.
+    fn add(&mut self, completion_tokens: Option<u64>, spec: &speedbench_record::SpecDecodeStats) {
+        if let (Some(tokens), Some(steps)) = (completion_tokens, spec.verify_steps) {
+            self.requests += 1;
+            self.tokens += tokens;
+            self.accepted += spec.accepted_draft_tokens;
+            self.engine_steps += steps;
+        }
+    }
+
     /// Target forward passes: `tokens - accepted`.
     pub fn passes(&self) -> u64 {
         self.tokens.saturating_sub(self.accepted)
@@ -113,7 +142,7 @@ impl SpecDecodeMetrics {
         let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
         let mut zero_step_in_distributions = 0;
         let mut per_pass = PerPass::default();
-        let (mut al, mut rate, mut apv, mut steps) = (vec![], vec![], vec![], vec![]);
+        let mut values = PerRequest::default();
         let speculates = run_speculates(records);
         for r in records.iter().filter(|r| is_measured(r)) {
             let spec = match request_acceptance(r, speculates) {
@@ -122,17 +151,14 @@ impl SpecDecodeMetrics {
                 // target pass, acceptance length 1 (see AcceptanceTotals).
                 RequestAcceptance::Undrafted(n) => {
                     totals.add_undrafted(n);
-                    al.push(1.0);
-                    apv.push(1.0);
-                    steps.push(n as f64);
+                    values.push(Some(1.0), None, Some(1.0), Some(n as f64));
                     continue;
                 }
                 // The engine's tokens per iteration: its own per-request
                 // figure is the acceptance-length value.
                 RequestAcceptance::Iterations { tokens, iterations } => {
                     totals.add_iterations(tokens, iterations);
-                    al.extend(r.tokens_per_iteration);
-                    steps.push(iterations as f64);
+                    values.push(r.tokens_per_iteration, None, None, Some(iterations as f64));
                     continue;
                 }
                 RequestAcceptance::Dropped(_) => {
@@ -146,35 +172,30 @@ impl SpecDecodeMetrics {
             };
             totals.add(spec);
             histogram.add(&spec.acceptance_histogram);
-            if spec.source == Some(SpecSource::Vllm)
-                && let (Some(tokens), Some(steps)) = (r.completion_tokens, spec.verify_steps)
-            {
-                per_pass.requests += 1;
-                per_pass.tokens += tokens;
-                per_pass.accepted += spec.accepted_draft_tokens;
-                per_pass.engine_steps += steps;
+            if spec.source == Some(SpecSource::Vllm) {
+                per_pass.add(r.completion_tokens, spec);
             }
             if spec.verify_steps == Some(0) {
                 zero_step_requests += 1;
                 // vLLM's own figures for a request that drafted nothing.
                 if spec.source == Some(SpecSource::Vllm) {
                     zero_step_in_distributions += 1;
-                    al.push(1.0);
-                    rate.push(0.0);
-                    steps.push(0.0);
+                    values.push(Some(1.0), Some(0.0), None, Some(0.0));
                 }
                 continue;
             }
-            al.extend(r.acceptance_length());
-            rate.extend(r.draft_acceptance_rate_pct());
-            apv.extend(r.accepted_per_verified());
-            steps.extend(spec.verify_steps.map(|s| s as f64));
+            values.push(
+                r.acceptance_length(),
+                r.draft_acceptance_rate_pct(),
+                r.accepted_per_verified(),
+                spec.verify_steps.map(|s| s as f64),
+            );
         }
         SpecDecodeMetrics {
-            acceptance_length: Summary::of(&al),
-            draft_acceptance_rate_pct: Summary::of(&rate),
-            accepted_per_verified: Summary::of(&apv),
-            spec_decode_steps: Summary::of(&steps),
+            acceptance_length: Summary::of(&values.acceptance_length),
+            draft_acceptance_rate_pct: Summary::of(&values.rate_pct),
+            accepted_per_verified: Summary::of(&values.accepted_per_verified),
+            spec_decode_steps: Summary::of(&values.steps),
             totals,
             zero_step_requests,
             zero_step_in_distributions,
