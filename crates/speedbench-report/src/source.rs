@@ -156,10 +156,26 @@ pub fn run_cells(
     metric: MatrixMetric,
     choice: SourceChoice,
 ) -> (RunCells, ResolvedSource) {
-    let order: &[SourceChoice] = match choice {
-        // AIPerf's own figure (output_token_throughput, over its
-        // benchmark duration) first, so the report prints the number
-        // AIPerf printed.
+    for source in source_order(run, metric, choice) {
+        let Some((cells, resolved)) = cells_from(run, metric, *source) else {
+            continue;
+        };
+        if cells.values().any(|c| c.value.is_some()) {
+            return (cells, resolved);
+        }
+    }
+    (no_value_cells(run), ResolvedSource::None)
+}
+
+/// The sources to try, in order: the one asked for, or (`auto`) records,
+/// summary, server; AIPerf's own throughput first for an AIPerf run, so
+/// the report prints the number AIPerf printed.
+fn source_order(
+    run: &RunData,
+    metric: MatrixMetric,
+    choice: SourceChoice,
+) -> &'static [SourceChoice] {
+    match choice {
         SourceChoice::Auto
             if run.format == RunFormat::Aiperf && metric == MatrixMetric::Throughput =>
         {
@@ -173,59 +189,53 @@ pub fn run_cells(
         SourceChoice::Records => &[SourceChoice::Records],
         SourceChoice::Summary => &[SourceChoice::Summary],
         SourceChoice::Server => &[SourceChoice::Server],
-    };
-    for source in order {
-        let (cells, resolved) = match source {
-            // Acceptance from the digest folded as the records were read
-            // (all a report over a million records holds of them).
-            SourceChoice::Records if metric.is_acceptance() => match run.records_digest() {
-                Some(digest) => (
-                    acceptance_cells(metric, digest.acceptance.totals()),
-                    ResolvedSource::Records,
-                ),
-                None => continue,
-            },
-            SourceChoice::Records => match &run.records {
-                Some(records) => (records_cells(metric, records), ResolvedSource::Records),
-                None => continue,
-            },
-            // A speed_bench.py file's summary rows are per category.
-            SourceChoice::Summary if run.speed_bench_py.is_some() => (
-                run.speed_bench_py
-                    .as_ref()
-                    .map(|file| crate::category::speed_bench_py_cells(file, metric))
-                    .unwrap_or_default(),
-                ResolvedSource::Summary,
-            ),
-            SourceChoice::Summary => {
-                let Some(summary) = &run.summary else {
-                    continue;
-                };
-                let value = match metric {
-                    MatrixMetric::AcceptLength => summary.accept_length,
-                    MatrixMetric::AcceptRate => summary.accept_rate,
-                    MatrixMetric::Throughput => summary.output_token_throughput,
-                    MatrixMetric::DecodeTps | MatrixMetric::Latency => None,
-                };
-                (single(run, value, false), ResolvedSource::Summary)
-            }
-            SourceChoice::Server => {
-                let Some(export) = &run.server else { continue };
-                match server::figure(export, metric) {
-                    Some((v, w)) => (
-                        single(run, Some(v), w == Weighting::TimeAveragedGauge),
-                        ResolvedSource::Server(w),
-                    ),
-                    None => continue,
-                }
-            }
-            SourceChoice::Auto => continue,
-        };
-        if cells.values().any(|c| c.value.is_some()) {
-            return (cells, resolved);
-        }
     }
-    (no_value_cells(run), ResolvedSource::None)
+}
+
+/// A run's cells from one source; `None` when the run lacks that source.
+fn cells_from(
+    run: &RunData,
+    metric: MatrixMetric,
+    source: SourceChoice,
+) -> Option<(RunCells, ResolvedSource)> {
+    Some(match source {
+        // Acceptance from the digest folded as the records were read
+        // (all a report over a million records holds of them).
+        SourceChoice::Records if metric.is_acceptance() => (
+            acceptance_cells(metric, run.records_digest()?.acceptance.totals()),
+            ResolvedSource::Records,
+        ),
+        SourceChoice::Records => (
+            records_cells(metric, run.records.as_ref()?),
+            ResolvedSource::Records,
+        ),
+        // A speed_bench.py file's summary rows are per category.
+        SourceChoice::Summary if run.speed_bench_py.is_some() => (
+            run.speed_bench_py
+                .as_ref()
+                .map(|file| crate::category::speed_bench_py_cells(file, metric))
+                .unwrap_or_default(),
+            ResolvedSource::Summary,
+        ),
+        SourceChoice::Summary => {
+            let summary = run.summary.as_ref()?;
+            let value = match metric {
+                MatrixMetric::AcceptLength => summary.accept_length,
+                MatrixMetric::AcceptRate => summary.accept_rate,
+                MatrixMetric::Throughput => summary.output_token_throughput,
+                MatrixMetric::DecodeTps | MatrixMetric::Latency => None,
+            };
+            (single(run, value, false), ResolvedSource::Summary)
+        }
+        SourceChoice::Server => {
+            let (v, w) = server::figure(run.server.as_ref()?, metric)?;
+            (
+                single(run, Some(v), w == Weighting::TimeAveragedGauge),
+                ResolvedSource::Server(w),
+            )
+        }
+        SourceChoice::Auto => return None,
+    })
 }
 
 /// The cells of a run no source gave a value for: an AIPerf run (one
