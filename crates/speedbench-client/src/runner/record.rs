@@ -5,10 +5,11 @@ use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use speedbench_dataset::{Conversation, Dataset};
-use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_record::{ErrorKind, RequestRecord, SpecDecodeStats};
 
 use super::Shared;
 use crate::exchange::Exchange;
+use crate::spec::MalformedSpec;
 
 /// Maps monotonic instants onto wall-clock nanoseconds consistently.
 #[derive(Clone, Copy)]
@@ -183,28 +184,8 @@ pub(super) fn to_record(
     ex: Exchange,
 ) -> RequestRecord {
     let mut error = ex.error;
-    // A payload that cannot be right is left out of every acceptance figure,
-    // and the record says why (AIPerf drops such payloads too).
-    let mut spec_dropped = None;
-    let spec = match ex.spec {
-        Ok(s) => s,
-        Err(malformed) => {
-            tracing::warn!(request_index, "{malformed}; recording no spec-decode stats");
-            spec_dropped = Some(malformed.to_string());
-            None
-        }
-    };
-    let tokens_per_iteration = match ex.tokens_per_iteration {
-        Ok(v) => v,
-        Err(malformed) => {
-            tracing::warn!(
-                request_index,
-                "{malformed}; recording no tokens per iteration"
-            );
-            spec_dropped.get_or_insert(malformed.to_string());
-            None
-        }
-    };
+    let (spec, tokens_per_iteration, spec_dropped) =
+        kept_payloads(ex.spec, ex.tokens_per_iteration, request_index);
     // No output is a failure, unless the server said the generation ended
     // (a model may end at once with its end-of-sequence token: vLLM's
     // completions endpoint answers `finish_reason: "stop"`, one completion
@@ -251,6 +232,31 @@ pub(super) fn to_record(
         output_text: state.text,
         ..base_record(shared, conv, turn_index, request_index, warmup)
     }
+}
+
+/// The request's spec-decode stats and tokens per iteration as recorded:
+/// a payload that cannot be right is left out of every acceptance figure,
+/// and the record says why (AIPerf drops such payloads too).
+fn kept_payloads(
+    spec: Result<Option<SpecDecodeStats>, MalformedSpec>,
+    per_iteration: Result<Option<f64>, MalformedSpec>,
+    request_index: u64,
+) -> (Option<SpecDecodeStats>, Option<f64>, Option<String>) {
+    let mut dropped = None;
+    let spec = spec.unwrap_or_else(|malformed| {
+        tracing::warn!(request_index, "{malformed}; recording no spec-decode stats");
+        dropped = Some(malformed.to_string());
+        None
+    });
+    let per_iteration = per_iteration.unwrap_or_else(|malformed| {
+        tracing::warn!(
+            request_index,
+            "{malformed}; recording no tokens per iteration"
+        );
+        dropped.get_or_insert(malformed.to_string());
+        None
+    });
+    (spec, per_iteration, dropped)
 }
 
 #[cfg(test)]
