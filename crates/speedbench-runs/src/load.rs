@@ -298,35 +298,14 @@ fn load_speedbench_run(
         warnings.push(summary_only_warning(dir, manifest.as_ref()));
     }
     let recorded = manifest.as_ref().map(|m| m.status).or(summary_outcome);
-    let (mut status, mut status_reason) = speedbench_status(
+    let judged = speedbench_status(
         dir,
         recorded,
         only_partial,
         records.is_some() || digest.is_some(),
     );
-    // A killed run whose journal kept its records was interrupted: its
-    // finished requests are all there.
-    if let Some(n) = recovered
-        && status != RunStatus::Running
-    {
-        status = RunStatus::Interrupted;
-        status_reason = Some(format!(
-            "the run's process was killed; its {n} flushed records were read from its crash journal"
-        ));
-    }
-    let model = manifest
-        .as_ref()
-        .map(|m| m.model.clone())
-        .filter(|m| !m.is_empty())
-        .or_else(|| first.as_ref().map(|(model, _)| model.clone()))
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| dir_name(dir));
-    let dataset = manifest
-        .as_ref()
-        .map(|m| m.dataset.clone())
-        .filter(|d| !d.is_empty())
-        .or_else(|| first.map(|(_, dataset)| dataset))
-        .unwrap_or_default();
+    let (status, status_reason) = with_recovery(judged, recovered);
+    let (model, dataset) = model_and_dataset(dir, manifest.as_ref(), first);
     Ok(RunData {
         dir: dir.to_path_buf(),
         format: RunFormat::Speedbench,
@@ -345,6 +324,44 @@ fn load_speedbench_run(
         speed_bench_py: None,
         warnings: Vec::new(),
     })
+}
+
+/// A killed run whose journal kept its records was interrupted: its
+/// finished requests are all there (`recovered` of them).
+fn with_recovery(
+    (status, reason): (RunStatus, Option<String>),
+    recovered: Option<usize>,
+) -> (RunStatus, Option<String>) {
+    match recovered {
+        Some(n) if status != RunStatus::Running => (
+            RunStatus::Interrupted,
+            Some(format!(
+                "the run's process was killed; its {n} flushed records were read from its crash journal"
+            )),
+        ),
+        _ => (status, reason),
+    }
+}
+
+/// The run's model and dataset: the manifest's, else its first record's;
+/// a model named by neither is the directory's name.
+fn model_and_dataset(
+    dir: &Path,
+    manifest: Option<&RunManifest>,
+    first: Option<(String, String)>,
+) -> (String, String) {
+    let model = manifest
+        .map(|m| m.model.clone())
+        .filter(|m| !m.is_empty())
+        .or_else(|| first.as_ref().map(|(model, _)| model.clone()))
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| dir_name(dir));
+    let dataset = manifest
+        .map(|m| m.dataset.clone())
+        .filter(|d| !d.is_empty())
+        .or_else(|| first.map(|(_, dataset)| dataset))
+        .unwrap_or_default();
+    (model, dataset)
 }
 
 /// `summary.json`'s figures and the outcome it records, when there is one.
