@@ -55,35 +55,15 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
                 message,
             })
         };
-        let raw: RawRow = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
-        let id = match raw.question_id {
-            Some(serde_json::Value::String(s)) => s,
-            Some(serde_json::Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(invalid(format!(
-                    "field `question_id` must be a string or number, found {other}"
-                )));
-            }
-            None => format!("row-{line_no}"),
-        };
+        let mut raw: RawRow = serde_json::from_str(line).map_err(|e| invalid(e.to_string()))?;
+        let id = row_id(raw.question_id.take(), line_no).map_err(&invalid)?;
         if let Some(first) = first_line.insert(id.clone(), line_no) {
             return Err(invalid(format!(
                 "`question_id` {id:?} repeats line {first}; every row needs its own id \
                  (records and `speedbench compare` tell requests apart by it)"
             )));
         }
-        let (preamble, turns) = match (raw.messages, raw.turns) {
-            (Some(messages), _) => split_messages(messages).map_err(&invalid)?,
-            (None, Some(turns)) => (Vec::new(), turns),
-            (None, None) => {
-                return Err(invalid(
-                    "row has neither `messages` nor `turns`".to_string(),
-                ));
-            }
-        };
-        if turns.is_empty() {
-            return Err(invalid("row has no user turn".to_string()));
-        }
+        let (preamble, turns) = row_turns(raw.messages, raw.turns).map_err(&invalid)?;
         if turns
             .iter()
             .any(|t| t.trim_start().starts_with(PLACEHOLDER))
@@ -116,6 +96,35 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         }));
     }
     Ok(rows)
+}
+
+/// A row's id: its `question_id` as text, or `row-N` by its line.
+fn row_id(question_id: Option<serde_json::Value>, line_no: usize) -> Result<String, String> {
+    match question_id {
+        Some(serde_json::Value::String(s)) => Ok(s),
+        Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
+        Some(other) => Err(format!(
+            "field `question_id` must be a string or number, found {other}"
+        )),
+        None => Ok(format!("row-{line_no}")),
+    }
+}
+
+/// A row's preamble and user turns, from its `messages` or its `turns`;
+/// a row without a user turn is refused.
+fn row_turns(
+    messages: Option<Vec<Message>>,
+    turns: Option<Vec<String>>,
+) -> Result<(Vec<Message>, Vec<String>), String> {
+    let (preamble, turns) = match (messages, turns) {
+        (Some(messages), _) => split_messages(messages)?,
+        (None, Some(turns)) => (Vec::new(), turns),
+        (None, None) => return Err("row has neither `messages` nor `turns`".to_string()),
+    };
+    if turns.is_empty() {
+        return Err("row has no user turn".to_string());
+    }
+    Ok((preamble, turns))
 }
 
 /// Splits resolved `messages` into a system preamble and the user turns.
