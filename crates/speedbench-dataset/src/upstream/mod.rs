@@ -82,19 +82,7 @@ pub(crate) async fn run_prepare_step(
     dataset_cache: &Path,
     why: Option<(usize, String)>,
 ) -> Result<(String, String), DatasetError> {
-    let input: Vec<(Value, String)> = rows
-        .rows
-        .iter()
-        .map(|(_, _, r)| {
-            (
-                r.get("question_id").cloned().unwrap_or(Value::Null),
-                r.get("source")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            )
-        })
-        .collect();
+    let input = ids_and_sources(rows);
     check_sources(config, input.iter().map(|(q, s)| (q, s.as_str())))?;
     let step = PrepareStep::new(config, options, hub, why)?;
     // Is the interpreter usable at all? (Before any download.)
@@ -121,25 +109,7 @@ pub(crate) async fn run_prepare_step(
     let out = run_child(cmd, &step.redactor)
         .await
         .map_err(|e| step.spawn_failed(e))?;
-    if out.status.code() == Some(EXIT_MISSING) && out.missing.is_some() {
-        return Err(step.unavailable(
-            format!(
-                "`{}` cannot import {} (needed by {})",
-                step.python,
-                out.missing.unwrap_or_default(),
-                script.display()
-            ),
-            None,
-        ));
-    }
-    if !out.status.success() {
-        return Err(DatasetError::from(ResolveError::PrepareFailed {
-            config: config.to_string(),
-            script,
-            status: out.status.to_string(),
-            stderr_tail: out.tail.join("\n"),
-        }));
-    }
+    step.refuse_failure(config, &script, out)?;
     let jsonl = std::fs::read_to_string(&output).map_err(|source| DatasetError::Io {
         path: output.clone(),
         source,
@@ -151,6 +121,23 @@ pub(crate) async fn run_prepare_step(
         "prepare step: resolved SPEED-Bench {config:?}"
     );
     Ok((jsonl, by))
+}
+
+/// Each row's `question_id` and `source`, as the prepare step's output
+/// must give them back.
+fn ids_and_sources(rows: &ConfigRows) -> Vec<(Value, String)> {
+    rows.rows
+        .iter()
+        .map(|(_, _, r)| {
+            (
+                r.get("question_id").cloned().unwrap_or(Value::Null),
+                r.get("source")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
 }
 
 /// One run of the prepare step: its scratch directory with speedbench's
@@ -202,6 +189,36 @@ impl<'a> PrepareStep<'a> {
     }
 
     /// The interpreter cannot run the step: why, with the rows that need it.
+    /// The step's failure: an interpreter that cannot import what the
+    /// script needs, or the script's own exit with its stderr's tail.
+    fn refuse_failure(
+        &self,
+        config: &str,
+        script: &Path,
+        out: child::ChildOutput,
+    ) -> Result<(), DatasetError> {
+        if out.status.code() == Some(EXIT_MISSING) && out.missing.is_some() {
+            return Err(self.unavailable(
+                format!(
+                    "`{}` cannot import {} (needed by {})",
+                    self.python,
+                    out.missing.unwrap_or_default(),
+                    script.display()
+                ),
+                None,
+            ));
+        }
+        if !out.status.success() {
+            return Err(DatasetError::from(ResolveError::PrepareFailed {
+                config: config.to_string(),
+                script: script.to_path_buf(),
+                status: out.status.to_string(),
+                stderr_tail: out.tail.join("\n"),
+            }));
+        }
+        Ok(())
+    }
+
     fn unavailable(&self, problem: String, source: Option<std::io::Error>) -> DatasetError {
         DatasetError::from(ResolveError::PythonUnavailable {
             config: self.config.to_string(),
