@@ -168,6 +168,27 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One vLLM counter family as prometheus_client writes it: the `_total`
+/// samples (float values) and a `_created` gauge per sample.
+fn vllm_counter(
+    out: &mut String,
+    (base, help): (&str, &str),
+    labels: &str,
+    samples: &[(String, u64)],
+    created: f64,
+) {
+    let _ = writeln!(out, "# HELP {base}_total {help}");
+    let _ = writeln!(out, "# TYPE {base}_total counter");
+    for (extra, v) in samples {
+        let _ = writeln!(out, "{base}_total{{{labels}{extra}}} {v}.0");
+    }
+    let _ = writeln!(out, "# HELP {base}_created {help}");
+    let _ = writeln!(out, "# TYPE {base}_created gauge");
+    for (extra, _) in samples {
+        let _ = writeln!(out, "{base}_created{{{labels}{extra}}} {created:.3e}");
+    }
+}
+
 impl Exposition<'_> {
     /// Renders Prometheus text format 0.0.4.
     pub(crate) fn render(&self) -> String {
@@ -179,16 +200,7 @@ impl Exposition<'_> {
         // (start time) that clients must not mistake for a counter.
         let created = self.created_unix;
         let family = |out: &mut String, base: &str, help: &str, samples: &[(String, u64)]| {
-            let _ = writeln!(out, "# HELP {base}_total {help}");
-            let _ = writeln!(out, "# TYPE {base}_total counter");
-            for (extra, v) in samples {
-                let _ = writeln!(out, "{base}_total{{{labels}{extra}}} {v}.0");
-            }
-            let _ = writeln!(out, "# HELP {base}_created {help}");
-            let _ = writeln!(out, "# TYPE {base}_created gauge");
-            for (extra, _) in samples {
-                let _ = writeln!(out, "{base}_created{{{labels}{extra}}} {created:.3e}");
-            }
+            vllm_counter(out, (base, help), &labels, samples, created);
         };
         let one = |v: u64| [(String::new(), v)];
         for (base, help, v) in [
@@ -237,14 +249,11 @@ impl Exposition<'_> {
             "Accepted tokens per draft position.",
             &per_pos,
         );
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "# HELP vllm:num_requests_running Number of requests in model execution batches."
-        );
-        let _ = writeln!(out, "# TYPE vllm:num_requests_running gauge");
-        let _ = writeln!(
-            out,
-            "vllm:num_requests_running{{{labels}}} {}.0",
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n\
+             # TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running{{{labels}}} {}.0\n",
             self.running
         );
         if self.llamacpp {
