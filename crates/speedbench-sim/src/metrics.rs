@@ -168,6 +168,42 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// vLLM's single-sample counters: name, help and value.
+fn vllm_counters(t: &GroundTruth) -> [(&'static str, &'static str, u64); 6] {
+    [
+        (
+            "vllm:spec_decode_num_drafts",
+            "Number of spec decoding drafts.",
+            t.steps,
+        ),
+        (
+            "vllm:spec_decode_num_draft_tokens",
+            "Number of draft tokens.",
+            t.proposed,
+        ),
+        (
+            "vllm:spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            t.accepted,
+        ),
+        (
+            "vllm:prompt_tokens",
+            "Number of prefill tokens processed.",
+            t.prompt_tokens,
+        ),
+        (
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+            t.completion_tokens,
+        ),
+        (
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            t.requests,
+        ),
+    ]
+}
+
 /// One vLLM counter family as prometheus_client writes it: the `_total`
 /// samples (float values) and a `_created` gauge per sample.
 fn vllm_counter(
@@ -203,38 +239,7 @@ impl Exposition<'_> {
             vllm_counter(out, (base, help), &labels, samples, created);
         };
         let one = |v: u64| [(String::new(), v)];
-        for (base, help, v) in [
-            (
-                "vllm:spec_decode_num_drafts",
-                "Number of spec decoding drafts.",
-                t.steps,
-            ),
-            (
-                "vllm:spec_decode_num_draft_tokens",
-                "Number of draft tokens.",
-                t.proposed,
-            ),
-            (
-                "vllm:spec_decode_num_accepted_tokens",
-                "Number of accepted tokens.",
-                t.accepted,
-            ),
-            (
-                "vllm:prompt_tokens",
-                "Number of prefill tokens processed.",
-                t.prompt_tokens,
-            ),
-            (
-                "vllm:generation_tokens",
-                "Number of generation tokens processed.",
-                t.completion_tokens,
-            ),
-            (
-                "vllm:request_success",
-                "Count of successfully processed requests.",
-                t.requests,
-            ),
-        ] {
+        for (base, help, v) in vllm_counters(t) {
             family(&mut out, base, help, &one(v));
         }
         let per_pos: Vec<(String, u64)> = t
