@@ -381,18 +381,11 @@ fn stream_frames(
         match cfg.chunking {
             Chunking::PerStep => {
                 let is_last = i == last;
-                let extra = match is_last {
-                    true => finishing.take(),
-                    false => None,
-                };
+                let extra = if is_last { finishing.take() } else { None };
                 text.clear();
                 tokens.iter().for_each(|t| text.push_str(t));
-                let frame = match extra {
-                    Some(extra) if !extra.is_empty() => {
-                        out.json(&meta.content_chunk(&text, Some(finish), extra))
-                    }
-                    _ => out.plain(&template, &text, is_last.then_some(finish)),
-                };
+                let finish = is_last.then_some(finish);
+                let frame = content_frame(&mut out, meta, &template, &text, finish, extra);
                 frames.push_back((at, frame));
             }
             Chunking::PerToken => {
@@ -403,12 +396,8 @@ fn stream_frames(
         }
     }
     if cfg.chunking == Chunking::PerToken || generation.iterations.is_empty() {
-        let frame = match finishing.take() {
-            Some(extra) if !extra.is_empty() => {
-                out.json(&meta.content_chunk("", Some(finish), extra))
-            }
-            _ => out.plain(&template, "", Some(finish)),
-        };
+        let extra = finishing.take();
+        let frame = content_frame(&mut out, meta, &template, "", Some(finish), extra);
         frames.push_back((at, frame));
     }
     if let Some(details) = sglext {
@@ -419,6 +408,22 @@ fn stream_frames(
     }
     frames.push_back((at, Bytes::from_static(b"data: [DONE]\n\n")));
     frames
+}
+
+/// A content frame: as JSON when it carries the finish's extra fields
+/// (timings, TensorRT-LLM's figure), else from the plain chunk template.
+fn content_frame(
+    out: &mut FrameBuffer,
+    meta: &Meta<'_>,
+    template: &ChunkTemplate,
+    text: &str,
+    finish: Option<&str>,
+    extra: Option<Stats>,
+) -> Bytes {
+    match extra {
+        Some(extra) if !extra.is_empty() => out.json(&meta.content_chunk(text, finish, extra)),
+        _ => out.plain(template, text, finish),
+    }
 }
 
 /// About the first half of `text`, cut on a character boundary (the text
