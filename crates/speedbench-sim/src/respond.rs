@@ -355,17 +355,8 @@ fn stream_frames(
         let role = meta.plain_role(cfg.chunking == Chunking::PerToken);
         frames.push_back((Duration::ZERO, out.json(&role)));
     }
-    let mut stats = stats;
-    // SGLang sends its details in a chunk of their own; TensorRT-LLM's
-    // figure rides on the finishing choice.
-    let sglext = stats.sglang.take();
-    let per_iter = stats.per_iter.take();
-    let (usage_stats, finish_timings) = if include_usage {
-        (Some(stats), None)
-    } else {
-        (None, stats.timings)
-    };
-    let mut finishing = Some(Stats::finishing(finish_timings, per_iter));
+    let (sglext, usage_stats, finishing) = split_stats(stats, include_usage);
+    let mut finishing = Some(finishing);
     let mut at = ms(cfg.ttft_ms);
     let mut pos = 0usize;
     let last = generation.iterations.len().saturating_sub(1);
@@ -408,6 +399,25 @@ fn stream_frames(
     }
     frames.push_back((at, Bytes::from_static(b"data: [DONE]\n\n")));
     frames
+}
+
+/// Where a stream's statistics go: SGLang's details in a chunk of their
+/// own; the usage chunk's (with `include_usage`); what rides on the
+/// finishing choice (TensorRT-LLM's figure, and llama.cpp's timings
+/// without `include_usage`).
+fn split_stats(mut stats: Stats, include_usage: bool) -> (Option<Value>, Option<Stats>, Stats) {
+    let sglext = stats.sglang.take();
+    let per_iter = stats.per_iter.take();
+    let (usage_stats, finish_timings) = if include_usage {
+        (Some(stats), None)
+    } else {
+        (None, stats.timings)
+    };
+    (
+        sglext,
+        usage_stats,
+        Stats::finishing(finish_timings, per_iter),
+    )
 }
 
 /// A content frame: as JSON when it carries the finish's extra fields
