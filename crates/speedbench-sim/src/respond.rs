@@ -352,16 +352,14 @@ fn stream_frames(
         FrameBuffer::for_frames(generation.tokens.len().max(generation.iterations.len()) + 4);
     let template = meta.chunk_template();
     if meta.endpoint == Endpoint::Chat {
-        let role = meta.plain_role(cfg.chunking == Chunking::PerToken);
-        frames.push_back((Duration::ZERO, out.json(&role)));
+        let role = out.json(&meta.plain_role(cfg.chunking == Chunking::PerToken));
+        frames.push_back((Duration::ZERO, role));
     }
-    let (sglext, usage_stats, finishing) = split_stats(stats, include_usage);
-    let mut finishing = Some(finishing);
+    let (sglext, usage_stats, mut finishing) = split_stats(stats, include_usage);
     let mut at = ms(cfg.ttft_ms);
     let mut pos = 0usize;
     let last = generation.iterations.len().saturating_sub(1);
-    // A step's tokens, joined: one buffer for every step.
-    let mut text = String::new();
+    let mut text = String::new(); // A step's tokens, joined: one buffer for every step.
     for (i, &emitted) in generation.iterations.iter().enumerate() {
         if i > 0 {
             at += ms(cfg.step_ms);
@@ -405,7 +403,10 @@ fn stream_frames(
 /// own; the usage chunk's (with `include_usage`); what rides on the
 /// finishing choice (TensorRT-LLM's figure, and llama.cpp's timings
 /// without `include_usage`).
-fn split_stats(mut stats: Stats, include_usage: bool) -> (Option<Value>, Option<Stats>, Stats) {
+fn split_stats(
+    mut stats: Stats,
+    include_usage: bool,
+) -> (Option<Value>, Option<Stats>, Option<Stats>) {
     let sglext = stats.sglang.take();
     let per_iter = stats.per_iter.take();
     let (usage_stats, finish_timings) = if include_usage {
@@ -413,11 +414,8 @@ fn split_stats(mut stats: Stats, include_usage: bool) -> (Option<Value>, Option<
     } else {
         (None, stats.timings)
     };
-    (
-        sglext,
-        usage_stats,
-        Stats::finishing(finish_timings, per_iter),
-    )
+    let finishing = Stats::finishing(finish_timings, per_iter);
+    (sglext, usage_stats, Some(finishing))
 }
 
 /// A content frame: as JSON when it carries the finish's extra fields
