@@ -652,30 +652,7 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
             .fold(0.0, f64::max),
     );
     for ((run, spec), lat) in report.runs.iter().zip(&specs).zip(&latencies) {
-        let _ = write!(
-            out,
-            "<section class=\"run\"><h2>{}{}</h2><p class=\"note\">{}</p>",
-            esc(&run.label),
-            badge(run.status),
-            esc(&run.dir)
-        );
-        if let Some(reason) = &run.status_reason {
-            let _ = write!(
-                out,
-                "<p class=\"status-reason\"><strong>Incomplete run:</strong> {}; its figures cover only the requests that finished.</p>",
-                esc(reason)
-            );
-        }
-        match &run.counts {
-            Some(c) => {
-                let _ = write!(
-                    out,
-                    "<p class=\"counts\">{} succeeded, {} failed, {} skipped</p>",
-                    c.succeeded, c.failed, c.skipped
-                );
-            }
-            None => out.push_str("<p class=\"counts\">no per-request records</p>"),
-        }
+        run_heading(&mut out, run);
         if let (Some(spec), Some(scale)) = (spec, &pct_scale) {
             out.push_str(&histogram_chart(&run.label, spec, scale));
             out.push_str(&position_chart(&run.label, spec));
@@ -687,6 +664,35 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
     }
     out.push_str(&page_end());
     out
+}
+
+/// A run's section heading: its label and status, its directory, why it
+/// is incomplete, and its request counts.
+fn run_heading(out: &mut String, run: &HtmlRun<'_>) {
+    let _ = write!(
+        out,
+        "<section class=\"run\"><h2>{}{}</h2><p class=\"note\">{}</p>",
+        esc(&run.label),
+        badge(run.status),
+        esc(&run.dir)
+    );
+    if let Some(reason) = &run.status_reason {
+        let _ = write!(
+            out,
+            "<p class=\"status-reason\"><strong>Incomplete run:</strong> {}; its figures cover only the requests that finished.</p>",
+            esc(reason)
+        );
+    }
+    match &run.counts {
+        Some(c) => {
+            let _ = write!(
+                out,
+                "<p class=\"counts\">{} succeeded, {} failed, {} skipped</p>",
+                c.succeeded, c.failed, c.skipped
+            );
+        }
+        None => out.push_str("<p class=\"counts\">no per-request records</p>"),
+    }
 }
 
 #[cfg(test)]
