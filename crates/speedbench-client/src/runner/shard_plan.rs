@@ -24,15 +24,7 @@ impl Shard {
         if n == 0 {
             return Err(ClientError::EmptyDataset(dataset.name.clone()));
         }
-        let big_n = u64::from(self.count());
-        let index = u64::from(self.index());
-        let period = n / gcd(n, big_n);
-        let local_dataset = Dataset {
-            name: dataset.name.clone(),
-            conversations: (0..period)
-                .map(|k| dataset.conversations[((index + k * big_n) % n) as usize].clone())
-                .collect(),
-        };
+        let local_dataset = self.conversations_of(dataset);
         let mut local = load.clone();
         let none_left = |what: String| {
             Err(ClientError::InvalidLoad(format!(
@@ -59,7 +51,6 @@ impl Shard {
         local.warmup_concurrency = load
             .warmup_concurrency
             .map(|c| (self.share(c as u64) as usize).max(1));
-        let turns = |s: u64| dataset.conversations[(s % n) as usize].turns.len() as u64;
         match (load.num_conversations, load.request_count) {
             (None, None) if load.benchmark_duration.is_some() => {}
             (sessions, None) => {
@@ -71,22 +62,7 @@ impl Shard {
                 local.num_conversations = Some(mine);
             }
             (sessions, Some(r)) => {
-                // The first `r` turns of the sessions in order; a dataset
-                // of turnless rows can never reach `r`, so the walk also
-                // stops after the session limit or one dataset's worth of
-                // sessions without a turn.
-                let (mut sent, mut s, mut my_sessions, mut my_turns) = (0u64, 0u64, 0u64, 0u64);
-                let mut idle = 0u64;
-                while sent < r && sessions.is_none_or(|c| s < c) && idle < n {
-                    let t = turns(s).min(r - sent);
-                    idle = if t == 0 { idle + 1 } else { 0 };
-                    if self.owns(s) {
-                        my_sessions += 1;
-                        my_turns += t;
-                    }
-                    sent += t;
-                    s += 1;
-                }
+                let (sent, my_sessions, my_turns) = self.walk_turns(dataset, sessions, r);
                 if my_turns == 0 {
                     return none_left(format!("{} requests", sent.min(r)));
                 }
@@ -95,6 +71,46 @@ impl Shard {
             }
         }
         Ok((local_dataset, local))
+    }
+}
+
+impl Shard {
+    /// This shard's conversations, one period of its sessions in order
+    /// (`(I + kN) mod n`); `dataset` holds at least one.
+    fn conversations_of(self, dataset: &Dataset) -> Dataset {
+        let n = dataset.conversations.len() as u64;
+        let big_n = u64::from(self.count());
+        let index = u64::from(self.index());
+        let period = n / gcd(n, big_n);
+        Dataset {
+            name: dataset.name.clone(),
+            conversations: (0..period)
+                .map(|k| dataset.conversations[((index + k * big_n) % n) as usize].clone())
+                .collect(),
+        }
+    }
+
+    /// The first `r` turns of the sessions in order (at most `sessions`):
+    /// the turns walked, and this shard's sessions and turns among them. A
+    /// dataset of turnless rows can never reach `r`, so the walk also
+    /// stops after the session limit or one dataset's worth of sessions
+    /// without a turn.
+    fn walk_turns(self, dataset: &Dataset, sessions: Option<u64>, r: u64) -> (u64, u64, u64) {
+        let n = dataset.conversations.len() as u64;
+        let turns = |s: u64| dataset.conversations[(s % n) as usize].turns.len() as u64;
+        let (mut sent, mut s, mut my_sessions, mut my_turns) = (0u64, 0u64, 0u64, 0u64);
+        let mut idle = 0u64;
+        while sent < r && sessions.is_none_or(|c| s < c) && idle < n {
+            let t = turns(s).min(r - sent);
+            idle = if t == 0 { idle + 1 } else { 0 };
+            if self.owns(s) {
+                my_sessions += 1;
+                my_turns += t;
+            }
+            sent += t;
+            s += 1;
+        }
+        (sent, my_sessions, my_turns)
     }
 }
 
