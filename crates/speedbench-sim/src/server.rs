@@ -448,40 +448,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
                 serde_json::to_value(&shared.truth_snapshot().requests_log).unwrap_or_default();
             json_response(StatusCode::OK, &serde_json::json!({ "requests": log }))
         }
-        (&Method::GET, "/metrics") => {
-            let exposed = {
-                let mut truth = shared.truth();
-                truth.scrapes += 1;
-                let scrape = truth.scrapes;
-                let mut baseline = shared
-                    .metrics_baseline
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                let now = truth.counters();
-                if faults::scrape_resets(&shared.config.faults, scrape) {
-                    // As if the server restarted just after the previous
-                    // scrape: this scrape shows only what happened since, so
-                    // a client counting increases across resets (as
-                    // Prometheus' `increase()` does) loses nothing.
-                    truth.counter_resets.push(scrape);
-                    baseline.at_reset = Some(baseline.previous.take().unwrap_or_default());
-                }
-                baseline.previous = Some(now.clone());
-                match baseline.at_reset.as_ref() {
-                    Some(base) => now.counters_since(base),
-                    None => now,
-                }
-            };
-            let text = Exposition {
-                truth: &exposed,
-                model: &shared.config.model,
-                running: shared.running.load(Ordering::Relaxed),
-                llamacpp: shared.config.flavor.llamacpp(),
-                created_unix: shared.started_unix,
-            }
-            .render();
-            text_response(text)
-        }
+        (&Method::GET, "/metrics") => metrics_response(&shared),
         (_, p) if known.contains(&p) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request_error",
@@ -493,6 +460,43 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             &format!("no route for {method} {p}"),
         ),
     }
+}
+
+/// `/metrics`: the counters as a Prometheus exposition, as if the server
+/// had restarted just after the previous scrape where the fault plan says
+/// so.
+fn metrics_response(shared: &Shared) -> Response<SimBody> {
+    let exposed = {
+        let mut truth = shared.truth();
+        truth.scrapes += 1;
+        let scrape = truth.scrapes;
+        let mut baseline = shared
+            .metrics_baseline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let now = truth.counters();
+        if faults::scrape_resets(&shared.config.faults, scrape) {
+            // This scrape shows only what happened since the previous one,
+            // so a client counting increases across resets (as Prometheus'
+            // `increase()` does) loses nothing.
+            truth.counter_resets.push(scrape);
+            baseline.at_reset = Some(baseline.previous.take().unwrap_or_default());
+        }
+        baseline.previous = Some(now.clone());
+        match baseline.at_reset.as_ref() {
+            Some(base) => now.counters_since(base),
+            None => now,
+        }
+    };
+    let text = Exposition {
+        truth: &exposed,
+        model: &shared.config.model,
+        running: shared.running.load(Ordering::Relaxed),
+        llamacpp: shared.config.flavor.llamacpp(),
+        created_unix: shared.started_unix,
+    }
+    .render();
+    text_response(text)
 }
 
 /// Serves one generation request: reads and checks it, injects its fault,
