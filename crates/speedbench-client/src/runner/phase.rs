@@ -109,23 +109,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         .dispatcher
         .deadline
         .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
-    let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
-        Some(c) => (None, c, None),
-        None => (load.request_rate, load.concurrency, load.max_concurrency),
-    };
-    let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
-    let mut arrivals = match rate {
-        None => {
-            let d = &phase.dispatcher;
-            for _ in 0..worker_count(concurrency, d.sessions, d.requests) {
-                let shared = shared.clone();
-                let phase = phase.clone();
-                tasks.spawn(async move { worker(&shared, &phase).await });
-            }
-            None
-        }
-        Some(rate) => Some(arrival_schedule(load, rate, phase.warmup)),
-    };
+    let (mut arrivals, slots) = start_phase(shared, &phase, &mut tasks);
     // Arrivals at or after the deadline never happen.
     let deadline = phase.dispatcher.deadline;
     let mut upcoming = move || {
@@ -168,6 +152,34 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         }
     }
     lateness
+}
+
+/// Starts a phase: a closed loop's workers (no arrivals), or an open
+/// loop's arrival schedule and its concurrency cap's slots.
+fn start_phase(
+    shared: &Arc<Shared>,
+    phase: &Arc<Phase>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> (Option<ArrivalSchedule>, Option<Arc<tokio::sync::Semaphore>>) {
+    let load = &shared.run.load;
+    let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
+        Some(c) => (None, c, None),
+        None => (load.request_rate, load.concurrency, load.max_concurrency),
+    };
+    let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    let arrivals = match rate {
+        None => {
+            let d = &phase.dispatcher;
+            for _ in 0..worker_count(concurrency, d.sessions, d.requests) {
+                let shared = shared.clone();
+                let phase = phase.clone();
+                tasks.spawn(async move { worker(&shared, &phase).await });
+            }
+            None
+        }
+        Some(rate) => Some(arrival_schedule(load, rate, phase.warmup)),
+    };
+    (arrivals, slots)
 }
 
 /// The phase's arrivals: warmup and profiling draw different (but seeded)
