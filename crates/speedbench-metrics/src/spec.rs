@@ -91,9 +91,30 @@ struct PerRequest {
     rate_pct: Vec<f64>,
     accepted_per_verified: Vec<f64>,
     steps: Vec<f64>,
+    /// Zero-step requests given vLLM's own figures.
+    zero_step_in_distributions: u64,
 }
 
 impl PerRequest {
+    /// A request's own figures, from its payload.
+    fn of_request(&mut self, r: &RequestRecord, spec: &speedbench_record::SpecDecodeStats) {
+        self.push(
+            r.acceptance_length(),
+            r.draft_acceptance_rate_pct(),
+            r.accepted_per_verified(),
+            spec.verify_steps.map(|s| s as f64),
+        );
+    }
+
+    /// A request that took no verify step: vLLM's own figures for a request
+    /// that drafted nothing (AL 1, rate 0, 0 steps); no value for others.
+    fn zero_step(&mut self, source: Option<SpecSource>) {
+        if source == Some(SpecSource::Vllm) {
+            self.zero_step_in_distributions += 1;
+            self.push(Some(1.0), Some(0.0), None, Some(0.0));
+        }
+    }
+
     /// One request's values, each where it has one.
     fn push(&mut self, al: Option<f64>, rate: Option<f64>, apv: Option<f64>, steps: Option<f64>) {
         self.acceptance_length.extend(al);
@@ -140,7 +161,6 @@ impl SpecDecodeMetrics {
         let mut totals = AcceptanceTotals::default();
         let mut histogram = PooledHistogram::default();
         let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
-        let mut zero_step_in_distributions = 0;
         let mut per_pass = PerPass::default();
         let mut values = PerRequest::default();
         let speculates = run_speculates(records);
@@ -177,19 +197,10 @@ impl SpecDecodeMetrics {
             }
             if spec.verify_steps == Some(0) {
                 zero_step_requests += 1;
-                // vLLM's own figures for a request that drafted nothing.
-                if spec.source == Some(SpecSource::Vllm) {
-                    zero_step_in_distributions += 1;
-                    values.push(Some(1.0), Some(0.0), None, Some(0.0));
-                }
+                values.zero_step(spec.source);
                 continue;
             }
-            values.push(
-                r.acceptance_length(),
-                r.draft_acceptance_rate_pct(),
-                r.accepted_per_verified(),
-                spec.verify_steps.map(|s| s as f64),
-            );
+            values.of_request(r, spec);
         }
         SpecDecodeMetrics {
             acceptance_length: Summary::of(&values.acceptance_length),
@@ -198,7 +209,7 @@ impl SpecDecodeMetrics {
             spec_decode_steps: Summary::of(&values.steps),
             totals,
             zero_step_requests,
-            zero_step_in_distributions,
+            zero_step_in_distributions: values.zero_step_in_distributions,
             requests_without_spec,
             histogram,
             per_pass,
