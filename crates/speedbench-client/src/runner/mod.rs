@@ -572,32 +572,25 @@ async fn close_run(
     // A broken records file stops the run through `stop` too; it is a
     // failure, not an interruption.
     let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
-    let mut write_errors = Vec::new();
-    let server_metrics_path = write_scrape(
-        scraper,
-        interrupted,
-        &shared.run.output_dir,
-        &mut write_errors,
-    )
-    .await;
+    let mut errors = Vec::new();
+    let server_metrics_path =
+        write_scrape(scraper, interrupted, &shared.run.output_dir, &mut errors).await;
     let requests = shared.progress.tally();
     let produced = shared.progress.produced.load(Ordering::Relaxed);
     let max_error_rate = shared.run.max_error_rate;
-    let output_dir = shared.run.output_dir.clone();
-    let level = shared.run.export_level;
     manifest.ended_unix_ns = shared.clock.unix_ns(Instant::now());
     let judged = |errors: &[String]| judge(interrupted, &requests, max_error_rate, errors);
-    manifest.status = judged(&write_errors).0;
+    manifest.status = judged(&errors).0;
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
+    let level = shared.run.export_level;
     let files = close_files(
         recorder,
         &mut manifest,
         &paths,
-        &output_dir,
-        level,
+        &shared.run,
         &judged,
-        &mut write_errors,
+        &mut errors,
     );
     drop(lock);
     Ok(RunOutcome {
@@ -607,10 +600,10 @@ async fn close_run(
         read_back: files.read_back,
         record_count: files.rows,
         unsaved: produced.saturating_sub(files.rows),
-        status: judged(&write_errors).0,
-        failure: judged(&write_errors).1,
+        status: judged(&errors).0,
+        failure: judged(&errors).1,
         requests,
-        write_errors,
+        write_errors: errors,
         schedule,
         server_metrics_path,
         export_level: level,
@@ -641,11 +634,11 @@ fn close_files(
     recorder: Recorder,
     manifest: &mut RunManifest,
     paths: &RunPaths,
-    output_dir: &Path,
-    level: ExportLevel,
+    run: &ProfileRun,
     judged: &dyn Fn(&[String]) -> outcome::Verdict,
     write_errors: &mut Vec<String>,
 ) -> ClosedFiles {
+    let (output_dir, level) = (run.output_dir.as_path(), run.export_level);
     let (closed, sink_errors) = recorder.finish(manifest.clone());
     if let Some(e) = &closed.error {
         // The records file failed first: it is what the run is for.
