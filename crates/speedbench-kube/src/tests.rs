@@ -88,7 +88,13 @@ fn the_job_is_indexed_one_pod_per_shard_never_retried() {
             "/results/bench1/shard$(SPEEDBENCH_SHARD_INDEX)of4",
         ]
     );
-    let env = c.env.as_ref().unwrap();
+}
+
+#[test]
+fn each_pod_learns_its_index_from_the_api_and_its_key_from_a_secret() {
+    let job = built();
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let env = pod.containers[0].env.as_ref().unwrap();
     assert_eq!(env[0].name, SHARD_INDEX_ENV);
     assert_eq!(
         env[0]
@@ -339,10 +345,11 @@ fn secret_references_are_checked_and_literals_refused() {
     assert!(refused(&i).contains("given twice"));
 }
 
-/// The credentials the hostile round got into a manifest, each as a
-/// user would give it: every one is refused, and no error quotes it.
+/// The credentials the hostile round got into a manifest through
+/// `profile`'s flags, each as a user would give it: every one is refused,
+/// and no error quotes it.
 #[test]
-fn every_literal_credential_is_refused_and_never_echoed() {
+fn every_literal_credential_in_a_flag_is_refused_and_never_echoed() {
     let secret = "s3cr3t-value-9";
     let key = "sk-abcdefghijklmnopqrstuv";
     let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk";
@@ -377,6 +384,15 @@ fn every_literal_credential_is_refused_and_never_echoed() {
             "{text}"
         );
     }
+}
+
+/// The environment half of the literals: names read word by word,
+/// values holding a header, a URL password or a key shape.
+#[test]
+fn every_literal_credential_in_the_environment_is_refused_and_never_echoed() {
+    let secret = "s3cr3t-value-9";
+    let key = "sk-abcdefghijklmnopqrstuv";
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk";
     for (name, value) in [
         ("AWS_CREDS", secret.to_string()),
         ("HF_TKN", secret.to_string()),
@@ -461,6 +477,10 @@ fn profile_flags_the_manifest_sets_or_literal_credentials_are_refused() {
             );
         }
     }
+}
+
+#[test]
+fn credential_headers_must_come_from_a_secret() {
     for header in [
         vec!["-H", "Authorization:Bearer sk-1"],
         vec!["--header", "X-Api-Key: sk-1"],
@@ -630,6 +650,10 @@ fn job_fields_a_cluster_rejects_are_named() {
     let mut job = built();
     job.spec.as_mut().unwrap().backoff_limit_per_index = Some(-1);
     assert!(reason(check_job(&job).unwrap_err()).contains("negative"));
+}
+
+#[test]
+fn pod_fields_a_cluster_rejects_are_named() {
     let mut job = built();
     container_mut(&mut job).name = "Speed".into();
     assert!(reason(check_job(&job).unwrap_err()).contains("container name"));
