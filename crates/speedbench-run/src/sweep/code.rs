@@ -11,7 +11,7 @@ use crate::sweep::{Sweep, SweepRun};
 
 /// One change to a base spec: a `profile` flag's long name (`concurrency`,
 /// `request-rate`) and its value as the command line writes it.
-pub type Change = (String, String);
+type Change = (String, String);
 
 impl Sweep {
     /// A sweep of `runs` built in code, each a description (what sets it
