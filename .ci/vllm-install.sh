@@ -50,7 +50,9 @@ with zipfile.ZipFile(sys.argv[1]) as z:
             continue
         print(req.replace("torch==2.13.0+cpu", "torch==2.13.0"))
 EOF
-    "$PY" -m pip install -q -r "$WHEELS/requirements.txt"
+    # Several GB from PyPI: a dropped connection resumes (pip's default gives
+    # up after 5 tries, which a CI run has met on a 200 MB wheel).
+    "$PY" -m pip install -q --resume-retries 30 -r "$WHEELS/requirements.txt"
     "$PY" -m pip install -q --no-deps "$WHEEL"
 fi
 "$PY" -m pip install -q gguf accelerate
