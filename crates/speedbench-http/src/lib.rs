@@ -614,6 +614,37 @@ pub async fn get_capped(
         })?
 }
 
+/// POSTs an empty body to `url` (no redirect followed) and returns the
+/// status and at most `max_body` bytes of the answer, all within
+/// `timeout`: for a server's administrative endpoints (a cache reset).
+pub async fn post_empty(
+    client: &HttpClient,
+    url: &str,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Buffered, HttpError> {
+    let fut = async {
+        let uri = parse_uri(url)?;
+        let req = Request::post(uri.clone())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| HttpError::InvalidUrl {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        let resp = client
+            .request(req)
+            .await
+            .map_err(|e| connect_error(&uri, Box::new(e)))?;
+        read_capped(resp, &uri, max_body).await
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| HttpError::Timeout {
+            url: url.to_string(),
+            timeout,
+        })?
+}
+
 fn parse_uri(url: &str) -> Result<hyper::Uri, HttpError> {
     url.parse()
         .map_err(|e: hyper::http::uri::InvalidUri| HttpError::InvalidUrl {

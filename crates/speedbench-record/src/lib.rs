@@ -64,6 +64,7 @@ mod rundir;
 #[cfg(feature = "parquet")]
 mod schema;
 mod status;
+mod tune;
 
 pub use categories::{QUALITATIVE_CATEGORIES, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS};
 pub use custom::{CUSTOM_COLUMN_PREFIX, CustomColumn, CustomKind, CustomValue};
@@ -84,3 +85,4 @@ pub use rundir::{
 #[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};
 pub use status::RunStatus;
+pub use tune::{TuneConfiguration, TuneManifest, TuneRun};

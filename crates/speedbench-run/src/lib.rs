@@ -68,6 +68,7 @@ mod staging;
 mod store_types;
 pub mod sweep;
 pub mod text;
+pub mod tune;
 mod valid_run;
 mod validate;
 mod words;

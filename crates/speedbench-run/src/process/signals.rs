@@ -1,8 +1,8 @@
 //! Two-stage Ctrl-C: the first SIGINT or SIGTERM stops the run and keeps
 //! every finished request; the second exits at once.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 use speedbench_client::StopHandle;
 
@@ -58,6 +58,7 @@ pub fn stop_on_signals(
         stop.stop();
         let exit_code = next_signal().await;
         notify(SignalEvent::Aborting { exit_code });
+        kill_owned_groups();
         std::process::exit(i32::from(exit_code));
     });
     watch
@@ -83,5 +84,33 @@ async fn next_signal() -> u8 {
     {
         let _ = tokio::signal::ctrl_c().await;
         EXIT_SIGINT
+    }
+}
+
+/// The process groups of the servers this process started and has not yet
+/// stopped (`speedbench tune`): an abort (the second Ctrl-C) kills them
+/// before it exits, so no server outlives the tune that started it.
+static OWNED_GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Records a process group this process owns until [`disown_group`].
+pub(crate) fn own_group(pgid: i32) {
+    OWNED_GROUPS.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
+}
+
+/// Forgets a process group that was stopped.
+pub(crate) fn disown_group(pgid: i32) {
+    OWNED_GROUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&g| g != pgid);
+}
+
+/// SIGKILLs every owned process group.
+fn kill_owned_groups() {
+    let groups = OWNED_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    for &pgid in groups.iter() {
+        // SAFETY: kill(2) with a negative pid signals a process group; it
+        // touches no memory of ours.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
     }
 }

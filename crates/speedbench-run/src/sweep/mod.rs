@@ -22,7 +22,7 @@
 
 mod aiperf;
 mod code;
-mod file;
+pub(crate) mod file;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -153,6 +153,11 @@ impl Sweep {
     /// Every run, in order.
     pub fn runs(&self) -> &[SweepRun] {
         &self.runs
+    }
+
+    /// Every run, in order, taken out of the sweep.
+    pub fn into_runs(self) -> Vec<SweepRun> {
+        self.runs
     }
 
     /// The `speedbench report` flags of the file's `[report]`
@@ -548,11 +553,22 @@ async fn run_one<O: SweepObserver>(p: Prepared, stop: &StopHandle, observer: &mu
             Err(e) => return RunEnd::Failed(e),
         },
     };
+    run_valid(p.valid, dataset, stop, observer).await
+}
+
+/// Runs a validated run over its loaded dataset and says how it ended (a
+/// stop before it starts starts nothing).
+pub(crate) async fn run_valid(
+    valid: ValidRun,
+    dataset: Dataset,
+    stop: &StopHandle,
+    observer: &mut dyn Observer,
+) -> RunEnd {
     // A stop while the dataset loaded starts nothing.
     if stop.is_stopped() {
         return RunEnd::NotStarted;
     }
-    let report = match execute(p.valid, dataset, stop.clone(), observer).await {
+    let report = match execute(valid, dataset, stop.clone(), observer).await {
         Ok(report) => report,
         Err(e) => return RunEnd::Failed(e),
     };

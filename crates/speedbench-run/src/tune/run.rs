@@ -1,0 +1,485 @@
+//! Running a planned tune: per configuration, its server started (or its
+//! URL probed), every load level run against it with the prefix cache
+//! emptied first, the server stopped, and `tune.json` rewritten after each
+//! run. A configuration whose runs are complete on disk is skipped, so the
+//! same command resumes a stopped tune.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use speedbench_client::StopHandle;
+use speedbench_dataset::Dataset;
+use speedbench_http::{ClientOptions, HttpClient};
+use speedbench_record::{RunManifest, RunStatus, TuneManifest, TuneRun, run_is_live};
+
+use super::plan::{PlannedConfiguration, TunePlan};
+use super::server::{ServerProcess, log_tail, port_free, probe_ready};
+use crate::error::RunError;
+use crate::observer::{Observer, Silent};
+use crate::sweep::{RunEnd, SweepObserver, SweepRun, run_valid};
+
+/// A started server's log, in its configuration's directory.
+pub(crate) const SERVER_LOG: &str = "server.log";
+/// How many of the log's last lines a server's problem quotes.
+const TAIL_LINES: usize = 20;
+
+/// What happens to a tune's servers and runs, for an observer to show.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TuneEvent<'a> {
+    /// A configuration's server is starting.
+    ServerStarting {
+        /// The configuration.
+        configuration: &'a str,
+        /// Its command (credentials hidden).
+        command: &'a str,
+        /// Its log.
+        log: &'a Path,
+    },
+    /// It answers as a ready server does.
+    ServerReady {
+        /// The configuration.
+        configuration: &'a str,
+        /// How long it took.
+        after: Duration,
+    },
+    /// It failed: it never became ready, or it died.
+    ServerFailed {
+        /// The configuration.
+        configuration: &'a str,
+        /// Why, with its log's tail.
+        problem: &'a str,
+    },
+    /// It was stopped.
+    ServerStopped {
+        /// The configuration.
+        configuration: &'a str,
+        /// How (`SIGTERM`, `SIGKILL after 30 s`).
+        how: &'a str,
+        /// Whether its port is free again.
+        port_free: bool,
+    },
+    /// A run already complete on disk is kept, not run again.
+    RunKept {
+        /// The run.
+        run: &'a SweepRun,
+    },
+    /// How the prefix cache was emptied before a run, or why not.
+    Cache {
+        /// The run.
+        run: &'a SweepRun,
+        /// What was done.
+        how: &'a str,
+    },
+}
+
+impl fmt::Display for TuneEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TuneEvent::ServerStarting {
+                configuration,
+                command,
+                log,
+            } => write!(
+                f,
+                "starting the server of {configuration}: {command} (log: {})",
+                log.display()
+            ),
+            TuneEvent::ServerReady {
+                configuration,
+                after,
+            } => write!(
+                f,
+                "the server of {configuration} is ready after {:.1} s",
+                after.as_secs_f64()
+            ),
+            TuneEvent::ServerFailed {
+                configuration,
+                problem,
+            } => write!(f, "the server of {configuration} failed: {problem}"),
+            TuneEvent::ServerStopped {
+                configuration,
+                how,
+                port_free,
+            } => write!(
+                f,
+                "stopped the server of {configuration} ({how}); its port is {}",
+                if *port_free { "free" } else { "STILL TAKEN" }
+            ),
+            TuneEvent::RunKept { run } => write!(
+                f,
+                "kept {} (complete on disk from an earlier try)",
+                run.dir.display()
+            ),
+            TuneEvent::Cache { run, how } => {
+                write!(f, "prefix cache before {}: {how}", run.dir.display())
+            }
+        }
+    }
+}
+
+/// An observer of a tune: every run's events (a [`SweepObserver`]), and
+/// the servers'.
+pub trait TuneObserver: SweepObserver {
+    /// Something happened to a server, or a run was kept.
+    fn tune_event(&mut self, _event: &TuneEvent<'_>) {}
+}
+
+impl TuneObserver for Silent {}
+
+/// How a tune ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct TuneOutcome {
+    /// `tune.json` as last written: every run's status, every server's
+    /// problem.
+    pub manifest: TuneManifest,
+    /// A stop (Ctrl-C) ended it early.
+    pub stopped: bool,
+    /// Why it was abandoned, when it was (a baseline that speculates).
+    pub abandoned: Option<String>,
+}
+
+impl TuneOutcome {
+    /// The runs that failed or never started, each `configuration at
+    /// load: why`.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in &self.manifest.configurations {
+            for r in c.runs.iter().filter(|r| r.status != "completed") {
+                let why = r.problem.as_deref().unwrap_or(r.status.as_str());
+                out.push(format!(
+                    "{} at {}={}: {why}",
+                    c.name, self.manifest.load_flag, r.load
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// A run's status in `tune.json`.
+fn status_of(end: &RunEnd) -> &'static str {
+    match end {
+        RunEnd::Completed(_) => "completed",
+        RunEnd::Interrupted(_) => "interrupted",
+        RunEnd::Failed(_) => "failed",
+        RunEnd::NotStarted => "not started",
+    }
+}
+
+/// Whether the run in `dir` finished complete (so a resumed tune keeps it).
+fn complete_on_disk(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read(dir.join(RunManifest::FILE_NAME)) else {
+        return false;
+    };
+    serde_json::from_slice::<RunManifest>(&text)
+        .is_ok_and(|m| m.status == RunStatus::Completed && !run_is_live(dir))
+}
+
+/// The tune's mutable state while it runs.
+struct Progress<'a> {
+    manifest: TuneManifest,
+    dir: &'a Path,
+    stop: &'a StopHandle,
+    client: HttpClient,
+}
+
+impl Progress<'_> {
+    fn run_entry(&mut self, config: usize, run: usize) -> &mut TuneRun {
+        &mut self.manifest.configurations[config].runs[run]
+    }
+
+    fn save(&self) -> Result<(), RunError> {
+        self.manifest.write(self.dir).map_err(|e| RunError::Io {
+            context: format!("writing {}", self.dir.join(TuneManifest::FILE_NAME).display()),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
+    /// Marks every run of `config` from `from` on (of those in `which`)
+    /// with `status` and `problem`.
+    fn mark(&mut self, config: usize, which: &[usize], status: &str, problem: &str) {
+        for &r in which {
+            let entry = self.run_entry(config, r);
+            entry.status = status.into();
+            entry.problem = Some(problem.into());
+        }
+    }
+}
+
+impl TunePlan {
+    /// Runs the tune: the dataset loaded once (every configuration gets
+    /// the same prompts in the same order), then each configuration in
+    /// turn. A server that fails is reported with its log's tail and the
+    /// tune goes on; a stop ends the current run (its finished requests
+    /// kept), stops the server and starts nothing more; a baseline whose
+    /// answers carry drafted tokens abandons the tune. Errors only when
+    /// the directory or the dataset cannot be had.
+    pub async fn run<O: TuneObserver>(
+        self,
+        stop: &StopHandle,
+        observer: &mut O,
+    ) -> Result<TuneOutcome, RunError> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| RunError::Io {
+            context: format!("creating the tune's directory {}", self.dir.display()),
+            source,
+        })?;
+        let client = speedbench_http::new_client(&ClientOptions::default())
+            .map_err(|e| RunError::invalid("the cache-reset client", e.to_string()))?;
+        let mut progress = Progress {
+            manifest: self.manifest.clone(),
+            dir: &self.dir,
+            stop,
+            client,
+        };
+        progress.save()?;
+        let dataset = self.base.load_dataset(observer).await?;
+        let mut abandoned = None;
+        for (ci, planned) in self.configurations.iter().enumerate() {
+            if stop.is_stopped() || abandoned.is_some() {
+                let why = abandoned.as_deref().unwrap_or("the tune was stopped");
+                let all: Vec<usize> = (0..planned.runs.len()).collect();
+                progress.mark(ci, &all, "not started", why);
+                continue;
+            }
+            abandoned = self
+                .run_configuration(ci, planned, &dataset, &mut progress, observer)
+                .await?;
+        }
+        progress.save()?;
+        Ok(TuneOutcome {
+            manifest: progress.manifest,
+            stopped: stop.is_stopped(),
+            abandoned,
+        })
+    }
+
+    /// One configuration: its runs not yet complete, against its server.
+    /// Returns why the tune is abandoned, if it is.
+    async fn run_configuration<O: TuneObserver>(
+        &self,
+        ci: usize,
+        planned: &PlannedConfiguration,
+        dataset: &Dataset,
+        progress: &mut Progress<'_>,
+        observer: &mut O,
+    ) -> Result<Option<String>, RunError> {
+        let mut pending = Vec::new();
+        for (ri, run) in planned.runs.iter().enumerate() {
+            if complete_on_disk(&run.dir) {
+                progress.run_entry(ci, ri).status = "completed".into();
+                observer.tune_event(&TuneEvent::RunKept { run });
+            } else {
+                pending.push(ri);
+            }
+        }
+        progress.save()?;
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let mut server = match self.bring_up(planned, progress, observer).await {
+            Ok(server) => server,
+            Err(problem) => {
+                progress.manifest.configurations[ci].problem = Some(problem.clone());
+                let why = format!("its server failed: {}", first_line(&problem));
+                progress.mark(ci, &pending, "failed", &why);
+                progress.save()?;
+                return Ok(None);
+            }
+        };
+        let abandoned = self
+            .run_levels(ci, planned, &pending, server.as_mut(), dataset, progress, observer)
+            .await;
+        if let Some(server) = server {
+            let addr = self.addr.expect("a started server has an address");
+            let stopped = server.stop(self.stop_grace, addr).await;
+            observer.tune_event(&TuneEvent::ServerStopped {
+                configuration: &planned.configuration.name,
+                how: &stopped.how,
+                port_free: stopped.port_free,
+            });
+        }
+        progress.save()?;
+        abandoned
+    }
+
+    /// Starts the configuration's server and waits until it is ready (or
+    /// probes the URL of one someone else runs); the problem otherwise,
+    /// with the log's tail.
+    async fn bring_up<O: TuneObserver>(
+        &self,
+        planned: &PlannedConfiguration,
+        progress: &Progress<'_>,
+        observer: &mut O,
+    ) -> Result<Option<ServerProcess>, String> {
+        let name = planned.configuration.name.as_str();
+        let Some(command) = &planned.command else {
+            return probe_ready(&progress.client, &planned.url)
+                .await
+                .map(|()| None)
+                .map_err(|why| format!("{} is not ready: {why}", planned.url));
+        };
+        let addr = self.addr.expect("a command tune has an address");
+        if !port_free(addr) {
+            return Err(format!("{addr} is still taken when its server should start"));
+        }
+        std::fs::create_dir_all(&planned.dir)
+            .map_err(|e| format!("creating {}: {e}", planned.dir.display()))?;
+        let log = planned.dir.join(SERVER_LOG);
+        let shown = super::plan::hide_credentials(command);
+        observer.tune_event(&TuneEvent::ServerStarting {
+            configuration: name,
+            command: &shown,
+            log: &log,
+        });
+        let mut server = ServerProcess::start(command, &log)
+            .map_err(|e| format!("cannot start `sh -c {shown}`: {e}"))?;
+        match server
+            .wait_ready(&planned.url, self.ready_timeout, progress.stop)
+            .await
+        {
+            Ok(after) => {
+                observer.tune_event(&TuneEvent::ServerReady {
+                    configuration: name,
+                    after,
+                });
+                Ok(Some(server))
+            }
+            Err(why) => {
+                let _ = server.stop(self.stop_grace, addr).await;
+                let problem = format!("{why}\n{}", log_tail(&log, TAIL_LINES));
+                observer.tune_event(&TuneEvent::ServerFailed {
+                    configuration: name,
+                    problem: &problem,
+                });
+                Err(problem)
+            }
+        }
+    }
+
+    /// The pending load levels against a ready server. Returns why the
+    /// tune is abandoned, if it is.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_levels<O: TuneObserver>(
+        &self,
+        ci: usize,
+        planned: &PlannedConfiguration,
+        pending: &[usize],
+        mut server: Option<&mut ServerProcess>,
+        dataset: &Dataset,
+        progress: &mut Progress<'_>,
+        observer: &mut O,
+    ) -> Result<Option<String>, RunError> {
+        for (n, &ri) in pending.iter().enumerate() {
+            let run = &planned.runs[ri];
+            if progress.stop.is_stopped() {
+                progress.mark(ci, &pending[n..], "not started", "the tune was stopped");
+                break;
+            }
+            if let Some(exited) = server.as_deref_mut().and_then(ServerProcess::exited) {
+                let why = format!("its server had exited ({exited})");
+                progress.mark(ci, &pending[n..], "failed", &why);
+                break;
+            }
+            let cache = if n == 0 && server.is_some() {
+                "a fresh server".to_string()
+            } else {
+                reset_prefix_cache(&progress.client, &planned.url).await
+            };
+            observer.tune_event(&TuneEvent::Cache { run, how: &cache });
+            progress.run_entry(ci, ri).cache = Some(cache);
+            let end = self.run_level(run, dataset, progress.stop, observer).await;
+            let entry = progress.run_entry(ci, ri);
+            entry.status = status_of(&end).into();
+            entry.problem = match &end {
+                RunEnd::Failed(e) => Some(crate::error_message(e)),
+                _ => None,
+            };
+            if let Some(s) = server.as_deref_mut()
+                && let Some(exited) = s.exited()
+            {
+                let problem = format!(
+                    "the server exited during the run at {} ({exited})\n{}",
+                    run.description,
+                    log_tail(s.log(), TAIL_LINES)
+                );
+                observer.tune_event(&TuneEvent::ServerFailed {
+                    configuration: &planned.configuration.name,
+                    problem: &problem,
+                });
+                progress.manifest.configurations[ci].problem = Some(problem);
+            }
+            progress.save()?;
+            if planned.configuration.baseline
+                && let Some(why) = baseline_speculates(&end)
+            {
+                return Ok(Some(why));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One run, replacing whatever an earlier, unfinished try left.
+    async fn run_level<O: TuneObserver>(
+        &self,
+        run: &SweepRun,
+        dataset: &Dataset,
+        stop: &StopHandle,
+        observer: &mut O,
+    ) -> RunEnd {
+        let mut spec = run.spec().expect("a planned run has its spec").clone();
+        spec.outputs.overwrite = true;
+        let valid = match spec.validate() {
+            Ok(v) => v,
+            Err(e) => return RunEnd::Failed(e),
+        };
+        crate::process::raise_open_files(spec.load.concurrency as u64 + 256);
+        observer.sweep_run_started(run, 0);
+        let end = run_valid(valid, dataset.clone(), stop, observer as &mut dyn Observer).await;
+        observer.sweep_run_ended(run, &end);
+        end
+    }
+}
+
+/// Why a baseline run shows speculation (its answers carried drafted
+/// tokens), if it does.
+fn baseline_speculates(end: &RunEnd) -> Option<String> {
+    let totals = &end.metrics()?.spec_decode.totals;
+    (totals.proposed > 0).then(|| {
+        format!(
+            "the baseline speculates: its answers report {} drafted tokens ({} accepted); \
+             a baseline runs without speculation (--baseline k=0, or --baseline-cmd)",
+            totals.proposed, totals.accepted
+        )
+    })
+}
+
+/// The first line of a problem.
+fn first_line(problem: &str) -> &str {
+    problem.lines().next().unwrap_or(problem)
+}
+
+/// Empties the server's prefix cache where the engine offers a way: vLLM's
+/// `POST /reset_prefix_cache`, SGLang's `POST /flush_cache`. Says which
+/// answered, or that none did.
+async fn reset_prefix_cache(client: &HttpClient, url: &str) -> String {
+    let base = url.trim_end_matches('/');
+    let mut tried = Vec::new();
+    for path in ["/reset_prefix_cache", "/flush_cache"] {
+        let answer = speedbench_http::post_empty(
+            client,
+            &format!("{base}{path}"),
+            Duration::from_secs(30),
+            64 * 1024,
+        )
+        .await;
+        match answer {
+            Ok(r) if r.status.is_success() => return format!("emptied (POST {path})"),
+            Ok(r) => tried.push(format!("POST {path} answered {}", r.status.as_u16())),
+            Err(e) => tried.push(format!("POST {path}: {}", speedbench_http::describe(&e))),
+        }
+    }
+    format!("not emptied ({})", tried.join("; "))
+}
