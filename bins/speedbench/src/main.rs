@@ -19,6 +19,7 @@ mod recover;
 mod report;
 mod sim;
 mod sweep;
+mod tune;
 
 /// Benchmark speculative decoding on OpenAI-compatible inference servers.
 #[derive(Parser)]
@@ -46,6 +47,8 @@ enum Command {
     Kube(kube::KubeArgs),
     /// Recover a killed run: its crash journal becomes records.parquet, marked interrupted.
     Recover(recover::RecoverArgs),
+    /// Find the speculative configuration to deploy: start each one's server, run every load level, compare with the baseline per category (docs/tune.md).
+    Tune(Box<tune::TuneArgs>),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
             Command::Compare(args) => compare::run(args).await,
             Command::Kube(args) => kube::run(args),
             Command::Recover(args) => recover::run(args),
+            Command::Tune(args) => tune::run(*args).await,
         }
     });
     match result {

@@ -65,6 +65,16 @@ pub(crate) struct SimArgs {
     /// accepts), milliseconds [default: 10, or the --config file's].
     #[arg(long)]
     pub step_ms: Option<f64>,
+    /// What drafting costs: milliseconds added to a step per drafted token
+    /// [default: 0, or the --config file's].
+    #[arg(long)]
+    pub draft_ms_per_token: Option<f64>,
+    /// What verifying costs under load: milliseconds added to a step per
+    /// token the batch verifies (each request in flight verifies 1 + k a
+    /// step), so that more drafts and more load stop paying [default: 0,
+    /// or the --config file's].
+    #[arg(long)]
+    pub verify_ms_per_token: Option<f64>,
     /// Draft budget k of the default profile; 0 turns speculation off.
     #[arg(long)]
     pub num_spec_tokens: Option<u32>,
@@ -86,6 +96,10 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
     config.seed = args.seed.unwrap_or(config.seed);
     config.ttft_ms = args.ttft_ms.unwrap_or(config.ttft_ms);
     config.step_ms = args.step_ms.unwrap_or(config.step_ms);
+    config.draft_ms_per_token = args.draft_ms_per_token.unwrap_or(config.draft_ms_per_token);
+    config.verify_ms_per_token = args
+        .verify_ms_per_token
+        .unwrap_or(config.verify_ms_per_token);
     if let Some(k) = args.num_spec_tokens {
         config = config.with_num_spec_tokens(k);
     }

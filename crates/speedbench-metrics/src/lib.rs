@@ -62,6 +62,7 @@
 mod acceptance;
 mod bootstrap;
 mod boxplot;
+mod decide;
 mod fold;
 mod mean;
 mod measured;
@@ -79,6 +80,7 @@ pub use acceptance::{
 };
 pub use bootstrap::{Bootstrap, Interval, bootstrap_interval};
 pub use boxplot::{BoxStats, box_stats_by};
+pub use decide::{Candidate, Choice, break_even, choose};
 pub use fold::{
     AcceptanceFold, DATASET_PREFIXES, RecordsDigest, acceptance_by, histograms_by, matrix_column,
     strip_dataset_prefix,

@@ -61,6 +61,7 @@ mod server;
 mod source;
 mod summary;
 mod table;
+mod tune;
 
 pub use category::{
     NO_OVERLAP, SPEED_BENCH_PY_COLUMNS, SPEED_BENCH_PY_COMPARE_COLUMNS, SPEED_BENCH_PY_LEGEND,
@@ -88,3 +89,4 @@ pub use source::{
 /// rows carry them.
 pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};
 pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};
+pub use tune::{CategoryAnswer, LevelComparison, LoadChoice, TuneReport, TunedConfiguration};

@@ -5,5 +5,5 @@ mod limits;
 mod signals;
 
 pub use limits::raise_open_files;
-pub(crate) use signals::{disown_group, own_group};
 pub use signals::{EXIT_SIGINT, EXIT_SIGTERM, SignalEvent, SignalWatch, stop_on_signals};
+pub(crate) use signals::{disown_group, own_group};

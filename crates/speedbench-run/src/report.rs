@@ -188,6 +188,9 @@ pub async fn report(
     mut spec: ReportSpec,
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
+    if crate::tune::is_tune_report(&spec) {
+        return crate::tune::report_tune(&spec, &spec.paths[0], observer);
+    }
     refuse_json_csv(&spec)?;
     // `DIR#ID` (as `compare` and `--label` take it): the sharded run `ID`
     // of the runs in `DIR`.

@@ -42,8 +42,17 @@ pub struct SimConfig {
     /// Delay in milliseconds before the first output chunk (time to first token). Default 0.
     pub ttft_ms: f64,
     /// Delay in milliseconds per verify step, i.e. between consecutive output
-    /// chunks of one request. Default 0.
+    /// chunks of one request, before the costs below. Default 0.
     pub step_ms: f64,
+    /// What drafting costs: milliseconds added to a step per token drafted
+    /// (`k` per step). Default 0.
+    pub draft_ms_per_token: f64,
+    /// What verifying costs under load: milliseconds added to a step per
+    /// token the batch verifies (each request in flight verifies `1 + k`
+    /// tokens a step). With both costs, more drafts stop paying at some
+    /// `k`, and speculation stops paying above some load
+    /// ([`SimConfig::step_time_ms`]). Default 0.
+    pub verify_ms_per_token: f64,
     /// Acceptance profile used when the prompt names no known category.
     pub default_spec: AcceptanceProfile,
     /// Per-category acceptance profiles, selected by a `[<category>` marker at
@@ -73,6 +82,8 @@ impl Default for SimConfig {
             seed: 0,
             ttft_ms: 0.0,
             step_ms: 0.0,
+            draft_ms_per_token: 0.0,
+            verify_ms_per_token: 0.0,
             default_spec: AcceptanceProfile::default(),
             categories: BTreeMap::new(),
             output_tokens_min: 48,
@@ -132,6 +143,33 @@ impl SimConfig {
     pub fn with_ttft_ms(mut self, ttft_ms: f64) -> Self {
         self.ttft_ms = ttft_ms;
         self
+    }
+
+    /// Sets what drafting costs per drafted token and what verifying costs
+    /// per token the batch verifies, milliseconds (see
+    /// [`SimConfig::step_time_ms`]).
+    pub fn with_step_costs(mut self, draft_ms_per_token: f64, verify_ms_per_token: f64) -> Self {
+        self.draft_ms_per_token = draft_ms_per_token;
+        self.verify_ms_per_token = verify_ms_per_token;
+        self
+    }
+
+    /// The time of one step of a request that drafts `k` tokens a step
+    /// while `in_flight` requests (itself included) share the batch:
+    /// `step_ms + draft_ms_per_token·k + verify_ms_per_token·in_flight·(1 + k)`.
+    /// A request's steps all take the time of its arrival's batch.
+    ///
+    /// ```
+    /// use speedbench_sim::SimConfig;
+    /// let cfg = SimConfig::default().with_step_ms(10.0).with_step_costs(1.0, 0.5);
+    /// assert_eq!(cfg.step_time_ms(0, 1), 10.5);
+    /// assert_eq!(cfg.step_time_ms(4, 2), 10.0 + 4.0 + 0.5 * 2.0 * 5.0);
+    /// ```
+    pub fn step_time_ms(&self, k: u32, in_flight: u64) -> f64 {
+        let k = f64::from(k);
+        self.step_ms
+            + self.draft_ms_per_token * k
+            + self.verify_ms_per_token * in_flight as f64 * (1.0 + k)
     }
 
     /// Sets the delay per verify step (between consecutive output chunks
@@ -212,7 +250,12 @@ impl SimConfig {
     /// fault plan is well formed.
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |msg: String| Err(SimError::InvalidConfig(msg));
-        for (name, v) in [("ttft_ms", self.ttft_ms), ("step_ms", self.step_ms)] {
+        for (name, v) in [
+            ("ttft_ms", self.ttft_ms),
+            ("step_ms", self.step_ms),
+            ("draft_ms_per_token", self.draft_ms_per_token),
+            ("verify_ms_per_token", self.verify_ms_per_token),
+        ] {
             if !v.is_finite() || v < 0.0 {
                 return bad(format!("{name} must be finite and >= 0, got {v}"));
             }

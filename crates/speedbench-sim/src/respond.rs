@@ -93,11 +93,16 @@ pub(crate) struct Reply {
     pub(crate) fault: Option<FaultKind>,
     /// The request asked for SGLang's per-request spec-decode details.
     pub(crate) spec_details_requested: bool,
+    /// The time of each of its steps after the first, milliseconds
+    /// ([`SimConfig::step_time_ms`] at its arrival).
+    pub(crate) step_ms: f64,
 }
 
 impl Reply {
     /// Simulates request `index` (counting from 0 in arrival order) with
-    /// `fault` injected; `created` is the responses' Unix timestamp.
+    /// `fault` injected, `in_flight` requests in the batch (itself
+    /// included); `created` is the responses' Unix timestamp.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         cfg: &SimConfig,
         endpoint: Endpoint,
@@ -106,16 +111,19 @@ impl Reply {
         params: &CommonParams,
         fault: Option<FaultKind>,
         created: u64,
+        in_flight: u64,
     ) -> Reply {
         // Only a configured category selects a profile (and is recorded).
         let category = info
             .category
             .clone()
             .filter(|c| cfg.categories.contains_key(c));
+        let profile = cfg.profile_for(category.as_deref());
+        let step_ms = cfg.step_time_ms(profile.num_spec_tokens, in_flight.max(1));
         let generation = model::generate(
             cfg.seed,
             &info.key,
-            cfg.profile_for(category.as_deref()),
+            profile,
             (cfg.output_tokens_min, cfg.output_tokens_max),
             params.max_tokens(),
             params.ignore_eos(),
@@ -145,6 +153,7 @@ impl Reply {
             truth,
             fault,
             spec_details_requested: params.spec_details_requested(),
+            step_ms,
         }
     }
 
@@ -188,7 +197,7 @@ impl Reply {
                     self.truth.prompt_tokens,
                     &self.generation,
                     cfg.ttft_ms,
-                    cfg.step_ms,
+                    self.step_ms,
                 )
             }),
             sglang: (cfg.flavor == SpecFlavor::Sglang && self.spec_details_requested)
@@ -210,7 +219,7 @@ impl Reply {
     /// TTFT plus one `step_ms` per step after the first.
     pub(crate) fn last_step_at(&self, cfg: &SimConfig) -> Duration {
         let later_steps = self.generation.iterations.len().saturating_sub(1);
-        ms(cfg.ttft_ms) + ms(cfg.step_ms) * u32::try_from(later_steps).unwrap_or(u32::MAX)
+        ms(cfg.ttft_ms) + ms(self.step_ms) * u32::try_from(later_steps).unwrap_or(u32::MAX)
     }
 
     /// The non-streaming body, with a body fault applied: half the JSON
@@ -254,15 +263,7 @@ impl Reply {
         include_usage: bool,
     ) -> (VecDeque<(Duration, Bytes)>, StreamEnd) {
         let meta = self.meta(cfg);
-        let mut frames = stream_frames(
-            &meta,
-            cfg,
-            &self.generation,
-            self.finish(),
-            include_usage,
-            self.usage(),
-            self.stats(cfg),
-        );
+        let mut frames = stream_frames(&meta, cfg, self, include_usage, self.stats(cfg));
         let role_frames = self.frames_before_content();
         let end = match self.fault {
             Some(FaultKind::ResetMidStream { after_chunks }) => {
@@ -341,12 +342,12 @@ fn bad_chunk(meta: &Meta<'_>, malformed: bool) -> Bytes {
 fn stream_frames(
     meta: &Meta<'_>,
     cfg: &SimConfig,
-    generation: &Generation,
-    finish: &str,
+    reply: &Reply,
     include_usage: bool,
-    usage: Value,
     stats: Stats,
 ) -> VecDeque<(Duration, Bytes)> {
+    let (generation, finish, usage) = (&reply.generation, reply.finish(), reply.usage());
+    let step_ms = reply.step_ms;
     let mut frames = VecDeque::new();
     let mut out =
         FrameBuffer::for_frames(generation.tokens.len().max(generation.iterations.len()) + 4);
@@ -362,7 +363,7 @@ fn stream_frames(
     let mut text = String::new(); // A step's tokens, joined: one buffer for every step.
     for (i, &emitted) in generation.iterations.iter().enumerate() {
         if i > 0 {
-            at += ms(cfg.step_ms);
+            at += ms(step_ms);
         }
         let end = (pos + emitted as usize).min(generation.tokens.len());
         let tokens = &generation.tokens[pos..end];
@@ -538,7 +539,16 @@ mod tests {
 
     fn reply(cfg: &SimConfig, content: &str, extra: Value, fault: Option<FaultKind>) -> Reply {
         let (info, params) = chat(content, extra);
-        Reply::new(cfg, Endpoint::Chat, 7, info, &params, fault, 1_700_000_000)
+        Reply::new(
+            cfg,
+            Endpoint::Chat,
+            7,
+            info,
+            &params,
+            fault,
+            1_700_000_000,
+            1,
+        )
     }
 
     /// The JSON documents of SSE frames (`None` for `[DONE]` and bad ones).

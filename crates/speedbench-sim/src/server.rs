@@ -426,6 +426,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         "/health",
         "/metrics",
         "/debug/requests",
+        "/reset_prefix_cache",
     ];
     let flavor = shared.config.flavor;
     if let Some(resp) = engine_route(&shared, &method, &path) {
@@ -449,6 +450,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             json_response(StatusCode::OK, &serde_json::json!({ "requests": log }))
         }
         (&Method::GET, "/metrics") => metrics_response(&shared),
+        // vLLM's: the simulator keeps no cache, so there is nothing to
+        // empty, but a tune asks before each run and says what answered.
+        (&Method::POST, "/reset_prefix_cache") => Response::new(SimBody::Full(None)),
         (_, p) if known.contains(&p) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request_error",
@@ -530,6 +534,7 @@ async fn generate(
         &params,
         fault,
         unix_now(),
+        shared.running.load(Ordering::Relaxed),
     );
     if params.stream() {
         stream_response(

@@ -94,7 +94,10 @@ static OWNED_GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// Records a process group this process owns until [`disown_group`].
 pub(crate) fn own_group(pgid: i32) {
-    OWNED_GROUPS.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
+    OWNED_GROUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pgid);
 }
 
 /// Forgets a process group that was stopped.

@@ -628,7 +628,7 @@ fn yaml_table(source: &Source<'_>, node: &Node) -> Result<Table, RunError> {
     Ok(table)
 }
 
-fn toml_value(node: &Node) -> Result<Value, String> {
+pub(crate) fn toml_value(node: &Node) -> Result<Value, String> {
     Ok(match &node.value {
         yaml::Value::Null => return Err("a value is missing".into()),
         yaml::Value::Bool(b) => Value::Boolean(*b),

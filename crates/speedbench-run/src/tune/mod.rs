@@ -22,6 +22,8 @@
 //! # Ok::<(), speedbench_run::RunError>(())
 //! ```
 
+mod answer;
+mod options;
 mod plan;
 mod run;
 mod server;
@@ -33,6 +35,8 @@ use std::time::Duration;
 use crate::error::RunError;
 use crate::spec::RunSpec;
 
+pub(crate) use answer::{is_tune_report, report_tune};
+pub use options::{TuneFile, TuneOptions};
 pub use plan::{PlannedConfiguration, TunePlan};
 pub use run::{TuneEvent, TuneObserver, TuneOutcome};
 
@@ -237,8 +241,12 @@ impl TuneSpec {
         values: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
         if let TuneServers::Command { baseline, .. } = &mut self.servers {
-            *baseline =
-                Baseline::Params(values.into_iter().map(|(k, v)| (k.into(), v.into())).collect());
+            *baseline = Baseline::Params(
+                values
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            );
         }
         self
     }
@@ -301,7 +309,12 @@ impl TuneSpec {
 fn check_params(params: &[TuneParam]) -> Result<(), RunError> {
     let mut seen = std::collections::BTreeSet::new();
     for p in params {
-        if p.name.is_empty() || !p.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if p.name.is_empty()
+            || !p
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return Err(RunError::invalid(
                 "--param",
                 format!("{:?}: a parameter's name is letters, digits and _", p.name),
@@ -310,7 +323,10 @@ fn check_params(params: &[TuneParam]) -> Result<(), RunError> {
         if !seen.insert(p.name.as_str()) {
             return Err(RunError::invalid(
                 "--param",
-                format!("{} is named twice; give its values once (--param {0}=1,2,4)", p.name),
+                format!(
+                    "{} is named twice; give its values once (--param {0}=1,2,4)",
+                    p.name
+                ),
             ));
         }
         if p.values.is_empty() || p.values.iter().any(|v| v.is_empty()) {
@@ -344,9 +360,11 @@ fn placeholders(template: &str) -> Vec<String> {
 
 /// `template` with `{name}` replaced by each value.
 fn fill(template: &str, values: &[(String, String)]) -> String {
-    values.iter().fold(template.to_string(), |t, (name, value)| {
-        t.replace(&format!("{{{name}}}"), value)
-    })
+    values
+        .iter()
+        .fold(template.to_string(), |t, (name, value)| {
+            t.replace(&format!("{{{name}}}"), value)
+        })
 }
 
 fn command_configurations(
@@ -385,7 +403,12 @@ fn command_configurations(
         }
     }
     let host_value = [("host".to_string(), host.to_string())];
-    let mut out = vec![baseline_configuration(template, baseline, params, &host_value)?];
+    let mut out = vec![baseline_configuration(
+        template,
+        baseline,
+        params,
+        &host_value,
+    )?];
     for values in grid(params) {
         let name = values
             .iter()
@@ -428,7 +451,9 @@ fn baseline_configuration(
                     ));
                 }
             }
-            if let Some(missing) = params.iter().find(|p| !values.iter().any(|(n, _)| n == &p.name))
+            if let Some(missing) = params
+                .iter()
+                .find(|p| !values.iter().any(|(n, _)| n == &p.name))
             {
                 return Err(RunError::invalid(
                     "--baseline",
@@ -501,7 +526,10 @@ fn url_configurations(
 /// Parses `k=1,2,4` into a parameter.
 pub fn parse_param(text: &str) -> Result<TuneParam, RunError> {
     let (name, values) = text.split_once('=').ok_or_else(|| {
-        RunError::invalid("--param", format!("{text:?}: NAME=VALUE[,VALUE...] (k=1,2,4)"))
+        RunError::invalid(
+            "--param",
+            format!("{text:?}: NAME=VALUE[,VALUE...] (k=1,2,4)"),
+        )
     })?;
     Ok(TuneParam {
         name: name.trim().to_string(),
@@ -539,12 +567,18 @@ mod tests {
             .with_baseline_params([("k", "0"), ("m", "none")]);
         let c = spec.configurations().unwrap();
         let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["baseline", "k=2,m=a", "k=2,m=b", "k=4,m=a", "k=4,m=b"]);
+        assert_eq!(
+            names,
+            ["baseline", "k=2,m=a", "k=2,m=b", "k=4,m=a", "k=4,m=b"]
+        );
         assert_eq!(
             c[0].command("9").unwrap(),
             "s --port 9 -k 0 -m none --host 127.0.0.1"
         );
-        assert_eq!(c[2].params, [("k".into(), "2".into()), ("m".into(), "b".into())]);
+        assert_eq!(
+            c[2].params,
+            [("k".into(), "2".into()), ("m".into(), "b".into())]
+        );
     }
 
     #[test]
@@ -566,8 +600,14 @@ mod tests {
             t("s --port {port} -k {k}").with_param("k", Vec::<String>::new()),
             "empty",
         );
-        refused(t("s --port {port} {k} {j}").with_param("k", ["1"]), "{j} is in the command");
-        refused(t("s --port {port}").with_param("k", ["1"]), "not in the server command");
+        refused(
+            t("s --port {port} {k} {j}").with_param("k", ["1"]),
+            "{j} is in the command",
+        );
+        refused(
+            t("s --port {port}").with_param("k", ["1"]),
+            "not in the server command",
+        );
         refused(
             t("s --port {port} {k}").with_param("k", ["1"]),
             "no value for k",
@@ -598,15 +638,24 @@ mod tests {
         assert!(parse_param("k").is_err());
         assert_eq!(
             parse_assignments("k=0,m=none").unwrap(),
-            [("k".to_string(), "0".to_string()), ("m".into(), "none".into())]
+            [
+                ("k".to_string(), "0".to_string()),
+                ("m".into(), "none".into())
+            ]
         );
         assert!(parse_assignments("k").is_err());
         let urls = TuneSpec::urls(base(), "http://a", [("x".into(), "http://b".into())], "t");
-        assert_eq!(urls.configurations().unwrap()[1].server, ServerSource::Url("http://b".into()));
+        assert_eq!(
+            urls.configurations().unwrap()[1].server,
+            ServerSource::Url("http://b".into())
+        );
         let twice = TuneSpec::urls(
             base(),
             "http://a",
-            [("x".into(), "http://b".into()), ("x".into(), "http://c".into())],
+            [
+                ("x".into(), "http://b".into()),
+                ("x".into(), "http://c".into()),
+            ],
             "t",
         );
         assert!(twice.configurations().is_err());

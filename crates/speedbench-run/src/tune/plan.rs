@@ -90,7 +90,9 @@ impl TuneSpec {
                 if !port_free(SocketAddr::new(*host, *p)) {
                     return Err(RunError::invalid(
                         "--port",
-                        format!("{host}:{p} is taken (another server listens there); free it or give another --port"),
+                        format!(
+                            "{host}:{p} is taken (another server listens there); free it or give another --port"
+                        ),
                     ));
                 }
                 *p
@@ -130,7 +132,10 @@ impl TuneSpec {
         for run in sweep.runs() {
             let spec = run.spec().expect("a run built in code has its spec");
             spec.validate().map_err(|e| RunError::Invalid {
-                field: format!("configuration {} at {}", configuration.name, run.description),
+                field: format!(
+                    "configuration {} at {}",
+                    configuration.name, run.description
+                ),
                 message: crate::error_message(&e),
             })?;
         }
@@ -197,7 +202,9 @@ fn check_load(base: &RunSpec, flag: &str, levels: &[String]) -> Result<(), RunEr
 /// decodes greedily, so the lossless check means something.
 fn with_default_temperature(mut base: RunSpec) -> RunSpec {
     if temperature_of(&base).is_none() {
-        base.sampling.extra_inputs.push(r#"{"temperature":0}"#.into());
+        base.sampling
+            .extra_inputs
+            .push(r#"{"temperature":0}"#.into());
     }
     base
 }
@@ -278,16 +285,28 @@ fn level_of(description: &str) -> String {
 pub(crate) fn hide_credentials(command: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut hide_next = false;
+    // A number is no one's secret (`--draft-ms-per-token 0.3`).
+    let secret_value = |v: &str| !v.is_empty() && v.parse::<f64>().is_err();
     for word in command.split(' ') {
         if hide_next && !word.is_empty() {
-            out.push("<redacted>".into());
+            let shown = if secret_value(word) {
+                "<redacted>"
+            } else {
+                word
+            };
+            out.push(shown.into());
             hide_next = false;
             continue;
         }
         let flag = word.trim_start_matches('-');
         match flag.split_once('=') {
-            Some((name, _)) if word.starts_with('-') && is_secret_flag(name) => {
-                out.push(format!("{}=<redacted>", &word[..word.len() - flag.len() + name.len()]));
+            Some((name, value))
+                if word.starts_with('-') && is_secret_flag(name) && secret_value(value) =>
+            {
+                out.push(format!(
+                    "{}=<redacted>",
+                    &word[..word.len() - flag.len() + name.len()]
+                ));
             }
             None if word.starts_with('-') && is_secret_flag(flag) => {
                 hide_next = true;
@@ -308,7 +327,10 @@ fn is_secret_flag(name: &str) -> bool {
 fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<(), RunError> {
     let at = |message: String| RunError::invalid("the tune's directory", message);
     if dir.exists() && !dir.is_dir() {
-        return Err(at(format!("{}: exists and is not a directory", dir.display())));
+        return Err(at(format!(
+            "{}: exists and is not a directory",
+            dir.display()
+        )));
     }
     if let Some(found) = RUN_FILE_NAMES.iter().find(|n| dir.join(n).exists()) {
         return Err(at(format!(
@@ -360,14 +382,23 @@ mod tests {
             hide_credentials("vllm serve m --api-key sk-abc --port 9 --hf-token=hf_x k"),
             "vllm serve m --api-key <redacted> --port 9 --hf-token=<redacted> k"
         );
-        assert_eq!(hide_credentials("llama-server -m a.gguf --port 9"), "llama-server -m a.gguf --port 9");
+        assert_eq!(
+            hide_credentials("llama-server -m a.gguf --port 9"),
+            "llama-server -m a.gguf --port 9"
+        );
+        assert_eq!(
+            hide_credentials("sim --draft-ms-per-token 0.3 --token-budget=2"),
+            "sim --draft-ms-per-token 0.3 --token-budget=2"
+        );
     }
 
     #[test]
     fn the_temperature_is_zero_unless_given() {
         let base = with_default_temperature(RunSpec::default());
         assert_eq!(temperature_of(&base).as_deref(), Some("0"));
-        let given = RunSpec::default().with("extra-inputs", "temperature:0.7").unwrap();
+        let given = RunSpec::default()
+            .with("extra-inputs", "temperature:0.7")
+            .unwrap();
         let kept = with_default_temperature(given);
         assert_eq!(temperature_of(&kept).as_deref(), Some("0.7"));
         assert_eq!(kept.sampling.extra_inputs.len(), 1);

@@ -193,7 +193,10 @@ impl Progress<'_> {
 
     fn save(&self) -> Result<(), RunError> {
         self.manifest.write(self.dir).map_err(|e| RunError::Io {
-            context: format!("writing {}", self.dir.join(TuneManifest::FILE_NAME).display()),
+            context: format!(
+                "writing {}",
+                self.dir.join(TuneManifest::FILE_NAME).display()
+            ),
             source: std::io::Error::other(e.to_string()),
         })
     }
@@ -290,7 +293,15 @@ impl TunePlan {
             }
         };
         let abandoned = self
-            .run_levels(ci, planned, &pending, server.as_mut(), dataset, progress, observer)
+            .run_levels(
+                ci,
+                planned,
+                &pending,
+                server.as_mut(),
+                dataset,
+                progress,
+                observer,
+            )
             .await;
         if let Some(server) = server {
             let addr = self.addr.expect("a started server has an address");
@@ -323,7 +334,9 @@ impl TunePlan {
         };
         let addr = self.addr.expect("a command tune has an address");
         if !port_free(addr) {
-            return Err(format!("{addr} is still taken when its server should start"));
+            return Err(format!(
+                "{addr} is still taken when its server should start"
+            ));
         }
         std::fs::create_dir_all(&planned.dir)
             .map_err(|e| format!("creating {}: {e}", planned.dir.display()))?;

@@ -246,7 +246,10 @@ mod tests {
         let pgid = server.pgid;
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(server.exited().is_none());
-        let addr = SocketAddr::from(([127, 0, 0, 1], pick_free_port([127, 0, 0, 1].into()).unwrap()));
+        let addr = SocketAddr::from((
+            [127, 0, 0, 1],
+            pick_free_port([127, 0, 0, 1].into()).unwrap(),
+        ));
         let stopped = server.stop(Duration::from_millis(300), addr).await;
         assert_eq!(stopped.how, "SIGKILL after 0.3 s");
         assert!(stopped.port_free);
@@ -261,10 +264,17 @@ mod tests {
         let log = dir.path().join("server.log");
         let mut server = ServerProcess::start("echo no model; exit 3", &log).unwrap();
         let e = server
-            .wait_ready("http://127.0.0.1:9", Duration::from_secs(5), &StopHandle::new())
+            .wait_ready(
+                "http://127.0.0.1:9",
+                Duration::from_secs(5),
+                &StopHandle::new(),
+            )
             .await
             .unwrap_err();
-        assert!(e.contains("exited before it was ready") && e.contains('3'), "{e}");
+        assert!(
+            e.contains("exited before it was ready") && e.contains('3'),
+            "{e}"
+        );
         assert!(log_tail(server.log(), 3).contains("| no model"));
     }
 }

@@ -1,0 +1,345 @@
+//! The answer of a tune (`speedbench tune`, `speedbench report TUNE_DIR`):
+//! every configuration compared with the baseline at every load level by
+//! [`compare`], per category and overall; the break-even load of each
+//! configuration; and the configuration to deploy per category, chosen by
+//! [`speedbench_metrics::choose`] from the latency speedups and their
+//! bootstrap intervals (docs/tune.md says why latency).
+
+mod render;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use speedbench_metrics::{Candidate, Choice, Interval, OVERALL, break_even, choose};
+use speedbench_record::{RequestRecord, TuneConfiguration, TuneManifest, TuneRun};
+
+use crate::error::ReportError;
+use crate::{CategoryComparison, CompareOptions, Comparison, compare, load_compare_run};
+
+/// A tune's answer.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct TuneReport {
+    /// The tune's directory.
+    pub dir: PathBuf,
+    /// The flag the load levels set (`concurrency`, `request-rate`).
+    pub load_flag: String,
+    /// The load levels, in increasing order of the run.
+    pub load_levels: Vec<String>,
+    /// The temperature every run sent (`None`: the server's default).
+    pub temperature: Option<String>,
+    /// The intervals' confidence level.
+    pub confidence: f64,
+    /// Every speculative configuration against the baseline.
+    pub configurations: Vec<TunedConfiguration>,
+    /// Per category (`overall` last): what to deploy.
+    pub categories: Vec<CategoryAnswer>,
+    /// What a reader should know: runs missing, caches not emptied,
+    /// servers that failed.
+    pub notes: Vec<String>,
+}
+
+/// One configuration against the baseline.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct TunedConfiguration {
+    /// Its name (`k=2`).
+    pub name: String,
+    /// Its parameters' values.
+    pub params: BTreeMap<String, String>,
+    /// Per load level, the comparison (none where a side has no records).
+    pub levels: Vec<LevelComparison>,
+    /// All its load levels pooled (each side's records of the levels both
+    /// ran): the figures its overall choice rests on.
+    pub pooled: Option<Comparison>,
+}
+
+/// A configuration against the baseline at one load level.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct LevelComparison {
+    /// The load level.
+    pub load: String,
+    /// The comparison, when both runs left records.
+    pub comparison: Option<Comparison>,
+    /// Why there is none.
+    pub missing: Option<String>,
+}
+
+/// What to deploy for one category.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct CategoryAnswer {
+    /// The category, or `overall`.
+    pub category: String,
+    /// The choice over every load level pooled.
+    pub choice: Choice,
+    /// The chosen configuration's parameters (`{"k": "3"}`), when one is
+    /// chosen.
+    pub recommended: Option<BTreeMap<String, String>>,
+    /// The choice at each load level.
+    pub by_load: Vec<LoadChoice>,
+    /// Each configuration's break-even load: the highest level up to which
+    /// its latency speedup's interval stays above 1 (`None`: not even at
+    /// the lowest).
+    pub break_even: BTreeMap<String, Option<String>>,
+}
+
+/// The choice at one load level.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadChoice {
+    /// The load level.
+    pub load: String,
+    /// What to deploy at it.
+    pub choice: Choice,
+}
+
+impl TuneReport {
+    /// Reads the tune in `dir` (its `tune.json` and every run that left
+    /// records) and works out the answer.
+    pub fn from_dir(dir: &Path, options: &CompareOptions) -> Result<TuneReport, ReportError> {
+        let manifest = TuneManifest::read(dir)
+            .map_err(|e| ReportError::Compare(e.to_string()))?
+            .ok_or_else(|| {
+                ReportError::Compare(format!(
+                    "{}: no tune.json (not a tune's directory)",
+                    dir.display()
+                ))
+            })?;
+        let baseline = manifest.baseline().ok_or_else(|| {
+            ReportError::Compare(format!("{}: tune.json names no baseline", dir.display()))
+        })?;
+        let mut notes = run_notes(&manifest);
+        let base_records = load_side(dir, baseline, &mut notes);
+        let configurations: Vec<TunedConfiguration> = manifest
+            .configurations
+            .iter()
+            .filter(|c| !c.baseline)
+            .map(|c| {
+                let records = load_side(dir, c, &mut notes);
+                tuned(c, &base_records, &records, &manifest.load_levels, options)
+            })
+            .collect();
+        let categories = answers(&configurations, &manifest.load_levels);
+        Ok(TuneReport {
+            dir: dir.to_path_buf(),
+            load_flag: manifest.load_flag.clone(),
+            load_levels: manifest.load_levels.clone(),
+            temperature: manifest.temperature.clone(),
+            confidence: options.confidence,
+            configurations,
+            categories,
+            notes,
+        })
+    }
+
+    /// The recommendation for `category` (or `overall`).
+    pub fn answer(&self, category: &str) -> Option<&CategoryAnswer> {
+        self.categories.iter().find(|a| a.category == category)
+    }
+}
+
+/// Notes on the manifest: servers that failed, runs that did not complete,
+/// caches not emptied.
+fn run_notes(manifest: &TuneManifest) -> Vec<String> {
+    let mut notes = Vec::new();
+    for c in &manifest.configurations {
+        if let Some(problem) = &c.problem {
+            let first = problem.lines().next().unwrap_or(problem);
+            notes.push(format!("{}: its server failed: {first}", c.name));
+        }
+        for r in &c.runs {
+            if r.status != "completed" {
+                let why = r.problem.as_deref().unwrap_or("");
+                notes.push(format!(
+                    "{} at {}={}: {}{}{why}",
+                    c.name,
+                    manifest.load_flag,
+                    r.load,
+                    r.status,
+                    if why.is_empty() { "" } else { ": " }
+                ));
+            }
+            if let Some(cache) = r.cache.as_deref().filter(|c| c.starts_with("not emptied")) {
+                notes.push(format!(
+                    "{} at {}={}: prefix cache {cache}; earlier runs on the same server may \
+                     have warmed it",
+                    c.name, manifest.load_flag, r.load
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// A configuration's records per load level (`None` where its run left
+/// none), noting what could not be read.
+fn load_side(
+    dir: &Path,
+    c: &TuneConfiguration,
+    notes: &mut Vec<String>,
+) -> Vec<Option<Vec<RequestRecord>>> {
+    c.runs
+        .iter()
+        .map(|r: &TuneRun| {
+            if r.status == "pending" || r.status == "not started" {
+                return None;
+            }
+            match load_compare_run(&dir.join(&r.dir), &c.name) {
+                Ok(run) => Some(run.records),
+                Err(e) => {
+                    if r.status == "completed" || r.status == "interrupted" {
+                        notes.push(format!("{}: {e}", r.dir));
+                    }
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// One configuration against the baseline, level by level and pooled.
+fn tuned(
+    c: &TuneConfiguration,
+    base: &[Option<Vec<RequestRecord>>],
+    spec: &[Option<Vec<RequestRecord>>],
+    loads: &[String],
+    options: &CompareOptions,
+) -> TunedConfiguration {
+    let mut pooled_base = Vec::new();
+    let mut pooled_spec = Vec::new();
+    let levels = loads
+        .iter()
+        .enumerate()
+        .map(|(i, load)| {
+            let pair = (
+                base.get(i).cloned().flatten(),
+                spec.get(i).cloned().flatten(),
+            );
+            let (comparison, missing) = match pair {
+                (Some(b), Some(s)) => match compare(&b, &s, options) {
+                    Ok(cmp) => {
+                        pooled_base.extend(b);
+                        pooled_spec.extend(s);
+                        (Some(cmp), None)
+                    }
+                    Err(e) => (None, Some(e.to_string())),
+                },
+                (None, _) => (None, Some("the baseline's run left no records".into())),
+                (_, None) => (None, Some("its run left no records".into())),
+            };
+            LevelComparison {
+                load: load.clone(),
+                comparison,
+                missing,
+            }
+        })
+        .collect();
+    let pooled = (!pooled_base.is_empty())
+        .then(|| compare(&pooled_base, &pooled_spec, options).ok())
+        .flatten();
+    TunedConfiguration {
+        name: c.name.clone(),
+        params: c.params.clone(),
+        levels,
+        pooled,
+    }
+}
+
+/// `category`'s row of a comparison.
+pub(crate) fn row<'a>(c: Option<&'a Comparison>, category: &str) -> Option<&'a CategoryComparison> {
+    c?.rows.iter().find(|r| r.category == category)
+}
+
+/// The latency speedup and its interval of a row.
+fn latency(row: Option<&CategoryComparison>) -> (Option<f64>, Option<Interval>) {
+    row.map_or((None, None), |r| {
+        (r.speedups.latency_speedup, r.speedups.latency_speedup_ci)
+    })
+}
+
+/// Every category any comparison has, in its order, `overall` last.
+fn category_names(configurations: &[TunedConfiguration]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let all = configurations.iter().flat_map(|c| {
+        c.pooled
+            .iter()
+            .chain(c.levels.iter().filter_map(|l| l.comparison.as_ref()))
+    });
+    for cmp in all {
+        for r in &cmp.rows {
+            if r.category != OVERALL && !names.contains(&r.category) {
+                names.push(r.category.clone());
+            }
+        }
+    }
+    names.push(OVERALL.to_string());
+    names
+}
+
+/// The choice among the configurations given one comparison of each.
+fn choice_over<'a>(
+    configurations: &'a [TunedConfiguration],
+    category: &str,
+    pick: impl Fn(&'a TunedConfiguration) -> Option<&'a Comparison>,
+) -> Choice {
+    let candidates: Vec<Candidate<'_>> = configurations
+        .iter()
+        .filter_map(|c| {
+            let (speedup, interval) = latency(row(pick(c), category));
+            Some(Candidate {
+                name: &c.name,
+                speedup: speedup?,
+                interval,
+            })
+        })
+        .collect();
+    choose(&candidates)
+}
+
+/// Per category: the choice pooled and per level, and the break-even loads.
+fn answers(configurations: &[TunedConfiguration], loads: &[String]) -> Vec<CategoryAnswer> {
+    category_names(configurations)
+        .into_iter()
+        .map(|category| {
+            let choice = choice_over(configurations, &category, |c| c.pooled.as_ref());
+            let recommended = match &choice {
+                Choice::Configuration { name } => configurations
+                    .iter()
+                    .find(|c| &c.name == name)
+                    .map(|c| c.params.clone()),
+                _ => None,
+            };
+            let by_load = loads
+                .iter()
+                .enumerate()
+                .map(|(i, load)| LoadChoice {
+                    load: load.clone(),
+                    choice: choice_over(configurations, &category, |c| {
+                        c.levels.get(i).and_then(|l| l.comparison.as_ref())
+                    }),
+                })
+                .collect();
+            let break_even = configurations
+                .iter()
+                .map(|c| {
+                    let intervals: Vec<Option<Interval>> = c
+                        .levels
+                        .iter()
+                        .map(|l| latency(row(l.comparison.as_ref(), &category)).1)
+                        .collect();
+                    let level = break_even(&intervals).map(|i| loads[i].clone());
+                    (c.name.clone(), level)
+                })
+                .collect();
+            CategoryAnswer {
+                category,
+                choice,
+                recommended,
+                by_load,
+                break_even,
+            }
+        })
+        .collect()
+}
