@@ -116,6 +116,23 @@ fn load_config(args: &SimArgs) -> Result<SimConfig, CliError> {
     Ok(config)
 }
 
+/// Waits for Ctrl-C or SIGTERM (a tune stops its servers with SIGTERM):
+/// either ends the server with its totals printed.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Runs `speedbench sim`.
 pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
     let config = load_config(&args)?;
@@ -133,7 +150,7 @@ pub(crate) async fn run(args: SimArgs) -> Result<Outcome, CliError> {
         "simulated delays: {} ms to the first token, {} ms per verify step (--ttft-ms, --step-ms)",
         config_delays.0, config_delays.1
     );
-    let _ = tokio::signal::ctrl_c().await;
+    shutdown_signal().await;
     let truth = server.ground_truth();
     server.shutdown().await;
     eprintln!(

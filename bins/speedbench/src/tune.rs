@@ -267,8 +267,10 @@ fn print_plan(plan: &TunePlan) {
         m.temperature.as_deref().unwrap_or("the server's default"),
     );
     for c in &m.configurations {
-        let server = c.command.as_deref().unwrap_or(&c.url);
-        println!("  {:<20} {server}", c.name);
+        match &c.command {
+            Some(command) => println!("  {:<20} {command}  ({})", c.name, c.url),
+            None => println!("  {:<20} {}", c.name, c.url),
+        }
     }
 }
 

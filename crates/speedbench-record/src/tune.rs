@@ -42,8 +42,9 @@ pub struct TuneConfiguration {
     pub baseline: bool,
     /// Its parameters' values (`{"k": "2"}`).
     pub params: BTreeMap<String, String>,
-    /// The command that started its server (credentials hidden), when the
-    /// tune started one.
+    /// The command that starts its server, `{port}` left in (the port is
+    /// [`TuneConfiguration::url`]'s) and credentials hidden, when the tune
+    /// starts one.
     pub command: Option<String>,
     /// The server's base URL (credentials hidden).
     pub url: String,

@@ -89,4 +89,6 @@ pub use source::{
 /// rows carry them.
 pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};
 pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};
-pub use tune::{CategoryAnswer, LevelComparison, LoadChoice, TuneReport, TunedConfiguration};
+pub use tune::{
+    BreakEven, CategoryAnswer, LevelComparison, LoadChoice, TuneReport, TunedConfiguration,
+};

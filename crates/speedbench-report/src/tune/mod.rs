@@ -80,10 +80,18 @@ pub struct CategoryAnswer {
     pub recommended: Option<BTreeMap<String, String>>,
     /// The choice at each load level.
     pub by_load: Vec<LoadChoice>,
-    /// Each configuration's break-even load: the highest level up to which
-    /// its latency speedup's interval stays above 1 (`None`: not even at
-    /// the lowest).
-    pub break_even: BTreeMap<String, Option<String>>,
+    /// Each configuration's break-even load, in the configurations' order.
+    pub break_even: Vec<BreakEven>,
+}
+
+/// A configuration's break-even load: the highest level up to which its
+/// latency speedup's interval stays above 1.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakEven {
+    /// The configuration.
+    pub configuration: String,
+    /// The load level; `None` when it does not pay even at the lowest.
+    pub load: Option<String>,
 }
 
 /// The choice at one load level.
@@ -329,8 +337,10 @@ fn answers(configurations: &[TunedConfiguration], loads: &[String]) -> Vec<Categ
                         .iter()
                         .map(|l| latency(row(l.comparison.as_ref(), &category)).1)
                         .collect();
-                    let level = break_even(&intervals).map(|i| loads[i].clone());
-                    (c.name.clone(), level)
+                    BreakEven {
+                        configuration: c.name.clone(),
+                        load: break_even(&intervals).map(|i| loads[i].clone()),
+                    }
                 })
                 .collect();
             CategoryAnswer {

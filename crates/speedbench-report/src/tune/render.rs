@@ -148,9 +148,9 @@ impl TuneReport {
         let parts: Vec<String> = a
             .break_even
             .iter()
-            .map(|(name, level)| match level {
-                Some(l) => format!("{name} pays up to {}", self.level_name(l)),
-                None => format!("{name} does not pay at the lowest load"),
+            .map(|b| match &b.load {
+                Some(l) => format!("{} pays up to {}", b.configuration, self.level_name(l)),
+                None => format!("{} does not pay at the lowest load", b.configuration),
             })
             .collect();
         parts.join("; ")

@@ -57,11 +57,14 @@ impl TuneOptions {
     /// These options, with `file`'s where these leave one unset (a
     /// parameter given here replaces the file's of that name).
     pub fn over(self, file: TuneOptions) -> TuneOptions {
-        let mut params = file.params;
-        for p in self.params {
-            params.retain(|q| q.name != p.name);
-            params.push(p);
-        }
+        // A parameter given here replaces the file's; one given twice here
+        // stays twice, for the plan to refuse.
+        let mut params: Vec<TuneParam> = file
+            .params
+            .into_iter()
+            .filter(|p| !self.params.iter().any(|q| q.name == p.name))
+            .collect();
+        params.extend(self.params);
         TuneOptions {
             server_cmd: self.server_cmd.or(file.server_cmd),
             params,

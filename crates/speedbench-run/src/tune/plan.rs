@@ -250,7 +250,12 @@ fn manifest_entry(p: &PlannedConfiguration, tune_dir: &Path) -> TuneConfiguratio
         name: p.configuration.name.clone(),
         baseline: p.configuration.baseline,
         params: p.configuration.params.iter().cloned().collect(),
-        command: p.command.as_deref().map(hide_credentials),
+        // `{port}` left in: the port is the URL's, and a resumed tune may
+        // get another.
+        command: match &p.configuration.server {
+            ServerSource::Command(template) => Some(hide_credentials(template)),
+            ServerSource::Url(_) => None,
+        },
         url: redact_url(&p.url),
         dir: relative(&p.dir),
         server_log: p

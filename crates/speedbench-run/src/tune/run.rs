@@ -169,7 +169,8 @@ fn status_of(end: &RunEnd) -> &'static str {
     }
 }
 
-/// Whether the run in `dir` finished complete (so a resumed tune keeps it).
+/// Whether the run in `dir` finished complete (so a resumed tune keeps it,
+/// when the earlier try counted it complete too).
 fn complete_on_disk(dir: &Path) -> bool {
     let Ok(text) = std::fs::read(dir.join(RunManifest::FILE_NAME)) else {
         return false;
@@ -181,12 +182,26 @@ fn complete_on_disk(dir: &Path) -> bool {
 /// The tune's mutable state while it runs.
 struct Progress<'a> {
     manifest: TuneManifest,
+    /// `tune.json` as an earlier try of the same plan left it.
+    earlier: Option<TuneManifest>,
     dir: &'a Path,
     stop: &'a StopHandle,
     client: HttpClient,
 }
 
 impl Progress<'_> {
+    /// How the earlier try of the same plan left a run.
+    fn earlier_status(&self, config: usize, run: usize) -> Option<&str> {
+        let entry = self
+            .earlier
+            .as_ref()?
+            .configurations
+            .get(config)?
+            .runs
+            .get(run)?;
+        Some(entry.status.as_str())
+    }
+
     fn run_entry(&mut self, config: usize, run: usize) -> &mut TuneRun {
         &mut self.manifest.configurations[config].runs[run]
     }
@@ -231,8 +246,11 @@ impl TunePlan {
         })?;
         let client = speedbench_http::new_client(&ClientOptions::default())
             .map_err(|e| RunError::invalid("the cache-reset client", e.to_string()))?;
+        // The plan checked that a tune.json already here plans the same.
+        let earlier = TuneManifest::read(&self.dir).ok().flatten();
         let mut progress = Progress {
             manifest: self.manifest.clone(),
+            earlier,
             dir: &self.dir,
             stop,
             client,
@@ -271,7 +289,8 @@ impl TunePlan {
     ) -> Result<Option<String>, RunError> {
         let mut pending = Vec::new();
         for (ri, run) in planned.runs.iter().enumerate() {
-            if complete_on_disk(&run.dir) {
+            let earlier = progress.earlier_status(ci, ri);
+            if earlier == Some("completed") && complete_on_disk(&run.dir) {
                 progress.run_entry(ci, ri).status = "completed".into();
                 observer.tune_event(&TuneEvent::RunKept { run });
             } else {
@@ -284,6 +303,12 @@ impl TunePlan {
         }
         let mut server = match self.bring_up(planned, progress, observer).await {
             Ok(server) => server,
+            Err(_) if progress.stop.is_stopped() => {
+                let why = "the tune was stopped while its server was starting";
+                progress.mark(ci, &pending, "not started", why);
+                progress.save()?;
+                return Ok(None);
+            }
             Err(problem) => {
                 progress.manifest.configurations[ci].problem = Some(problem.clone());
                 let why = format!("its server failed: {}", first_line(&problem));
@@ -422,6 +447,11 @@ impl TunePlan {
                     configuration: &planned.configuration.name,
                     problem: &problem,
                 });
+                // Its figures are a dying server's: kept on disk, not
+                // counted as a completed run.
+                let entry = progress.run_entry(ci, ri);
+                entry.status = "failed".into();
+                entry.problem = Some(format!("its server exited during the run ({exited})"));
                 progress.manifest.configurations[ci].problem = Some(problem);
             }
             progress.save()?;

@@ -1,0 +1,496 @@
+//! `speedbench tune` end to end, against the simulator started by the tune
+//! itself from a command template: the recommendation equals the optimum
+//! of the simulator's cost model (computed here by hand), every server is
+//! started and stopped, a server that fails or dies is reported and the
+//! tune goes on, Ctrl-C during a restart stops the server and the same
+//! command resumes, and bad input is refused before any server starts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use speedbench_record::{RequestRecord, TuneManifest};
+
+use crate::common::{bin, read_run, run};
+
+/// The simulator's model: a step costs 2 ms, 0.4 ms per drafted token and
+/// 0.25 ms per token the batch verifies; 48 tokens per answer; `math`
+/// accepts each draft with probability 0.8, `writing` 0.3 (never all k:
+/// `p_full` 0, so more drafts stop paying).
+const SIM_CONFIG: &str = r#"{"ttft_ms": 2, "step_ms": 2, "draft_ms_per_token": 0.4,
+ "verify_ms_per_token": 0.25, "output_tokens_min": 48, "output_tokens_max": 48,
+ "default_spec": {"num_spec_tokens": 4, "p_full": 0.0, "p_token": 0.8},
+ "categories": {"math": {"num_spec_tokens": 4, "p_full": 0.0, "p_token": 0.8},
+                "writing": {"num_spec_tokens": 4, "p_full": 0.0, "p_token": 0.3}}}"#;
+
+/// Rows of `math` and `writing`, the simulator's category markers first.
+fn write_inputs(dir: &Path, rows_per_category: usize) -> (PathBuf, PathBuf) {
+    let config = dir.join("sim.json");
+    std::fs::write(&config, SIM_CONFIG).unwrap();
+    let rows = dir.join("rows.jsonl");
+    let mut text = String::new();
+    for category in ["math", "writing"] {
+        for i in 0..rows_per_category {
+            let row = serde_json::json!({
+                "question_id": format!("{category}-{i}"),
+                "category": category,
+                "messages": [{"role": "user", "content": format!("[{category} {i}] question {i}")}],
+            });
+            text.push_str(&format!("{row}\n"));
+        }
+    }
+    std::fs::write(&rows, text).unwrap();
+    (config, rows)
+}
+
+/// The server command: the simulator with `{k}` drafts a step, after
+/// `prelude` (shell, for the failure tests).
+fn server_cmd(config: &Path, prelude: &str) -> String {
+    format!(
+        "{prelude}exec {} sim --port {{port}} --config {} --num-spec-tokens {{k}}",
+        env!("CARGO_BIN_EXE_speedbench"),
+        config.display()
+    )
+}
+
+/// Tokens per step of the model: `1 + Σ_{i=1}^{k-1} p^i` (`p_full` 0).
+fn tokens_per_step(k: u32, p: f64) -> f64 {
+    1.0 + (1..k).map(|i| p.powi(i as i32)).sum::<f64>()
+}
+
+/// The step time of the model at `k` with `c` requests in flight.
+fn step_ms(k: u32, c: u32) -> f64 {
+    2.0 + 0.4 * f64::from(k) + 0.25 * f64::from(c) * (1.0 + f64::from(k))
+}
+
+/// The best k of `ks` (0 the baseline) at acceptance `p` and load `c`, by
+/// tokens per millisecond, and how far it is ahead of the runner-up.
+fn optimum(ks: &[u32], p: f64, c: u32) -> (u32, f64) {
+    let mut rates: Vec<(u32, f64)> = ks
+        .iter()
+        .map(|&k| (k, tokens_per_step(k, p) / step_ms(k, c)))
+        .collect();
+    rates.sort_by(|a, b| b.1.total_cmp(&a.1));
+    (rates[0].0, rates[0].1 / rates[1].1)
+}
+
+fn tune_args<'a>(rows: &'a str, dir: &'a str, cmd: &'a str, ks: &'a str) -> Vec<&'a str> {
+    vec![
+        "tune",
+        "--input-file",
+        rows,
+        "--server-cmd",
+        cmd,
+        "--param",
+        ks,
+        "--baseline",
+        "k=0",
+        "--output-artifact-dir",
+        dir,
+        "--ready-timeout",
+        "20",
+        "--stop-grace",
+        "3",
+    ]
+}
+
+fn manifest(dir: &Path) -> TuneManifest {
+    TuneManifest::read(dir)
+        .unwrap()
+        .expect("tune.json is written")
+}
+
+/// No process of the tune's servers is left: none whose command line
+/// holds the tune's port.
+fn assert_no_server_left(port: &str) {
+    let needle = format!("--port {port} ");
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            !cmdline.contains(&needle) || cmdline.contains(" tune "),
+            "a server outlived its tune: {cmdline}"
+        );
+    }
+    let addr = format!("127.0.0.1:{port}");
+    assert!(
+        std::net::TcpListener::bind(&addr).is_ok(),
+        "{addr} is still taken"
+    );
+}
+
+/// The port every server got, from `tune.json`'s URLs.
+fn port_of(m: &TuneManifest) -> String {
+    let url = &m.configurations[0].url;
+    url.rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// Every record of a configuration's runs, each run's invariants checked.
+fn records_of(dir: &Path, m: &TuneManifest, name: &str) -> Vec<RequestRecord> {
+    let c = m.configurations.iter().find(|c| c.name == name).unwrap();
+    c.runs
+        .iter()
+        .flat_map(|r| read_run(&dir.join(&r.dir)).unwrap().records)
+        .collect()
+}
+
+/// The simulator's own totals, printed to its log when SIGTERM stops it:
+/// (requests, verify steps, accepted, drafted).
+fn served_totals(log: &Path) -> (u64, u64, u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("served "))
+        .unwrap_or_else(|| panic!("no totals in {}:\n{text}", log.display()));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (n[0], n[1], n[2], n[3])
+}
+
+fn report_json(dir: &Path) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+        .args(["report", "--format", "json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `{"verdict": "configuration", "name": "k=4"}` as the k it names (0 for
+/// the baseline).
+fn chosen_k(choice: &Value) -> Option<u32> {
+    match choice["verdict"].as_str()? {
+        "baseline" => Some(0),
+        "configuration" => choice["name"].as_str()?.strip_prefix("k=")?.parse().ok(),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, rows) = write_inputs(tmp.path(), 12);
+    let dir = tmp.path().join("tune");
+    let cmd = server_cmd(&config, "");
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = tune_args(rows_s, dir_s, &cmd, "k=1,4,12");
+    args.extend(["--concurrency", "1,16"]);
+    let out = run(&args).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = manifest(&dir);
+    assert_eq!(m.temperature.as_deref(), Some("0"));
+    assert_no_server_left(&port_of(&m));
+    for c in &m.configurations {
+        assert!(c.problem.is_none(), "{}: {:?}", c.name, c.problem);
+        assert!(
+            c.runs.iter().all(|r| r.status == "completed"),
+            "{:?}",
+            c.runs
+        );
+        // The server's own totals equal the records of its runs.
+        let records = records_of(&dir, &m, &c.name);
+        let log = dir.join(c.server_log.as_ref().expect("a started server has a log"));
+        let spec = |f: fn(&speedbench_record::SpecDecodeStats) -> u64| -> u64 {
+            records.iter().filter_map(|r| r.spec.as_ref()).map(f).sum()
+        };
+        assert_eq!(
+            served_totals(&log),
+            (
+                records.len() as u64,
+                spec(|s| s.verify_steps.unwrap_or(0)),
+                spec(|s| s.accepted_draft_tokens),
+                spec(|s| s.proposed_draft_tokens),
+            ),
+            "{}",
+            c.name
+        );
+    }
+    let report = report_json(&dir);
+    let ks = [0, 1, 4, 12];
+    for (category, p) in [("math", 0.8), ("writing", 0.3)] {
+        let answer = report["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["category"] == category)
+            .unwrap();
+        for (i, c) in [1, 16].into_iter().enumerate() {
+            let (best, lead) = optimum(&ks, p, c);
+            // The model leaves no close call to chance.
+            assert!(
+                lead > 1.08,
+                "{category} at c={c}: the runner-up is {lead:.3}x behind"
+            );
+            assert_eq!(
+                chosen_k(&answer["by_load"][i]["choice"]),
+                Some(best),
+                "{category} at concurrency {c}: {}",
+                answer["by_load"][i]
+            );
+        }
+        if let Some(name) = answer["choice"]["name"].as_str() {
+            let params = &answer["recommended"];
+            assert_eq!(format!("k={}", params["k"].as_str().unwrap()), name);
+        } else {
+            assert!(answer["recommended"].is_null());
+        }
+    }
+    // The lossless check ran: the simulator's text does not depend on k.
+    for c in report["configurations"].as_array().unwrap() {
+        let overall = c["pooled"]["rows"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(overall["paired"], overall["identical"], "{}", c["name"]);
+        assert!(overall["paired"].as_u64().unwrap() > 0);
+    }
+    let html = tmp.path().join("tune.html");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+        .args(["report", "--format", "html", "--html-output"])
+        .arg(&html)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("class=\"tune-chart\"").count(),
+        3,
+        "math, writing, overall"
+    );
+    assert_eq!(page.matches("<polyline class=\"line\"").count(), 9);
+}
+
+/// The tune's stdout and stderr.
+fn texts(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_that_fail_to_start_hang_or_die_are_reported_and_the_tune_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, rows) = write_inputs(tmp.path(), 6);
+    let dir = tmp.path().join("tune");
+    // k=9 exits at once, k=5 never answers, k=7 is killed a moment into
+    // its first run (slow steps keep that run going), k=2 serves.
+    let prelude = "if [ {k} = 9 ]; then echo no GPU left for k={k} >&2; exit 3; fi; \
+                   if [ {k} = 5 ]; then exec sleep 60; fi; \
+                   if [ {k} = 7 ] && mkdir MARKER 2>/dev/null; then (sleep 1.5; kill -9 $$) & fi; ";
+    let marker = tmp.path().join("k7-died-once");
+    let prelude = prelude.replace("MARKER", marker.to_str().unwrap());
+    let cmd = server_cmd(&config, &prelude).replace(
+        "--num-spec-tokens {k}",
+        "--num-spec-tokens {k} --step-ms 20",
+    );
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = tune_args(rows_s, dir_s, &cmd, "k=9,5,7,2");
+    let at = args.iter().position(|a| *a == "--ready-timeout").unwrap();
+    args[at + 1] = "2";
+    let out = run(&args).await;
+    let (stdout, stderr) = texts(&out);
+    assert!(!out.status.success(), "{stdout}");
+    let m = manifest(&dir);
+    assert_no_server_left(&port_of(&m));
+    let by_name: BTreeMap<&str, _> = m
+        .configurations
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    let problem = |name: &str| by_name[name].problem.clone().unwrap_or_default();
+    assert!(
+        problem("k=9").contains("exited before it was ready"),
+        "{}",
+        problem("k=9")
+    );
+    assert!(
+        problem("k=9").contains("| no GPU left for k=9"),
+        "the log's tail: {}",
+        problem("k=9")
+    );
+    assert!(
+        problem("k=5").contains("not ready after 2 s"),
+        "{}",
+        problem("k=5")
+    );
+    assert!(
+        problem("k=7").contains("exited during the run"),
+        "{}",
+        problem("k=7")
+    );
+    assert_eq!(by_name["k=7"].runs[0].status, "failed");
+    assert!(by_name["k=2"].problem.is_none());
+    assert_eq!(by_name["k=2"].runs[0].status, "completed");
+    assert_eq!(by_name["baseline"].runs[0].status, "completed");
+    assert!(stderr.contains("run(s) did not complete"), "{stderr}");
+    // The answer is still given, over what completed, with the failures named.
+    assert!(stdout.contains("the tune's answer"), "{stdout}");
+    assert!(stdout.contains("note: k=9: its server failed"), "{stdout}");
+    // The same command again: what completed is kept; k=7's run, though
+    // its records say completed, came from a dying server and runs again
+    // (its server lives this time: the marker file says it died once).
+    let again = run(&args).await;
+    let (_, stderr) = texts(&again);
+    assert!(!again.status.success(), "k=9 and k=5 fail again");
+    let m = manifest(&dir);
+    let by_name: BTreeMap<&str, _> = m
+        .configurations
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    assert_eq!(by_name["k=7"].runs[0].status, "completed", "{stderr}");
+    assert!(by_name["k=7"].problem.is_none());
+    for kept in ["baseline", "k=2"] {
+        let dir = by_name[kept].runs[0].dir.as_str();
+        assert!(
+            stderr.contains(&format!("{dir} (complete on disk")),
+            "{kept}: {stderr}"
+        );
+    }
+    assert_no_server_left(&port_of(&m));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_restart_stops_the_server_and_the_same_command_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, rows) = write_inputs(tmp.path(), 4);
+    let dir = tmp.path().join("tune");
+    let cmd = server_cmd(&config, "if [ {k} = 2 ]; then sleep 4; fi; ");
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let args = tune_args(rows_s, dir_s, &cmd, "k=2");
+    let mut child = bin()
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the k=2 server is starting (its command sleeps first).
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.contains("starting the server of k=2") {
+            break;
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // SAFETY: signals the child we spawned.
+    unsafe { libc::kill(child.id().unwrap() as libc::pid_t, libc::SIGINT) };
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let status = child.wait().await.unwrap();
+    drain.await.unwrap();
+    assert_eq!(status.code(), Some(130));
+    let m = manifest(&dir);
+    assert_no_server_left(&port_of(&m));
+    assert_eq!(m.configurations[0].runs[0].status, "completed");
+    assert_eq!(
+        m.configurations[1].runs[0].status, "not started",
+        "{:?}",
+        m.configurations[1]
+    );
+    assert!(m.configurations[1].problem.is_none());
+    // The same command again: the baseline's run is kept, k=2's is run.
+    let again = run(&args).await;
+    let (_, stderr) = texts(&again);
+    assert!(again.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("complete on disk from an earlier try"),
+        "{stderr}"
+    );
+    let m = manifest(&dir);
+    assert!(
+        m.configurations
+            .iter()
+            .all(|c| c.runs[0].status == "completed")
+    );
+    assert_no_server_left(&port_of(&m));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_before_any_server_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, rows) = write_inputs(tmp.path(), 2);
+    let dir = tmp.path().join("tune");
+    let good = server_cmd(&config, "");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port().to_string();
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            tune_args(rows_s, dir_s, "sim --num-spec-tokens {k}", "k=2"),
+            "no {port}",
+        ),
+        (tune_args(rows_s, dir_s, &good, "k="), "empty value"),
+        (
+            [
+                tune_args(rows_s, dir_s, &good, "k=2"),
+                vec!["--param", "k=4"],
+            ]
+            .concat(),
+            "named twice",
+        ),
+        (
+            [
+                tune_args(rows_s, dir_s, &good, "k=2"),
+                vec!["--port", &taken_port],
+            ]
+            .concat(),
+            "is taken",
+        ),
+        (
+            [
+                tune_args(rows_s, dir_s, &good, "k=2"),
+                vec!["--concurrency", "1,1"],
+            ]
+            .concat(),
+            "given twice",
+        ),
+    ];
+    for (args, words) in cases {
+        let out = run(&args).await;
+        let (_, stderr) = texts(&out);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+        assert!(!dir.exists(), "{args:?} started something");
+    }
+    // A baseline that speculates is seen from its first run's answers, and
+    // nothing more starts.
+    let baseline_cmd = format!(
+        "{} sim --port {{port}} --config {}",
+        env!("CARGO_BIN_EXE_speedbench"),
+        config.display()
+    );
+    let mut args = tune_args(rows_s, dir_s, &good, "k=2");
+    args.retain(|a| *a != "--baseline" && *a != "k=0");
+    args.extend(["--baseline-cmd", &baseline_cmd]);
+    let out = run(&args).await;
+    let (_, stderr) = texts(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("the baseline speculates"), "{stderr}");
+    let m = manifest(&dir);
+    assert_eq!(m.configurations[1].runs[0].status, "not started");
+    assert_no_server_left(&port_of(&m));
+    drop(taken);
+}
