@@ -66,6 +66,7 @@ mod decide;
 mod fold;
 mod mean;
 mod measured;
+mod predict;
 mod request;
 mod rng;
 mod run;
@@ -87,6 +88,10 @@ pub use fold::{
 };
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
+pub use predict::{
+    BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
+    tokens_per_pass,
+};
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;
 pub use run::{

@@ -90,5 +90,6 @@ pub use source::{
 pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};
 pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};
 pub use tune::{
-    BreakEven, CategoryAnswer, LevelComparison, LoadChoice, TuneReport, TunedConfiguration,
+    BreakEven, CategoryAnswer, LevelComparison, LoadChoice, PredictedBudget, TunePrediction,
+    TuneReport, TunedConfiguration,
 };

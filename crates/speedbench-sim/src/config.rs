@@ -377,6 +377,12 @@ pub struct AcceptanceProfile {
     /// match: they are not verify steps (`…num_drafts` does not count them)
     /// but they are target forward passes. 0 means a request never drafts.
     pub p_draft: f64,
+    /// Accept as a chain: each draft with probability `p_token` once the
+    /// one before it was, up to all `k` (`p_full` unused). The first `k'`
+    /// drafts then behave the same at every budget `k >= k'`, as a draft
+    /// model's and an n-gram drafter's do, which predicting smaller
+    /// budgets from one run assumes. Default false.
+    pub chain: bool,
 }
 
 impl Default for AcceptanceProfile {
@@ -387,6 +393,7 @@ impl Default for AcceptanceProfile {
             p_full: 0.5,
             p_token: 0.4,
             p_draft: 1.0,
+            chain: false,
         }
     }
 }
@@ -401,6 +408,7 @@ impl AcceptanceProfile {
             p_full,
             p_token,
             p_draft: 1.0,
+            chain: false,
         }
     }
 
@@ -430,6 +438,13 @@ impl AcceptanceProfile {
         self
     }
 
+    /// Sets whether drafts are accepted as a chain (see
+    /// [`AcceptanceProfile::chain`]).
+    pub fn with_chain(mut self, chain: bool) -> Self {
+        self.chain = chain;
+        self
+    }
+
     /// A profile with speculation disabled (`num_spec_tokens == 0`).
     pub fn baseline() -> Self {
         Self {
@@ -437,6 +452,7 @@ impl AcceptanceProfile {
             p_full: 0.0,
             p_token: 0.0,
             p_draft: 1.0,
+            chain: false,
         }
     }
 

@@ -218,14 +218,22 @@ fn output_length(
 /// One decode step of `profile`: `None` when it drafts nothing (it emits
 /// one target token and is no verify step), else how many of its `k`
 /// drafts the target accepts (`k` with probability `p_full`, else a run of
-/// `p_token` successes capped at `k - 1`), before the request's last step
-/// is cut to the tokens left.
+/// `p_token` successes capped at `k - 1`; as a chain, a run of `p_token`
+/// successes up to `k`), before the request's last step is cut to the
+/// tokens left.
 fn draw_step(rng: &mut SplitMix64, profile: &AcceptanceProfile) -> Option<u32> {
     let k = profile.num_spec_tokens;
     // Drawn only when some steps skip drafting, so configurations that
     // draft every step keep their exact acceptance streams.
     if profile.p_draft < 1.0 && rng.next_f64() >= profile.p_draft {
         return None;
+    }
+    if profile.chain {
+        let mut j = 0;
+        while j < k && rng.next_f64() < profile.p_token {
+            j += 1;
+        }
+        return Some(j);
     }
     if rng.next_f64() < profile.p_full {
         return Some(k);
@@ -356,6 +364,32 @@ mod tests {
             p_full,
             p_token,
             p_draft: 1.0,
+            chain: false,
+        }
+    }
+
+    #[test]
+    fn a_chain_accepts_its_first_drafts_alike_at_every_budget() {
+        // The share of steps accepting at least i drafts is p^i at every
+        // budget k >= i (within sampling error), and all k are reachable.
+        let draws = 40_000;
+        let at_least = |k: u32, i: u32| {
+            let p = profile(k, 0.9, 0.6).with_chain(true);
+            let mut rng = SplitMix64::new(7);
+            let hits = (0..draws)
+                .filter(|_| draw_step(&mut rng, &p).unwrap() >= i)
+                .count();
+            hits as f64 / f64::from(draws)
+        };
+        for i in 1..=3 {
+            let expected = 0.6f64.powi(i as i32);
+            for k in [i, 4, 8] {
+                let share = at_least(k, i);
+                assert!(
+                    (share - expected).abs() < 0.01,
+                    "k={k}, i={i}: {share} vs {expected}"
+                );
+            }
         }
     }
 

@@ -494,3 +494,75 @@ async fn bad_input_is_refused_before_any_server_starts() {
     assert_no_server_left(&port_of(&m));
     drop(taken);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_run_predicts_the_smaller_budgets_that_the_tune_measures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, rows) = write_inputs(tmp.path(), 12);
+    // A chain drafter (its first k' drafts alike at every budget) and the
+    // same step costs: the model's assumptions hold.
+    let config = tmp.path().join("chain.json");
+    std::fs::write(
+        &config,
+        r#"{"ttft_ms": 2, "step_ms": 2, "draft_ms_per_token": 0.4, "verify_ms_per_token": 0.25,
+            "output_tokens_min": 48, "output_tokens_max": 48,
+            "default_spec": {"num_spec_tokens": 4, "p_token": 0.75, "chain": true}}"#,
+    )
+    .unwrap();
+    let dir = tmp.path().join("tune");
+    let cmd = server_cmd(&config, "");
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = tune_args(rows_s, dir_s, &cmd, "k=1,2,8");
+    args.push("--streaming");
+    let out = run(&args).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (stdout, _) = texts(&out);
+    assert!(
+        stdout.contains("Predicted from k=8 alone at concurrency=1"),
+        "{stdout}"
+    );
+    let report = report_json(&dir);
+    let from_k8 = report["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["configuration"] == "k=8" && p["category"] == "overall")
+        .expect("k=8's run predicts");
+    assert_eq!(from_k8["budget"], 8);
+    let budgets = from_k8["budgets"].as_array().unwrap();
+    assert_eq!(budgets.len(), 8);
+    // At its own budget the prediction is the run's measured decode
+    // speedup: Σ tokens after the first over Σ (e2e - ttft), against the
+    // baseline's, from the records by hand.
+    let m = manifest(&dir);
+    let rate = |name: &str| {
+        let records = records_of(&dir, &m, name);
+        let (tokens, ns) = records.iter().fold((0u64, 0u64), |(t, n), r| {
+            (
+                t + r.completion_tokens.unwrap() - 1,
+                n + r.e2e_latency_ns - r.ttft_ns.unwrap(),
+            )
+        });
+        tokens as f64 / ns as f64
+    };
+    let own = rate("k=8") / rate("baseline");
+    assert!((budgets[7]["decode_speedup"].as_f64().unwrap() - own).abs() < 1e-9);
+    assert!((budgets[7]["measured"].as_f64().unwrap() - own).abs() < 1e-9);
+    // The smaller budgets the tune ran: predicted within 10% of measured.
+    for (k, name) in [(1, "k=1"), (2, "k=2")] {
+        let b = &budgets[k - 1];
+        assert_eq!(b["measured_by"], name);
+        let error = b["error"].as_f64().unwrap();
+        assert!(
+            error.abs() < 0.10,
+            "k={k}: predicted {} vs measured {}",
+            b["decode_speedup"],
+            b["measured"]
+        );
+    }
+    assert!(budgets[3]["measured"].is_null(), "k=4 was not run");
+}

@@ -5,6 +5,7 @@
 //! [`speedbench_metrics::choose`] from the latency speedups and their
 //! bootstrap intervals (docs/tune.md says why latency).
 
+mod predict;
 mod render;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use speedbench_metrics::{Candidate, Choice, Interval, OVERALL, break_even, choose};
 use speedbench_record::{RequestRecord, TuneConfiguration, TuneManifest, TuneRun};
+
+pub use predict::{PredictedBudget, TunePrediction};
 
 use crate::error::ReportError;
 use crate::{CategoryComparison, CompareOptions, Comparison, compare, load_compare_run};
@@ -35,6 +38,9 @@ pub struct TuneReport {
     pub configurations: Vec<TunedConfiguration>,
     /// Per category (`overall` last): what to deploy.
     pub categories: Vec<CategoryAnswer>,
+    /// What each configuration's runs predict for smaller draft budgets,
+    /// per load level and category, beside what the tune measured.
+    pub predictions: Vec<TunePrediction>,
     /// What a reader should know: runs missing, caches not emptied,
     /// servers that failed.
     pub notes: Vec<String>,
@@ -120,16 +126,20 @@ impl TuneReport {
         })?;
         let mut notes = run_notes(&manifest);
         let base_records = load_side(dir, baseline, &mut notes);
-        let configurations: Vec<TunedConfiguration> = manifest
+        let sides: Vec<predict::Side<'_>> = manifest
             .configurations
             .iter()
             .filter(|c| !c.baseline)
-            .map(|c| {
-                let records = load_side(dir, c, &mut notes);
-                tuned(c, &base_records, &records, &manifest.load_levels, options)
-            })
+            .map(|c| (c, load_side(dir, c, &mut notes)))
+            .collect();
+        let configurations: Vec<TunedConfiguration> = sides
+            .iter()
+            .map(|(c, records)| tuned(c, &base_records, records, &manifest.load_levels, options))
             .collect();
         let categories = answers(&configurations, &manifest.load_levels);
+        let names: Vec<String> = categories.iter().map(|a| a.category.clone()).collect();
+        let predictions =
+            predict::predictions(&base_records, &sides, &manifest.load_levels, &names);
         Ok(TuneReport {
             dir: dir.to_path_buf(),
             load_flag: manifest.load_flag.clone(),
@@ -138,6 +148,7 @@ impl TuneReport {
             confidence: options.confidence,
             configurations,
             categories,
+            predictions,
             notes,
         })
     }

@@ -126,6 +126,7 @@ impl TuneReport {
             let _ = writeln!(out, "      by load: {}", by_load.join("; "));
             let _ = writeln!(out, "      break-even: {}", self.break_even_text(a));
         }
+        out.push_str(&self.predictions_text());
         for c in &self.configurations {
             if let Some(share) = row(c.pooled.as_ref(), speedbench_metrics::OVERALL)
                 .and_then(|r| r.identical_share())
@@ -140,6 +141,51 @@ impl TuneReport {
         }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
+        }
+        out
+    }
+
+    /// Per load level, what the run with the largest draft budget predicts
+    /// for every smaller one (overall), beside what the tune measured.
+    fn predictions_text(&self) -> String {
+        let mut out = String::new();
+        for load in &self.load_levels {
+            let best = self
+                .predictions
+                .iter()
+                .filter(|p| &p.load == load && p.category == speedbench_metrics::OVERALL)
+                .max_by_key(|p| p.budget);
+            let Some(p) = best else { continue };
+            let _ = writeln!(
+                out,
+                "\nPredicted from {} alone at {} (draft budget {}; {:.2} ms a pass against the \
+                 baseline's {:.2}; docs/tune.md):",
+                p.configuration,
+                self.level_name(load),
+                p.budget,
+                p.spec_pass_ms,
+                p.base_pass_ms
+            );
+            for b in &p.budgets {
+                let measured = match (b.measured, b.error, &b.measured_by) {
+                    (Some(m), Some(e), Some(by)) => {
+                        format!("measured {m:.2} by {by} ({:+.1}%)", e * 100.0)
+                    }
+                    _ => "not measured".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  k={:<3} acceptance length {:.2}, decode speedup {:.2}; {measured}",
+                    b.predicted.k, b.predicted.acceptance_length, b.predicted.decode_speedup
+                );
+            }
+            if let Some(top) = p.budgets.iter().max_by(|a, b| {
+                a.predicted
+                    .decode_speedup
+                    .total_cmp(&b.predicted.decode_speedup)
+            }) {
+                let _ = writeln!(out, "  predicted best budget: k={}", top.predicted.k);
+            }
         }
         out
     }
