@@ -339,21 +339,24 @@ fn check_params(params: &[TuneParam]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The placeholders of `template` (`{port}`, `{k}`), in order, once each.
+/// The placeholders of `template` (`{port}`, `{k}`), in order, once each:
+/// a name of letters, digits and `_` between `{` and `}`, so that JSON in
+/// a command (`{"num_speculative_tokens":{k}}`) keeps its braces.
 fn placeholders(template: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else { break };
-        let name = &after[..close];
-        if !name.is_empty()
+    for (i, _) in template.match_indices('{') {
+        let after = &template[i + 1..];
+        let Some(end) = after.find(['{', '}']) else {
+            continue;
+        };
+        let name = &after[..end];
+        if after[end..].starts_with('}')
+            && !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !out.iter().any(|n| n == name)
         {
             out.push(name.to_string());
         }
-        rest = &after[close + 1..];
     }
     out
 }
@@ -623,6 +626,20 @@ mod tests {
                 .with_param("k", ["1"])
                 .with_baseline_command("b"),
             "baseline's command has no {port}",
+        );
+    }
+
+    #[test]
+    fn json_in_a_command_keeps_its_braces() {
+        let tpl = r#"vllm serve m --port {port} --speculative-config {"method":"ngram","num_speculative_tokens":{k}}"#;
+        assert_eq!(placeholders(tpl), ["port", "k"]);
+        let spec = TuneSpec::command(base(), tpl, "t")
+            .with_param("k", ["4"])
+            .with_baseline_command("vllm serve m --port {port}");
+        let c = spec.configurations().unwrap();
+        assert_eq!(
+            c[1].command("9").unwrap(),
+            r#"vllm serve m --port 9 --speculative-config {"method":"ngram","num_speculative_tokens":4}"#
         );
     }
 
