@@ -10,7 +10,9 @@
 #    `--spec-type none`, each stopped by its PID;
 # 3. runs llama.cpp's speed_bench.py workflow (--limit, --output JSON) on a
 #    fresh speculative and a fresh baseline server, and compares the files;
-# 4. runs the checks in bins/speedbench/tests/it/llama_e2e.rs on those runs.
+# 4. tunes: `speedbench tune` starts a baseline and four speculative servers
+#    itself, two load levels each;
+# 5. runs the checks in bins/speedbench/tests/it/llama_e2e.rs on those runs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -129,6 +131,17 @@ for source in records summary server; do
     "$SPEEDBENCH" report "$OUT/ngram" --metric accept_length --source "$source" --format console
 done
 "$SPEEDBENCH" compare --baseline "$OUT/base" --speculative "$OUT/spec"
+
+# speedbench tune against the real server: a baseline, draft-simple and
+# ngram-mod at two draft budgets each, at two load levels; the tune starts,
+# readies and stops every server itself (on a port it picks).
+echo "== speedbench tune: baseline, draft-simple and ngram-mod at --spec-draft-n-max 2 and 4, concurrency 1 and 2"
+COMMON="$SERVER -m $MODEL --host 127.0.0.1 --port {port} -c 4096 -np 2 -t $(nproc) --jinja --metrics"
+"$SPEEDBENCH" tune --input-file fixtures/llama_e2e.jsonl --streaming --osl 16 --request-count 4 \
+    --extra-inputs temperature:0 cache_prompt:false --timeout 300 \
+    --server-cmd "$COMMON -md $MODEL --spec-type {type} --spec-draft-n-max {n} --spec-ngram-mod-n-match 4 --spec-ngram-mod-n-min 2 --spec-ngram-mod-n-max 16" \
+    --param type=draft-simple,ngram-mod --param n=2,4 --baseline-cmd "$COMMON --spec-type none" \
+    --concurrency 1,2 --ready-timeout 300 --stop-grace 20 --output-artifact-dir "$OUT/tune"
 
 echo "== checks"
 SPEEDBENCH_LLAMA_E2E="$OUT" cargo test -q -p speedbench-cli --test it llama_e2e:: -- --nocapture

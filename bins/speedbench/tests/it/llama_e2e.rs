@@ -467,3 +467,12 @@ async fn speed_bench_py_workflow_checks_out() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tune_of_the_real_server_checks_out() {
+    let Some(dir) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_LLAMA_E2E is not set (run .ci/llama-server-e2e.sh)");
+        return;
+    };
+    crate::tune_e2e::check_real_tune(&dir.join("tune"));
+}

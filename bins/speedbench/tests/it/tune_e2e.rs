@@ -95,7 +95,7 @@ fn tune_args<'a>(rows: &'a str, dir: &'a str, cmd: &'a str, ks: &'a str) -> Vec<
     ]
 }
 
-fn manifest(dir: &Path) -> TuneManifest {
+pub(crate) fn manifest(dir: &Path) -> TuneManifest {
     TuneManifest::read(dir)
         .unwrap()
         .expect("tune.json is written")
@@ -103,7 +103,7 @@ fn manifest(dir: &Path) -> TuneManifest {
 
 /// No process of the tune's servers is left: none whose command line
 /// holds the tune's port.
-fn assert_no_server_left(port: &str) {
+pub(crate) fn assert_no_server_left(port: &str) {
     let needle = format!("--port {port} ");
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
@@ -123,7 +123,7 @@ fn assert_no_server_left(port: &str) {
 }
 
 /// The port every server got, from `tune.json`'s URLs.
-fn port_of(m: &TuneManifest) -> String {
+pub(crate) fn port_of(m: &TuneManifest) -> String {
     let url = &m.configurations[0].url;
     url.rsplit(':')
         .next()
@@ -133,7 +133,7 @@ fn port_of(m: &TuneManifest) -> String {
 }
 
 /// Every record of a configuration's runs, each run's invariants checked.
-fn records_of(dir: &Path, m: &TuneManifest, name: &str) -> Vec<RequestRecord> {
+pub(crate) fn records_of(dir: &Path, m: &TuneManifest, name: &str) -> Vec<RequestRecord> {
     let c = m.configurations.iter().find(|c| c.name == name).unwrap();
     c.runs
         .iter()
@@ -157,7 +157,7 @@ fn served_totals(log: &Path) -> (u64, u64, u64, u64) {
     (n[0], n[1], n[2], n[3])
 }
 
-fn report_json(dir: &Path) -> Value {
+pub(crate) fn report_json(dir: &Path) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
         .args(["report", "--format", "json"])
         .arg(dir)
@@ -565,4 +565,97 @@ async fn one_run_predicts_the_smaller_budgets_that_the_tune_measures() {
         );
     }
     assert!(budgets[3]["measured"].is_null(), "k=4 was not run");
+}
+
+/// What every tune of a real engine must show (`.ci/llama-server-e2e.sh`,
+/// `.ci/vllm-e2e.sh`): every configuration's server started (its log kept)
+/// and stopped (no process left, its port free), every run complete, the
+/// lossless check run, and the printed speedups and recommendation as the
+/// records and the decision rule give them, worked out here.
+pub(crate) fn check_real_tune(dir: &Path) {
+    let m = manifest(dir);
+    assert_no_server_left(&port_of(&m));
+    for c in &m.configurations {
+        assert!(c.problem.is_none(), "{}: {:?}", c.name, c.problem);
+        assert!(
+            c.runs.iter().all(|r| r.status == "completed"),
+            "{:?}",
+            c.runs
+        );
+        let log = dir.join(c.server_log.as_ref().expect("a started server has a log"));
+        assert!(
+            std::fs::metadata(&log).unwrap().len() > 0,
+            "{} is empty",
+            log.display()
+        );
+    }
+    let report = report_json(dir);
+    let measured = |name: &str| -> Vec<RequestRecord> {
+        records_of(dir, &m, name)
+            .into_iter()
+            .filter(|r| !r.warmup && r.error_kind.is_none())
+            .collect()
+    };
+    let mean_e2e = |rs: &[RequestRecord]| {
+        rs.iter()
+            .map(|r| r.e2e_latency_ns as f64 / 1e9)
+            .sum::<f64>()
+            / rs.len() as f64
+    };
+    let base = measured("baseline");
+    let mut candidates = Vec::new();
+    for c in report["configurations"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let overall = c["pooled"]["rows"].as_array().unwrap().last().unwrap();
+        assert_eq!(overall["category"], "overall");
+        assert!(
+            overall["paired"].as_u64().unwrap() > 0,
+            "{name}: no lossless check"
+        );
+        // The latency speedup: the baseline's mean end-to-end latency over
+        // this configuration's, every load level pooled.
+        let by_hand = mean_e2e(&base) / mean_e2e(&measured(name));
+        let printed = overall["latency_speedup"].as_f64().unwrap();
+        assert!(
+            (printed / by_hand - 1.0).abs() < 1e-9,
+            "{name}: {printed} vs {by_hand}"
+        );
+        let ci = &overall["latency_speedup_ci"];
+        candidates.push((
+            name.to_string(),
+            printed,
+            ci["low"].as_f64().unwrap(),
+            ci["high"].as_f64().unwrap(),
+        ));
+    }
+    // The decision rule: pay when the interval is above 1; the best paying
+    // one alone when its interval is above every other paying one's.
+    let mut paying: Vec<&(String, f64, f64, f64)> =
+        candidates.iter().filter(|c| c.2 > 1.0).collect();
+    paying.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let expected = match paying.first() {
+        None => serde_json::json!({"verdict": "baseline"}),
+        Some(best) => {
+            let mut tied: Vec<String> = vec![best.0.clone()];
+            tied.extend(
+                paying[1..]
+                    .iter()
+                    .filter(|c| c.3 >= best.2)
+                    .map(|c| c.0.clone()),
+            );
+            if tied.len() == 1 {
+                serde_json::json!({"verdict": "configuration", "name": best.0})
+            } else {
+                serde_json::json!({"verdict": "no_significant_difference", "among": tied})
+            }
+        }
+    };
+    let overall = report["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["category"] == "overall")
+        .unwrap();
+    assert_eq!(overall["choice"], expected, "{overall}");
+    eprintln!("tune {}: overall {}", dir.display(), overall["choice"]);
 }
