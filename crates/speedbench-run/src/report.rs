@@ -22,9 +22,9 @@
 use std::path::{Path, PathBuf};
 
 use speedbench_report::{
-    AcceptanceMatrix, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource, SourceChoice,
-    build_matrix, matrix_columns, render_html, render_speed_bench_py_records,
-    render_speed_bench_py_summary, speed_bench_py_matrix_gap,
+    AcceptanceMatrix, CompareOptions, HtmlReport, HtmlRun, MatrixMetric, ResolvedSource,
+    SourceChoice, TuneReport, build_matrix, matrix_columns, render_html,
+    render_speed_bench_py_records, render_speed_bench_py_summary, speed_bench_py_matrix_gap,
 };
 use speedbench_runs::{
     RecordsRead, RunData, RunFormat, ShardSet, assign_labels, find_run_dirs, load_run_with,
@@ -188,8 +188,8 @@ pub async fn report(
     mut spec: ReportSpec,
     observer: &mut dyn ReportObserver,
 ) -> Result<(), RunError> {
-    if crate::tune::is_tune_report(&spec) {
-        return crate::tune::report_tune(&spec, &spec.paths[0], observer);
+    if is_tune_report(&spec) {
+        return report_tune(&spec, &spec.paths[0], observer);
     }
     refuse_json_csv(&spec)?;
     // `DIR#ID` (as `compare` and `--label` take it): the sharded run `ID`
@@ -707,6 +707,49 @@ fn article(word: &str) -> &'static str {
         Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
         _ => "a",
     }
+}
+
+/// Whether `spec` is a report over one tune's directory.
+fn is_tune_report(spec: &ReportSpec) -> bool {
+    matches!(spec.paths.as_slice(), [dir] if dir.join(speedbench_record::TuneManifest::FILE_NAME).is_file())
+}
+
+/// Renders the answer of the tune in `dir` as `spec.format` asks: console
+/// (`both` too: a tune has no CSV), Markdown, JSON, or HTML to
+/// `spec.html_output`.
+fn report_tune(
+    spec: &ReportSpec,
+    dir: &Path,
+    observer: &mut dyn ReportObserver,
+) -> Result<(), RunError> {
+    let report = TuneReport::from_dir(dir, &CompareOptions::default()).map_err(|source| {
+        RunError::Report {
+            context: format!("the tune in {}", dir.display()),
+            source,
+        }
+    })?;
+    match spec.format {
+        ReportFormat::Console | ReportFormat::Both => observer.output(&report.to_console()),
+        ReportFormat::Markdown => observer.output(&report.to_markdown()),
+        ReportFormat::Json => {
+            let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
+            observer.output(&format!("{text}\n"));
+        }
+        ReportFormat::Html => {
+            std::fs::write(&spec.html_output, report.to_html()).map_err(|source| RunError::Io {
+                context: format!("writing {}", spec.html_output.display()),
+                source,
+            })?;
+            observer.info(&format!("HTML written to {}", spec.html_output.display()));
+        }
+        ReportFormat::Csv | ReportFormat::SpeedBenchPy => {
+            return Err(RunError::invalid(
+                "--format",
+                "a tune's report is console, markdown, json or html",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

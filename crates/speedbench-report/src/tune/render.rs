@@ -273,21 +273,7 @@ impl TuneReport {
             h + 30.0
         );
         y_axis(&mut svg, &scale, left, w, h, "latency speedup (x)");
-        let _ = write!(
-            svg,
-            "<line x1=\"{left}\" x2=\"{w}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#c62828\" stroke-dasharray=\"4 3\"/>",
-            y(1.0),
-            y(1.0)
-        );
-        for (i, load) in self.load_levels.iter().enumerate() {
-            let _ = write!(
-                svg,
-                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
-                x(i),
-                h + 14.0,
-                esc(&self.level_name(load))
-            );
-        }
+        self.load_axis(&mut svg, (left, w, h), y(1.0), x);
         for (ci, (c, ys)) in points.iter().enumerate() {
             let colour = PALETTE[ci % PALETTE.len()];
             let path: Vec<String> = ys
@@ -308,6 +294,31 @@ impl TuneReport {
         ));
         svg.push_str("</figure>");
         svg
+    }
+}
+
+impl TuneReport {
+    /// The 1.0 line and the load levels under the chart.
+    fn load_axis(
+        &self,
+        svg: &mut String,
+        (left, w, h): (f64, f64, f64),
+        one: f64,
+        x: impl Fn(usize) -> f64,
+    ) {
+        let _ = write!(
+            svg,
+            "<line x1=\"{left}\" x2=\"{w}\" y1=\"{one:.1}\" y2=\"{one:.1}\" stroke=\"#c62828\" stroke-dasharray=\"4 3\"/>",
+        );
+        for (i, load) in self.load_levels.iter().enumerate() {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
+                x(i),
+                h + 14.0,
+                esc(&self.level_name(load))
+            );
+        }
     }
 }
 

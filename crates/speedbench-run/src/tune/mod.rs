@@ -22,7 +22,6 @@
 //! # Ok::<(), speedbench_run::RunError>(())
 //! ```
 
-mod answer;
 mod options;
 mod plan;
 mod run;
@@ -35,7 +34,6 @@ use std::time::Duration;
 use crate::error::RunError;
 use crate::spec::RunSpec;
 
-pub(crate) use answer::{is_tune_report, report_tune};
 pub use options::{TuneFile, TuneOptions};
 pub use plan::{PlannedConfiguration, TunePlan};
 pub use run::{TuneEvent, TuneObserver, TuneOutcome};

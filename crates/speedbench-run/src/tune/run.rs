@@ -287,16 +287,7 @@ impl TunePlan {
         progress: &mut Progress<'_>,
         observer: &mut O,
     ) -> Result<Option<String>, RunError> {
-        let mut pending = Vec::new();
-        for (ri, run) in planned.runs.iter().enumerate() {
-            let earlier = progress.earlier_status(ci, ri);
-            if earlier == Some("completed") && complete_on_disk(&run.dir) {
-                progress.run_entry(ci, ri).status = "completed".into();
-                observer.tune_event(&TuneEvent::RunKept { run });
-            } else {
-                pending.push(ri);
-            }
-        }
+        let pending = keep_complete_runs(ci, planned, progress, observer);
         progress.save()?;
         if pending.is_empty() {
             return Ok(None);
@@ -429,30 +420,11 @@ impl TunePlan {
             observer.tune_event(&TuneEvent::Cache { run, how: &cache });
             progress.run_entry(ci, ri).cache = Some(cache);
             let end = self.run_level(run, dataset, progress.stop, observer).await;
-            let entry = progress.run_entry(ci, ri);
-            entry.status = status_of(&end).into();
-            entry.problem = match &end {
-                RunEnd::Failed(e) => Some(crate::error_message(e)),
-                _ => None,
-            };
+            record_end(progress, (ci, ri), &end);
             if let Some(s) = server.as_deref_mut()
                 && let Some(exited) = s.exited()
             {
-                let problem = format!(
-                    "the server exited during the run at {} ({exited})\n{}",
-                    run.description,
-                    log_tail(s.log(), TAIL_LINES)
-                );
-                observer.tune_event(&TuneEvent::ServerFailed {
-                    configuration: &planned.configuration.name,
-                    problem: &problem,
-                });
-                // Its figures are a dying server's: kept on disk, not
-                // counted as a completed run.
-                let entry = progress.run_entry(ci, ri);
-                entry.status = "failed".into();
-                entry.problem = Some(format!("its server exited during the run ({exited})"));
-                progress.manifest.configurations[ci].problem = Some(problem);
+                server_died(progress, (ci, ri), planned, (s, exited), observer);
             }
             progress.save()?;
             if planned.configuration.baseline
@@ -484,6 +456,63 @@ impl TunePlan {
         observer.sweep_run_ended(run, &end);
         end
     }
+}
+
+/// Keeps the runs of configuration `ci` that an earlier try completed;
+/// the indices of the others.
+fn keep_complete_runs<O: TuneObserver>(
+    ci: usize,
+    planned: &PlannedConfiguration,
+    progress: &mut Progress<'_>,
+    observer: &mut O,
+) -> Vec<usize> {
+    let mut pending = Vec::new();
+    for (ri, run) in planned.runs.iter().enumerate() {
+        let earlier = progress.earlier_status(ci, ri);
+        if earlier == Some("completed") && complete_on_disk(&run.dir) {
+            progress.run_entry(ci, ri).status = "completed".into();
+            observer.tune_event(&TuneEvent::RunKept { run });
+        } else {
+            pending.push(ri);
+        }
+    }
+    pending
+}
+
+/// A run's end, in `tune.json`.
+fn record_end(progress: &mut Progress<'_>, (ci, ri): (usize, usize), end: &RunEnd) {
+    let entry = progress.run_entry(ci, ri);
+    entry.status = status_of(end).into();
+    entry.problem = match end {
+        RunEnd::Failed(e) => Some(crate::error_message(e)),
+        _ => None,
+    };
+}
+
+/// The server exited during run `ri`: said with its log's tail, and the
+/// run failed (its figures are a dying server's: kept on disk, not
+/// counted as a completed run).
+fn server_died<O: TuneObserver>(
+    progress: &mut Progress<'_>,
+    (ci, ri): (usize, usize),
+    planned: &PlannedConfiguration,
+    (server, exited): (&ServerProcess, std::process::ExitStatus),
+    observer: &mut O,
+) {
+    let run = &planned.runs[ri];
+    let problem = format!(
+        "the server exited during the run at {} ({exited})\n{}",
+        run.description,
+        log_tail(server.log(), TAIL_LINES)
+    );
+    observer.tune_event(&TuneEvent::ServerFailed {
+        configuration: &planned.configuration.name,
+        problem: &problem,
+    });
+    let entry = progress.run_entry(ci, ri);
+    entry.status = "failed".into();
+    entry.problem = Some(format!("its server exited during the run ({exited})"));
+    progress.manifest.configurations[ci].problem = Some(problem);
 }
 
 /// Why a baseline run shows speculation (its answers carried drafted
