@@ -11,8 +11,10 @@
 #    chat and completions, streaming and not, c=1 and c=4, each between two
 #    snapshots of `/metrics` taken by this script (not by speedbench);
 # 3. the same server without speculation, one run, and `compare`;
-# 4. runs the checks in bins/speedbench/tests/it/vllm_e2e.rs on those runs
-#    and snapshots. Every server is stopped by its PID.
+# 4. tunes: `speedbench tune` starts the baseline and n-gram at two budgets
+#    itself, two load levels each;
+# 5. runs the checks in bins/speedbench/tests/it/vllm_e2e.rs on those runs
+#    and snapshots. Every server is stopped by its PID (the tune's by theirs).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -115,6 +117,19 @@ profile "$OUT/base-chat-stream-c1" --streaming --concurrency 1
 stop_server
 
 "$SPEEDBENCH" compare --baseline "$OUT/base-chat-stream-c1" --speculative "$OUT/chat-stream-c1" | tee "$OUT/compare.stdout"
+
+# speedbench tune against the real vLLM: the baseline and n-gram at two
+# budgets, streamed (the prediction from one run needs times per pass), at
+# two load levels; the tune starts, readies and stops every server itself.
+echo "== speedbench tune: baseline, n-gram with 2 and 4 tokens, concurrency 1 and 2"
+# VLLM_SERVER_DEV_MODE turns on POST /reset_prefix_cache, which the tune
+# calls before every run on a server that already served one.
+VLLM="env VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=auto HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 LD_PRELOAD=$TCMALLOC:$IOMP $VENV/bin/vllm serve $MODEL_DIR --served-model-name smollm2-135m --host 127.0.0.1 --port {port} --dtype bfloat16 --max-model-len 2048 --max-num-seqs 4 --enforce-eager"
+"$SPEEDBENCH" tune --model smollm2-135m --input-file fixtures/llama_e2e.jsonl --streaming --osl 32 \
+    --extra-inputs temperature:0 --timeout 300 \
+    --server-cmd "$VLLM --per-request-spec-decode-metrics summary --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":{k},\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}'" \
+    --param k=2,4 --baseline-cmd "$VLLM" --concurrency 1,2 --ready-timeout 300 --stop-grace 30 \
+    --output-artifact-dir "$OUT/tune"
 
 echo "== checks"
 SPEEDBENCH_VLLM_E2E="$OUT" cargo test -q -p speedbench-cli --test it vllm_e2e:: -- --nocapture

@@ -90,7 +90,6 @@ pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
-    tokens_per_pass,
 };
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;

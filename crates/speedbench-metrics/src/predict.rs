@@ -1,12 +1,13 @@
 //! What one speculative run at draft budget `K` predicts for every smaller
 //! budget `k`, with the baseline's time per target pass (docs/tune.md):
 //!
-//! - tokens per verify step at `k`: `T_k = 1 + Σ_{i<k} at_least[i]`
-//!   ([`crate::length_at_budgets`]), assuming the first `k` drafts of a
-//!   budget-`K` draft are the drafts a budget-`k` drafter proposes, and are
-//!   accepted the same way (true of draft models and n-gram drafters),
-//!   scaled by the run's measured tokens per pass over `T_K` (a request's
-//!   first step and its cut last one make the two differ a little);
+//! - tokens per pass at `k`: `T_k = 1 + Σ_j h_j·min(j, k) / P`, where `h_j`
+//!   counts the run's verify steps that accepted `j` drafts and `P` its
+//!   passes after the first token: a step that accepted `j` of `K` drafts
+//!   would have accepted `min(j, k)` of `k`, assuming the first `k` drafts
+//!   of a budget-`K` drafter are what a budget-`k` drafter proposes, and
+//!   are accepted the same way (true of draft models and n-gram drafters).
+//!   Passes that drafted nothing stay one token at every budget;
 //! - time per pass at `k`: `t_k = t_0 + (t_K - t_0)·k/K`, the baseline's
 //!   pass plus the run's extra cost (drafting, and verifying the drafts)
 //!   shared equally among its `K` drafts;
@@ -14,13 +15,13 @@
 //!   against the baseline's one token per `t_0`).
 //!
 //! At `k = K` this is the run's own measured decode speedup
-//! ([`decode_speedup`]), by construction; the error at smaller `k` is the
-//! model's.
+//! ([`decode_speedup`]) wherever its histograms count its accepted drafts;
+//! the error at smaller `k` is the model's.
 
 use serde::Serialize;
 use speedbench_record::RequestRecord;
 
-use crate::{is_measured, length_at_budgets};
+use crate::is_measured;
 
 /// The prediction for one draft budget.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,12 +59,6 @@ fn decode_totals(records: &[&RequestRecord]) -> Option<(f64, u64, u64)> {
     (passes > 0).then_some((window_ms, passes, tokens))
 }
 
-/// Tokens per target pass after the first token: `Σ tokens / Σ passes`
-/// over the measured, streamed requests.
-pub fn tokens_per_pass(records: &[&RequestRecord]) -> Option<f64> {
-    decode_totals(records).map(|(_, passes, tokens)| tokens as f64 / passes as f64)
-}
-
 /// Milliseconds per target pass after the first token: `Σ (e2e - ttft) /
 /// Σ passes` over the measured, streamed requests.
 pub fn pass_time_ms(records: &[&RequestRecord]) -> Option<f64> {
@@ -78,42 +73,54 @@ pub fn decode_speedup(base: &[&RequestRecord], spec: &[&RequestRecord]) -> Optio
     Some(rate(spec)? / rate(base)?)
 }
 
-/// What a run measured, for [`predict_budgets`].
+/// What a speculative run and its baseline measured, for
+/// [`predict_budgets`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredPasses {
     /// The baseline's milliseconds per pass ([`pass_time_ms`]).
     pub base_pass_ms: f64,
     /// The speculative run's milliseconds per pass.
     pub spec_pass_ms: f64,
-    /// The speculative run's tokens per pass ([`tokens_per_pass`]).
-    pub spec_tokens_per_pass: f64,
+    /// The speculative run's passes after the first token.
+    pub spec_passes: u64,
 }
 
-/// The predictions for `k = 1..=K` from the run's acceptance by draft
-/// position (`at_least[i]`: the share of its steps accepting at least
-/// `i + 1` drafts; `K` is its length) and what it and the baseline
-/// measured. Empty without positions or with a figure that is not
-/// positive.
-pub fn predict_budgets(at_least: &[f64], measured: MeasuredPasses) -> Vec<BudgetPrediction> {
+impl MeasuredPasses {
+    /// The figures of `base` and `spec` (each a run's records; measured,
+    /// streamed ones count), when both have some.
+    pub fn of(base: &[&RequestRecord], spec: &[&RequestRecord]) -> Option<MeasuredPasses> {
+        let (_, spec_passes, _) = decode_totals(spec)?;
+        Some(MeasuredPasses {
+            base_pass_ms: pass_time_ms(base)?,
+            spec_pass_ms: pass_time_ms(spec)?,
+            spec_passes,
+        })
+    }
+}
+
+/// The predictions for `k = 1..=K` from the run's pooled acceptance
+/// histogram (`histogram[j]`: its steps that accepted `j` drafts; `K` is
+/// its last index) and what it and the baseline measured. Empty without
+/// a draft bucket or with a figure that is not positive.
+pub fn predict_budgets(histogram: &[u64], measured: MeasuredPasses) -> Vec<BudgetPrediction> {
     let MeasuredPasses {
         base_pass_ms,
         spec_pass_ms,
-        spec_tokens_per_pass,
+        spec_passes,
     } = measured;
-    let budget = at_least.len();
-    let lengths = length_at_budgets(at_least);
-    let positive = base_pass_ms > 0.0 && spec_pass_ms > 0.0 && spec_tokens_per_pass > 0.0;
-    let Some(&own) = lengths.last().filter(|_| positive) else {
+    let budget = histogram.len().saturating_sub(1);
+    if budget == 0 || spec_passes == 0 || !(base_pass_ms > 0.0 && spec_pass_ms > 0.0) {
         return Vec::new();
-    };
-    let scale = spec_tokens_per_pass / own;
+    }
     let extra_per_draft = (spec_pass_ms - base_pass_ms) / budget as f64;
-    lengths
-        .into_iter()
-        .map(|length| length * scale)
-        .enumerate()
-        .map(|(i, length)| {
-            let k = i + 1;
+    (1..=budget)
+        .map(|k| {
+            let accepted: u64 = histogram
+                .iter()
+                .enumerate()
+                .map(|(j, &count)| count * j.min(k) as u64)
+                .sum();
+            let length = 1.0 + accepted as f64 / spec_passes as f64;
             let pass_ms = base_pass_ms + extra_per_draft * k as f64;
             BudgetPrediction {
                 k: k as u32,
@@ -155,32 +162,33 @@ mod tests {
         let s: Vec<&RequestRecord> = spec.iter().collect();
         assert_eq!(pass_time_ms(&b), Some(5.0));
         assert_eq!(pass_time_ms(&s), Some(8.0));
-        // 20 tokens over 8 passes: 2.5 a pass.
-        assert_eq!(tokens_per_pass(&s), Some(2.5));
-        let measured = MeasuredPasses {
-            base_pass_ms: 5.0,
-            spec_pass_ms: 8.0,
-            spec_tokens_per_pass: 2.5,
-        };
-        // Acceptance by position: 80% of steps accepted >= 1, 60% >= 2:
-        // T_1 = 1.8, T_2 = 2.4, scaled by 2.5 / 2.4.
-        let p = predict_budgets(&[0.8, 0.6], measured);
-        let scale = 2.5 / 2.4;
-        // k = 1: t = 5 + 3/2·1 = 6.5.
+        let measured = MeasuredPasses::of(&b, &s).unwrap();
+        assert_eq!(
+            measured,
+            MeasuredPasses {
+                base_pass_ms: 5.0,
+                spec_pass_ms: 8.0,
+                spec_passes: 8,
+            }
+        );
+        // Steps accepting 0, 1 and 2 drafts: 1, 2 and 5 (12 accepted, as
+        // the record says).
+        let p = predict_budgets(&[1, 2, 5], measured);
+        // k = 1: T = 1 + (2·1 + 5·1)/8, t = 5 + 3/2·1 = 6.5.
         assert_eq!(p[0].k, 1);
-        assert!((p[0].acceptance_length - 1.8 * scale).abs() < 1e-12);
+        assert!((p[0].acceptance_length - 1.875).abs() < 1e-12);
         assert!((p[0].pass_ms - 6.5).abs() < 1e-12);
-        assert!((p[0].decode_speedup - 1.8 * scale * 5.0 / 6.5).abs() < 1e-12);
-        // k = K: T = 2.5, t = 8: the run's own measured speedup,
-        // 20 tokens in 64 ms against 20 in 100 ms.
+        assert!((p[0].decode_speedup - 1.875 * 5.0 / 6.5).abs() < 1e-12);
+        // k = K: T = 1 + 12/8 = 2.5, t = 8: the run's own measured
+        // speedup, 20 tokens in 64 ms against 20 in 100 ms.
         let own = decode_speedup(&b, &s).unwrap();
         assert!((own - (20.0 / 64.0) / (20.0 / 100.0)).abs() < 1e-12);
         assert!((p[1].decode_speedup - own).abs() < 1e-12);
-        assert!(predict_budgets(&[], measured).is_empty());
+        assert!(predict_budgets(&[7], measured).is_empty());
         let no_time = MeasuredPasses {
             base_pass_ms: 0.0,
             ..measured
         };
-        assert!(predict_budgets(&[0.5], no_time).is_empty());
+        assert!(predict_budgets(&[1, 1], no_time).is_empty());
     }
 }

@@ -659,3 +659,92 @@ pub(crate) fn check_real_tune(dir: &Path) {
     assert_eq!(overall["choice"], expected, "{overall}");
     eprintln!("tune {}: overall {}", dir.display(), overall["choice"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_someone_else_runs_are_tuned_by_url_with_their_cache_emptied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, rows) = write_inputs(tmp.path(), 3);
+    let config = speedbench_sim::SimConfig::from_json_file(&tmp.path().join("sim.json")).unwrap();
+    let base = crate::common::sim(config.clone().with_num_spec_tokens(0)).await;
+    let spec = crate::common::sim(config.with_num_spec_tokens(4)).await;
+    let dir = tmp.path().join("tune");
+    let config_url = format!("k4={}", spec.url());
+    let out = run(&[
+        "tune",
+        "--input-file",
+        rows.to_str().unwrap(),
+        "--baseline-url",
+        &base.url(),
+        "--config-url",
+        &config_url,
+        "--concurrency",
+        "1,2",
+        "--output-artifact-dir",
+        dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = manifest(&dir);
+    assert_eq!(m.configurations.len(), 2);
+    for c in &m.configurations {
+        assert_eq!(
+            (c.command.as_deref(), c.server_log.as_deref()),
+            (None, None)
+        );
+        for r in &c.runs {
+            assert_eq!(r.status, "completed");
+            // Someone else's server is never fresh: emptied before every run.
+            assert_eq!(
+                r.cache.as_deref(),
+                Some("emptied (POST /reset_prefix_cache)")
+            );
+        }
+    }
+    // The servers answered every request the runs recorded (and no more).
+    for (server, name) in [(&base, "baseline"), (&spec, "k4")] {
+        let records = records_of(&dir, &m, name);
+        assert_eq!(
+            server.ground_truth().requests,
+            records.len() as u64,
+            "{name}"
+        );
+    }
+    let markdown = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+        .args(["report", "--format", "markdown"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&markdown.stdout);
+    assert!(markdown.status.success());
+    for heading in [
+        "# Tune:",
+        "\n## math\n",
+        "\n## writing\n",
+        "\n## overall\n",
+        "\n## Recommended\n",
+    ] {
+        assert!(text.contains(heading), "{heading:?} in:\n{text}");
+    }
+    assert!(text.contains("| k4 | lat "), "{text}");
+    // A URL tune takes no --param.
+    let refused = run(&[
+        "tune",
+        "--input-file",
+        rows.to_str().unwrap(),
+        "--baseline-url",
+        &base.url(),
+        "--config-url",
+        &config_url,
+        "--param",
+        "k=1",
+        "--output-artifact-dir",
+        tmp.path().join("other").to_str().unwrap(),
+    ])
+    .await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("take no --param"));
+}

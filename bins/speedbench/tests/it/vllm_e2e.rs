@@ -303,3 +303,54 @@ fn counters_are_read_by_name_and_label() {
         vec![3, 2, 1, 1]
     );
 }
+
+/// The tune of the real vLLM (`.ci/vllm-e2e.sh`): what every real tune
+/// shows ([`crate::tune_e2e::check_real_tune`]), the prefix cache emptied
+/// before every run on a server that served one, and the prediction from
+/// the larger budget: exact at its own budget, and printed beside the
+/// smaller budget the tune measured.
+#[test]
+fn a_tune_of_the_real_vllm_checks_out() {
+    let Some(root) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_VLLM_E2E is not set (run .ci/vllm-e2e.sh)");
+        return;
+    };
+    let dir = root.join("tune");
+    crate::tune_e2e::check_real_tune(&dir);
+    let m = crate::tune_e2e::manifest(&dir);
+    for c in &m.configurations {
+        assert_eq!(c.runs[0].cache.as_deref(), Some("a fresh server"));
+        assert_eq!(
+            c.runs[1].cache.as_deref(),
+            Some("emptied (POST /reset_prefix_cache)"),
+            "{}",
+            c.name
+        );
+    }
+    let report = crate::tune_e2e::report_json(&dir);
+    for load in ["1", "2"] {
+        let p = report["predictions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| {
+                p["configuration"] == "k=4" && p["category"] == "overall" && p["load"] == load
+            })
+            .expect("k=4's run predicts");
+        let budgets = p["budgets"].as_array().unwrap();
+        assert_eq!(budgets.len(), 4);
+        let own = &budgets[3];
+        assert!(
+            (own["decode_speedup"].as_f64().unwrap() / own["measured"].as_f64().unwrap() - 1.0)
+                .abs()
+                < 1e-9
+        );
+        assert_eq!(budgets[1]["measured_by"], "k=2");
+        eprintln!(
+            "vLLM, concurrency {load}: k=2 predicted {:.3} from k=4, measured {:.3} ({:+.1}%)",
+            budgets[1]["decode_speedup"].as_f64().unwrap(),
+            budgets[1]["measured"].as_f64().unwrap(),
+            budgets[1]["error"].as_f64().unwrap() * 100.0
+        );
+    }
+}

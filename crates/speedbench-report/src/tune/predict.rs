@@ -7,7 +7,7 @@
 use serde::Serialize;
 use speedbench_metrics::{
     BudgetPrediction, MeasuredPasses, OVERALL, PooledHistogram, decode_speedup, is_measured,
-    pass_time_ms, predict_budgets, tokens_per_pass,
+    predict_budgets,
 };
 use speedbench_record::{RequestRecord, TuneConfiguration};
 
@@ -133,12 +133,8 @@ fn predict_one(
     for s in spec.iter().filter_map(|r| r.spec.as_ref()) {
         histogram.add(&s.acceptance_histogram);
     }
-    let measured = MeasuredPasses {
-        base_pass_ms: pass_time_ms(base)?,
-        spec_pass_ms: pass_time_ms(spec)?,
-        spec_tokens_per_pass: tokens_per_pass(spec)?,
-    };
-    let budgets = predict_budgets(&histogram.position_acceptance(), measured)
+    let measured = MeasuredPasses::of(base, spec)?;
+    let budgets = predict_budgets(&histogram.counts, measured)
         .into_iter()
         .map(|predicted| {
             let measured_run = sides.iter().find_map(|(other, records)| {

@@ -57,7 +57,7 @@ impl TuneReport {
             let (header, rows) = self.category_rows(&answer.category);
             let header: Vec<&str> = header.iter().map(String::as_str).collect();
             let title = format!(
-                "{}: latency speedup vs baseline [{:.0}% interval] · acceptance length · identical",
+                "{}: latency (lat) and decode (dec) speedup vs baseline [{:.0}% interval] · acceptance length (AL) and rate (AR) · byte-identical outputs (=)",
                 answer.category,
                 self.confidence * 100.0
             );
@@ -149,6 +149,13 @@ impl TuneReport {
     /// for every smaller one (overall), beside what the tune measured.
     fn predictions_text(&self) -> String {
         let mut out = String::new();
+        if self.predictions.is_empty() {
+            out.push_str(
+                "\nNo prediction of smaller draft budgets: it needs streamed runs (--streaming) \
+                 whose answers carry per-step acceptance histograms (vLLM's \
+                 --per-request-spec-decode-metrics, SGLang's; llama.cpp reports totals only).\n",
+            );
+        }
         for load in &self.load_levels {
             let best = self
                 .predictions
@@ -322,19 +329,26 @@ impl TuneReport {
     }
 }
 
-/// A cell: the latency speedup with its interval, the acceptance length,
-/// the byte-identical share.
+/// A cell: the latency and decode speedups with their intervals, the
+/// acceptance length and rate, the byte-identical share.
 fn cell(c: Option<&Comparison>, category: &str) -> String {
     let Some(r) = row(c, category) else {
         return "-".into();
     };
     let s = &r.speedups;
-    let mut text = speedup_text(s.latency_speedup, s.latency_speedup_ci);
+    let mut text = format!(
+        "lat {} · dec {}",
+        speedup_text(s.latency_speedup, s.latency_speedup_ci),
+        speedup_text(s.decode_speedup, s.decode_speedup_ci)
+    );
     if let Some(al) = s.accept_length {
         let _ = write!(text, " · AL {al:.2}");
     }
+    if let Some(rate) = s.accept_rate {
+        let _ = write!(text, " · AR {:.0}%", rate * 100.0);
+    }
     if let Some(share) = r.identical_share() {
-        let _ = write!(text, " · {:.0}%", share * 100.0);
+        let _ = write!(text, " · ={:.0}%", share * 100.0);
     }
     text
 }

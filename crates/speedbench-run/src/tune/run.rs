@@ -547,7 +547,15 @@ async fn reset_prefix_cache(client: &HttpClient, url: &str) -> String {
             64 * 1024,
         )
         .await;
+        // vLLM answers 200 with `{"success": false}` when blocks are held.
+        let refused = |body: &[u8]| {
+            serde_json::from_slice::<serde_json::Value>(body)
+                .is_ok_and(|v| v.get("success") == Some(&serde_json::Value::Bool(false)))
+        };
         match answer {
+            Ok(r) if r.status.is_success() && refused(&r.body) => {
+                tried.push(format!("POST {path} answered success: false"));
+            }
             Ok(r) if r.status.is_success() => return format!("emptied (POST {path})"),
             Ok(r) => tried.push(format!("POST {path} answered {}", r.status.as_u16())),
             Err(e) => tried.push(format!("POST {path}: {}", speedbench_http::describe(&e))),
