@@ -584,12 +584,7 @@ pub async fn get_capped(
                     req = req.header(n, v);
                 }
             }
-            let req = req
-                .body(Full::new(Bytes::new()))
-                .map_err(|e| HttpError::InvalidUrl {
-                    url: current.to_string(),
-                    message: e.to_string(),
-                })?;
+            let req = empty_body(req, &current.to_string())?;
             let resp = client
                 .request(req)
                 .await
@@ -606,12 +601,34 @@ pub async fn get_capped(
             url: url.to_string(),
         })
     };
+    within(url, timeout, fut).await
+}
+
+/// `fut`, or [`HttpError::Timeout`] naming `url` once `timeout` passes.
+async fn within<T>(
+    url: &str,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, HttpError>>,
+) -> Result<T, HttpError> {
     tokio::time::timeout(timeout, fut)
         .await
         .map_err(|_| HttpError::Timeout {
             url: url.to_string(),
             timeout,
         })?
+}
+
+/// A request with an empty body, or the error naming `url`.
+fn empty_body(
+    builder: hyper::http::request::Builder,
+    url: &str,
+) -> Result<Request<Full<Bytes>>, HttpError> {
+    builder
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| HttpError::InvalidUrl {
+            url: url.to_string(),
+            message: e.to_string(),
+        })
 }
 
 /// POSTs an empty body to `url` (no redirect followed) and returns the
@@ -625,24 +642,14 @@ pub async fn post_empty(
 ) -> Result<Buffered, HttpError> {
     let fut = async {
         let uri = parse_uri(url)?;
-        let req = Request::post(uri.clone())
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| HttpError::InvalidUrl {
-                url: url.to_string(),
-                message: e.to_string(),
-            })?;
+        let req = empty_body(Request::post(uri.clone()), url)?;
         let resp = client
             .request(req)
             .await
             .map_err(|e| connect_error(&uri, Box::new(e)))?;
         read_capped(resp, &uri, max_body).await
     };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| HttpError::Timeout {
-            url: url.to_string(),
-            timeout,
-        })?
+    within(url, timeout, fut).await
 }
 
 fn parse_uri(url: &str) -> Result<hyper::Uri, HttpError> {

@@ -321,26 +321,14 @@ async fn servers_that_fail_to_start_hang_or_die_are_reported_and_the_tune_goes_o
         .map(|c| (c.name.as_str(), c))
         .collect();
     let problem = |name: &str| by_name[name].problem.clone().unwrap_or_default();
-    assert!(
-        problem("k=9").contains("exited before it was ready"),
-        "{}",
-        problem("k=9")
-    );
-    assert!(
-        problem("k=9").contains("| no GPU left for k=9"),
-        "the log's tail: {}",
-        problem("k=9")
-    );
-    assert!(
-        problem("k=5").contains("not ready after 2 s"),
-        "{}",
-        problem("k=5")
-    );
-    assert!(
-        problem("k=7").contains("exited during the run"),
-        "{}",
-        problem("k=7")
-    );
+    for (name, words) in [
+        ("k=9", "exited before it was ready"),
+        ("k=9", "| no GPU left for k=9"),
+        ("k=5", "not ready after 2 s"),
+        ("k=7", "exited during the run"),
+    ] {
+        assert!(problem(name).contains(words), "{name}: {}", problem(name));
+    }
     assert_eq!(by_name["k=7"].runs[0].status, "failed");
     assert!(by_name["k=2"].problem.is_none());
     assert_eq!(by_name["k=2"].runs[0].status, "completed");
