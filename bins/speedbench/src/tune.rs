@@ -258,13 +258,15 @@ impl TuneObserver for Console {
 fn print_plan(plan: &TunePlan) {
     let m = &plan.manifest;
     println!(
-        "tune {}: {} configurations x {} {} levels ({}); temperature {}",
+        "tune {}: {} configurations x {} {} levels ({}); temperature {}; {} warmup request(s) \
+         before every run",
         plan.dir.display(),
         plan.configurations.len(),
         m.load_levels.len(),
         m.load_flag,
         m.load_levels.join(", "),
         m.temperature.as_deref().unwrap_or("the server's default"),
+        m.warmup_requests,
     );
     for c in &m.configurations {
         match &c.command {
@@ -296,7 +298,12 @@ fn build(args: TuneArgs) -> Result<TunePlan, CliError> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
     let options = args.options.over(file.options);
-    Ok(options.into_spec(spec, dir)?.plan()?)
+    let mut tune = options.into_spec(spec, dir)?;
+    // Warmup as the user set it (0 included), else the tune's default.
+    if set.contains("warmup-request-count") {
+        tune.warmup = Some(tune.base.load.warmup_request_count);
+    }
+    Ok(tune.plan()?)
 }
 
 /// Runs `speedbench tune`.

@@ -27,6 +27,9 @@ pub struct TuneManifest {
     /// (`0` unless the user gave one), or `None` when the server's default
     /// was left in place.
     pub temperature: Option<String>,
+    /// Warmup requests before every run (not measured).
+    #[serde(default)]
+    pub warmup_requests: u64,
     /// Every configuration, the baseline first.
     pub configurations: Vec<TuneConfiguration>,
 }
@@ -140,6 +143,7 @@ mod tests {
             load_flag: "concurrency".into(),
             load_levels: vec!["1".into(), "4".into()],
             temperature: Some("0".into()),
+            warmup_requests: 2,
             configurations: vec![TuneConfiguration {
                 name: "baseline".into(),
                 baseline: true,

@@ -198,6 +198,8 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
     );
     let m = manifest(&dir);
     assert_eq!(m.temperature.as_deref(), Some("0"));
+    // Warmup as large as the largest batch, before every run, unmeasured.
+    assert_eq!(m.warmup_requests, 16);
     assert_no_server_left(&port_of(&m));
     for c in &m.configurations {
         assert!(c.problem.is_none(), "{}: {:?}", c.name, c.problem);
@@ -529,7 +531,8 @@ async fn one_run_predicts_the_smaller_budgets_that_the_tune_measures() {
     let m = manifest(&dir);
     let rate = |name: &str| {
         let records = records_of(&dir, &m, name);
-        let (tokens, ns) = records.iter().fold((0u64, 0u64), |(t, n), r| {
+        let measured = records.iter().filter(|r| !r.warmup);
+        let (tokens, ns) = measured.fold((0u64, 0u64), |(t, n), r| {
             (
                 t + r.completion_tokens.unwrap() - 1,
                 n + r.e2e_latency_ns - r.ttft_ns.unwrap(),
@@ -657,20 +660,34 @@ async fn servers_someone_else_runs_are_tuned_by_url_with_their_cache_emptied() {
     let spec = crate::common::sim(config.with_num_spec_tokens(4)).await;
     let dir = tmp.path().join("tune");
     let config_url = format!("k4={}", spec.url());
-    let out = run(&[
+    // The tune from a YAML file; the directory from the command line.
+    let file = tmp.path().join("tune.yaml");
+    let yaml = format!(
+        "baseline_url: {}\nconfig_url: {{k4: \"{}\"}}\nconcurrency: [1, 2]\n\
+         profile:\n  input_file: {}\n  warmup_request_count: 0\n",
+        base.url(),
+        spec.url(),
+        rows.display()
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let (file_s, dir_s) = (file.to_str().unwrap(), dir.to_str().unwrap());
+    let plan = run(&[
         "tune",
-        "--input-file",
-        rows.to_str().unwrap(),
-        "--baseline-url",
-        &base.url(),
-        "--config-url",
-        &config_url,
-        "--concurrency",
-        "1,2",
+        "--config",
+        file_s,
         "--output-artifact-dir",
-        dir.to_str().unwrap(),
+        dir_s,
+        "--dry-run",
     ])
     .await;
+    let (stdout, _) = texts(&plan);
+    assert!(plan.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("nothing was started (--dry-run)") && stdout.contains("k4"),
+        "{stdout}"
+    );
+    assert!(!dir.exists(), "a dry run writes nothing");
+    let out = run(&["tune", "--config", file_s, "--output-artifact-dir", dir_s]).await;
     assert!(
         out.status.success(),
         "{}",
@@ -678,6 +695,7 @@ async fn servers_someone_else_runs_are_tuned_by_url_with_their_cache_emptied() {
     );
     let m = manifest(&dir);
     assert_eq!(m.configurations.len(), 2);
+    assert_eq!(m.warmup_requests, 0, "the file's profile says so");
     for c in &m.configurations {
         assert_eq!(
             (c.command.as_deref(), c.server_log.as_deref()),

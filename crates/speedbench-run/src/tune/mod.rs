@@ -62,6 +62,11 @@ pub struct TuneSpec {
     /// How long a server has to exit after SIGTERM before its process
     /// group is killed.
     pub stop_grace: Duration,
+    /// Warmup requests before every run; `None`: the base's when it has
+    /// some, else the largest concurrency level (1 for request rates), so
+    /// that a fresh server's first requests (compilation, graph capture,
+    /// cold caches) are not measured.
+    pub warmup: Option<u64>,
 }
 
 /// Where the configurations' servers come from.
@@ -217,6 +222,7 @@ impl TuneSpec {
             dir: dir.into(),
             ready_timeout: Duration::from_secs(600),
             stop_grace: Duration::from_secs(30),
+            warmup: None,
         }
     }
 

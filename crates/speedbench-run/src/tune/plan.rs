@@ -60,7 +60,8 @@ impl TuneSpec {
         let configurations = self.configurations()?;
         check_load(&self.base, &self.load.flag, &self.load.levels)?;
         let addr = self.server_addr()?;
-        let base = with_default_temperature(self.base.clone());
+        let mut base = with_default_temperature(self.base.clone());
+        base.load.warmup_request_count = self.warmup_requests();
         let mut planned = Vec::with_capacity(configurations.len());
         for configuration in configurations {
             planned.push(self.lay_out(configuration, addr, &base)?);
@@ -76,6 +77,23 @@ impl TuneSpec {
             addr,
             ready_timeout: self.ready_timeout,
             stop_grace: self.stop_grace,
+        })
+    }
+
+    /// The warmup requests of every run ([`TuneSpec::warmup`]).
+    fn warmup_requests(&self) -> u64 {
+        let base = self.base.load.warmup_request_count;
+        self.warmup.unwrap_or(if base > 0 {
+            base
+        } else if self.load.flag == "concurrency" {
+            self.load
+                .levels
+                .iter()
+                .filter_map(|l| l.parse::<u64>().ok())
+                .max()
+                .unwrap_or(1)
+        } else {
+            1
         })
     }
 
@@ -155,6 +173,7 @@ impl TuneSpec {
             load_flag: self.load.flag.clone(),
             load_levels: self.load.levels.clone(),
             temperature: temperature_of(base),
+            warmup_requests: base.load.warmup_request_count,
             configurations: planned
                 .iter()
                 .map(|p| manifest_entry(p, &self.dir))
