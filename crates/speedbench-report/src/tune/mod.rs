@@ -219,10 +219,10 @@ fn load_side(
 }
 
 /// One configuration against the baseline, level by level and pooled.
-fn tuned(
+fn tuned<'a>(
     c: &TuneConfiguration,
-    base: &[Option<Vec<RequestRecord>>],
-    spec: &[Option<Vec<RequestRecord>>],
+    base: &'a [Option<Vec<RequestRecord>>],
+    spec: &'a [Option<Vec<RequestRecord>>],
     loads: &[String],
     options: &CompareOptions,
 ) -> TunedConfiguration {
@@ -232,15 +232,12 @@ fn tuned(
         .iter()
         .enumerate()
         .map(|(i, load)| {
-            let pair = (
-                base.get(i).cloned().flatten(),
-                spec.get(i).cloned().flatten(),
-            );
-            let (comparison, missing) = match pair {
-                (Some(b), Some(s)) => match compare(&b, &s, options) {
+            let side = |runs: &'a [Option<Vec<RequestRecord>>]| runs.get(i)?.as_deref();
+            let (comparison, missing) = match (side(base), side(spec)) {
+                (Some(b), Some(s)) => match compare(b, s, options) {
                     Ok(cmp) => {
-                        pooled_base.extend(b);
-                        pooled_spec.extend(s);
+                        pooled_base.extend_from_slice(b);
+                        pooled_spec.extend_from_slice(s);
                         (Some(cmp), None)
                     }
                     Err(e) => (None, Some(e.to_string())),
