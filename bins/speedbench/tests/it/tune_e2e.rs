@@ -458,6 +458,22 @@ async fn bad_input_is_refused_before_any_server_starts() {
             "given twice",
         ),
     ];
+    // A run where the tune would put one, with no tune.json: kept.
+    let foreign = dir.join("baseline/1-concurrency-1");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("records.parquet"), b"someone's").unwrap();
+    let out = run(&tune_args(rows_s, dir_s, &good, "k=2")).await;
+    let (_, stderr) = texts(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("no tune.json says it is this tune's"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(foreign.join("records.parquet")).unwrap(),
+        b"someone's"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
     for (args, words) in cases {
         let out = run(&args).await;
         let (_, stderr) = texts(&out);

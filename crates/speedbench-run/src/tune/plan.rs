@@ -363,6 +363,18 @@ fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<(), RunError> {
         )));
     }
     let Some(existing) = TuneManifest::read(dir).map_err(|e| at(e.to_string()))? else {
+        // No tune here yet: a run where one of ours goes is someone else's.
+        let runs = planned.configurations.iter().flat_map(|c| &c.runs);
+        for run in runs {
+            let run_dir = dir.join(&run.dir);
+            if let Some(found) = RUN_FILE_NAMES.iter().find(|n| run_dir.join(n).exists()) {
+                return Err(at(format!(
+                    "{}: holds a run ({found}) but no tune.json says it is this tune's; its \
+                     results are kept (give the tune a directory of its own)",
+                    run_dir.display()
+                )));
+            }
+        }
         return Ok(());
     };
     if !same_plan(&existing, planned) {
