@@ -3,7 +3,7 @@
 //! options checked, the port checked free, and `tune.json` compared with
 //! the one a stopped tune left (the same plan resumes; another is refused).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,6 +32,8 @@ pub struct TunePlan {
     pub(super) addr: Option<SocketAddr>,
     pub(super) ready_timeout: Duration,
     pub(super) stop_grace: Duration,
+    /// `tune.json` as an earlier try of the same plan left it.
+    pub(super) earlier: Option<TuneManifest>,
 }
 
 /// One configuration, laid out.
@@ -68,7 +70,7 @@ impl TuneSpec {
         }
         check_distinct_dirs(&planned)?;
         let manifest = self.manifest(&planned, &base);
-        check_dir(&self.dir, &manifest)?;
+        let earlier = check_dir(&self.dir, &manifest)?;
         Ok(TunePlan {
             dir: self.dir.clone(),
             configurations: planned,
@@ -77,6 +79,7 @@ impl TuneSpec {
             addr,
             ready_timeout: self.ready_timeout,
             stop_grace: self.stop_grace,
+            earlier,
         })
     }
 
@@ -133,7 +136,8 @@ impl TuneSpec {
         let (url, command) = match (&configuration.server, addr) {
             (ServerSource::Url(url), _) => (url.clone(), None),
             (ServerSource::Command(_), Some(addr)) => (
-                format!("http://{}", url_host(addr)),
+                // SocketAddr writes an IPv6 host in brackets.
+                format!("http://{addr}"),
                 configuration.command(&addr.port().to_string()),
             ),
             (ServerSource::Command(_), None) => unreachable!("a command tune has an address"),
@@ -179,14 +183,6 @@ impl TuneSpec {
                 .map(|p| manifest_entry(p, &self.dir))
                 .collect(),
         }
-    }
-}
-
-/// `host:port`, an IPv6 host in brackets.
-fn url_host(addr: SocketAddr) -> String {
-    match addr.ip() {
-        IpAddr::V4(ip) => format!("{ip}:{}", addr.port()),
-        IpAddr::V6(ip) => format!("[{ip}]:{}", addr.port()),
     }
 }
 
@@ -325,14 +321,16 @@ pub(crate) fn hide_credentials(command: &str) -> String {
         let flag = word.trim_start_matches('-');
         match flag.split_once('=') {
             Some((name, value))
-                if word.starts_with('-') && is_secret_flag(name) && secret_value(value) =>
+                if word.starts_with('-')
+                    && speedbench_credentials::is_credential_name(name)
+                    && secret_value(value) =>
             {
                 out.push(format!(
                     "{}=<redacted>",
                     &word[..word.len() - flag.len() + name.len()]
                 ));
             }
-            None if word.starts_with('-') && is_secret_flag(flag) => {
+            None if word.starts_with('-') && speedbench_credentials::is_credential_name(flag) => {
                 hide_next = true;
                 out.push(word.to_string());
             }
@@ -342,13 +340,10 @@ pub(crate) fn hide_credentials(command: &str) -> String {
     out.join(" ")
 }
 
-fn is_secret_flag(name: &str) -> bool {
-    speedbench_credentials::is_credential_name(name)
-}
-
 /// Refuses a directory that holds something other than this tune: a run
-/// at its top, or a `tune.json` of another plan (the same plan resumes).
-fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<(), RunError> {
+/// at its top, or a `tune.json` of another plan (the same plan resumes:
+/// its `tune.json` is returned).
+fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<Option<TuneManifest>, RunError> {
     let at = |message: String| RunError::invalid("the tune's directory", message);
     if dir.exists() && !dir.is_dir() {
         return Err(at(format!(
@@ -375,7 +370,7 @@ fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<(), RunError> {
                 )));
             }
         }
-        return Ok(());
+        return Ok(None);
     };
     if !same_plan(&existing, planned) {
         return Err(at(format!(
@@ -385,7 +380,7 @@ fn check_dir(dir: &Path, planned: &TuneManifest) -> Result<(), RunError> {
             dir.display()
         )));
     }
-    Ok(())
+    Ok(Some(existing))
 }
 
 /// Whether two manifests plan the same runs (names, commands, URLs, load

@@ -246,11 +246,9 @@ impl TunePlan {
         })?;
         let client = speedbench_http::new_client(&ClientOptions::default())
             .map_err(|e| RunError::invalid("the cache-reset client", e.to_string()))?;
-        // The plan checked that a tune.json already here plans the same.
-        let earlier = TuneManifest::read(&self.dir).ok().flatten();
         let mut progress = Progress {
             manifest: self.manifest.clone(),
-            earlier,
+            earlier: self.earlier.clone(),
             dir: &self.dir,
             stop,
             client,
