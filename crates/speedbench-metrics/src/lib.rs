@@ -20,6 +20,9 @@
 //! - plain and per-group means ([`mean`], [`mean_by`]), box-plot numbers
 //!   ([`BoxStats`], [`box_stats_by`]) and every percentile
 //!   ([`percentile_sorted`], numpy's linear method);
+//! - goodput against SLOs ([`Slos`], [`Goodput`]), the steady state of a
+//!   closed loop ([`SteadyState`]) and time slices ([`time_slices`]), asked
+//!   for through [`FigureOptions`];
 //! - baseline-against-speculative speedups as llama.cpp's
 //!   `speed_bench_compare.py` computes them ([`Speedups`], [`DecodeSource`])
 //!   with percentile-bootstrap intervals ([`bootstrap_interval`]) drawn from
@@ -64,6 +67,7 @@ mod bootstrap;
 mod boxplot;
 mod decide;
 mod fold;
+mod goodput;
 mod mean;
 mod measured;
 mod predict;
@@ -74,6 +78,7 @@ mod spec;
 mod speed_bench_py;
 mod speedup;
 mod summary;
+mod window;
 
 pub use acceptance::{
     AcceptanceTotals, ITERATION_LABEL, RequestAcceptance, iterations_of, macro_average,
@@ -86,6 +91,7 @@ pub use fold::{
     AcceptanceFold, DATASET_PREFIXES, RecordsDigest, acceptance_by, histograms_by, matrix_column,
     strip_dataset_prefix,
 };
+pub use goodput::{Goodput, Slo, SloAttainment, SloMetric, Slos};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use predict::{
@@ -94,7 +100,8 @@ pub use predict::{
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;
 pub use run::{
-    ErrorCount, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics, ServerTimingMetrics,
+    ErrorCount, FigureOptions, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics,
+    ServerTimingMetrics,
 };
 pub use spec::{PerPass, PooledHistogram, SpecDecodeMetrics, length_at_budgets};
 pub use speed_bench_py::{
@@ -104,3 +111,4 @@ pub use speed_bench_py::{
 };
 pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};
+pub use window::{SteadyState, SteadyStateOptions, TimeSlice, WindowFigures, time_slices};

@@ -3,10 +3,12 @@
 use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
+use crate::goodput::{Goodput, Slos};
 use crate::measured::is_measured;
 use crate::request::RequestMetricsExt;
 use crate::spec::SpecDecodeMetrics;
 use crate::summary::Summary;
+use crate::window::{SteadyState, SteadyStateOptions, TimeSlice, time_slices};
 
 const NS_PER_MS: f64 = 1e6;
 const NS_PER_S: f64 = 1e9;
@@ -52,6 +54,31 @@ pub struct RunMetrics {
     /// rate rests on a measurable interval. The rates are still reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timing_warnings: Vec<String>,
+    /// Goodput against the run's SLOs ([`FigureOptions::slos`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+    /// The steady state of a closed loop ([`FigureOptions::steady_state`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyState>,
+    /// The run in slices of [`FigureOptions::slice_duration_s`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_slices: Vec<TimeSlice>,
+}
+
+/// The figures of a run that need more than its records: its SLOs, its
+/// slice length, its concurrency. The default asks for none of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FigureOptions {
+    /// `--goodput`: goodput against these SLOs (none: no goodput).
+    #[serde(skip_serializing_if = "Slos::is_empty")]
+    pub slos: Slos,
+    /// `--slice-duration`: the run in slices of this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice_duration_s: Option<f64>,
+    /// The steady state of a closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyStateOptions>,
 }
 
 /// Shortest interval, in nanoseconds, a rate is trusted over: 1 ms.
@@ -67,8 +94,14 @@ pub struct RunMetrics {
 pub const MIN_RESOLVED_INTERVAL_NS: u64 = 1_000_000;
 
 impl RunMetrics {
-    /// Computes every run-level statistic from the records of one run.
+    /// Computes every run-level statistic from the records of one run,
+    /// none of the [`FigureOptions`] figures.
     pub fn from_records(records: &[RequestRecord]) -> RunMetrics {
+        RunMetrics::with_figures(records, &FigureOptions::default())
+    }
+
+    /// [`RunMetrics::from_records`], with the figures `options` asks for.
+    pub fn with_figures(records: &[RequestRecord], options: &FigureOptions) -> RunMetrics {
         let counts = RequestCounts::from_records(records);
         let benchmark_duration_s = benchmark_duration_s(records);
         let ok: Vec<&RequestRecord> = records.iter().filter(|r| is_measured(r)).collect();
@@ -98,6 +131,13 @@ impl RunMetrics {
             output_token_throughput_per_user: summarize(&|r| r.output_token_throughput_per_user()),
             spec_decode: SpecDecodeMetrics::from_records(records),
             server_timings: ServerTimingMetrics::from_records(records),
+            goodput: Goodput::of(records, &options.slos),
+            steady_state: options
+                .steady_state
+                .and_then(|o| SteadyState::of(records, o)),
+            time_slices: options
+                .slice_duration_s
+                .map_or_else(Vec::new, |d| time_slices(records, d)),
         }
     }
 }
@@ -154,7 +194,7 @@ fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> 
     out
 }
 
-fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
+pub(crate) fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
     // A skipped turn was never sent: it occupied no part of the window.
     let window = records
         .iter()

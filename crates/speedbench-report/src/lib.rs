@@ -54,6 +54,7 @@ mod category;
 mod compare;
 mod compare_html;
 mod error;
+mod figures;
 mod format;
 mod html;
 mod matrix;

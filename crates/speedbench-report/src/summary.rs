@@ -5,6 +5,7 @@ use speedbench_metrics::{
     SpecDecodeMetrics, Summary,
 };
 
+use crate::figures;
 use crate::format::{count_of, thousands};
 use crate::table::{FirstColumn, titled_table};
 
@@ -27,14 +28,23 @@ const HEADER: [&str; 8] = ["Metric", "avg", "min", "max", "p99", "p90", "p50", "
 ///    `Accepted drafts per step (% of steps)` line and a note on zero-step
 ///    requests and requests without spec stats;
 /// 3. `speedbench | LLM Metrics: Server Timings` (llama.cpp `timings`);
-/// 4. `Errors: …` when any non-warmup request failed.
+/// 4. with the figures the run asked for: the goodput line under the
+///    first table (and its `Goodput (requests/sec)` row), the steady
+///    state's table (or why there is none) and the time slices' table;
+/// 5. `Errors: …` when any non-warmup request failed.
 ///
 /// Rows without data are left out rather than printed empty. Numbers use
 /// AIPerf's format: thousands separators and 2 decimals (`4,963.79`).
 pub fn render_run_summary(metrics: &RunMetrics) -> String {
     let mut sections = vec![llm_metrics(metrics)];
+    sections.extend(metrics.goodput.as_ref().map(figures::goodput_line));
     sections.extend(spec_decode(&metrics.spec_decode));
     sections.extend(server_timings(&metrics.server_timings));
+    sections.extend(
+        (metrics.steady_state.as_ref())
+            .map(|s| figures::steady_state(s, metrics.benchmark_duration_s)),
+    );
+    sections.extend(figures::time_slices(&metrics.time_slices));
     sections.extend(errors(&metrics.counts));
     sections.join("\n")
 }
@@ -99,6 +109,10 @@ fn llm_metrics(m: &RunMetrics) -> String {
         (
             "Request Count (requests)",
             Scalar(Some(m.counts.succeeded as f64)),
+        ),
+        (
+            "Goodput (requests/sec)",
+            Scalar(m.goodput.as_ref().and_then(|g| g.goodput)),
         ),
     ]);
     titled_table(

@@ -98,6 +98,7 @@ async fn prepare(
         scrape,
         outputs,
         description,
+        figures,
         extensions,
         ..
     } = valid;
@@ -118,7 +119,8 @@ async fn prepare(
         .with_run_id(run_id)
         .with_config(config)
         .with_overwrite(outputs.overwrite)
-        .with_export_level(outputs.export_level);
+        .with_export_level(outputs.export_level)
+        .with_figures(figures);
     run.server_metrics = scrape;
     run.max_error_rate = max_error_rate;
     run.open_file_limit = open_file_limit;

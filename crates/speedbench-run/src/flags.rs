@@ -440,12 +440,64 @@ const OUTPUT: &[Flag] = &[
         .help("At most this many seconds of scraping after the last request, for late counter updates; it stops once two scrapes in a row show no change."),
 ];
 
+/// The figures asked of the run beyond the records' own.
+const FIGURES: &[Flag] = &[
+    flag!("goodput", Many, |s, v| add_slos(s, v)?)
+        .value("METRIC:VALUE ...")
+        .help("Service-level objectives, AIPerf's metric tags (ms for latencies): `time_to_first_token:200 inter_token_latency:50 request_latency:5000 output_token_throughput_per_user:20` (vLLM's `ttft`, `tpot`, `e2el` too). A request that succeeded and met every one is good: goodput (good requests/s) and the good share of the requests sent go into the summary, `compare` and `tune`."),
+    flag!("slice-duration", One, |s, v| s.figures.slice_duration_s = Some(positive(v)?))
+        .value("SECONDS")
+        .help("Also report the run in consecutive slices of this many seconds (throughput, latency, acceptance per slice) in summary.json and the HTML report: warm-up, saturation and drain."),
+    flag!("steady-state-threshold", One, |s, v| s.figures.steady_state_threshold = share(v)?)
+        .value("SHARE")
+        .default("0.95")
+        .help("A closed loop's steady state is the window from the first moment this share of --concurrency is in flight to the last moment it falls below it; its figures are reported beside the whole run's."),
+    flag!("steady-state-min-window", One, |s, v| s.figures.steady_state_min_window_s = non_negative(v)?)
+        .value("SECONDS")
+        .default("1")
+        .help("A steady state shorter than this is not reported (the summary says why)."),
+];
+
+/// Adds `--goodput`'s SLOs; a metric given twice is refused.
+fn add_slos(spec: &mut RunSpec, value: &str) -> Result<(), String> {
+    let slos: speedbench_metrics::Slos = value.parse()?;
+    for slo in slos.0 {
+        spec.figures.goodput.push(slo)?;
+    }
+    Ok(())
+}
+
+/// A number of seconds above 0.
+fn positive(value: &str) -> Result<f64, String> {
+    match parse::<f64>(value)? {
+        v if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("must be a number of seconds above 0".into()),
+    }
+}
+
+/// A number of seconds, 0 or more.
+fn non_negative(value: &str) -> Result<f64, String> {
+    match parse::<f64>(value)? {
+        v if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("must be a number of seconds, 0 or more".into()),
+    }
+}
+
+/// A share above 0, at most 1.
+fn share(value: &str) -> Result<f64, String> {
+    match parse::<f64>(value)? {
+        v if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("must be a share above 0 and at most 1 (0.95: 95 %)".into()),
+    }
+}
+
 /// Every flag of a run under its `--help` heading.
-pub const GROUPS: [(&str, &[Flag]); 4] = [
+pub const GROUPS: [(&str, &[Flag]); 5] = [
     ("Server and requests", TARGET),
     ("Dataset", DATASET),
     ("Load", LOAD),
     ("Output, shards and server metrics", OUTPUT),
+    ("Figures", FIGURES),
 ];
 
 /// Every flag that sets a field of a [`RunSpec`].

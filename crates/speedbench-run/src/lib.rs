@@ -80,11 +80,12 @@ pub use execute::{execute, run_spec};
 pub use finished::{RunReport, RunResults, ShownPaths};
 pub use observer::{EngineSource, Observer, Silent};
 pub use spec::{
-    DatasetSource, DatasetSpec, EngineChoice, LoadSpec, OutputSpec, RunSpec, SamplingSpec,
-    ScrapeSpec, Secret, ShardSpec, TargetSpec,
+    DatasetSource, DatasetSpec, EngineChoice, FigureSpec, LoadSpec, OutputSpec, RunSpec,
+    SamplingSpec, ScrapeSpec, Secret, ShardSpec, TargetSpec,
 };
 /// An error with every cause its message does not already quote, on one
 /// line (as the command line prints errors).
 pub use speedbench_http::describe as error_message;
 pub use staging::{StoreError, StoreUrl, UploadReport, store_url};
+pub use valid_run::{FIGURES_KEY, run_figures};
 pub use validate::ValidRun;

@@ -49,6 +49,8 @@ pub struct RunSpec {
     pub shard: ShardSpec,
     /// The server-metrics scrape.
     pub scrape: ScrapeSpec,
+    /// The figures asked of the run beyond the records' own.
+    pub figures: FigureSpec,
 }
 
 /// A secret (an API key, a header's value): kept in memory for the
@@ -331,6 +333,35 @@ impl Default for ScrapeSpec {
             enabled: true,
             server_metrics: Vec::new(),
             shutdown_delay_s: 2.0,
+        }
+    }
+}
+
+/// The figures asked of the run beyond the records' own: goodput against
+/// SLOs, time slices, the steady state of a closed loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct FigureSpec {
+    /// `--goodput`: the SLOs a good request meets.
+    pub goodput: speedbench_metrics::Slos,
+    /// `--slice-duration`, seconds.
+    pub slice_duration_s: Option<f64>,
+    /// `--steady-state-threshold`: the share of the concurrency in flight
+    /// that makes a closed loop's steady state.
+    pub steady_state_threshold: f64,
+    /// `--steady-state-min-window`, seconds.
+    pub steady_state_min_window_s: f64,
+}
+
+impl Default for FigureSpec {
+    fn default() -> FigureSpec {
+        use speedbench_metrics::SteadyStateOptions as Steady;
+        FigureSpec {
+            goodput: Default::default(),
+            slice_duration_s: None,
+            steady_state_threshold: Steady::DEFAULT_THRESHOLD,
+            steady_state_min_window_s: Steady::DEFAULT_MIN_WINDOW_S,
         }
     }
 }

@@ -15,7 +15,7 @@ use speedbench_client::scrape::Scrape;
 use speedbench_client::spec::SpecAdapter;
 use speedbench_client::{Engine, Load, RecordAnnotator, RecordSink, Target};
 use speedbench_dataset::CategorySelection;
-use speedbench_metrics::SpeedBenchPyConfig;
+use speedbench_metrics::{FigureOptions, SpeedBenchPyConfig};
 
 use crate::spec::{EngineChoice, RunSpec};
 use crate::store_types::StoreUrl;
@@ -43,8 +43,26 @@ pub struct ValidRun {
     pub(crate) scrape: Option<ScrapePlan>,
     pub(crate) outputs: ValidOutputs,
     pub(crate) description: RunDescription,
+    /// The figures of `summary.json` beyond the records' own.
+    pub(crate) figures: FigureOptions,
     pub(crate) warnings: Vec<String>,
     pub(crate) extensions: Extensions,
+}
+
+/// The key of `run.json`'s `config` that holds the run's
+/// [`FigureOptions`] (its SLOs, slice length and steady-state options), so
+/// a report of the run computes the same figures.
+pub const FIGURES_KEY: &str = "figures";
+
+/// The [`FigureOptions`] a run was made with, from its `run.json`; the
+/// default (no SLO, no slices, no steady state) for a run that asked for
+/// none or predates them.
+pub fn run_figures(manifest: &speedbench_record::RunManifest) -> FigureOptions {
+    manifest
+        .config
+        .get(FIGURES_KEY)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// The server scrape, checked: scraped from the engine's endpoints once

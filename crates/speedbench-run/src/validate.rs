@@ -8,6 +8,7 @@ use speedbench_client::{
     parse_header,
 };
 use speedbench_dataset::CategorySelection;
+use speedbench_metrics::{FigureOptions, SteadyStateOptions};
 use speedbench_record::RUN_FILE_NAMES;
 use speedbench_report::{ReportError, check_output_free};
 
@@ -16,7 +17,7 @@ use crate::error::RunError;
 use crate::spec::{RunSpec, ShardSpec};
 use crate::staging::store_url;
 pub use crate::valid_run::ValidRun;
-use crate::valid_run::{Extensions, RunDir, ScrapePlan, ValidOutputs};
+use crate::valid_run::{Extensions, FIGURES_KEY, RunDir, ScrapePlan, ValidOutputs};
 
 /// Where the checked run will run: its files are checked only here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,16 +99,20 @@ impl RunSpec {
         }
         check_run_id(self.outputs.run_id.as_deref(), &load)?;
         let scrape = self.scrape_plan()?;
+        let figures = self.figure_options(&load)?;
         let outputs = self.valid_outputs()?;
         if place == Where::Here {
             self.check_output()?;
             self.check_not_a_parent()?;
         }
+        let mut description = describe(self, &target);
+        description.config[FIGURES_KEY] = serde_json::to_value(&figures).unwrap_or_default();
         Ok(ValidRun {
             spec: self.clone(),
             categories,
             limit: d.limit,
-            description: describe(self, &target),
+            description,
+            figures,
             target,
             load,
             max_error_rate: self.load.max_error_rate,
@@ -273,6 +278,49 @@ impl RunSpec {
             });
         }
         Ok(load)
+    }
+
+    /// The figures asked for, checked against the run: an SLO on a figure
+    /// only streamed responses have needs `--streaming`, a slice must fit
+    /// in a run of fixed duration; a closed loop above concurrency 1 gets
+    /// its steady state at its (shard's) concurrency.
+    fn figure_options(&self, load: &Load) -> Result<FigureOptions, RunError> {
+        let f = &self.figures;
+        if !self.target.streaming
+            && let Some(slo) = f.goodput.0.iter().find(|s| s.metric.needs_streaming())
+        {
+            return Err(RunError::invalid(
+                "--goodput",
+                format!(
+                    "`{}` needs streamed responses (--streaming): without them no request has \
+                     a time to first token, and none could be good",
+                    slo.metric
+                ),
+            ));
+        }
+        if let (Some(slice), Some(run)) = (f.slice_duration_s, self.load.benchmark_duration_s)
+            && slice > run
+        {
+            return Err(RunError::invalid(
+                "--slice-duration",
+                format!(
+                    "{slice} s is longer than the run's --benchmark-duration of {run} s: \
+                     the run would be one incomplete slice"
+                ),
+            ));
+        }
+        // At concurrency 1 the steady state is the whole run.
+        let closed = load.request_rate.is_none() && load.concurrency > 1;
+        let steady_state = closed.then_some(SteadyStateOptions {
+            concurrency: load.concurrency,
+            threshold: f.steady_state_threshold,
+            min_window_s: f.steady_state_min_window_s,
+        });
+        Ok(FigureOptions {
+            slos: f.goodput.clone(),
+            slice_duration_s: f.slice_duration_s,
+            steady_state,
+        })
     }
 
     /// The scrape of `target` (its engine decides the endpoints), or

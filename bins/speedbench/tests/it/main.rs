@@ -16,6 +16,7 @@ mod demo_e2e;
 mod engines_e2e;
 mod export_level_e2e;
 mod faults_e2e;
+mod figures_e2e;
 mod html_e2e;
 mod http_client_e2e;
 mod input_e2e;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use speedbench_dataset::Dataset;
-use speedbench_metrics::RunMetrics;
+use speedbench_metrics::{FigureOptions, RunMetrics};
 use speedbench_record::{
     MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
     RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, read_records_file, redact_url,
@@ -69,6 +69,9 @@ pub struct ProfileRun {
     pub max_error_rate: Option<f64>,
     /// Which files the run keeps (see [`ProfileRun::with_export_level`]).
     pub export_level: ExportLevel,
+    /// The figures of `summary.json` beyond the records' own (see
+    /// [`ProfileRun::with_figures`]).
+    pub figures: FigureOptions,
     /// Where every record goes besides `records.parquet` (see
     /// [`ProfileRun::with_sink`]); behind a mutex only so the run's shared
     /// state stays `Sync` while sinks need only be `Send`.
@@ -173,6 +176,7 @@ impl ProfileRun {
             overwrite: false,
             max_error_rate: None,
             export_level: ExportLevel::default(),
+            figures: FigureOptions::default(),
             sinks: Default::default(),
             annotators: Default::default(),
             open_file_limit: None,
@@ -234,6 +238,14 @@ impl ProfileRun {
     /// level is stored in `run.json` as `config.export_level`.
     pub fn with_export_level(mut self, level: ExportLevel) -> Self {
         self.export_level = level;
+        self
+    }
+
+    /// Adds the figures `options` asks for to `summary.json` and the
+    /// read-back statistics: goodput against SLOs, the steady state, time
+    /// slices ([`RunMetrics::with_figures`]).
+    pub fn with_figures(mut self, options: FigureOptions) -> Self {
+        self.figures = options;
         self
     }
 
@@ -651,7 +663,7 @@ fn close_files(
     let (summary_path, mut read_back) = write_summary(
         closed.readable,
         &records_path,
-        output_dir,
+        (output_dir, &run.figures),
         outcome_now,
         write_errors,
     );
@@ -784,7 +796,7 @@ async fn wait_for_start(shared: &Shared, stop: &StopHandle) -> Option<MeasuredSt
 fn write_summary(
     readable: bool,
     records_path: &Path,
-    output_dir: &Path,
+    (output_dir, figures): (&Path, &FigureOptions),
     outcome: RunStatus,
     write_errors: &mut Vec<String>,
 ) -> (Option<PathBuf>, Option<ReadBack>) {
@@ -802,7 +814,7 @@ fn write_summary(
     };
     let summary = RunSummary {
         status: outcome,
-        metrics: RunMetrics::from_records(&file.records),
+        metrics: RunMetrics::with_figures(&file.records, figures),
     };
     let path = output_dir.join(SUMMARY_FILE_NAME);
     let written = match write_json(&path, &summary) {

@@ -1,0 +1,292 @@
+//! End-to-end: goodput against SLOs, the steady state and time slices
+//! through the real binary against the simulator, each figure computed
+//! again here from the records the run wrote; and the bad input refused
+//! before the first request.
+
+use crate::common;
+
+use common::*;
+use speedbench_metrics::RequestMetricsExt;
+use speedbench_record::RequestRecord;
+use speedbench_sim::SimConfig;
+
+/// Runs a streamed profile of 48 requests at concurrency 4 with `extra`.
+async fn profile(
+    server: &speedbench_sim::SimServer,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let fixture = fixture();
+    let url = server.url();
+    let mut args = vec![
+        "profile",
+        "--url",
+        &url,
+        "-m",
+        "speedbench-sim",
+        "--streaming",
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--request-count",
+        "48",
+        "--concurrency",
+        "4",
+        "--server-metrics-shutdown-delay",
+        "0",
+        "--output-artifact-dir",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args).await
+}
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The TTFT and request-latency thresholds: the medians of this run, so
+/// about half the requests meet each and the count is no accident.
+fn medians(records: &[RequestRecord]) -> (f64, f64) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (
+        median(records.iter().filter_map(|r| r.ttft_ms()).collect()),
+        median(records.iter().map(|r| r.request_latency_ms()).collect()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goodput_counts_every_record_against_every_slo() {
+    let config = SimConfig::speed_bench_demo()
+        .with_typical_delays()
+        .with_ttft_ms(4.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(4, 24);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    // A first run to learn the medians, a second held to them.
+    let first = profile(&server, &dir.path().join("a"), &[]).await;
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let (ttft, e2e) = medians(&read_run(&dir.path().join("a")).unwrap().records);
+    let slos = format!("time_to_first_token:{ttft} e2el:{e2e}");
+    let out = dir.path().join("b");
+    let second = profile(
+        &server,
+        &out,
+        &[
+            "--goodput",
+            &slos,
+            "--goodput",
+            "output_token_throughput_per_user:1",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    server.shutdown().await;
+
+    let records = read_run(&out).unwrap().records;
+    assert_record_invariants(&records, Some(true));
+    // By hand, over every record: succeeded, TTFT and e2e within, per-user
+    // throughput at least 1 token/s.
+    let good = |r: &&&RequestRecord| {
+        r.is_success()
+            && r.ttft_ms().is_some_and(|v| v <= ttft)
+            && r.request_latency_ms() <= e2e
+            && r.output_token_throughput_per_user()
+                .is_some_and(|v| v >= 1.0)
+    };
+    let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+    let good_count = measured.iter().filter(good).count() as u64;
+    let start = measured.iter().map(|r| r.start_unix_ns).min().unwrap();
+    let end = measured.iter().map(|r| r.end_unix_ns).max().unwrap();
+    let duration_s = (end - start) as f64 / 1e9;
+    assert!(
+        good_count > 0 && good_count < 48,
+        "{good_count}: thresholds at the medians"
+    );
+
+    let g = &summary(&out)["goodput"];
+    assert_eq!(g["good_requests"], good_count);
+    assert_eq!(g["attempted"], 48);
+    let fraction = g["good_request_fraction"].as_f64().unwrap();
+    assert!((fraction - good_count as f64 / 48.0).abs() < 1e-12);
+    let goodput = g["goodput"].as_f64().unwrap();
+    assert!(
+        (goodput - good_count as f64 / duration_s).abs() < 1e-9 * goodput.max(1.0),
+        "{goodput}"
+    );
+    let ttft_met = measured
+        .iter()
+        .filter(|r| r.ttft_ms().is_some_and(|v| v <= ttft))
+        .count();
+    assert_eq!(g["slos"][0]["metric"], "time_to_first_token");
+    assert_eq!(g["slos"][0]["met"], ttft_met as u64);
+    assert_eq!(g["slos"][1]["metric"], "request_latency", "vLLM's e2el");
+    assert_eq!(g["slos"][2]["metric"], "output_token_throughput_per_user");
+
+    // The console: the Goodput row and the line of SLOs.
+    assert!(stdout.contains("Goodput (requests/sec)"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "Goodput: {good_count} of 48 requests sent met every SLO"
+        )),
+        "{stdout}"
+    );
+    // run.json keeps the SLOs, for a report of the run.
+    let manifest = read_run(&out).unwrap().manifest.unwrap();
+    let figures = speedbench_run::run_figures(&manifest);
+    assert_eq!(figures.slos.0.len(), 3);
+    assert_eq!(figures.steady_state.unwrap().concurrency, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_and_slices_match_the_records() {
+    let config = SimConfig::speed_bench_demo()
+        .with_typical_delays()
+        .with_ttft_ms(5.0)
+        .with_step_ms(2.0)
+        .with_output_tokens(8, 24);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let done = profile(
+        &server,
+        &out,
+        &[
+            "--slice-duration",
+            "0.1",
+            "--steady-state-min-window",
+            "0.05",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    server.shutdown().await;
+    let records = read_run(&out).unwrap().records;
+    assert_record_invariants(&records, Some(true));
+    let s = summary(&out);
+
+    // Slices: every request started in exactly one; every success ended
+    // in exactly one (the throughputs times the slices' lengths).
+    let slices = s["time_slices"].as_array().unwrap();
+    let started: u64 = slices.iter().map(|x| x["requests"].as_u64().unwrap()).sum();
+    assert_eq!(started, 48);
+    let ended: f64 = slices
+        .iter()
+        .map(|x| {
+            let length = x["end_s"].as_f64().unwrap() - x["start_s"].as_f64().unwrap();
+            x["request_throughput"].as_f64().unwrap_or(0.0) * length
+        })
+        .sum();
+    assert!((ended - 48.0).abs() < 1e-6, "{ended}");
+    for (i, x) in slices.iter().enumerate() {
+        assert_eq!(x["index"], i);
+        assert_eq!(
+            x["complete"],
+            i + 1 < slices.len(),
+            "only the last slice is partial"
+        );
+    }
+    assert!(
+        stdout.contains("speedbench | Time Slices (0.1 s each)"),
+        "{stdout}"
+    );
+
+    // The steady state: at most 4 in flight; its bounds are two of the
+    // records' own instants, and 4 were in flight just after the first.
+    let st = &s["steady_state"];
+    assert_eq!(st["level"], 4);
+    let w = &st["window"];
+    let origin = records.iter().map(|r| r.start_unix_ns).min().unwrap();
+    let at = |t: f64| origin + (t * 1e9).round() as i64;
+    let (from, to) = (
+        at(w["start_s"].as_f64().unwrap()),
+        at(w["end_s"].as_f64().unwrap()),
+    );
+    let in_flight = |t: i64| {
+        records
+            .iter()
+            .filter(|r| r.start_unix_ns <= t && r.end_unix_ns > t)
+            .count()
+    };
+    assert_eq!(in_flight(from), 4, "the window opens with 4 in flight");
+    assert!(in_flight(to) < 4, "and closes as they fall below 4");
+    for r in records.iter().filter(|r| r.start_unix_ns < from) {
+        assert!(
+            in_flight(r.start_unix_ns) < 4,
+            "before it opened, fewer than 4 were in flight"
+        );
+    }
+    let inside = records
+        .iter()
+        .filter(|r| r.start_unix_ns >= from && r.start_unix_ns < to)
+        .count() as u64;
+    assert_eq!(w["requests"], inside);
+    assert!(
+        stdout.contains("speedbench | Steady State (4 or more of 4 in flight"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_figures_are_refused_before_the_first_request() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture();
+    let url = server.url();
+    let base = [
+        "profile",
+        "--url",
+        &url,
+        "-m",
+        "speedbench-sim",
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--output-artifact-dir",
+    ];
+    let out = dir.path().join("run");
+    for (extra, says) in [
+        (
+            vec!["--goodput", "ttft:200"],
+            "`time_to_first_token` needs streamed responses",
+        ),
+        (vec!["--goodput", "goodness:3"], "unknown metric `goodness`"),
+        (
+            vec!["--streaming", "--goodput", "ttft:1 ttft:2"],
+            "given twice",
+        ),
+        (
+            vec!["--slice-duration", "10", "--benchmark-duration", "5"],
+            "longer than the run's --benchmark-duration",
+        ),
+        (vec!["--slice-duration", "0"], "above 0"),
+        (vec!["--steady-state-threshold", "1.5"], "at most 1"),
+    ] {
+        let mut args: Vec<&str> = base.to_vec();
+        args.push(out.to_str().unwrap());
+        args.extend(extra.iter().copied());
+        let done = run(&args).await;
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(!done.status.success(), "{extra:?}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!out.exists(), "{extra:?}: nothing was run");
+    }
+    assert_eq!(server.ground_truth().requests, 0, "no request was sent");
+    server.shutdown().await;
+}

@@ -1,0 +1,192 @@
+//! The console sections of the figures a run asks for beyond its records'
+//! own: goodput against SLOs, the steady state, time slices.
+
+use speedbench_metrics::{Goodput, SteadyState, Summary, TimeSlice, WindowFigures};
+
+use crate::format::thousands;
+use crate::table::{FirstColumn, titled_table};
+
+/// `N of M requests sent met every SLO (x %): ...`, each SLO with the
+/// requests that met it alone.
+pub(crate) fn goodput_line(g: &Goodput) -> String {
+    let share = g
+        .good_request_fraction
+        .map_or(String::new(), |f| format!(" ({:.1} %)", f * 100.0));
+    let slos: Vec<String> = g
+        .slos
+        .iter()
+        .map(|a| {
+            let op = if a.slo.metric.larger_is_better() {
+                ">="
+            } else {
+                "<="
+            };
+            format!(
+                "{} {op} {} {} (met by {})",
+                a.slo.metric,
+                a.slo.threshold,
+                a.slo.metric.unit(),
+                a.met
+            )
+        })
+        .collect();
+    format!(
+        "Goodput: {} of {} requests sent met every SLO{share}: {}\n",
+        g.good_requests,
+        g.attempted,
+        slos.join(", ")
+    )
+}
+
+/// The steady state's table, or the line saying why there is none.
+pub(crate) fn steady_state(s: &SteadyState, run_s: Option<f64>) -> String {
+    let Some(w) = &s.window else {
+        let why = s.why_none.as_deref().unwrap_or("none found");
+        return format!("Steady state: none ({why})\n");
+    };
+    let of_run = run_s.map_or(String::new(), |d| format!(" of {d:.2} s"));
+    let title = format!(
+        "speedbench | Steady State ({} or more of {} in flight, {:.2}-{:.2} s{of_run})",
+        s.level, s.options.concurrency, w.start_s, w.end_s
+    );
+    let header = ["Metric", "avg", "min", "max", "p99", "p90", "p50", "std"];
+    titled_table(&title, &header, &window_rows(w), FirstColumn::Right)
+}
+
+fn window_rows(w: &WindowFigures) -> Vec<Vec<String>> {
+    let dist = |label: &str, s: &Option<Summary>| {
+        s.as_ref().map(|s| {
+            std::iter::once(label.to_string())
+                .chain([s.avg, s.min, s.max, s.p99, s.p90, s.p50, s.std].map(thousands))
+                .collect::<Vec<_>>()
+        })
+    };
+    let scalar = |label: &str, v: Option<f64>| {
+        v.map(|v| {
+            std::iter::once(label.to_string())
+                .chain(std::iter::once(thousands(v)))
+                .chain(std::iter::repeat_n("N/A".to_string(), 6))
+                .collect::<Vec<_>>()
+        })
+    };
+    [
+        dist("Time to First Token (ms)", &w.ttft_ms),
+        dist("Inter Token Latency (ms)", &w.inter_token_latency_ms),
+        dist("Request Latency (ms)", &w.request_latency_ms),
+        scalar("Acceptance Length (tokens/step)", w.acceptance_length),
+        scalar(
+            "Output Token Throughput (tokens/sec)",
+            w.output_token_throughput,
+        ),
+        scalar("Request Throughput (requests/sec)", w.request_throughput),
+        scalar("Requests Started (requests)", Some(w.requests as f64)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One row per slice: its span, requests started, throughput, median
+/// latencies and acceptance length.
+pub(crate) fn time_slices(slices: &[TimeSlice]) -> Option<String> {
+    let first = slices.first()?;
+    let length = first.figures.end_s - first.figures.start_s;
+    let header = [
+        "Slice",
+        "Start-End (s)",
+        "Started",
+        "Failed",
+        "Requests/s",
+        "Tokens/s",
+        "TTFT p50 (ms)",
+        "ITL p50 (ms)",
+        "Latency p50 (ms)",
+        "Accept len",
+    ];
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), thousands);
+    let p50 = |s: &Option<Summary>| cell(s.map(|s| s.p50));
+    let rows: Vec<Vec<String>> = slices
+        .iter()
+        .map(|s| {
+            let f = &s.figures;
+            let partial = if s.complete { "" } else { " (partial)" };
+            vec![
+                s.index.to_string(),
+                format!("{:.2}-{:.2}{partial}", f.start_s, f.end_s),
+                f.requests.to_string(),
+                f.failed.to_string(),
+                cell(f.request_throughput),
+                cell(f.output_token_throughput),
+                p50(&f.ttft_ms),
+                p50(&f.inter_token_latency_ms),
+                p50(&f.request_latency_ms),
+                cell(f.acceptance_length),
+            ]
+        })
+        .collect();
+    let title = format!("speedbench | Time Slices ({} s each)", trim_float(length));
+    Some(titled_table(&title, &header, &rows, FirstColumn::Right))
+}
+
+/// `30` for 30.0, `2.5` for 2.5.
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_metrics::{Slo, SloAttainment, SloMetric, SteadyStateOptions};
+
+    #[test]
+    fn goodput_line_names_each_slo_and_its_direction() {
+        let g = Goodput {
+            slos: vec![
+                SloAttainment {
+                    slo: Slo {
+                        metric: SloMetric::TimeToFirstToken,
+                        threshold: 200.0,
+                    },
+                    met: 7,
+                },
+                SloAttainment {
+                    slo: Slo {
+                        metric: SloMetric::OutputTokenThroughputPerUser,
+                        threshold: 20.0,
+                    },
+                    met: 5,
+                },
+            ],
+            good_requests: 4,
+            attempted: 8,
+            good_request_fraction: Some(0.5),
+            goodput: Some(2.0),
+        };
+        assert_eq!(
+            goodput_line(&g),
+            "Goodput: 4 of 8 requests sent met every SLO (50.0 %): time_to_first_token <= 200 \
+             ms (met by 7), output_token_throughput_per_user >= 20 tokens/s/user (met by 5)\n"
+        );
+    }
+
+    #[test]
+    fn no_steady_state_says_why() {
+        let s = SteadyState {
+            options: SteadyStateOptions {
+                concurrency: 4,
+                threshold: 0.95,
+                min_window_s: 1.0,
+            },
+            level: 4,
+            window: None,
+            why_none: Some("requests in flight never reached 4".into()),
+        };
+        assert_eq!(
+            steady_state(&s, Some(3.0)),
+            "Steady state: none (requests in flight never reached 4)\n"
+        );
+        assert_eq!(trim_float(30.0), "30");
+        assert_eq!(trim_float(2.5), "2.5");
+    }
+}
