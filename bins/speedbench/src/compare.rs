@@ -56,6 +56,11 @@ pub(crate) struct CompareArgs {
     #[arg(long, value_parser = PossibleValuesParser::new(CompareUnit::NAMES)
         .map(|s| s.parse::<CompareUnit>().expect("a possible value")))]
     pub unit: Option<CompareUnit>,
+    /// Hold both runs to these SLOs and compare their goodput (AIPerf's
+    /// metric tags, ms: `time_to_first_token:200 request_latency:5000`);
+    /// by default, the SLOs the runs were made with (--goodput of profile).
+    #[arg(long, value_name = "METRIC:VALUE ...", value_parser = |s: &str| s.parse::<speedbench_metrics::Slos>())]
+    pub goodput: Option<speedbench_metrics::Slos>,
 }
 
 /// Runs `speedbench compare`; a side given as a store URL is fetched first.
@@ -76,6 +81,7 @@ impl CompareArgs {
         spec.html_output = self.html_output.clone();
         spec.force = self.force;
         spec.unit = self.unit;
+        spec.goodput = self.goodput.clone().unwrap_or_default();
         spec
     }
 }

@@ -274,6 +274,42 @@ impl Goodput {
     }
 }
 
+/// Goodput with and without speculation, against the same SLOs:
+/// speculation trades throughput for latency, and goodput is where the
+/// trade shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodputComparison {
+    /// The SLOs both sides were held to.
+    pub slos: Slos,
+    /// The baseline's goodput.
+    pub baseline: Goodput,
+    /// The speculative run's goodput.
+    pub speculative: Goodput,
+    /// `speculative.goodput / baseline.goodput`; `None` when the baseline
+    /// had no good request.
+    pub goodput_ratio: Option<f64>,
+}
+
+impl GoodputComparison {
+    /// Both runs' goodput against `slos`; `None` without SLOs.
+    pub fn of(
+        baseline: &[RequestRecord],
+        speculative: &[RequestRecord],
+        slos: &Slos,
+    ) -> Option<GoodputComparison> {
+        let (b, s) = (
+            Goodput::of(baseline, slos)?,
+            Goodput::of(speculative, slos)?,
+        );
+        Some(GoodputComparison {
+            slos: slos.clone(),
+            goodput_ratio: crate::speedup::ratio(s.goodput, b.goodput),
+            baseline: b,
+            speculative: s,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,5 +400,21 @@ mod tests {
             "the two at 20 tok/s meet a minimum of 20"
         );
         assert!(Goodput::of(&records, &Slos::default()).is_none());
+    }
+
+    #[test]
+    fn the_comparison_divides_the_two_goodputs() {
+        // Baseline: 1 good of 2 over 0..2 s; speculative: 2 good of 2 over 0..1 s.
+        let base = [req(100, 900, 5, 0), req(100, 2_000, 5, 1)];
+        let spec = [req(100, 500, 5, 0), req(100, 900, 5, 0)];
+        let slos: Slos = "request_latency:1000".parse().unwrap();
+        let c = GoodputComparison::of(&base, &spec, &slos).unwrap();
+        assert_eq!(
+            c.baseline.goodput,
+            Some(1.0 / 3.0),
+            "the base run spans 0..3 s"
+        );
+        assert_eq!(c.speculative.goodput, Some(2.0 / 0.9));
+        assert_eq!(c.goodput_ratio, Some((2.0 / 0.9) / (1.0 / 3.0)));
     }
 }

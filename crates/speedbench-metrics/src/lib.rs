@@ -91,7 +91,7 @@ pub use fold::{
     AcceptanceFold, DATASET_PREFIXES, RecordsDigest, acceptance_by, histograms_by, matrix_column,
     strip_dataset_prefix,
 };
-pub use goodput::{Goodput, Slo, SloAttainment, SloMetric, Slos};
+pub use goodput::{Goodput, GoodputComparison, Slo, SloAttainment, SloMetric, Slos};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use predict::{

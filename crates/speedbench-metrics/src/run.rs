@@ -93,6 +93,23 @@ pub struct FigureOptions {
 /// decodes a request's tokens that fast per user.
 pub const MIN_RESOLVED_INTERVAL_NS: u64 = 1_000_000;
 
+impl FigureOptions {
+    /// The key of `run.json`'s `config` that holds the options a run was
+    /// made with, so a report of the run computes the same figures.
+    pub const CONFIG_KEY: &str = "figures";
+
+    /// The options a run was made with, from its `run.json`; the default
+    /// (no SLO, no slices, no steady state) for a run that asked for none
+    /// or predates them.
+    pub fn of_run(manifest: &speedbench_record::RunManifest) -> FigureOptions {
+        manifest
+            .config
+            .get(FigureOptions::CONFIG_KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
 impl RunMetrics {
     /// Computes every run-level statistic from the records of one run,
     /// none of the [`FigureOptions`] figures.

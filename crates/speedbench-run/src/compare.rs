@@ -20,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
+use speedbench_metrics::{FigureOptions, GoodputComparison, Slos};
 use speedbench_report::{
     CompareHtml, CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
@@ -108,6 +109,9 @@ pub struct CompareSpec {
     pub force: bool,
     /// What a mean is taken over; `None` chooses ([`CompareUnit::choose`]).
     pub unit: Option<CompareUnit>,
+    /// `--goodput`: hold both runs to these SLOs; when empty, to the SLOs
+    /// the runs were made with (`run.json`), if any.
+    pub goodput: speedbench_metrics::Slos,
 }
 
 /// What the comparison's means are taken over.
@@ -173,6 +177,7 @@ impl CompareSpec {
             html_output: "speed_bench_compare.html".into(),
             force: false,
             unit: None,
+            goodput: Default::default(),
         }
     }
 
@@ -240,17 +245,47 @@ pub async fn compare_runs(
     let check = check_runs_match(&base, &spec_run);
     refuse_mismatch(&spec, &check, observer)?;
     warn_unresolved_timings(&[("baseline", &base), ("speculative", &spec_run)], observer);
-    let comparison =
+    let mut comparison =
         compare(&base.records, &spec_run.records, &options).map_err(|source| RunError::Report {
             context: "comparing".into(),
             source,
         })?;
+    let slos = comparison_slos(&spec, &base, &spec_run, observer);
+    comparison.goodput = GoodputComparison::of(&base.records, &spec_run.records, &slos);
     observer.info(&format!(
         "Comparison: baseline={} speculative={}",
         spec.baseline.display(),
         spec.speculative.display()
     ));
     emit(&spec, &comparison, &check, observer)
+}
+
+/// The SLOs both runs are held to: `--goodput`'s, else those the runs
+/// were made with (the baseline's when the two differ, said).
+fn comparison_slos(
+    spec: &CompareSpec,
+    base: &CompareRun,
+    spec_run: &CompareRun,
+    observer: &mut dyn ReportObserver,
+) -> Slos {
+    if !spec.goodput.is_empty() {
+        return spec.goodput.clone();
+    }
+    let made_with = |r: &CompareRun| r.manifest.as_ref().map(|m| FigureOptions::of_run(m).slos);
+    match (
+        made_with(base).unwrap_or_default(),
+        made_with(spec_run).unwrap_or_default(),
+    ) {
+        (b, s) if b.is_empty() => s,
+        (b, s) if s.is_empty() || b == s => b,
+        (b, s) => {
+            observer.warning(&format!(
+                "the runs were made with different SLOs (baseline: {b}; speculative: {s}): \
+                 both are held to the baseline's (--goodput chooses)"
+            ));
+            b
+        }
+    }
 }
 
 /// The comparison in the format asked for: on the observer's output, or

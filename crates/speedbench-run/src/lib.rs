@@ -87,5 +87,4 @@ pub use spec::{
 /// line (as the command line prints errors).
 pub use speedbench_http::describe as error_message;
 pub use staging::{StoreError, StoreUrl, UploadReport, store_url};
-pub use valid_run::{FIGURES_KEY, run_figures};
 pub use validate::ValidRun;

@@ -49,22 +49,6 @@ pub struct ValidRun {
     pub(crate) extensions: Extensions,
 }
 
-/// The key of `run.json`'s `config` that holds the run's
-/// [`FigureOptions`] (its SLOs, slice length and steady-state options), so
-/// a report of the run computes the same figures.
-pub const FIGURES_KEY: &str = "figures";
-
-/// The [`FigureOptions`] a run was made with, from its `run.json`; the
-/// default (no SLO, no slices, no steady state) for a run that asked for
-/// none or predates them.
-pub fn run_figures(manifest: &speedbench_record::RunManifest) -> FigureOptions {
-    manifest
-        .config
-        .get(FIGURES_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
-}
-
 /// The server scrape, checked: scraped from the engine's endpoints once
 /// the engine is known ([`ScrapePlan::config_for`]).
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use crate::error::RunError;
 use crate::spec::{RunSpec, ShardSpec};
 use crate::staging::store_url;
 pub use crate::valid_run::ValidRun;
-use crate::valid_run::{Extensions, FIGURES_KEY, RunDir, ScrapePlan, ValidOutputs};
+use crate::valid_run::{Extensions, RunDir, ScrapePlan, ValidOutputs};
 
 /// Where the checked run will run: its files are checked only here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,8 @@ impl RunSpec {
             self.check_not_a_parent()?;
         }
         let mut description = describe(self, &target);
-        description.config[FIGURES_KEY] = serde_json::to_value(&figures).unwrap_or_default();
+        description.config[FigureOptions::CONFIG_KEY] =
+            serde_json::to_value(&figures).unwrap_or_default();
         Ok(ValidRun {
             spec: self.clone(),
             categories,

@@ -145,7 +145,7 @@ async fn goodput_counts_every_record_against_every_slo() {
     );
     // run.json keeps the SLOs, for a report of the run.
     let manifest = read_run(&out).unwrap().manifest.unwrap();
-    let figures = speedbench_run::run_figures(&manifest);
+    let figures = speedbench_metrics::FigureOptions::of_run(&manifest);
     assert_eq!(figures.slos.0.len(), 3);
     assert_eq!(figures.steady_state.unwrap().concurrency, 4);
 }
@@ -289,4 +289,97 @@ async fn bad_figures_are_refused_before_the_first_request() {
     }
     assert_eq!(server.ground_truth().requests, 0, "no request was sent");
     server.shutdown().await;
+}
+
+/// Goodput by hand: good requests (succeeded, e2e at most `e2e_ms`) over
+/// the span from the first start to the last end; the good count too.
+fn goodput_by_hand(records: &[RequestRecord], e2e_ms: f64) -> (u64, f64) {
+    let sent: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+    let good = sent
+        .iter()
+        .filter(|r| r.is_success() && r.request_latency_ms() <= e2e_ms)
+        .count() as u64;
+    let start = sent.iter().map(|r| r.start_unix_ns).min().unwrap();
+    let end = sent.iter().map(|r| r.end_unix_ns).max().unwrap();
+    (good, good as f64 / ((end - start) as f64 / 1e9))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_holds_both_runs_to_the_slos_they_were_made_with() {
+    let demo = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(2.0)
+        .with_output_tokens(8, 24);
+    let mut baseline = demo.clone();
+    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
+    baseline.categories.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
+    // 30 ms: most speculative requests meet it, fewer baseline ones.
+    for (config, out) in [(baseline, &base), (demo, &spec)] {
+        let server = sim(config).await;
+        let done = profile(
+            &server,
+            out,
+            &["--goodput", "e2el:30", "--extra-inputs", "temperature:0"],
+        )
+        .await;
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        server.shutdown().await;
+    }
+    let args = |extra: &'static [&'static str]| {
+        let mut a = vec![
+            "compare".to_string(),
+            "--baseline".into(),
+            base.display().to_string(),
+            "--speculative".into(),
+            spec.display().to_string(),
+            "--bootstrap".into(),
+            "0".into(),
+            // 48 requests of a multi-turn set at concurrency 4: the two
+            // runs need not send the same turns.
+            "--force".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let json_args = args(&["--format", "json"]);
+    let out = run(&json_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let g = &json["goodput"];
+    let (base_records, spec_records) = (
+        read_run(&base).unwrap().records,
+        read_run(&spec).unwrap().records,
+    );
+    let (base_good, base_rate) = goodput_by_hand(&base_records, 30.0);
+    let (spec_good, spec_rate) = goodput_by_hand(&spec_records, 30.0);
+    assert_eq!(g["baseline"]["good_requests"], base_good);
+    assert_eq!(g["speculative"]["good_requests"], spec_good);
+    let close = |v: &serde_json::Value, want: f64| {
+        (v.as_f64().unwrap() - want).abs() <= 1e-9 * want.max(1.0)
+    };
+    assert!(close(&g["baseline"]["goodput"], base_rate), "{g}");
+    assert!(close(&g["speculative"]["goodput"], spec_rate), "{g}");
+    if base_good > 0 {
+        assert!(close(&g["goodput_ratio"], spec_rate / base_rate), "{g}");
+    }
+
+    // --goodput on compare replaces the runs' SLOs; the console says it.
+    let console_args = args(&["--goodput", "request_latency:1000000"]);
+    let out = run(&console_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Goodput against SLOs request_latency:1000000: baseline")
+            && stdout.contains("(48 of 48 sent good)"),
+        "{stdout}"
+    );
 }

@@ -189,7 +189,14 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
     let cmd = server_cmd(&config, "");
     let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
     let mut args = tune_args(rows_s, dir_s, &cmd, "k=1,4,12");
-    args.extend(["--concurrency", "1,16"]);
+    // An SLO every request meets: goodput is then each run's request
+    // throughput, worked out again below from its records.
+    args.extend([
+        "--concurrency",
+        "1,16",
+        "--goodput",
+        "request_latency:600000",
+    ]);
     let out = run(&args).await;
     assert!(
         out.status.success(),
@@ -227,6 +234,7 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
         );
     }
     let report = report_json(&dir);
+    assert_goodput_per_level(&dir, &m, &report);
     let ks = [0, 1, 4, 12];
     for (category, p) in [("math", 0.8), ("writing", 0.3)] {
         let answer = report["categories"]
@@ -282,6 +290,56 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
         "math, writing, overall"
     );
     assert_eq!(page.matches("<polyline class=\"line\"").count(), 9);
+    let console = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&console.stdout);
+    assert!(
+        text.contains(
+            "Goodput against SLOs request_latency:600000: requests/s (good share of those sent)"
+        ) && text.contains("(100%)"),
+        "{text}"
+    );
+}
+
+/// Each level's goodput in the report, both sides, equals its run's
+/// successes over its span (every request meets the SLO).
+fn assert_goodput_per_level(dir: &Path, m: &speedbench_record::TuneManifest, report: &Value) {
+    assert_eq!(report["slos"][0]["metric"], "request_latency");
+    let by_hand = |run_dir: &str| {
+        let records = read_run(&dir.join(run_dir)).unwrap().records;
+        let sent: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
+        let start = sent.iter().map(|r| r.start_unix_ns).min().unwrap();
+        let end = sent.iter().map(|r| r.end_unix_ns).max().unwrap();
+        let ok = sent.iter().filter(|r| r.is_success()).count() as f64;
+        ok / ((end - start) as f64 / 1e9)
+    };
+    let baseline = m.configurations.iter().find(|c| c.baseline).unwrap();
+    for c in report["configurations"].as_array().unwrap() {
+        let tuned = m
+            .configurations
+            .iter()
+            .find(|t| t.name == c["name"])
+            .unwrap();
+        for (i, level) in c["levels"].as_array().unwrap().iter().enumerate() {
+            let g = &level["comparison"]["goodput"];
+            for (side, run) in [
+                ("baseline", &baseline.runs[i]),
+                ("speculative", &tuned.runs[i]),
+            ] {
+                let got = g[side]["goodput"].as_f64().unwrap();
+                let want = by_hand(&run.dir);
+                assert!(
+                    (got - want).abs() <= 1e-9 * want,
+                    "{} {side}: {got} vs {want}",
+                    c["name"]
+                );
+                assert_eq!(g[side]["good_requests"], g[side]["attempted"]);
+            }
+        }
+    }
 }
 
 /// The tune's stdout and stderr.

@@ -136,6 +136,11 @@ pub struct Comparison {
     pub confidence: f64,
     /// What the byte-identical share means ([`BYTE_IDENTICAL_NOTE`]).
     pub byte_identical_note: String,
+    /// Goodput of both runs against the same SLOs; [`compare`] leaves it
+    /// `None` (it takes no SLOs): set it with
+    /// [`GoodputComparison::of`](speedbench_metrics::GoodputComparison::of).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<speedbench_metrics::GoodputComparison>,
 }
 
 fn measured(records: &[RequestRecord]) -> Vec<&RequestRecord> {
@@ -284,6 +289,7 @@ pub fn compare(
         after_divergence: lossless.after_divergence,
         confidence: options.confidence,
         byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
+        goodput: None,
     })
 }
 

@@ -177,6 +177,7 @@ impl Comparison {
             &rows,
             crate::table::FirstColumn::Left,
         );
+        out.push_str(&self.goodput_line());
         let overall = self.rows.last();
         if let Some(o) = overall.filter(|o| o.paired > 0) {
             out.push_str(&format!(
@@ -204,6 +205,29 @@ impl Comparison {
             ));
         }
         out
+    }
+
+    /// `Goodput against SLOs ...: baseline X requests/s (a of b sent), speculative
+    /// Y (c of d sent): Rx` when SLOs were given, else nothing.
+    pub(crate) fn goodput_line(&self) -> String {
+        let Some(g) = &self.goodput else {
+            return String::new();
+        };
+        let side = |s: &speedbench_metrics::Goodput| {
+            let rate = s
+                .goodput
+                .map_or("-".into(), |v| format!("{v:.2} requests/s"));
+            format!("{rate} ({} of {} sent good)", s.good_requests, s.attempted)
+        };
+        let ratio = g
+            .goodput_ratio
+            .map_or(String::new(), |r| format!(": {r:.2}x"));
+        format!(
+            "Goodput against SLOs {}: baseline {}, speculative {}{ratio}\n",
+            g.slos,
+            side(&g.baseline),
+            side(&g.speculative)
+        )
     }
 
     /// `; N later turns not compared (...)` when a conversation diverged
@@ -294,6 +318,10 @@ impl Comparison {
             "\n{:.0}% percentile-bootstrap intervals in brackets.\n",
             self.confidence * 100.0
         ));
+        let goodput = self.goodput_line();
+        if !goodput.is_empty() {
+            out.push_str(&format!("\n{goodput}"));
+        }
         if let Some(o) = self.rows.last().filter(|o| o.paired > 0) {
             out.push_str(&format!(
                 "\nByte-identical outputs: {} of {} paired requests ({:.1}%); {} differ{}.\n\n{}\n",

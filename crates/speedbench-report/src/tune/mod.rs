@@ -12,8 +12,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use speedbench_metrics::{Candidate, Choice, Interval, OVERALL, break_even, choose};
-use speedbench_record::{RequestRecord, TuneConfiguration, TuneManifest, TuneRun};
+use speedbench_metrics::{
+    Candidate, Choice, FigureOptions, GoodputComparison, Interval, OVERALL, Slos, break_even,
+    choose,
+};
+use speedbench_record::{RequestRecord, RunManifest, TuneConfiguration, TuneManifest, TuneRun};
 
 pub use predict::{PredictedBudget, TunePrediction};
 
@@ -34,6 +37,10 @@ pub struct TuneReport {
     pub temperature: Option<String>,
     /// The intervals' confidence level.
     pub confidence: f64,
+    /// The SLOs the runs were made with (`--goodput`): each level's
+    /// comparison holds both sides' goodput against them.
+    #[serde(skip_serializing_if = "Slos::is_empty")]
+    pub slos: Slos,
     /// Every speculative configuration against the baseline.
     pub configurations: Vec<TunedConfiguration>,
     /// Per category (`overall` last): what to deploy.
@@ -132,9 +139,13 @@ impl TuneReport {
             .filter(|c| !c.baseline)
             .map(|c| (c, load_side(dir, c, &mut notes)))
             .collect();
+        let slos = tune_slos(dir, baseline);
         let configurations: Vec<TunedConfiguration> = sides
             .iter()
-            .map(|(c, records)| tuned(c, &base_records, records, &manifest.load_levels, options))
+            .map(|(c, records)| {
+                let loads = &manifest.load_levels;
+                tuned(c, (&base_records, records), loads, options, &slos)
+            })
             .collect();
         let categories = answers(&configurations, &manifest.load_levels);
         let names: Vec<String> = categories.iter().map(|a| a.category.clone()).collect();
@@ -146,6 +157,7 @@ impl TuneReport {
             load_levels: manifest.load_levels.clone(),
             temperature: manifest.temperature.clone(),
             confidence: options.confidence,
+            slos,
             configurations,
             categories,
             predictions,
@@ -218,13 +230,31 @@ fn load_side(
         .collect()
 }
 
-/// One configuration against the baseline, level by level and pooled.
+/// The SLOs the tune's runs were made with: those in the `run.json` of the
+/// baseline's first run that has one (every run of a tune has the same).
+fn tune_slos(dir: &Path, baseline: &TuneConfiguration) -> Slos {
+    baseline
+        .runs
+        .iter()
+        .find_map(|r| {
+            let text = std::fs::read(dir.join(&r.dir).join(RunManifest::FILE_NAME)).ok()?;
+            let manifest: RunManifest = serde_json::from_slice(&text).ok()?;
+            Some(FigureOptions::of_run(&manifest).slos)
+        })
+        .unwrap_or_default()
+}
+
+/// One configuration against the baseline, level by level (with both
+/// sides' goodput against `slos`) and pooled.
 fn tuned<'a>(
     c: &TuneConfiguration,
-    base: &'a [Option<Vec<RequestRecord>>],
-    spec: &'a [Option<Vec<RequestRecord>>],
+    (base, spec): (
+        &'a [Option<Vec<RequestRecord>>],
+        &'a [Option<Vec<RequestRecord>>],
+    ),
     loads: &[String],
     options: &CompareOptions,
+    slos: &Slos,
 ) -> TunedConfiguration {
     let mut pooled_base = Vec::new();
     let mut pooled_spec = Vec::new();
@@ -235,7 +265,8 @@ fn tuned<'a>(
             let side = |runs: &'a [Option<Vec<RequestRecord>>]| runs.get(i)?.as_deref();
             let (comparison, missing) = match (side(base), side(spec)) {
                 (Some(b), Some(s)) => match compare(b, s, options) {
-                    Ok(cmp) => {
+                    Ok(mut cmp) => {
+                        cmp.goodput = GoodputComparison::of(b, s, slos);
                         pooled_base.extend_from_slice(b);
                         pooled_spec.extend_from_slice(s);
                         (Some(cmp), None)

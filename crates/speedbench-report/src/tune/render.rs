@@ -1,6 +1,7 @@
 //! A tune's answer as console tables, Markdown, JSON and an HTML page with
 //! a chart of speedup against load per category.
 
+use speedbench_metrics::GoodputComparison;
 use std::fmt::Write;
 
 use serde_json::Value;
@@ -64,8 +65,53 @@ impl TuneReport {
             out.push('\n');
             out.push_str(&titled_table(&title, &header, &rows, FirstColumn::Left));
         }
+        if let Some((header, rows)) = self.goodput_rows() {
+            let header: Vec<&str> = header.iter().map(String::as_str).collect();
+            let title = format!(
+                "Goodput against SLOs {}: requests/s (good share of those sent)",
+                self.slos
+            );
+            out.push('\n');
+            out.push_str(&titled_table(&title, &header, &rows, FirstColumn::Left));
+        }
         out.push_str(&self.answers_text());
         out
+    }
+
+    /// With SLOs: a row for the baseline and each configuration, a column
+    /// per load level, each cell the run's goodput and good share.
+    fn goodput_rows(&self) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+        if self.slos.is_empty() {
+            return None;
+        }
+        let text = |g: &speedbench_metrics::Goodput| {
+            let rate = g.goodput.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let share = g
+                .good_request_fraction
+                .map_or(String::new(), |f| format!(" ({:.0}%)", f * 100.0));
+            format!("{rate}{share}")
+        };
+        fn at(c: &crate::tune::TunedConfiguration, i: usize) -> Option<&GoodputComparison> {
+            c.levels.get(i)?.comparison.as_ref()?.goodput.as_ref()
+        }
+        let header = std::iter::once("configuration".to_string())
+            .chain(self.load_levels.iter().map(|l| self.level_name(l)))
+            .collect();
+        let baseline = (0..self.load_levels.len()).map(|i| {
+            let g = self.configurations.iter().find_map(|c| at(c, i));
+            g.map_or("-".to_string(), |g| text(&g.baseline))
+        });
+        let mut rows = vec![
+            std::iter::once("baseline".to_string())
+                .chain(baseline)
+                .collect(),
+        ];
+        for c in &self.configurations {
+            let cells = (0..self.load_levels.len())
+                .map(|i| at(c, i).map_or("-".to_string(), |g| text(&g.speculative)));
+            rows.push(std::iter::once(c.name.clone()).chain(cells).collect());
+        }
+        Some((header, rows))
     }
 
     /// A Markdown section per category, then the answers and notes.
@@ -77,6 +123,19 @@ impl TuneReport {
                 out,
                 "\n## {}\n\n| {} |\n|",
                 answer.category,
+                header.join(" | ")
+            );
+            out.push_str(&" --- |".repeat(header.len()));
+            out.push('\n');
+            for r in rows {
+                let _ = writeln!(out, "| {} |", r.join(" | "));
+            }
+        }
+        if let Some((header, rows)) = self.goodput_rows() {
+            let _ = write!(
+                out,
+                "\n## Goodput against SLOs {}\n\nRequests/s (good share of those sent).\n\n| {} |\n|",
+                self.slos,
                 header.join(" | ")
             );
             out.push_str(&" --- |".repeat(header.len()));

@@ -191,12 +191,11 @@ fn without(text: &str, needle: &str) -> String {
 
 #[test]
 fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
-    // latency_test: the dataset swapped, then its time slices refused.
+    // latency_test: the dataset swapped, it runs with its time slices.
     let text = with_speed_bench_file(&template("latency_test"));
-    let err = expand("latency_test", &text, &[]).unwrap_err();
-    assert!(err.contains("`artifacts.slice_duration`"), "{err}");
-    let sweep = expand("latency_test", &without(&text, "sliceDuration"), &[]).unwrap();
+    let sweep = expand("latency_test", &text, &[]).unwrap();
     let spec = sweep.runs()[0].spec().unwrap();
+    assert!(spec.figures.slice_duration_s.is_some());
     assert_eq!(spec.load.request_rate, Some(20.0));
     assert_eq!(spec.load.max_concurrency, Some(100));
     assert_eq!(spec.load.benchmark_duration_s, Some(120.0));
@@ -210,21 +209,9 @@ fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
     let err = expand("warmup_profiling", &text, &[]).unwrap_err();
     assert!(err.contains("`phases.profiling.type: gamma`"), "{err}");
 
-    // goodput_slo: SLOs are refused; without them it runs.
+    // goodput_slo runs unchanged: its SLOs are --goodput, its slices
+    // --slice-duration.
     let text = with_speed_bench_file(&template("goodput_slo"));
-    let err = expand("goodput_slo", &text, &[]).unwrap_err();
-    assert!(err.contains("`slos`"), "{err}");
-    let text = without(&without(&text, "sliceDuration"), "slos:");
-    let text = text
-        .lines()
-        .filter(|l| {
-            !l.starts_with("    request_latency")
-                && !l.starts_with("    time_to_first")
-                && !l.starts_with("    inter_token")
-                && !l.starts_with("    output_token")
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
     let sweep = expand("goodput_slo", &text, &[]).unwrap();
     let spec = sweep.runs()[0].spec().unwrap();
     assert_eq!(
@@ -236,6 +223,12 @@ fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
         (100, Some(16))
     );
     assert_eq!(spec.load.request_rate, Some(30.0));
+    assert_eq!(
+        spec.figures.goodput.to_string(),
+        "request_latency:5000 time_to_first_token:500 inter_token_latency:50 \
+         output_token_throughput_per_user:20"
+    );
+    assert_eq!(spec.figures.slice_duration_s, Some(30.0));
 
     // multi_turn_conversation: sessions per phase; a warmup of sessions is
     // not speedbench's (it counts warmup requests).

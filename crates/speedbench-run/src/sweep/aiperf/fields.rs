@@ -50,7 +50,8 @@ pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Sett
             "datasets" => datasets(&mut out, key, value)?,
             "phases" => phases(&mut out, key, value)?,
             "server_metrics" => server_metrics(&mut out, value)?,
-            "artifacts" => check_artifacts(value).map_err(fail)?,
+            "artifacts" => artifacts(&mut out, value)?,
+            "slos" => slos(&mut out, value)?,
             other => return Err(fail(unsupported(key, other, benchmark_why(other)))),
         }
     }
@@ -59,7 +60,6 @@ pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Sett
 
 fn benchmark_why(name: &str) -> &'static str {
     match name {
-        "slos" => "it computes no goodput against SLOs; leave `slos` out",
         "gpu_telemetry" => "it collects no GPU telemetry (DCGM)",
         "tokenizer" => "it counts tokens from the server's usage, with no tokenizer",
         _ => "no counterpart in speedbench for this field of the benchmark block",
@@ -391,21 +391,46 @@ fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
 /// `artifacts`: where the runs go (the sweep's parent); speedbench writes
 /// `summary.json` and `records.parquet` (AIPerf's `summary: [json]`,
 /// `records: [jsonl]`), `raw: true` keeps every response.
-fn check_artifacts(node: &Node) -> Result<(), Refusal> {
+fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let is = |field: &str, word: &str| match node.get(field).map(|n| &n.value) {
         Some(Value::List(l)) => l.iter().all(|f| f.scalar_text().as_deref() == Some(word)),
         _ => false,
     };
-    let mut allowed = vec!["dir"];
+    let mut allowed = vec!["dir", "slice_duration"];
     if is("summary", "json") {
         allowed.push("summary");
     }
     if is("records", "jsonl") {
         allowed.push("records");
     }
-    let why = "it writes summary.json and records.parquet (`speedbench report --format csv` \
-               for a CSV), without time slices or plots";
-    only(node, "artifacts", &allowed, why).map(|_| ())
+    let why = "it writes summary.json (time slices in it) and records.parquet (`speedbench \
+               report --format csv` for a CSV), without plots";
+    only(node, "artifacts", &allowed, why).map_err(|r| invalid(out, r))?;
+    if let Some(slice) = node.get("slice_duration") {
+        out.one("slice-duration", slice)?;
+    }
+    Ok(())
+}
+
+/// `slos`: a mapping of AIPerf metric tags to thresholds, `--goodput`.
+fn slos(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let entries = node.entries().ok_or_else(|| {
+        invalid(
+            out,
+            (
+                node.line,
+                format!(
+                    "`slos`: a mapping of metric to threshold, not {}",
+                    node.kind()
+                ),
+            ),
+        )
+    })?;
+    let pairs: Vec<String> = entries
+        .iter()
+        .map(|(key, value)| format!("{}:{}", key.name, value.scalar_text().unwrap_or_default()))
+        .collect();
+    out.set("goodput", vec![pairs.join(" ")], node.line)
 }
 
 /// `artifacts.dir`, the runs' parent.
