@@ -244,14 +244,14 @@ fn tune_slos(dir: &Path, baseline: &TuneConfiguration) -> Slos {
         .unwrap_or_default()
 }
 
+/// A run's records at one load level (`None` where it left none).
+type LevelRecords = Option<Vec<RequestRecord>>;
+
 /// One configuration against the baseline, level by level (with both
 /// sides' goodput against `slos`) and pooled.
 fn tuned<'a>(
     c: &TuneConfiguration,
-    (base, spec): (
-        &'a [Option<Vec<RequestRecord>>],
-        &'a [Option<Vec<RequestRecord>>],
-    ),
+    (base, spec): (&'a [LevelRecords], &'a [LevelRecords]),
     loads: &[String],
     options: &CompareOptions,
     slos: &Slos,
@@ -262,7 +262,7 @@ fn tuned<'a>(
         .iter()
         .enumerate()
         .map(|(i, load)| {
-            let side = |runs: &'a [Option<Vec<RequestRecord>>]| runs.get(i)?.as_deref();
+            let side = |runs: &'a [LevelRecords]| runs.get(i)?.as_deref();
             let (comparison, missing) = match (side(base), side(spec)) {
                 (Some(b), Some(s)) => match compare(b, s, options) {
                     Ok(mut cmp) => {
