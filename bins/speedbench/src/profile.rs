@@ -168,6 +168,9 @@ impl FromArgMatches for ProfileArgs {
 /// sweep instead).
 pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     let spec = args.spec;
+    if spec.repeat.num_profile_runs > 1 {
+        return crate::sweep::run_repeated(&spec).await;
+    }
     // The dataset first, as before the spec existed: a missing file is
     // named before any flag it would have run with.
     let dataset = spec.load_dataset(&mut Console::default()).await?;

@@ -11,8 +11,10 @@ use std::path::Path;
 use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
-use speedbench_run::RunError;
+use speedbench_report::render_repeated;
+use speedbench_run::repeat::{RepeatedRuns, repetitions};
 use speedbench_run::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
+use speedbench_run::{RunError, RunSpec};
 
 use crate::console::Console;
 use crate::profile::ProfileArgs;
@@ -72,6 +74,38 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
         stop.is_stopped()
             .then(|| signals.exit_code().unwrap_or(EXIT_SIGINT)),
     )
+}
+
+/// Runs `speedbench profile --num-profile-runs N`: the runs, then their
+/// figures across runs, printed and in `aggregate.json`.
+pub(crate) async fn run_repeated(spec: &RunSpec) -> Result<Outcome, CliError> {
+    let sweep = repetitions(spec)?;
+    let parent = sweep.parent().to_path_buf();
+    let sweep = sweep.check().await.map_err(refused)?;
+    let stop = StopHandle::new();
+    let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
+    let outcome = sweep.run(&stop, &mut Console::default()).await;
+    let runs = RepeatedRuns::of(&outcome, &parent, spec.repeat.confidence_level);
+    let written = runs.write(&parent);
+    println!("\n{}", render_repeated(&runs.metrics));
+    for l in &runs.left_out {
+        println!("left out of the figures: {}: {}", l.run, l.why);
+    }
+    match &written {
+        Ok(path) => println!(
+            "figures of {} of {} runs in {}",
+            runs.num_successful_runs,
+            runs.num_runs,
+            path.display()
+        ),
+        Err(e) => eprintln!("error: {}", speedbench_run::error_message(e)),
+    }
+    let interrupted = stop
+        .is_stopped()
+        .then(|| signals.exit_code().unwrap_or(EXIT_SIGINT));
+    let outcome = summarize(&parent, &outcome, None, interrupted)?;
+    written?;
+    Ok(outcome)
 }
 
 /// Each refused run on a line of its own, then the count.

@@ -23,6 +23,8 @@
 //! - goodput against SLOs ([`Slos`], [`Goodput`]), the steady state of a
 //!   closed loop ([`SteadyState`]) and time slices ([`time_slices`]), asked
 //!   for through [`FigureOptions`];
+//! - run-to-run variance of repeated runs ([`RepeatedMetrics`], [`Spread`]:
+//!   mean, sample std, CV and a Student's t interval across the runs);
 //! - baseline-against-speculative speedups as llama.cpp's
 //!   `speed_bench_compare.py` computes them ([`Speedups`], [`DecodeSource`])
 //!   with percentile-bootstrap intervals ([`bootstrap_interval`]) drawn from
@@ -71,6 +73,7 @@ mod goodput;
 mod mean;
 mod measured;
 mod predict;
+mod repeat;
 mod request;
 mod rng;
 mod run;
@@ -97,6 +100,7 @@ pub use measured::is_measured;
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
 };
+pub use repeat::{RepeatedFigure, RepeatedMetrics, Spread, t_quantile};
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;
 pub use run::{

@@ -1,7 +1,9 @@
 //! The console sections of the figures a run asks for beyond its records'
 //! own: goodput against SLOs, the steady state, time slices.
 
-use speedbench_metrics::{Goodput, SteadyState, Summary, TimeSlice, WindowFigures};
+use speedbench_metrics::{
+    Goodput, RepeatedMetrics, SteadyState, Summary, TimeSlice, WindowFigures,
+};
 
 use crate::format::thousands;
 use crate::table::{FirstColumn, titled_table};
@@ -128,6 +130,40 @@ pub(crate) fn time_slices(slices: &[TimeSlice]) -> Option<String> {
     Some(titled_table(&title, &header, &rows, FirstColumn::Right))
 }
 
+/// The headline figures of repeated runs: per figure its mean, sample
+/// std, coefficient of variation, the Student's t interval across the runs
+/// and the range.
+pub fn render_repeated(r: &RepeatedMetrics) -> String {
+    let header = [
+        "Metric", "mean", "std", "CV", "CI low", "CI high", "min", "max", "runs",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .figures
+        .iter()
+        .map(|f| {
+            let s = &f.spread;
+            let cv = s.cv.map_or("-".into(), |cv| format!("{:.1}%", cv * 100.0));
+            vec![
+                format!("{} ({})", f.name, f.unit),
+                thousands(s.mean),
+                thousands(s.std),
+                cv,
+                thousands(s.ci_low),
+                thousands(s.ci_high),
+                thousands(s.min),
+                thousands(s.max),
+                s.runs.to_string(),
+            ]
+        })
+        .collect();
+    let title = format!(
+        "speedbench | Across {} runs ({:.0}% Student's t intervals of the mean)",
+        r.runs,
+        r.confidence_level * 100.0
+    );
+    titled_table(&title, &header, &rows, FirstColumn::Right)
+}
+
 /// `30` for 30.0, `2.5` for 2.5.
 fn trim_float(v: f64) -> String {
     let s = format!("{v:.3}");
@@ -167,6 +203,26 @@ mod tests {
             goodput_line(&g),
             "Goodput: 4 of 8 requests sent met every SLO (50.0 %): time_to_first_token <= 200 \
              ms (met by 7), output_token_throughput_per_user >= 20 tokens/s/user (met by 5)\n"
+        );
+    }
+
+    #[test]
+    fn repeated_runs_show_mean_std_cv_and_interval() {
+        use speedbench_metrics::RunMetrics;
+        let run = |rps: f64| RunMetrics {
+            request_throughput: Some(rps),
+            ..RunMetrics::from_records(&[])
+        };
+        let (a, b, c) = (run(10.0), run(12.0), run(14.0));
+        let out = render_repeated(&RepeatedMetrics::of(&[&a, &b, &c], 0.95));
+        // mean 12, std 2, CV 16.7 %, 12 ± 4.3027 × 2/√3 = 7.03 .. 16.97.
+        assert!(
+            out.contains("Across 3 runs (95% Student's t intervals of the mean)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("│ request_throughput_avg (requests/sec) │ 12.00 │ 2.00 │ 16.7% │   7.03 │   16.97 │ 10.00 │ 14.00 │    3 │"),
+            "{out}"
         );
     }
 

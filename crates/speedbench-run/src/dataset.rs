@@ -80,6 +80,19 @@ impl DatasetSpec {
             _ => Ok(None),
         }
     }
+
+    /// A short name of the source, for a directory's name: the input
+    /// file's stem, the public dataset's name, `speed_bench_CONFIG`.
+    pub fn label(&self) -> String {
+        match &self.source {
+            Some(DatasetSource::InputFile(p)) => p
+                .file_stem()
+                .map_or("input".into(), |s| s.to_string_lossy().into_owned()),
+            Some(DatasetSource::PublicDataset(name)) => name.clone(),
+            Some(DatasetSource::Bench(config)) => format!("speed_bench_{config}"),
+            None => "run".into(),
+        }
+    }
 }
 
 impl RunSpec {

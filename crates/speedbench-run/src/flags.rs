@@ -458,6 +458,43 @@ const FIGURES: &[Flag] = &[
         .help("A steady state shorter than this is not reported (the summary says why)."),
 ];
 
+/// The measured phase repeated, for run-to-run variance.
+const REPEAT: &[Flag] = &[
+    flag!("num-profile-runs", One, |s, v| s.repeat.num_profile_runs = profile_runs(v)?)
+        .value("N")
+        .default("1")
+        .help("Run the measured phase N times (1-10) over the same prompts in the same order, each run in OUTPUT/profile_runs/run_000K, then OUTPUT/aggregate.json: each headline figure's mean, std, coefficient of variation and a Student's t interval across the runs."),
+    flag!("profile-run-cooldown-seconds", One, |s, v| s.repeat.cooldown_s = non_negative(v)?)
+        .value("SECONDS")
+        .default("0")
+        .help("With --num-profile-runs: seconds to wait between two runs."),
+    flag!("confidence-level", One, |s, v| s.repeat.confidence_level = confidence(v)?)
+        .value("LEVEL")
+        .default("0.95")
+        .help("With --num-profile-runs: the confidence level of the across-run intervals, strictly between 0 and 1."),
+    flag!("no-profile-run-disable-warmup-after-first", Switch, |s, v| s.repeat.warmup_every_run = switch(v)?)
+        .help("With --num-profile-runs: warm up before every run, not only the first."),
+];
+
+/// `--num-profile-runs`: 1 to 10.
+fn profile_runs(value: &str) -> Result<usize, String> {
+    let max = crate::spec::RepeatSpec::MAX_RUNS;
+    match parse::<usize>(value) {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number of runs from 1 to {max} (1: one run)"
+        )),
+    }
+}
+
+/// A confidence level strictly between 0 and 1.
+fn confidence(value: &str) -> Result<f64, String> {
+    match parse::<f64>(value)? {
+        v if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err("must lie strictly between 0 and 1 (0.95: 95 %)".into()),
+    }
+}
+
 /// Adds `--goodput`'s SLOs; a metric given twice is refused.
 fn add_slos(spec: &mut RunSpec, value: &str) -> Result<(), String> {
     let slos: speedbench_metrics::Slos = value.parse()?;
@@ -492,12 +529,13 @@ fn share(value: &str) -> Result<f64, String> {
 }
 
 /// Every flag of a run under its `--help` heading.
-pub const GROUPS: [(&str, &[Flag]); 5] = [
+pub const GROUPS: [(&str, &[Flag]); 6] = [
     ("Server and requests", TARGET),
     ("Dataset", DATASET),
     ("Load", LOAD),
     ("Output, shards and server metrics", OUTPUT),
     ("Figures", FIGURES),
+    ("Repeated runs", REPEAT),
 ];
 
 /// Every flag that sets a field of a [`RunSpec`].

@@ -58,6 +58,7 @@ mod finished;
 pub mod flags;
 mod observer;
 pub mod process;
+pub mod repeat;
 pub mod report;
 mod spec;
 #[cfg(feature = "store")]
@@ -80,8 +81,8 @@ pub use execute::{execute, run_spec};
 pub use finished::{RunReport, RunResults, ShownPaths};
 pub use observer::{EngineSource, Observer, Silent};
 pub use spec::{
-    DatasetSource, DatasetSpec, EngineChoice, FigureSpec, LoadSpec, OutputSpec, RunSpec,
-    SamplingSpec, ScrapeSpec, Secret, ShardSpec, TargetSpec,
+    DatasetSource, DatasetSpec, EngineChoice, FigureSpec, LoadSpec, OutputSpec, RepeatSpec,
+    RunSpec, SamplingSpec, ScrapeSpec, Secret, ShardSpec, TargetSpec,
 };
 /// An error with every cause its message does not already quote, on one
 /// line (as the command line prints errors).

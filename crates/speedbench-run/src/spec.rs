@@ -51,6 +51,8 @@ pub struct RunSpec {
     pub scrape: ScrapeSpec,
     /// The figures asked of the run beyond the records' own.
     pub figures: FigureSpec,
+    /// The measured phase repeated, for run-to-run variance.
+    pub repeat: RepeatSpec,
 }
 
 /// A secret (an API key, a header's value): kept in memory for the
@@ -362,6 +364,39 @@ impl Default for FigureSpec {
             slice_duration_s: None,
             steady_state_threshold: Steady::DEFAULT_THRESHOLD,
             steady_state_min_window_s: Steady::DEFAULT_MIN_WINDOW_S,
+        }
+    }
+}
+
+/// The measured phase repeated over the same prompts, in the same order,
+/// for run-to-run variance (AIPerf's multi-run confidence reporting).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RepeatSpec {
+    /// `--num-profile-runs`: 1 to [`RepeatSpec::MAX_RUNS`].
+    pub num_profile_runs: usize,
+    /// `--profile-run-cooldown-seconds`: a pause between two runs.
+    pub cooldown_s: f64,
+    /// `--confidence-level` of the across-run intervals.
+    pub confidence_level: f64,
+    /// `--no-profile-run-disable-warmup-after-first`: every run warms up,
+    /// not only the first.
+    pub warmup_every_run: bool,
+}
+
+impl RepeatSpec {
+    /// The most runs one command repeats (AIPerf's bound).
+    pub const MAX_RUNS: usize = 10;
+}
+
+impl Default for RepeatSpec {
+    fn default() -> RepeatSpec {
+        RepeatSpec {
+            num_profile_runs: 1,
+            cooldown_s: 0.0,
+            confidence_level: 0.95,
+            warmup_every_run: false,
         }
     }
 }

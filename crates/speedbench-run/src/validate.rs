@@ -82,6 +82,13 @@ impl RunSpec {
 
     fn check(&self, place: Where) -> Result<ValidRun, RunError> {
         self.check_pairs()?;
+        if self.repeat.num_profile_runs > 1 {
+            return Err(RunError::invalid(
+                "--num-profile-runs",
+                "repeats one run of `speedbench profile` (speedbench_run::repeat::repetitions); \
+                 a sweep file or a tune runs each of its runs once",
+            ));
+        }
         let d = &self.dataset;
         let categories = CategorySelection::parse(&d.category).map_err(|e| RunError::Dataset {
             context: "--category".into(),

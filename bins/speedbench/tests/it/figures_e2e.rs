@@ -16,6 +16,18 @@ async fn profile(
     out: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Output {
+    let mut args = vec!["--request-count", "48"];
+    args.extend_from_slice(extra);
+    profile_rows(server, out, &args).await
+}
+
+/// Runs a streamed profile of every turn of every row at concurrency 4
+/// with `extra`.
+async fn profile_rows(
+    server: &speedbench_sim::SimServer,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
     let fixture = fixture();
     let url = server.url();
     let mut args = vec![
@@ -27,8 +39,6 @@ async fn profile(
         "--streaming",
         "--input-file",
         fixture.to_str().unwrap(),
-        "--request-count",
-        "48",
         "--concurrency",
         "4",
         "--server-metrics-shutdown-delay",
@@ -382,4 +392,133 @@ async fn compare_holds_both_runs_to_the_slos_they_were_made_with() {
             && stdout.contains("(48 of 48 sent good)"),
         "{stdout}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_runs_give_each_figure_its_spread_across_runs() {
+    let config = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(4, 16);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("three");
+    let done = profile_rows(
+        &server,
+        &out,
+        &[
+            "--num-profile-runs",
+            "3",
+            "--confidence-level",
+            "0.9",
+            "--warmup-request-count",
+            "4",
+            "--profile-run-cooldown-seconds",
+            "0.2",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let served = server.ground_truth().requests;
+    server.shutdown().await;
+    // Every turn of the 33 rows a run, the warmup in the first only.
+    let turns = speedbench_dataset::Dataset::from_jsonl_file(fixture())
+        .unwrap()
+        .conversations
+        .iter()
+        .map(|c| c.turns.len() as u64)
+        .sum::<u64>();
+    assert_eq!(served, 3 * turns + 4);
+
+    let mut throughputs = Vec::new();
+    let mut prompts = Vec::new();
+    for k in 1..=3 {
+        let run = out.join(format!("profile_runs/run_{k:04}"));
+        let records = read_run(&run).unwrap().records;
+        assert_record_invariants(&records, Some(true));
+        assert_eq!(
+            records.iter().filter(|r| r.warmup).count(),
+            if k == 1 { 4 } else { 0 }
+        );
+        let measured: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup).collect();
+        assert_eq!(measured.len() as u64, turns);
+        let start = measured.iter().map(|r| r.start_unix_ns).min().unwrap();
+        let end = measured.iter().map(|r| r.end_unix_ns).max().unwrap();
+        throughputs.push(turns as f64 / ((end - start) as f64 / 1e9));
+        let mut sent: Vec<(String, u32)> = measured
+            .iter()
+            .map(|r| (r.conversation_id.clone(), r.turn_index))
+            .collect();
+        sent.sort();
+        prompts.push(sent);
+    }
+    assert!(
+        prompts.windows(2).all(|w| w[0] == w[1]),
+        "the same requests every run"
+    );
+    // Mean, sample std, CV and the t interval (t(0.95, 2) = 2.919986) by hand.
+    let n = 3.0;
+    let mean = throughputs.iter().sum::<f64>() / n;
+    let std = (throughputs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let half = 2.919_985_580 * std / n.sqrt();
+    let aggregate: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("aggregate.json")).unwrap()).unwrap();
+    assert_eq!(aggregate["num_runs"], 3);
+    assert_eq!(aggregate["num_successful_runs"], 3);
+    assert_eq!(aggregate["confidence_level"], 0.9);
+    let figure = aggregate["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "request_throughput_avg")
+        .unwrap();
+    let close = |key: &str, want: f64| {
+        let got = figure[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{key}: {got} vs {want}"
+        );
+    };
+    close("mean", mean);
+    close("std", std);
+    close("cv", std / mean);
+    close("ci_low", mean - half);
+    close("ci_high", mean + half);
+    assert!(
+        stdout.contains("speedbench | Across 3 runs (90% Student's t intervals of the mean)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("figures of 3 of 3 runs in"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_repetitions_are_refused_before_the_first_request() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    for (extra, says) in [
+        (vec!["--num-profile-runs", "0"], "from 1 to 10"),
+        (vec!["--num-profile-runs", "11"], "from 1 to 10"),
+        (
+            vec!["--num-profile-runs", "2", "--confidence-level", "1"],
+            "strictly between 0 and 1",
+        ),
+        (
+            vec!["--num-profile-runs", "2", "--output", "py.json"],
+            "every run would write the one speed_bench.py file",
+        ),
+    ] {
+        let done = profile(&server, &out, &extra).await;
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert!(!done.status.success(), "{extra:?}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!out.exists(), "{extra:?}: nothing was run");
+    }
+    assert_eq!(server.ground_truth().requests, 0, "no request was sent");
+    server.shutdown().await;
 }

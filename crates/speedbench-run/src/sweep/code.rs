@@ -48,7 +48,73 @@ impl Sweep {
             parent,
             runs,
             report_tokens: Vec::new(),
+            cooldown: std::time::Duration::ZERO,
         })
+    }
+
+    /// `n` runs of `spec` over the same prompts in the same order, in
+    /// `parent/profile_runs/run_0001` and on (AIPerf's layout for repeated
+    /// runs): each a single run; only the first warms up unless
+    /// `warmup_every_run`. At most [`crate::RepeatSpec::MAX_RUNS`].
+    ///
+    /// ```
+    /// use speedbench_run::{RunSpec, sweep::Sweep};
+    /// let spec = RunSpec::default().with("url", "http://127.0.0.1:8000")?.with("warmup-request-count", "4")?;
+    /// let sweep = Sweep::repeated(&spec, "artifacts/five", 5, false)?;
+    /// assert_eq!(sweep.runs()[1].dir, std::path::Path::new("artifacts/five/profile_runs/run_0002"));
+    /// assert_eq!(sweep.runs()[0].spec().unwrap().load.warmup_request_count, 4);
+    /// assert_eq!(sweep.runs()[1].spec().unwrap().load.warmup_request_count, 0);
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn repeated(
+        spec: &RunSpec,
+        parent: impl Into<PathBuf>,
+        n: usize,
+        warmup_every_run: bool,
+    ) -> Result<Sweep, RunError> {
+        let max = crate::RepeatSpec::MAX_RUNS;
+        if !(1..=max).contains(&n) {
+            return Err(RunError::invalid(
+                "--num-profile-runs",
+                format!("{n} runs asked for: from 1 to {max}"),
+            ));
+        }
+        let parent = parent.into();
+        let runs = (1..=n)
+            .map(|index| {
+                let dir_name = format!("run_{index:04}");
+                let dir = parent.join(REPEATED_RUNS_DIR).join(&dir_name);
+                let mut spec = spec.clone();
+                spec.repeat = crate::RepeatSpec::default();
+                spec.outputs.output_artifact_dir = Some(dir.clone());
+                if index > 1 && !warmup_every_run {
+                    spec.load.warmup_request_count = 0;
+                }
+                SweepRun {
+                    index,
+                    description: format!("run {index} of {n}"),
+                    dir_name,
+                    origin: format!("run {index} of --num-profile-runs {n}"),
+                    dir,
+                    file_flags: Vec::new(),
+                    spec: Ok(spec),
+                }
+            })
+            .collect();
+        Ok(Sweep {
+            path: None,
+            parent,
+            runs,
+            report_tokens: Vec::new(),
+            cooldown: std::time::Duration::ZERO,
+        })
+    }
+
+    /// Waits `cooldown` before every run but the first (a stop cuts the
+    /// wait short): `--profile-run-cooldown-seconds`.
+    pub fn with_cooldown(mut self, cooldown: std::time::Duration) -> Sweep {
+        self.cooldown = cooldown;
+        self
     }
 
     /// Every combination of `axes` over `base`, the last axis varying
@@ -144,6 +210,10 @@ fn code_run(
         spec: Ok(spec),
     }
 }
+
+/// The directory of a repeated run's runs under its own
+/// ([`Sweep::repeated`]).
+pub const REPEATED_RUNS_DIR: &str = "profile_runs";
 
 fn too_many(total: &str) -> RunError {
     RunError::invalid(

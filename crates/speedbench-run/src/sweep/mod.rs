@@ -41,6 +41,7 @@ use crate::spec::{DatasetSource, RunSpec};
 use crate::validate::ValidRun;
 use file::{Source, Variation};
 
+pub use code::REPEATED_RUNS_DIR;
 pub use file::MAX_VARIATIONS;
 
 /// One run of a sweep.
@@ -81,6 +82,8 @@ pub struct Sweep {
     parent: PathBuf,
     runs: Vec<SweepRun>,
     report_tokens: Vec<String>,
+    /// A pause before every run but the first ([`Sweep::with_cooldown`]).
+    cooldown: std::time::Duration,
 }
 
 impl Sweep {
@@ -129,6 +132,7 @@ impl Sweep {
             parent,
             runs,
             report_tokens: expanded.report_tokens,
+            cooldown: std::time::Duration::ZERO,
         })
     }
 
@@ -523,8 +527,18 @@ impl CheckedSweep {
         let total = self.prepared.len();
         let mut runs = Vec::with_capacity(total);
         let mut sweep_runs = std::mem::take(&mut self.sweep.runs).into_iter();
-        for p in self.prepared {
+        for (i, p) in self.prepared.into_iter().enumerate() {
             let run = sweep_runs.next().expect("one prepared per run");
+            if i > 0 && !self.sweep.cooldown.is_zero() && !stop.is_stopped() {
+                observer.waiting(&format!(
+                    "cooling down {:?} before run {} of {total}",
+                    self.sweep.cooldown, run.index
+                ));
+                tokio::select! {
+                    () = tokio::time::sleep(self.sweep.cooldown) => {}
+                    () = stop.stopped() => {}
+                }
+            }
             let end = if stop.is_stopped() {
                 RunEnd::NotStarted
             } else {
