@@ -100,7 +100,7 @@ pub use measured::is_measured;
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
 };
-pub use repeat::{RepeatedFigure, RepeatedMetrics, Spread, t_quantile};
+pub use repeat::{AcrossRuns, RatioInterval, RepeatedFigure, RepeatedMetrics, Spread, t_quantile};
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;
 pub use run::{

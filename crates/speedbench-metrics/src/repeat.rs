@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use speedbench_record::RequestRecord;
+
 use crate::run::RunMetrics;
 use crate::summary::Summary;
 
@@ -207,6 +209,126 @@ impl RepeatedMetrics {
     }
 }
 
+/// A ratio of two figures measured over repeated runs on each side, with
+/// its interval across the runs.
+///
+/// On the log scale: with `a` the logs of the numerator's runs and `b`
+/// the denominator's, `d = mean(a) - mean(b)`, `se = √(s²(a)/n + s²(b)/m)`
+/// (sample variances), Welch–Satterthwaite degrees of freedom, and the
+/// interval `exp(d ± t·se)`; the ratio is `exp(d)`, the ratio of the two
+/// sides' geometric means. A ratio of means over runs that vary 8 % from
+/// run to run gets an interval about that wide: a 1.1x that is noise shows
+/// an interval that reaches 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioInterval {
+    /// `exp(mean ln num - mean ln den)`.
+    pub ratio: f64,
+    /// Lower bound.
+    pub low: f64,
+    /// Upper bound.
+    pub high: f64,
+    /// Welch–Satterthwaite degrees of freedom (`None` when neither side
+    /// varied: the interval is the ratio).
+    pub df: Option<f64>,
+}
+
+impl RatioInterval {
+    /// The ratio of `num`'s runs to `den`'s at `confidence`; `None` unless
+    /// each side has at least two runs, every value positive and finite.
+    pub fn of(num: &[f64], den: &[f64], confidence: f64) -> Option<RatioInterval> {
+        let logs = |v: &[f64]| -> Option<Vec<f64>> {
+            (v.len() >= 2 && v.iter().all(|x| x.is_finite() && *x > 0.0))
+                .then(|| v.iter().map(|x| x.ln()).collect())
+        };
+        let (a, b) = (logs(num)?, logs(den)?);
+        let moments = |v: &[f64]| {
+            let n = v.len() as f64;
+            let mean = v.iter().sum::<f64>() / n;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            (n, mean, var / n)
+        };
+        let ((n, ma, va), (m, mb, vb)) = (moments(&a), moments(&b));
+        let d = ma - mb;
+        let se2 = va + vb;
+        if se2 == 0.0 {
+            let r = d.exp();
+            return Some(RatioInterval {
+                ratio: r,
+                low: r,
+                high: r,
+                df: None,
+            });
+        }
+        let df = se2.powi(2) / (va.powi(2) / (n - 1.0) + vb.powi(2) / (m - 1.0));
+        let half = t_quantile(confidence, df)? * se2.sqrt();
+        Some(RatioInterval {
+            ratio: d.exp(),
+            low: (d - half).exp(),
+            high: (d + half).exp(),
+            df: Some(df),
+        })
+    }
+}
+
+/// A baseline against a speculative configuration, each run several
+/// times over the same prompts: the ratios of their per-run figures with
+/// intervals across the runs ([`RatioInterval`]), the run-to-run variation
+/// a bootstrap over one run's requests cannot see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcrossRuns {
+    /// The baseline's runs.
+    pub baseline_runs: usize,
+    /// The speculative configuration's runs.
+    pub speculative_runs: usize,
+    /// The intervals' confidence level.
+    pub confidence: f64,
+    /// Baseline mean request latency over speculative's, run by run.
+    pub latency_speedup: Option<RatioInterval>,
+    /// Speculative output token throughput over baseline's.
+    pub output_token_throughput_ratio: Option<RatioInterval>,
+    /// Speculative goodput over baseline's, against the SLOs given.
+    pub goodput_ratio: Option<RatioInterval>,
+}
+
+impl AcrossRuns {
+    /// The ratios over `baseline`'s and `speculative`'s runs (each run's
+    /// records); `None` unless each side has at least two runs.
+    pub fn of(
+        baseline: &[&[RequestRecord]],
+        speculative: &[&[RequestRecord]],
+        slos: &crate::Slos,
+        confidence: f64,
+    ) -> Option<AcrossRuns> {
+        if baseline.len() < 2 || speculative.len() < 2 {
+            return None;
+        }
+        let per_run = |runs: &[&[RequestRecord]], f: &dyn Fn(&[RequestRecord]) -> Option<f64>| {
+            runs.iter().map(|r| f(r)).collect::<Option<Vec<f64>>>()
+        };
+        let latency = |r: &[RequestRecord]| {
+            RunMetrics::from_records(r)
+                .request_latency_ms
+                .map(|s| s.avg)
+        };
+        let throughput = |r: &[RequestRecord]| RunMetrics::from_records(r).output_token_throughput;
+        let goodput = |r: &[RequestRecord]| crate::Goodput::of(r, slos)?.goodput;
+        let ratio = |num: Option<Vec<f64>>, den: Option<Vec<f64>>| {
+            RatioInterval::of(&num?, &den?, confidence)
+        };
+        Some(AcrossRuns {
+            baseline_runs: baseline.len(),
+            speculative_runs: speculative.len(),
+            confidence,
+            latency_speedup: ratio(per_run(baseline, &latency), per_run(speculative, &latency)),
+            output_token_throughput_ratio: ratio(
+                per_run(speculative, &throughput),
+                per_run(baseline, &throughput),
+            ),
+            goodput_ratio: ratio(per_run(speculative, &goodput), per_run(baseline, &goodput)),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +372,63 @@ mod tests {
         );
         assert!(Spread::of(&[], 0.95).is_none());
         assert_eq!(Spread::of(&[0.0, 0.0], 0.95).unwrap().cv, None);
+    }
+
+    #[test]
+    fn ratio_interval_by_hand() {
+        // num: e^1, e^1.2 (logs 1, 1.2); den: e^0.5, e^0.7, e^0.6.
+        // d = 1.1 - 0.6 = 0.5; va = 0.02/2 = 0.01, vb = 0.01/3;
+        // df = (0.01 + 0.01/3)² / (0.01²/1 + (0.01/3)²/2) = 1.684...
+        let e = f64::exp;
+        let r = RatioInterval::of(&[e(1.0), e(1.2)], &[e(0.5), e(0.7), e(0.6)], 0.95).unwrap();
+        assert!((r.ratio - e(0.5)).abs() < 1e-12);
+        let (va, vb) = (0.01f64, 0.01f64 / 3.0);
+        let df = (va + vb).powi(2) / (va.powi(2) + vb.powi(2) / 2.0);
+        assert!((r.df.unwrap() - df).abs() < 1e-9);
+        let half = t_quantile(0.95, df).unwrap() * (va + vb).sqrt();
+        assert!((r.low - e(0.5 - half)).abs() < 1e-9 && (r.high - e(0.5 + half)).abs() < 1e-9);
+        assert!(
+            r.low < 1.0,
+            "two noisy runs a side: the interval reaches below 1"
+        );
+
+        let flat = RatioInterval::of(&[2.0, 2.0], &[1.0, 1.0], 0.95).unwrap();
+        assert_eq!(
+            (flat.ratio, flat.low, flat.high, flat.df),
+            (2.0, 2.0, 2.0, None)
+        );
+        assert!(
+            RatioInterval::of(&[2.0], &[1.0, 1.0], 0.95).is_none(),
+            "one run"
+        );
+        assert!(RatioInterval::of(&[2.0, 0.0], &[1.0, 1.0], 0.95).is_none());
+    }
+
+    #[test]
+    fn across_runs_divides_each_sides_per_run_figures() {
+        // One request a run: latency 100/110 ms against 50/55 ms, 10
+        // tokens each, so the throughputs are 100/90.9 and 200/181.8
+        // tokens/s: both ratios exactly 2 (the logs differ by ln 2).
+        let run = |ms: u64| {
+            vec![RequestRecord {
+                e2e_latency_ns: ms * 1_000_000,
+                end_unix_ns: (ms * 1_000_000) as i64,
+                completion_tokens: Some(10),
+                ..Default::default()
+            }]
+        };
+        let (b1, b2, s1, s2) = (run(100), run(110), run(50), run(55));
+        let slos: crate::Slos = "request_latency:1000".parse().unwrap();
+        let a = AcrossRuns::of(&[&b1, &b2], &[&s1, &s2], &slos, 0.95).unwrap();
+        let near = |r: Option<RatioInterval>| (r.unwrap().ratio - 2.0).abs() < 1e-12;
+        assert!(near(a.latency_speedup) && near(a.output_token_throughput_ratio));
+        assert!(
+            near(a.goodput_ratio),
+            "1 good request per run: goodput 1/duration"
+        );
+        let l = a.latency_speedup.unwrap();
+        assert!(l.low < 2.0 && l.high > 2.0);
+        assert!(AcrossRuns::of(&[&b1], &[&s1, &s2], &slos, 0.95).is_none());
     }
 
     #[test]

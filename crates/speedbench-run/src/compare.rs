@@ -20,7 +20,9 @@
 
 use std::path::{Path, PathBuf};
 
-use speedbench_metrics::{FigureOptions, GoodputComparison, Slos};
+use speedbench_metrics::{AcrossRuns, FigureOptions, GoodputComparison, Slos};
+
+use crate::repeat::RepeatedRuns;
 use speedbench_report::{
     CompareHtml, CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
@@ -252,6 +254,16 @@ pub async fn compare_runs(
         })?;
     let slos = comparison_slos(&spec, &base, &spec_run, observer);
     comparison.goodput = GoodputComparison::of(&base.records, &spec_run.records, &slos);
+    let (base_runs, spec_runs) = (runs_of(&base), runs_of(&spec_run));
+    comparison.across_runs = AcrossRuns::of(&base_runs, &spec_runs, &slos, spec.confidence);
+    if comparison.across_runs.is_none() && base_runs.len().max(spec_runs.len()) > 1 {
+        observer.warning(&format!(
+            "only one side has repeated runs (baseline {}, speculative {}): the intervals are \
+             over requests, blind to run-to-run variation; repeat both (--num-profile-runs)",
+            base_runs.len(),
+            spec_runs.len()
+        ));
+    }
     observer.info(&format!(
         "Comparison: baseline={} speculative={}",
         spec.baseline.display(),
@@ -471,6 +483,9 @@ fn load_side(
     flag: &str,
     observer: &mut dyn ReportObserver,
 ) -> Result<CompareRun, RunError> {
+    if let Some(runs) = RepeatedRuns::read(dir)? {
+        return load_repeated(dir, role, &runs, observer);
+    }
     let report_error = |source| RunError::Report {
         context: flag.to_string(),
         source,
@@ -507,7 +522,76 @@ fn load_side(
         manifest: run.manifest,
         model: run.model,
         speed_bench_py: None,
+        repetitions: Vec::new(),
     })
+}
+
+/// A side of repeated runs (`--num-profile-runs`): the records of every
+/// completed run pooled, each run's range kept for the across-run
+/// intervals; the runs left out are told.
+fn load_repeated(
+    dir: &Path,
+    role: &str,
+    runs: &RepeatedRuns,
+    observer: &mut dyn ReportObserver,
+) -> Result<CompareRun, RunError> {
+    let left_out: Vec<&str> = runs.left_out.iter().map(|l| l.run.as_str()).collect();
+    let mut pooled: Option<CompareRun> = None;
+    let mut repetitions = Vec::new();
+    for run_dir in runs
+        .run_dirs
+        .iter()
+        .filter(|d| !left_out.contains(&d.as_str()))
+    {
+        let run =
+            load_compare_run(&dir.join(run_dir), role).map_err(|source| RunError::Report {
+                context: format!("the {role}'s {run_dir}"),
+                source,
+            })?;
+        let all = pooled.get_or_insert_with(|| CompareRun {
+            dir: dir.to_path_buf(),
+            records: Vec::new(),
+            ..run.clone()
+        });
+        let start = all.records.len();
+        all.records.extend(run.records);
+        repetitions.push(start..all.records.len());
+    }
+    let mut side = pooled.ok_or_else(|| {
+        RunError::unreported(
+            role,
+            format!("{}: no repeated run completed", dir.display()),
+        )
+    })?;
+    observer.note(&format!(
+        "the {role} {}: {} repeated runs pooled{}",
+        dir.display(),
+        repetitions.len(),
+        match runs.left_out.as_slice() {
+            [] => String::new(),
+            l => format!(
+                " ({} left out: {})",
+                l.len(),
+                l.iter()
+                    .map(|l| format!("{}: {}", l.run, l.why))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        }
+    ));
+    side.repetitions = repetitions;
+    Ok(side)
+}
+
+/// Each repeated run's records, or the one run's.
+fn runs_of(side: &CompareRun) -> Vec<&[speedbench_record::RequestRecord]> {
+    if side.repetitions.is_empty() {
+        return vec![&side.records];
+    }
+    side.repetitions
+        .iter()
+        .map(|r| &side.records[r.clone()])
+        .collect()
 }
 
 #[cfg(test)]
@@ -526,6 +610,7 @@ mod unit_tests {
             live: false,
             model: "m".into(),
             speed_bench_py: None,
+            repetitions: Vec::new(),
         }
     }
 

@@ -522,3 +522,98 @@ async fn bad_repetitions_are_refused_before_the_first_request() {
     assert_eq!(server.ground_truth().requests, 0, "no request was sent");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_of_repeated_runs_gives_intervals_across_runs() {
+    let demo = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(4, 16);
+    let mut baseline = demo.clone();
+    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
+    baseline.categories.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
+    for (config, out) in [(baseline, &base), (demo, &spec)] {
+        let server = sim(config).await;
+        let done = profile_rows(
+            &server,
+            out,
+            &["--num-profile-runs", "3", "--extra-inputs", "temperature:0"],
+        )
+        .await;
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        server.shutdown().await;
+    }
+    let out = run(&[
+        "compare",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--speculative",
+        spec.to_str().unwrap(),
+        "--bootstrap",
+        "0",
+        "--format",
+        "json",
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Every run of both sides pooled: 3 × every turn, each paired with its
+    // occurrence on the other side.
+    let overall = json["rows"].as_array().unwrap().last().unwrap().clone();
+    let per_run = |parent: &std::path::Path| -> Vec<f64> {
+        (1..=3)
+            .map(|k| {
+                let records = read_run(&parent.join(format!("profile_runs/run_{k:04}")))
+                    .unwrap()
+                    .records;
+                let ok: Vec<f64> = records
+                    .iter()
+                    .filter(|r| !r.warmup && r.is_success())
+                    .map(|r| r.request_latency_ms())
+                    .collect();
+                ok.iter().sum::<f64>() / ok.len() as f64
+            })
+            .collect()
+    };
+    let (b, s) = (per_run(&base), per_run(&spec));
+    assert_eq!(overall["paired"].as_u64().unwrap() as usize % 3, 0);
+    // The ratio of geometric means, by hand.
+    let geo = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp();
+    let want = geo(&b) / geo(&s);
+    let a = &json["across_runs"];
+    assert_eq!(
+        (a["baseline_runs"].as_u64(), a["speculative_runs"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let l = &a["latency_speedup"];
+    let got = l["ratio"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    assert!(l["low"].as_f64().unwrap() <= got && got <= l["high"].as_f64().unwrap());
+    assert!(want > 1.2, "speculation pays on the simulator: {want}");
+    let console = run(&[
+        "compare",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--speculative",
+        spec.to_str().unwrap(),
+        "--bootstrap",
+        "0",
+    ])
+    .await;
+    let text = String::from_utf8_lossy(&console.stdout);
+    let line = format!(
+        "Across runs (3 baseline, 3 speculative; 95% intervals across runs, Welch t on the log ratio): latency speedup {want:.2}x ["
+    );
+    assert!(text.contains(&line), "{text}");
+    assert!(String::from_utf8_lossy(&console.stderr).contains("3 repeated runs pooled"));
+}

@@ -32,6 +32,10 @@ pub struct CompareRun {
     /// The file's content when this side is a speed_bench.py `--output`
     /// file; `None` for a run directory.
     pub speed_bench_py: Option<SpeedBenchPyOutput>,
+    /// For a side of repeated runs (`--num-profile-runs`), each run's
+    /// records as a range of [`CompareRun::records`], in order; empty for
+    /// one run.
+    pub repetitions: Vec<std::ops::Range<usize>>,
 }
 
 impl CompareRun {
@@ -109,6 +113,7 @@ pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportErro
         live: run.status == RunStatus::Running,
         model: run.model,
         speed_bench_py: None,
+        repetitions: Vec::new(),
     })
 }
 
@@ -138,6 +143,7 @@ fn load_speed_bench_py_file(path: &Path, role: &str) -> Result<CompareRun, Repor
             .and_then(|f| f.config.model.clone())
             .unwrap_or_default(),
         speed_bench_py: run.speed_bench_py,
+        repetitions: Vec::new(),
     })
 }
 

@@ -141,6 +141,11 @@ pub struct Comparison {
     /// [`GoodputComparison::of`](speedbench_metrics::GoodputComparison::of).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput: Option<speedbench_metrics::GoodputComparison>,
+    /// With repeated runs on both sides, the ratios of their per-run
+    /// figures and intervals across runs; [`compare`] leaves it `None`
+    /// (set it with [`AcrossRuns::of`](speedbench_metrics::AcrossRuns::of)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub across_runs: Option<speedbench_metrics::AcrossRuns>,
 }
 
 fn measured(records: &[RequestRecord]) -> Vec<&RequestRecord> {
@@ -290,6 +295,7 @@ pub fn compare(
         confidence: options.confidence,
         byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
         goodput: None,
+        across_runs: None,
     })
 }
 

@@ -178,6 +178,7 @@ impl Comparison {
             crate::table::FirstColumn::Left,
         );
         out.push_str(&self.goodput_line());
+        out.push_str(&self.across_runs_line());
         let overall = self.rows.last();
         if let Some(o) = overall.filter(|o| o.paired > 0) {
             out.push_str(&format!(
@@ -227,6 +228,33 @@ impl Comparison {
             g.slos,
             side(&g.baseline),
             side(&g.speculative)
+        )
+    }
+
+    /// With repeated runs on both sides: the ratios of their per-run
+    /// figures and the intervals across runs; else nothing.
+    pub(crate) fn across_runs_line(&self) -> String {
+        let Some(a) = &self.across_runs else {
+            return String::new();
+        };
+        let text = |name: &str, r: &Option<speedbench_metrics::RatioInterval>| {
+            r.map(|r| format!("{name} {:.2}x [{:.2}, {:.2}]", r.ratio, r.low, r.high))
+        };
+        let parts: Vec<String> = [
+            text("latency speedup", &a.latency_speedup),
+            text("output token throughput", &a.output_token_throughput_ratio),
+            text("goodput", &a.goodput_ratio),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!(
+            "Across runs ({} baseline, {} speculative; {:.0}% intervals across runs, Welch t on \
+             the log ratio): {}\n",
+            a.baseline_runs,
+            a.speculative_runs,
+            a.confidence * 100.0,
+            parts.join(", ")
         )
     }
 
@@ -318,9 +346,9 @@ impl Comparison {
             "\n{:.0}% percentile-bootstrap intervals in brackets.\n",
             self.confidence * 100.0
         ));
-        let goodput = self.goodput_line();
-        if !goodput.is_empty() {
-            out.push_str(&format!("\n{goodput}"));
+        let extra = self.goodput_line() + &self.across_runs_line();
+        if !extra.is_empty() {
+            out.push_str(&format!("\n{extra}"));
         }
         if let Some(o) = self.rows.last().filter(|o| o.paired > 0) {
             out.push_str(&format!(
