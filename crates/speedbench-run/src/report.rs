@@ -212,6 +212,7 @@ pub async fn report(
         run.dir = fetched.shown(&run.dir);
     }
     report_runs(&spec, runs, &picked, observer)?;
+    report_repeated(&spec, observer)?;
     if !unreadable.is_empty() {
         return Err(RunError::unreported(
             "the report",
@@ -222,6 +223,27 @@ pub async fn report(
                 unreadable.join(", ")
             ),
         ));
+    }
+    Ok(())
+}
+
+/// After the matrix, in the console and Markdown formats: the figures
+/// across runs of each path that is a repeated run (`aggregate.json`).
+fn report_repeated(spec: &ReportSpec, observer: &mut dyn ReportObserver) -> Result<(), RunError> {
+    if !matches!(
+        spec.format,
+        ReportFormat::Console | ReportFormat::Both | ReportFormat::Markdown
+    ) {
+        return Ok(());
+    }
+    for path in &spec.paths {
+        if let Some(runs) = crate::repeat::RepeatedRuns::read(path)? {
+            observer.output(&format!("\n{}:\n", path.display()));
+            observer.output(&speedbench_report::render_repeated(&runs.metrics));
+            for l in &runs.left_out {
+                observer.output(&format!("left out of the figures: {}: {}\n", l.run, l.why));
+            }
+        }
     }
     Ok(())
 }

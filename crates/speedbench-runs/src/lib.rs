@@ -75,7 +75,7 @@ pub use aiperf::{
 };
 pub use error::RunsError;
 pub use labels::{assign_labels, split_group};
-pub use load::{RecordsRead, find_run_dirs, load_run, load_run_with};
+pub use load::{REPEATED_RUNS_DIR, RecordsRead, find_run_dirs, load_run, load_run_with};
 pub use model_name::display_model;
 pub use recover::{Recovered, recover};
 pub use run_data::{RunData, RunFormat, SummaryFigures};

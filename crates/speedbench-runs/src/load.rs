@@ -31,9 +31,14 @@ pub(crate) fn is_summary_only_run(dir: &Path) -> bool {
         && dir.join(SUMMARY_FILE_NAME).is_file()
 }
 
+/// The directory of a repeated run's runs under its own
+/// (`profile_runs/run_0001`, ... as AIPerf lays out `--num-profile-runs`).
+pub const REPEATED_RUNS_DIR: &str = "profile_runs";
+
 /// Runs among `paths`: each path that is a run directory or a `.json`
 /// file, else its immediate children that are run directories or
-/// speed_bench.py files (in name order). Errors when a path is missing, is
+/// speed_bench.py files (in name order), and the runs of a repeated run
+/// (its [`REPEATED_RUNS_DIR`]). Errors when a path is missing, is
 /// a file other than `.json`, or nothing is found.
 ///
 /// A path is a run directory when it holds `records.parquet`,
@@ -70,6 +75,14 @@ pub fn find_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunsError> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| is_run_dir(p) || speed_bench_py::looks_like_speed_bench_py(p))
             .collect();
+        // Repeated runs (`--num-profile-runs`) sit one level further down.
+        if let Ok(repeated) = std::fs::read_dir(path.join(REPEATED_RUNS_DIR)) {
+            children.extend(
+                repeated
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| is_run_dir(p)),
+            );
+        }
         children.sort();
         dirs.extend(children);
     }

@@ -494,6 +494,19 @@ async fn repeated_runs_give_each_figure_its_spread_across_runs() {
         "{stdout}"
     );
     assert!(stdout.contains("figures of 3 of 3 runs in"), "{stdout}");
+
+    // `report` of the parent: a matrix row per run, then the spread.
+    let report = run(&["report", out.to_str().unwrap()]).await;
+    let (text, err) = (
+        String::from_utf8_lossy(&report.stdout),
+        String::from_utf8_lossy(&report.stderr),
+    );
+    assert!(report.status.success(), "{err}");
+    assert!(err.contains("Found 3 run directories."), "{err}");
+    assert!(
+        text.contains("speedbench | Across 3 runs (90% Student's t intervals of the mean)"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

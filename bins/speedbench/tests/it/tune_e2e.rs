@@ -494,6 +494,14 @@ async fn bad_input_is_refused_before_any_server_starts() {
         (
             [
                 tune_args(rows_s, dir_s, &good, "k=2"),
+                vec!["--num-profile-runs", "3"],
+            ]
+            .concat(),
+            "a sweep file or a tune runs each of its runs once",
+        ),
+        (
+            [
+                tune_args(rows_s, dir_s, &good, "k=2"),
                 vec!["--param", "k=4"],
             ]
             .concat(),

@@ -8,6 +8,7 @@ use crate::error::RunError;
 use crate::spec::RunSpec;
 use crate::sweep::file::{MAX_VARIATIONS, dir_safe};
 use crate::sweep::{Sweep, SweepRun};
+use speedbench_runs::REPEATED_RUNS_DIR;
 
 /// One change to a base spec: a `profile` flag's long name (`concurrency`,
 /// `request-rate`) and its value as the command line writes it.
@@ -210,10 +211,6 @@ fn code_run(
         spec: Ok(spec),
     }
 }
-
-/// The directory of a repeated run's runs under its own
-/// ([`Sweep::repeated`]).
-pub const REPEATED_RUNS_DIR: &str = "profile_runs";
 
 fn too_many(total: &str) -> RunError {
     RunError::invalid(

@@ -41,7 +41,6 @@ use crate::spec::{DatasetSource, RunSpec};
 use crate::validate::ValidRun;
 use file::{Source, Variation};
 
-pub use code::REPEATED_RUNS_DIR;
 pub use file::MAX_VARIATIONS;
 
 /// One run of a sweep.
