@@ -79,8 +79,8 @@ pub use manifest::{MeasuredStart, RunManifest, RunShard, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 #[cfg(feature = "parquet")]
 pub use rundir::{
-    LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RUN_FILE_NAMES, RunDirLock,
-    SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
+    GPU_TELEMETRY_FILE_NAME, LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME,
+    RUN_FILE_NAMES, RunDirLock, SERVER_METRICS_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
 };
 #[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};

@@ -164,6 +164,62 @@ pub fn render_repeated(r: &RepeatedMetrics) -> String {
     titled_table(&title, &header, &rows, FirstColumn::Right)
 }
 
+/// Each GPU's power, utilisation, memory and energy over the run, then
+/// the energy per output token.
+pub fn render_gpu_telemetry(t: &speedbench_scrape::GpuTelemetry) -> String {
+    let header = [
+        "GPU",
+        "Power avg (W)",
+        "Power max (W)",
+        "Util avg (%)",
+        "Memory avg (MiB)",
+        "Memory max (MiB)",
+        "Energy (J)",
+    ];
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), thousands);
+    let rows: Vec<Vec<String>> = t
+        .gpus
+        .iter()
+        .map(|g| {
+            let name = match (&g.hostname, &g.model_name) {
+                (Some(h), Some(m)) => format!("{h} {} ({m})", g.gpu),
+                (Some(h), None) => format!("{h} {}", g.gpu),
+                (None, Some(m)) => format!("{} ({m})", g.gpu),
+                (None, None) => g.gpu.clone(),
+            };
+            vec![
+                name,
+                cell(g.power_w.map(|p| p.avg)),
+                cell(g.power_w.map(|p| p.max)),
+                cell(g.utilization_pct.map(|u| u.avg)),
+                cell(g.memory_used_mib.map(|m| m.avg)),
+                cell(g.memory_used_mib.map(|m| m.max)),
+                cell(g.energy_j),
+            ]
+        })
+        .collect();
+    let mut out = titled_table(
+        "speedbench | GPU Telemetry (DCGM)",
+        &header,
+        &rows,
+        FirstColumn::Left,
+    );
+    let left_out = match t.gpus_without_energy {
+        0 => String::new(),
+        n => format!(" ({n} GPU(s) without an energy counter left out)"),
+    };
+    out.push_str(&match (t.energy_j, t.energy_per_output_token_j) {
+        (Some(e), Some(per)) => format!(
+            "Energy: {} J over {} output tokens: {per:.4} J per output token{left_out}\n",
+            thousands(e),
+            t.output_tokens
+        ),
+        (Some(e), None) => format!("Energy: {} J; no output token{left_out}\n", thousands(e)),
+        (None, _) => "Energy: no GPU reported DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION\n".to_string(),
+    });
+    out
+}
+
 /// `30` for 30.0, `2.5` for 2.5.
 fn trim_float(v: f64) -> String {
     let s = format!("{v:.3}");

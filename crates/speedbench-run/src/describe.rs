@@ -69,6 +69,7 @@ fn client_config(spec: &RunSpec) -> serde_json::Value {
         "benchmark_duration_s": l.benchmark_duration_s,
         "benchmark_grace_period_s": l.benchmark_grace_period_s,
         "server_metrics": s.server_metrics,
+        "gpu_telemetry": s.gpu_telemetry.iter().map(|u| speedbench_record::redact_url(u)).collect::<Vec<_>>(),
         "no_server_metrics": !s.enabled,
         "engine": t.engine.name(),
         "no_preflight": !t.preflight,

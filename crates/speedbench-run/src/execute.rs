@@ -99,6 +99,7 @@ async fn prepare(
         outputs,
         description,
         figures,
+        gpu_telemetry,
         extensions,
         ..
     } = valid;
@@ -111,6 +112,11 @@ async fn prepare(
     // the run's counters; the engine decides what is scraped.
     let engine = know_engine(engine, preflight, &mut target, stop, observer).await?;
     let scrape = scrape.map(|plan| plan.config_for(&target));
+    if let Some(gpu) = &gpu_telemetry {
+        speedbench_client::scrape::check_dcgm(gpu)
+            .await
+            .map_err(|why| RunError::invalid("--gpu-telemetry", why))?;
+    }
     let config = description.config(&target.model, engine);
     let py_config = description.speed_bench_py(&target.model, &dataset.name);
     let model = target.model.clone();
@@ -122,6 +128,7 @@ async fn prepare(
         .with_export_level(outputs.export_level)
         .with_figures(figures);
     run.server_metrics = scrape;
+    run.gpu_telemetry = gpu_telemetry;
     run.max_error_rate = max_error_rate;
     run.open_file_limit = open_file_limit;
     Ok(Prepared {

@@ -434,6 +434,9 @@ const OUTPUT: &[Flag] = &[
         .help("Prometheus endpoints to scrape besides `{url}/metrics` (NIM: `http://host:8000/v1/metrics`); written to server_metrics_export.json."),
     flag!("no-server-metrics", Switch, |s, v| s.scrape.enabled = !switch(v)?)
         .help("Do not scrape server metrics."),
+    flag!("gpu-telemetry", Many, |s, v| s.scrape.gpu_telemetry.push(v.to_string()))
+        .value("URL")
+        .help("NVIDIA DCGM exporter to scrape during the run (`http://gpu-host:9400/metrics`; repeat for several hosts): each GPU's power, utilisation and memory, and the energy per output token, in the summary, summary.json and `compare`. Checked before the first request."),
     flag!("server-metrics-shutdown-delay", One, |s, v| s.scrape.shutdown_delay_s = parse(v)?)
         .value("SECONDS")
         .default("2")

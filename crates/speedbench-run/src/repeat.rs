@@ -127,9 +127,12 @@ impl RepeatedRuns {
     /// The `aggregate.json` of a repeated run's directory, when it has one.
     pub fn read(dir: &Path) -> Result<Option<RepeatedRuns>, RunError> {
         let path = dir.join(AGGREGATE_FILE_NAME);
+        // A speed_bench.py file, or a run directory of one run.
+        if !path.is_file() {
+            return Ok(None);
+        }
         let text = match std::fs::read(&path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
                 return Err(RunError::Io {
                     context: format!("reading {}", path.display()),

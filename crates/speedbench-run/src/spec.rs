@@ -327,6 +327,8 @@ pub struct ScrapeSpec {
     pub server_metrics: Vec<String>,
     /// `--server-metrics-shutdown-delay`, seconds.
     pub shutdown_delay_s: f64,
+    /// `--gpu-telemetry`: NVIDIA DCGM exporters scraped during the run.
+    pub gpu_telemetry: Vec<String>,
 }
 
 impl Default for ScrapeSpec {
@@ -335,6 +337,7 @@ impl Default for ScrapeSpec {
             enabled: true,
             server_metrics: Vec::new(),
             shutdown_delay_s: 2.0,
+            gpu_telemetry: Vec::new(),
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct ValidRun {
     pub(crate) description: RunDescription,
     /// The figures of `summary.json` beyond the records' own.
     pub(crate) figures: FigureOptions,
+    /// `--gpu-telemetry`: the DCGM exporters.
+    pub(crate) gpu_telemetry: Option<speedbench_client::scrape::Scrape>,
     pub(crate) warnings: Vec<String>,
     pub(crate) extensions: Extensions,
 }
@@ -56,6 +58,11 @@ pub(crate) struct ScrapePlan {
     /// `--server-metrics`: endpoints besides the target's own.
     pub(crate) endpoints: Vec<String>,
     pub(crate) shutdown_delay: Duration,
+}
+
+/// `--gpu-telemetry`: the DCGM exporters, scraped during the run.
+pub(crate) fn gpu_scrape(urls: &[String]) -> Option<speedbench_client::scrape::Scrape> {
+    (!urls.is_empty()).then(|| speedbench_client::scrape::Scrape::new(urls.to_vec()))
 }
 
 impl ScrapePlan {

@@ -121,6 +121,7 @@ impl RunSpec {
             limit: d.limit,
             description,
             figures,
+            gpu_telemetry: crate::valid_run::gpu_scrape(&self.scrape.gpu_telemetry),
             target,
             load,
             max_error_rate: self.load.max_error_rate,

@@ -75,6 +75,7 @@ pub mod acceptance;
 mod collect;
 mod error;
 mod export;
+pub mod gpu;
 pub mod iteration_stats;
 mod parse;
 
@@ -85,5 +86,6 @@ pub use export::{
     CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
     MetricExport, SeriesExport, SeriesStats, ServerMetricsExport, Window,
 };
+pub use gpu::{GpuFigures, GpuTelemetry, is_dcgm};
 pub use iteration_stats::{IterationStatsTotals, is_iteration_stats};
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};

@@ -630,3 +630,127 @@ async fn compare_of_repeated_runs_gives_intervals_across_runs() {
     assert!(text.contains(&line), "{text}");
     assert!(String::from_utf8_lossy(&console.stderr).contains("3 repeated runs pooled"));
 }
+
+/// The genuine A100 sample of NVIDIA's DCGM guide (fixtures/dcgm) with its
+/// energy counter set to `energy_mj`: the loopback stand-in of the
+/// exporter changes that value and nothing else.
+fn a100_at(energy_mj: u64) -> String {
+    let sample = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/dcgm/a100-dcgm-exporter.prom"),
+    )
+    .unwrap();
+    sample
+        .lines()
+        .map(
+            |l| match l.strip_prefix("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{") {
+                Some(_) => format!("{} {energy_mj}\n", l.rsplit_once(' ').unwrap().0),
+                None => format!("{l}\n"),
+            },
+        )
+        .collect()
+}
+
+/// A DCGM exporter stand-in whose GPU spends exactly 1 J (1,000 mJ) per
+/// output token the simulator has produced.
+fn dcgm_exporter(server: std::sync::Arc<speedbench_sim::SimServer>) -> String {
+    use std::io::Write;
+    serve_connections(move |mut stream| {
+        let mut buf = Vec::new();
+        while read_request(&mut stream, &mut buf).is_some() {
+            let tokens = server.ground_truth().completion_tokens;
+            let body = a100_at(319_159_391 + tokens * 1000);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            if stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(body.as_bytes()))
+                .is_err()
+            {
+                return;
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_telemetry_gives_the_energy_per_output_token_the_exporter_counted() {
+    let config = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(4, 16);
+    let server = std::sync::Arc::new(sim(config).await);
+    let dcgm = format!("{}/metrics", dcgm_exporter(server.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let done = profile(
+        &server,
+        &out,
+        &["--gpu-telemetry", &dcgm, "--warmup-request-count", "6"],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let records = read_run(&out).unwrap().records;
+    assert_record_invariants(&records, Some(true));
+    let measured_tokens: u64 = records
+        .iter()
+        .filter(|r| !r.warmup && r.is_success())
+        .filter_map(|r| r.completion_tokens)
+        .sum();
+    let warmup_tokens: u64 = records
+        .iter()
+        .filter(|r| r.warmup)
+        .filter_map(|r| r.completion_tokens)
+        .sum();
+    assert!(warmup_tokens > 0, "the warmup's energy must stay out");
+    // The GPU spent 1 J per token it served in the window: the measured
+    // requests' tokens, not the warmup's.
+    let g = &summary(&out)["gpu_telemetry"];
+    assert_eq!(g["output_tokens"], measured_tokens);
+    assert_eq!(g["energy_j"].as_f64(), Some(measured_tokens as f64));
+    assert_eq!(g["energy_per_output_token_j"].as_f64(), Some(1.0));
+    let gpu = &g["gpus"][0];
+    assert_eq!(gpu["uuid"], "GPU-34319582-d595-d1c7-d1d2-179bcfa61660");
+    assert_eq!(gpu["power_w"]["avg"].as_f64(), Some(409.692));
+    assert_eq!(gpu["memory_used_mib"]["max"].as_f64(), Some(4845.0));
+    assert_eq!(
+        g["gpus"].as_array().unwrap().len(),
+        1,
+        "the MIG instance is not another GPU"
+    );
+    assert!(out.join("gpu_telemetry_export.json").is_file());
+    assert!(
+        stdout.contains("speedbench | GPU Telemetry (DCGM)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "over {measured_tokens} output tokens: 1.0000 J per output token"
+        )),
+        "{stdout}"
+    );
+
+    // Anything but a DCGM exporter is refused before the first request.
+    let before = server.ground_truth().requests;
+    let not_dcgm = format!("{}/metrics", server.url());
+    let refused = profile(
+        &server,
+        &dir.path().join("no"),
+        &["--gpu-telemetry", &not_dcgm],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("--gpu-telemetry") && stderr.contains("without a DCGM_FI_* metric"),
+        "{stderr}"
+    );
+    assert_eq!(server.ground_truth().requests, before, "nothing was sent");
+}

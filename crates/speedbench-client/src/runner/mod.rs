@@ -20,6 +20,7 @@ use speedbench_record::{
     MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
     RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, read_records_file, redact_url,
 };
+use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
 pub use crate::stop::StopHandle;
 pub use control::Progress;
@@ -39,6 +40,7 @@ use crate::target::Target;
 use outcome::judge;
 use phase::{Dispatcher, Phase, run_phase, worker_count};
 use record::Clock;
+use speedbench_record::GPU_TELEMETRY_FILE_NAME;
 
 /// Everything one profile run needs.
 ///
@@ -61,6 +63,10 @@ pub struct ProfileRun {
     /// Scrape these Prometheus endpoints during the run and write
     /// `server_metrics_export.json`; `None` disables it.
     pub server_metrics: Option<Scrape>,
+    /// Scrape these DCGM exporters during the run, write
+    /// `gpu_telemetry_export.json` and put the GPU figures in
+    /// `summary.json` (see [`ProfileRun::with_gpu_telemetry`]).
+    pub gpu_telemetry: Option<Scrape>,
     /// Replace the files of a run already in `output_dir`; without it such
     /// a directory is refused ([`speedbench_record::RecordError::RunDirOccupied`]).
     pub overwrite: bool,
@@ -173,6 +179,7 @@ impl ProfileRun {
             run_id: new_run_id(),
             config: Value::Object(Default::default()),
             server_metrics: None,
+            gpu_telemetry: None,
             overwrite: false,
             max_error_rate: None,
             export_level: ExportLevel::default(),
@@ -214,6 +221,16 @@ impl ProfileRun {
     /// Scrapes Prometheus endpoints during the run.
     pub fn with_server_metrics(mut self, scrape: Scrape) -> Self {
         self.server_metrics = Some(scrape);
+        self
+    }
+
+    /// Scrapes NVIDIA DCGM exporters (`http://gpu-host:9400/metrics`)
+    /// during the run like the server's metrics, with no wait after it:
+    /// their export goes to `gpu_telemetry_export.json`, and each GPU's
+    /// power, utilisation, memory and energy, with the energy per output
+    /// token, to `summary.json` ([`speedbench_scrape::GpuTelemetry`]).
+    pub fn with_gpu_telemetry(mut self, scrape: Scrape) -> Self {
+        self.gpu_telemetry = Some(scrape);
         self
     }
 
@@ -412,6 +429,8 @@ fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientErr
 struct OpenedRun {
     shared: Arc<Shared>,
     scraper: Option<Scraper>,
+    /// The DCGM exporters' scrape.
+    gpu_scraper: Option<Scraper>,
     recorder: Recorder,
     manifest: RunManifest,
     /// Held until every file is written.
@@ -460,12 +479,15 @@ fn open_run(
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = connection_pool(&run.load, sessions);
     let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
-    let scraper = run
-        .server_metrics
-        .clone()
-        .filter(|c| !c.endpoints.is_empty())
-        .map(Scraper::start)
-        .transpose()?;
+    let start = |scrape: &Option<Scrape>| {
+        scrape
+            .clone()
+            .filter(|c| !c.endpoints.is_empty())
+            .map(Scraper::start)
+            .transpose()
+    };
+    let scraper = start(&run.server_metrics)?;
+    let gpu_scraper = start(&run.gpu_telemetry)?;
     progress.planned.store(planned, Ordering::Relaxed);
     let shared = Arc::new(Shared {
         client,
@@ -482,6 +504,7 @@ fn open_run(
     Ok(OpenedRun {
         shared,
         scraper,
+        gpu_scraper,
         recorder,
         manifest,
         lock,
@@ -543,7 +566,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
     if stop.is_stopped() {
         return None;
     }
-    if let Some(s) = &opened.scraper {
+    for s in opened.scraper.iter().chain(&opened.gpu_scraper) {
         s.mark_profiling_start().await;
     }
     let deadline = shared
@@ -558,7 +581,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         cancel: StopHandle::new(),
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);
-    if let Some(s) = &opened.scraper {
+    for s in opened.scraper.iter().chain(&opened.gpu_scraper) {
         s.mark_profiling_end();
     }
     schedule
@@ -575,6 +598,7 @@ async fn close_run(
     let OpenedRun {
         shared,
         scraper,
+        gpu_scraper,
         recorder,
         mut manifest,
         lock,
@@ -585,8 +609,24 @@ async fn close_run(
     // failure, not an interruption.
     let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
     let mut errors = Vec::new();
-    let server_metrics_path =
-        write_scrape(scraper, interrupted, &shared.run.output_dir, &mut errors).await;
+    let output_dir = &shared.run.output_dir;
+    // The server's scrape waits for late counters unless interrupted (the
+    // user wants out); the GPUs' does not: their counters are live.
+    let server_metrics_path = match scraper {
+        Some(s) => {
+            let path = output_dir.join(SERVER_METRICS_FILE_NAME);
+            let written = write_scrape(s, !interrupted, path, &mut errors).await;
+            written.map(|(path, _)| path)
+        }
+        None => None,
+    };
+    let gpu = match gpu_scraper {
+        Some(s) => {
+            let path = output_dir.join(GPU_TELEMETRY_FILE_NAME);
+            write_scrape(s, false, path, &mut errors).await
+        }
+        None => None,
+    };
     let requests = shared.progress.tally();
     let produced = shared.progress.produced.load(Ordering::Relaxed);
     let max_error_rate = shared.run.max_error_rate;
@@ -600,7 +640,7 @@ async fn close_run(
         recorder,
         &mut manifest,
         &paths,
-        &shared.run,
+        (&shared.run, gpu.as_ref().map(|(_, export)| export)),
         &judged,
         &mut errors,
     );
@@ -618,6 +658,8 @@ async fn close_run(
         write_errors: errors,
         schedule,
         server_metrics_path,
+        gpu_telemetry_path: gpu.map(|(path, _)| path),
+        gpu_telemetry: files.gpu_telemetry,
         export_level: level,
         records_removed: files.records_removed,
         raw_responses_path: level.keeps_raw_responses().then_some(paths.raw),
@@ -629,6 +671,8 @@ async fn close_run(
 struct ClosedFiles {
     records_path: PathBuf,
     summary_path: Option<PathBuf>,
+    /// The GPU figures of `summary.json`.
+    gpu_telemetry: Option<speedbench_scrape::GpuTelemetry>,
     read_back: Option<ReadBack>,
     /// Records the file holds.
     rows: u64,
@@ -646,7 +690,7 @@ fn close_files(
     recorder: Recorder,
     manifest: &mut RunManifest,
     paths: &RunPaths,
-    run: &ProfileRun,
+    (run, gpu): (&ProfileRun, Option<&ServerMetricsExport>),
     judged: &dyn Fn(&[String]) -> outcome::Verdict,
     write_errors: &mut Vec<String>,
 ) -> ClosedFiles {
@@ -660,10 +704,15 @@ fn close_files(
     write_errors.extend(sink_errors);
     let records_path = keep_records(closed.readable, &paths.partial, output_dir, write_errors);
     let outcome_now = judged(write_errors).0;
-    let (summary_path, mut read_back) = write_summary(
+    let inputs = SummaryInputs {
+        output_dir,
+        figures: &run.figures,
+        gpu,
+    };
+    let (summary_path, mut read_back, gpu_telemetry) = write_summary(
         closed.readable,
         &records_path,
-        (output_dir, &run.figures),
+        inputs,
         outcome_now,
         write_errors,
     );
@@ -684,6 +733,7 @@ fn close_files(
     ClosedFiles {
         records_path,
         summary_path,
+        gpu_telemetry,
         read_back,
         rows: closed.rows,
         records_removed,
@@ -705,20 +755,18 @@ fn remove_records(records_path: &Path, write_errors: &mut Vec<String>) -> bool {
     }
 }
 
-/// The scrape's export written beside the records; its path, or the
-/// error among the run's write errors.
+/// A scrape's export written to `path` once the scrape finished (waiting
+/// for late counters with `wait`); the path and the export, or the error
+/// among the run's write errors.
 async fn write_scrape(
-    scraper: Option<Scraper>,
-    interrupted: bool,
-    output_dir: &Path,
+    s: Scraper,
+    wait: bool,
+    path: PathBuf,
     write_errors: &mut Vec<String>,
-) -> Option<PathBuf> {
-    let s = scraper?;
-    // An interrupted run skips the shutdown delay: the user wants out.
-    let export = s.finish(!interrupted).await;
-    let path = output_dir.join(SERVER_METRICS_FILE_NAME);
+) -> Option<(PathBuf, ServerMetricsExport)> {
+    let export = s.finish(wait).await;
     match write_json(&path, &export) {
-        Ok(()) => Some(path),
+        Ok(()) => Some((path, export)),
         Err(e) => {
             write_errors.push(e.to_string());
             None
@@ -796,12 +844,12 @@ async fn wait_for_start(shared: &Shared, stop: &StopHandle) -> Option<MeasuredSt
 fn write_summary(
     readable: bool,
     records_path: &Path,
-    (output_dir, figures): (&Path, &FigureOptions),
+    inputs: SummaryInputs<'_>,
     outcome: RunStatus,
     write_errors: &mut Vec<String>,
-) -> (Option<PathBuf>, Option<ReadBack>) {
+) -> (Option<PathBuf>, Option<ReadBack>, Option<GpuTelemetry>) {
     if !readable {
-        return (None, None);
+        return (None, None, None);
     }
     let file = match read_records_file(records_path) {
         Ok(file) => file,
@@ -809,14 +857,21 @@ fn write_summary(
             write_errors.push(format!(
                 "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
             ));
-            return (None, None);
+            return (None, None, None);
         }
     };
+    let output_tokens: u64 = (file.records.iter())
+        .filter(|r| speedbench_metrics::is_measured(r))
+        .filter_map(|r| r.completion_tokens)
+        .sum();
     let summary = RunSummary {
         status: outcome,
-        metrics: RunMetrics::with_figures(&file.records, figures),
+        metrics: RunMetrics::with_figures(&file.records, inputs.figures),
+        gpu_telemetry: inputs
+            .gpu
+            .and_then(|e| GpuTelemetry::from_export(e, output_tokens)),
     };
-    let path = output_dir.join(SUMMARY_FILE_NAME);
+    let path = inputs.output_dir.join(SUMMARY_FILE_NAME);
     let written = match write_json(&path, &summary) {
         Ok(()) => Some(path),
         Err(e) => {
@@ -828,7 +883,16 @@ fn write_summary(
         file,
         metrics: summary.metrics,
     };
-    (written, Some(read_back))
+    (written, Some(read_back), summary.gpu_telemetry)
+}
+
+/// What `summary.json` is computed from besides the records.
+struct SummaryInputs<'a> {
+    output_dir: &'a Path,
+    /// The figures asked for ([`ProfileRun::with_figures`]).
+    figures: &'a FigureOptions,
+    /// The DCGM exporters' scrape, for the GPU figures.
+    gpu: Option<&'a ServerMetricsExport>,
 }
 
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {

@@ -36,6 +36,10 @@ pub struct RunSummary {
     /// Every run-level statistic, computed from the records file.
     #[serde(flatten)]
     pub metrics: RunMetrics,
+    /// GPU power, utilisation, memory and energy per output token, from
+    /// the DCGM exporters scraped (`--gpu-telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_telemetry: Option<speedbench_scrape::GpuTelemetry>,
 }
 
 /// The records file as the run read it back to write `summary.json`: every
@@ -93,6 +97,11 @@ pub struct RunOutcome {
     pub schedule: Option<ScheduleStats>,
     /// The server-metrics export, when scraping was enabled.
     pub server_metrics_path: Option<PathBuf>,
+    /// The DCGM exporters' scrape (`gpu_telemetry_export.json`), when
+    /// GPU telemetry was asked for.
+    pub gpu_telemetry_path: Option<PathBuf>,
+    /// The GPU figures `summary.json` holds.
+    pub gpu_telemetry: Option<speedbench_scrape::GpuTelemetry>,
     /// The export level the run was made at.
     pub export_level: crate::ExportLevel,
     /// True when the records file was removed after `summary.json` was

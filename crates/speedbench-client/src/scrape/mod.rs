@@ -373,6 +373,32 @@ impl Scraper {
     }
 }
 
+/// Checks, before a run, that each of `scrape`'s endpoints answers as a
+/// DCGM exporter does (HTTP 200, Prometheus text with a `DCGM_FI_`
+/// family); the first that does not, with what it answered.
+pub async fn check_dcgm(scrape: &Scrape) -> Result<(), String> {
+    let client = control_client(&scrape.extra_roots_pem).map_err(|e| e.to_string())?;
+    for url in &scrape.endpoints {
+        let resp = get_capped(&client, url, &[], scrape.fetch_timeout, scrape.max_body)
+            .await
+            .map_err(|e| format!("{url}: {}", fetch_failure(url, &e)))?;
+        if resp.status != 200 {
+            return Err(format!("{url} answered HTTP {}", resp.status));
+        }
+        let text = std::str::from_utf8(&resp.body)
+            .map_err(|_| format!("{url} answered something that is not text"))?;
+        let exposition = parse_exposition(text)
+            .map_err(|e| format!("{url} answered no Prometheus text ({e})"))?;
+        if !speedbench_scrape::is_dcgm(&exposition) {
+            return Err(format!(
+                "{url} answered Prometheus text without a DCGM_FI_* metric: not a DCGM exporter \
+                 (dcgm-exporter serves them at :9400/metrics)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every name, label and help text of `e` scrubbed of `secrets`: what the
 /// export stores comes from the server and may quote a credential.
 fn scrub_exposition(mut e: Exposition, secrets: &Secrets) -> Exposition {

@@ -31,6 +31,9 @@ pub fn run_end(report: &RunReport) -> Vec<Text> {
             .map(|e| Text::Err(format!("error: {e}"))),
     );
     out.extend(results(&report.results));
+    if let Some(gpu) = &outcome.gpu_telemetry {
+        out.push(Text::Out(speedbench_report::render_gpu_telemetry(gpu)));
+    }
     if let Some(path) = &report.speed_bench_py {
         out.push(Text::Err(format!(
             "speed_bench.py JSON written to {}",
@@ -143,6 +146,9 @@ fn file_lines(report: &RunReport) -> Vec<String> {
             .as_ref()
             .map_or(String::new(), |p| format!(", summary {p}"))
     ));
+    if let Some(path) = &outcome.gpu_telemetry_path {
+        out.push(format!("GPU telemetry (DCGM scrape) in {}", path.display()));
+    }
     out
 }
 
