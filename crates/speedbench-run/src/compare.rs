@@ -22,11 +22,13 @@ use std::path::{Path, PathBuf};
 
 use speedbench_metrics::{AcrossRuns, FigureOptions, GoodputComparison, Slos};
 
+use speedbench_client::scrape::{EnergyComparison, GpuTelemetry};
+
 use crate::repeat::RepeatedRuns;
 use speedbench_report::{
     CompareHtml, CompareOptions, CompareRun, MAX_BOOTSTRAP_SAMPLES, RunCheck, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
-    render_compare_html,
+    render_compare_html, run_gpu_telemetry,
 };
 use speedbench_runs::RunStatus;
 
@@ -254,6 +256,7 @@ pub async fn compare_runs(
         })?;
     let slos = comparison_slos(&spec, &base, &spec_run, observer);
     comparison.goodput = GoodputComparison::of(&base.records, &spec_run.records, &slos);
+    comparison.energy = EnergyComparison::of(&gpu_of(&base), &gpu_of(&spec_run));
     let (base_runs, spec_runs) = (runs_of(&base), runs_of(&spec_run));
     comparison.across_runs = AcrossRuns::of(&base_runs, &spec_runs, &slos, spec.confidence);
     if comparison.across_runs.is_none() && base_runs.len().max(spec_runs.len()) > 1 {
@@ -581,6 +584,25 @@ fn load_repeated(
     ));
     side.repetitions = repetitions;
     Ok(side)
+}
+
+/// The GPU figures of a side's run, or of each of its repeated runs;
+/// empty when any lacks them.
+fn gpu_of(side: &CompareRun) -> Vec<GpuTelemetry> {
+    let dirs: Vec<std::path::PathBuf> = match RepeatedRuns::read(&side.dir) {
+        Ok(Some(r)) => {
+            let left_out: Vec<&str> = r.left_out.iter().map(|l| l.run.as_str()).collect();
+            (r.run_dirs.iter())
+                .filter(|d| !left_out.contains(&d.as_str()))
+                .map(|d| side.dir.join(d))
+                .collect()
+        }
+        _ => vec![side.dir.clone()],
+    };
+    dirs.iter()
+        .map(|d| run_gpu_telemetry(d))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
 }
 
 /// Each repeated run's records, or the one run's.

@@ -120,6 +120,59 @@ impl GpuTelemetry {
     }
 }
 
+/// One side's energy over one or more runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EnergySide {
+    /// Runs pooled.
+    pub runs: usize,
+    /// Σ energy of their GPUs, J.
+    pub energy_j: f64,
+    /// Σ their output tokens.
+    pub output_tokens: u64,
+    /// `energy_j / output_tokens`.
+    pub energy_per_output_token_j: f64,
+}
+
+impl EnergySide {
+    /// The runs' energy pooled (energy and tokens summed, divided once);
+    /// `None` unless every run has an energy figure and a token.
+    pub fn of(runs: &[GpuTelemetry]) -> Option<EnergySide> {
+        let energy_j = runs.iter().map(|t| t.energy_j).sum::<Option<f64>>()?;
+        let output_tokens: u64 = runs.iter().map(|t| t.output_tokens).sum();
+        (output_tokens > 0 && !runs.is_empty()).then(|| EnergySide {
+            runs: runs.len(),
+            energy_j,
+            output_tokens,
+            energy_per_output_token_j: energy_j / output_tokens as f64,
+        })
+    }
+}
+
+/// Energy per output token with and without speculation: speculation
+/// spends compute to save time, and users pay for both.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EnergyComparison {
+    /// The baseline's.
+    pub baseline: EnergySide,
+    /// The speculative run's.
+    pub speculative: EnergySide,
+    /// Speculative J per token over the baseline's (below 1: speculation
+    /// spent less energy per token).
+    pub energy_per_token_ratio: f64,
+}
+
+impl EnergyComparison {
+    /// Both sides' energy; `None` unless both have one.
+    pub fn of(baseline: &[GpuTelemetry], speculative: &[GpuTelemetry]) -> Option<EnergyComparison> {
+        let (b, s) = (EnergySide::of(baseline)?, EnergySide::of(speculative)?);
+        (b.energy_per_output_token_j > 0.0).then(|| EnergyComparison {
+            energy_per_token_ratio: s.energy_per_output_token_j / b.energy_per_output_token_j,
+            baseline: b,
+            speculative: s,
+        })
+    }
+}
+
 /// `gpu` labels sort as numbers where they are.
 fn gpu_order(gpu: &str) -> (u64, String) {
     (gpu.parse().unwrap_or(u64::MAX), gpu.to_string())
@@ -284,6 +337,30 @@ mod tests {
         assert_eq!(g.energy_j, Some(300.0), "(319,459,391 - 319,159,391) mJ");
         assert_eq!((t.energy_j, t.gpus_without_energy), (Some(300.0), 0));
         assert_eq!(t.energy_per_output_token_j, Some(0.5));
+    }
+
+    #[test]
+    fn energy_pools_runs_and_divides_once() {
+        let run = |energy_j: Option<f64>, output_tokens: u64| GpuTelemetry {
+            gpus: Vec::new(),
+            energy_j,
+            gpus_without_energy: 0,
+            output_tokens,
+            energy_per_output_token_j: None,
+        };
+        // Baseline: (300 + 100) J over (100 + 300) tokens = 1 J/token, not
+        // the mean of 3 and 1/3. Speculative: 150 J over 300 tokens.
+        let base = [run(Some(300.0), 100), run(Some(100.0), 300)];
+        let spec = [run(Some(150.0), 300)];
+        let c = EnergyComparison::of(&base, &spec).unwrap();
+        assert_eq!(
+            (c.baseline.runs, c.baseline.energy_per_output_token_j),
+            (2, 1.0)
+        );
+        assert_eq!(c.speculative.energy_per_output_token_j, 0.5);
+        assert_eq!(c.energy_per_token_ratio, 0.5);
+        assert!(EnergySide::of(&[run(None, 10)]).is_none());
+        assert!(EnergySide::of(&[]).is_none());
     }
 
     #[test]

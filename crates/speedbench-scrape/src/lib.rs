@@ -86,6 +86,6 @@ pub use export::{
     CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
     MetricExport, SeriesExport, SeriesStats, ServerMetricsExport, Window,
 };
-pub use gpu::{GpuFigures, GpuTelemetry, is_dcgm};
+pub use gpu::{EnergyComparison, EnergySide, GpuFigures, GpuTelemetry, is_dcgm};
 pub use iteration_stats::{IterationStatsTotals, is_iteration_stats};
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};

@@ -651,15 +651,15 @@ fn a100_at(energy_mj: u64) -> String {
         .collect()
 }
 
-/// A DCGM exporter stand-in whose GPU spends exactly 1 J (1,000 mJ) per
-/// output token the simulator has produced.
-fn dcgm_exporter(server: std::sync::Arc<speedbench_sim::SimServer>) -> String {
+/// A DCGM exporter stand-in whose GPU spends exactly `mj_per_token` mJ
+/// per output token the simulator has produced.
+fn dcgm_exporter(server: std::sync::Arc<speedbench_sim::SimServer>, mj_per_token: u64) -> String {
     use std::io::Write;
     serve_connections(move |mut stream| {
         let mut buf = Vec::new();
         while read_request(&mut stream, &mut buf).is_some() {
             let tokens = server.ground_truth().completion_tokens;
-            let body = a100_at(319_159_391 + tokens * 1000);
+            let body = a100_at(319_159_391 + tokens * mj_per_token);
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\n\r\n",
                 body.len()
@@ -682,7 +682,7 @@ async fn gpu_telemetry_gives_the_energy_per_output_token_the_exporter_counted() 
         .with_step_ms(1.0)
         .with_output_tokens(4, 16);
     let server = std::sync::Arc::new(sim(config).await);
-    let dcgm = format!("{}/metrics", dcgm_exporter(server.clone()));
+    let dcgm = format!("{}/metrics", dcgm_exporter(server.clone(), 1000));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let done = profile(
@@ -753,4 +753,75 @@ async fn gpu_telemetry_gives_the_energy_per_output_token_the_exporter_counted() 
         "{stderr}"
     );
     assert_eq!(server.ground_truth().requests, before, "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_shows_energy_per_token_with_and_without_speculation() {
+    let demo = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(1.0)
+        .with_output_tokens(4, 16);
+    let mut baseline = demo.clone();
+    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
+    baseline.categories.clear();
+    let dir = tempfile::tempdir().unwrap();
+    let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
+    // The baseline's GPU spends 2 J a token, the speculative one's 0.5 J.
+    for (config, out, mj) in [(baseline, &base, 2000), (demo, &spec, 500)] {
+        let server = std::sync::Arc::new(sim(config).await);
+        let dcgm = format!("{}/metrics", dcgm_exporter(server.clone(), mj));
+        let done = profile_rows(
+            &server,
+            out,
+            &["--gpu-telemetry", &dcgm, "--extra-inputs", "temperature:0"],
+        )
+        .await;
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+    let out = run(&[
+        "compare",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--speculative",
+        spec.to_str().unwrap(),
+        "--bootstrap",
+        "0",
+        "--format",
+        "json",
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &json["energy"];
+    let tokens = |d: &std::path::Path| -> u64 {
+        read_run(d)
+            .unwrap()
+            .records
+            .iter()
+            .filter(|r| !r.warmup && r.is_success())
+            .filter_map(|r| r.completion_tokens)
+            .sum()
+    };
+    assert_eq!(e["baseline"]["output_tokens"], tokens(&base));
+    assert_eq!(
+        e["baseline"]["energy_j"].as_f64(),
+        Some(2.0 * tokens(&base) as f64)
+    );
+    assert_eq!(
+        e["baseline"]["energy_per_output_token_j"].as_f64(),
+        Some(2.0)
+    );
+    assert_eq!(
+        e["speculative"]["energy_per_output_token_j"].as_f64(),
+        Some(0.5)
+    );
+    assert_eq!(e["energy_per_token_ratio"].as_f64(), Some(0.25));
 }

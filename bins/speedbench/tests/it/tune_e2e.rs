@@ -235,6 +235,7 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
     }
     let report = report_json(&dir);
     assert_goodput_per_level(&dir, &m, &report);
+    assert_energy_per_level(&dir, &m);
     let ks = [0, 1, 4, 12];
     for (category, p) in [("math", 0.8), ("writing", 0.3)] {
         let answer = report["categories"]
@@ -340,6 +341,68 @@ fn assert_goodput_per_level(dir: &Path, m: &speedbench_record::TuneManifest, rep
             }
         }
     }
+}
+
+/// Each run's `summary.json` given GPU figures as `--gpu-telemetry`
+/// leaves them (run k of a configuration: 100·(k+1) J over 50 tokens,
+/// the baseline's 4 J a token): the report's energy per level and its
+/// ratio are those, worked out here.
+fn assert_energy_per_level(dir: &Path, m: &speedbench_record::TuneManifest) {
+    for (c_index, c) in m.configurations.iter().enumerate() {
+        for (k, run) in c.runs.iter().enumerate() {
+            let path = dir.join(&run.dir).join("summary.json");
+            let mut summary: Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let energy = if c.baseline {
+                200.0
+            } else {
+                100.0 * (k + 1 + c_index) as f64
+            };
+            summary["gpu_telemetry"] = serde_json::json!({
+                "gpus": [], "energy_j": energy, "gpus_without_energy": 0,
+                "output_tokens": 50, "energy_per_output_token_j": energy / 50.0,
+            });
+            std::fs::write(&path, serde_json::to_vec(&summary).unwrap()).unwrap();
+        }
+    }
+    let report = report_json(dir);
+    for (c_index, c) in m.configurations.iter().filter(|c| !c.baseline).enumerate() {
+        let c_index = c_index + 1;
+        let tuned = report["configurations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == c.name.as_str())
+            .unwrap();
+        for (k, level) in tuned["levels"].as_array().unwrap().iter().enumerate() {
+            let e = &level["comparison"]["energy"];
+            let per_token = 100.0 * (k + 1 + c_index) as f64 / 50.0;
+            assert_eq!(
+                e["baseline"]["energy_per_output_token_j"].as_f64(),
+                Some(4.0)
+            );
+            assert_eq!(
+                e["speculative"]["energy_per_output_token_j"].as_f64(),
+                Some(per_token)
+            );
+            assert_eq!(
+                e["energy_per_token_ratio"].as_f64(),
+                Some(per_token / 4.0),
+                "{}",
+                c.name
+            );
+        }
+    }
+    let console = std::process::Command::new(env!("CARGO_BIN_EXE_speedbench"))
+        .arg("report")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&console.stdout);
+    assert!(
+        text.contains("Energy per output token (J, DCGM)") && text.contains("4.0000"),
+        "{text}"
+    );
 }
 
 /// The tune's stdout and stderr.

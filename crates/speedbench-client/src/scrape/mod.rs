@@ -45,10 +45,11 @@ use speedbench_http::{HttpClient, get_capped};
 /// The file name of the export in a run directory.
 pub use speedbench_record::SERVER_METRICS_FILE_NAME;
 pub use speedbench_scrape::{
-    Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, ExportSummary,
-    Exposition, GaugeStats, HistogramStats, IterationStatsTotals, MetricExport, MetricType, Sample,
-    ScrapeError, SeriesExport, SeriesStats, ServerMetricsExport, SpecDecodeSummary, Weighting,
-    Window, is_iteration_stats, parse_exposition,
+    Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, EnergyComparison,
+    EnergySide, ExportSummary, Exposition, GaugeStats, GpuFigures, GpuTelemetry, HistogramStats,
+    IterationStatsTotals, MetricExport, MetricType, Sample, ScrapeError, SeriesExport, SeriesStats,
+    ServerMetricsExport, SpecDecodeSummary, Weighting, Window, is_iteration_stats,
+    parse_exposition,
 };
 
 use crate::discovery::{control_client, fetch_failure};

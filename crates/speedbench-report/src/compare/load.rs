@@ -183,3 +183,11 @@ fn refuse_without_records(dir: &Path, role: &str) -> Result<(), ReportError> {
     }
     Ok(())
 }
+
+/// The GPU figures a run directory's `summary.json` holds
+/// (`--gpu-telemetry`); `None` without them.
+pub fn run_gpu_telemetry(dir: &Path) -> Option<speedbench_scrape::GpuTelemetry> {
+    let text = std::fs::read(dir.join(speedbench_record::SUMMARY_FILE_NAME)).ok()?;
+    let summary: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    serde_json::from_value(summary.get("gpu_telemetry")?.clone()).ok()
+}

@@ -40,7 +40,7 @@ mod render;
 mod speed_bench_py;
 
 pub use check::{RunCheck, SAMPLING_FIELDS, check_runs_match};
-pub use load::{CompareRun, load_compare_run};
+pub use load::{CompareRun, load_compare_run, run_gpu_telemetry};
 pub(crate) use render::{COMPARE_COLUMNS, CompareColumn, DECODE_SOURCE_COLUMN, decode_source_text};
 pub use speed_bench_py::{
     SpeedBenchPyComparison, check_speed_bench_py_match, compare_speed_bench_py,
@@ -146,6 +146,10 @@ pub struct Comparison {
     /// (set it with [`AcrossRuns::of`](speedbench_metrics::AcrossRuns::of)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub across_runs: Option<speedbench_metrics::AcrossRuns>,
+    /// Energy per output token of both sides, where both scraped their
+    /// GPUs (`--gpu-telemetry`); [`compare`] leaves it `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<speedbench_scrape::EnergyComparison>,
 }
 
 fn measured(records: &[RequestRecord]) -> Vec<&RequestRecord> {
@@ -296,6 +300,7 @@ pub fn compare(
         byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
         goodput: None,
         across_runs: None,
+        energy: None,
     })
 }
 

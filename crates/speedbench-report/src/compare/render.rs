@@ -179,6 +179,7 @@ impl Comparison {
         );
         out.push_str(&self.goodput_line());
         out.push_str(&self.across_runs_line());
+        out.push_str(&self.energy_line());
         let overall = self.rows.last();
         if let Some(o) = overall.filter(|o| o.paired > 0) {
             out.push_str(&format!(
@@ -228,6 +229,25 @@ impl Comparison {
             g.slos,
             side(&g.baseline),
             side(&g.speculative)
+        )
+    }
+
+    /// With both sides' GPUs scraped: energy per output token and its
+    /// ratio; else nothing.
+    pub(crate) fn energy_line(&self) -> String {
+        let Some(e) = &self.energy else {
+            return String::new();
+        };
+        format!(
+            "Energy per output token (DCGM): baseline {:.4} J ({} J over {} tokens), \
+             speculative {:.4} J ({} J over {} tokens): {:.2}x\n",
+            e.baseline.energy_per_output_token_j,
+            thousands(e.baseline.energy_j),
+            e.baseline.output_tokens,
+            e.speculative.energy_per_output_token_j,
+            thousands(e.speculative.energy_j),
+            e.speculative.output_tokens,
+            e.energy_per_token_ratio
         )
     }
 
@@ -346,7 +366,7 @@ impl Comparison {
             "\n{:.0}% percentile-bootstrap intervals in brackets.\n",
             self.confidence * 100.0
         ));
-        let extra = self.goodput_line() + &self.across_runs_line();
+        let extra = self.goodput_line() + &self.across_runs_line() + &self.energy_line();
         if !extra.is_empty() {
             out.push_str(&format!("\n{extra}"));
         }

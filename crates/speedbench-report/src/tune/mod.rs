@@ -17,6 +17,7 @@ use speedbench_metrics::{
     choose,
 };
 use speedbench_record::{RequestRecord, RunManifest, TuneConfiguration, TuneManifest, TuneRun};
+use speedbench_scrape::EnergyComparison;
 
 pub use predict::{PredictedBudget, TunePrediction};
 
@@ -147,6 +148,8 @@ impl TuneReport {
                 tuned(c, (&base_records, records), loads, options, &slos)
             })
             .collect();
+        let mut configurations = configurations;
+        add_energy(dir, baseline, &manifest.configurations, &mut configurations);
         let categories = answers(&configurations, &manifest.load_levels);
         let names: Vec<String> = categories.iter().map(|a| a.category.clone()).collect();
         let predictions =
@@ -228,6 +231,34 @@ fn load_side(
             }
         })
         .collect()
+}
+
+/// Each level's energy per output token, where both runs scraped their
+/// GPUs (their `summary.json`).
+fn add_energy(
+    dir: &Path,
+    baseline: &TuneConfiguration,
+    planned: &[TuneConfiguration],
+    configurations: &mut [TunedConfiguration],
+) {
+    let gpu = |runs: &[TuneRun], i: usize| {
+        let run = runs.get(i)?;
+        crate::run_gpu_telemetry(&dir.join(&run.dir))
+    };
+    for tuned in configurations {
+        let Some(plan) = planned.iter().find(|c| c.name == tuned.name) else {
+            continue;
+        };
+        for (i, level) in tuned.levels.iter_mut().enumerate() {
+            if let (Some(cmp), Some(b), Some(s)) = (
+                &mut level.comparison,
+                gpu(&baseline.runs, i),
+                gpu(&plan.runs, i),
+            ) {
+                cmp.energy = EnergyComparison::of(&[b], &[s]);
+            }
+        }
+    }
 }
 
 /// The SLOs the tune's runs were made with: those in the `run.json` of the

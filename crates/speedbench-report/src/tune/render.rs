@@ -1,7 +1,6 @@
 //! A tune's answer as console tables, Markdown, JSON and an HTML page with
 //! a chart of speedup against load per category.
 
-use speedbench_metrics::GoodputComparison;
 use std::fmt::Write;
 
 use serde_json::Value;
@@ -65,17 +64,32 @@ impl TuneReport {
             out.push('\n');
             out.push_str(&titled_table(&title, &header, &rows, FirstColumn::Left));
         }
-        if let Some((header, rows)) = self.goodput_rows() {
+        for (title, (header, rows)) in self.level_tables() {
             let header: Vec<&str> = header.iter().map(String::as_str).collect();
-            let title = format!(
-                "Goodput against SLOs {}: requests/s (good share of those sent)",
-                self.slos
-            );
             out.push('\n');
             out.push_str(&titled_table(&title, &header, &rows, FirstColumn::Left));
         }
         out.push_str(&self.answers_text());
         out
+    }
+
+    /// The tables of a figure per run that the tune has: goodput against
+    /// its SLOs, energy per output token; each with its title.
+    fn level_tables(&self) -> Vec<(String, (Vec<String>, Vec<Vec<String>>))> {
+        let goodput = format!(
+            "Goodput against SLOs {}: requests/s (good share of those sent)",
+            self.slos
+        );
+        [
+            (goodput, self.goodput_rows()),
+            (
+                "Energy per output token (J, DCGM)".to_string(),
+                self.energy_rows(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(title, table)| Some((title, table?)))
+        .collect()
     }
 
     /// With SLOs: a row for the baseline and each configuration, a column
@@ -91,15 +105,53 @@ impl TuneReport {
                 .map_or(String::new(), |f| format!(" ({:.0}%)", f * 100.0));
             format!("{rate}{share}")
         };
-        fn at(c: &crate::tune::TunedConfiguration, i: usize) -> Option<&GoodputComparison> {
-            c.levels.get(i)?.comparison.as_ref()?.goodput.as_ref()
-        }
+        Some(self.level_table(|c, baseline| {
+            let g = c.goodput.as_ref()?;
+            Some(text(if baseline {
+                &g.baseline
+            } else {
+                &g.speculative
+            }))
+        }))
+    }
+
+    /// Where the runs scraped their GPUs: the energy per output token of
+    /// each run, a row per configuration, a column per load level.
+    fn energy_rows(&self) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+        let any = self.configurations.iter().any(|c| {
+            c.levels
+                .iter()
+                .any(|l| l.comparison.as_ref().is_some_and(|c| c.energy.is_some()))
+        });
+        any.then(|| {
+            self.level_table(|c, baseline| {
+                let e = c.energy.as_ref()?;
+                let side = if baseline {
+                    &e.baseline
+                } else {
+                    &e.speculative
+                };
+                Some(format!("{:.4}", side.energy_per_output_token_j))
+            })
+        })
+    }
+
+    /// A row for the baseline and each configuration, a column per load
+    /// level, each cell `cell(level's comparison, is the baseline's)`.
+    fn level_table(
+        &self,
+        cell: impl Fn(&Comparison, bool) -> Option<String>,
+    ) -> (Vec<String>, Vec<Vec<String>>) {
+        let at = |c: &crate::tune::TunedConfiguration, i: usize, baseline: bool| {
+            cell(c.levels.get(i)?.comparison.as_ref()?, baseline)
+        };
         let header = std::iter::once("configuration".to_string())
             .chain(self.load_levels.iter().map(|l| self.level_name(l)))
             .collect();
-        let baseline = (0..self.load_levels.len()).map(|i| {
-            let g = self.configurations.iter().find_map(|c| at(c, i));
-            g.map_or("-".to_string(), |g| text(&g.baseline))
+        let levels = 0..self.load_levels.len();
+        let baseline = levels.clone().map(|i| {
+            let v = self.configurations.iter().find_map(|c| at(c, i, true));
+            v.unwrap_or_else(|| "-".to_string())
         });
         let mut rows = vec![
             std::iter::once("baseline".to_string())
@@ -107,11 +159,12 @@ impl TuneReport {
                 .collect(),
         ];
         for c in &self.configurations {
-            let cells = (0..self.load_levels.len())
-                .map(|i| at(c, i).map_or("-".to_string(), |g| text(&g.speculative)));
+            let cells = levels
+                .clone()
+                .map(|i| at(c, i, false).unwrap_or_else(|| "-".to_string()));
             rows.push(std::iter::once(c.name.clone()).chain(cells).collect());
         }
-        Some((header, rows))
+        (header, rows)
     }
 
     /// A Markdown section per category, then the answers and notes.
@@ -131,13 +184,8 @@ impl TuneReport {
                 let _ = writeln!(out, "| {} |", r.join(" | "));
             }
         }
-        if let Some((header, rows)) = self.goodput_rows() {
-            let _ = write!(
-                out,
-                "\n## Goodput against SLOs {}\n\nRequests/s (good share of those sent).\n\n| {} |\n|",
-                self.slos,
-                header.join(" | ")
-            );
+        for (title, (header, rows)) in self.level_tables() {
+            let _ = write!(out, "\n## {title}\n\n| {} |\n|", header.join(" | "));
             out.push_str(&" --- |".repeat(header.len()));
             out.push('\n');
             for r in rows {
