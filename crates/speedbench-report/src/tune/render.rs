@@ -20,6 +20,9 @@ fn speedup_text(speedup: Option<f64>, interval: Option<Interval>) -> String {
     }
 }
 
+/// A table's header and rows.
+type Table = (Vec<String>, Vec<Vec<String>>);
+
 impl TuneReport {
     /// `concurrency=4`.
     fn level_name(&self, load: &str) -> String {
@@ -75,7 +78,7 @@ impl TuneReport {
 
     /// The tables of a figure per run that the tune has: goodput against
     /// its SLOs, energy per output token; each with its title.
-    fn level_tables(&self) -> Vec<(String, (Vec<String>, Vec<Vec<String>>))> {
+    fn level_tables(&self) -> Vec<(String, Table)> {
         let goodput = format!(
             "Goodput against SLOs {}: requests/s (good share of those sent)",
             self.slos
@@ -94,7 +97,7 @@ impl TuneReport {
 
     /// With SLOs: a row for the baseline and each configuration, a column
     /// per load level, each cell the run's goodput and good share.
-    fn goodput_rows(&self) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    fn goodput_rows(&self) -> Option<Table> {
         if self.slos.is_empty() {
             return None;
         }
@@ -117,7 +120,7 @@ impl TuneReport {
 
     /// Where the runs scraped their GPUs: the energy per output token of
     /// each run, a row per configuration, a column per load level.
-    fn energy_rows(&self) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    fn energy_rows(&self) -> Option<Table> {
         let any = self.configurations.iter().any(|c| {
             c.levels
                 .iter()
@@ -138,10 +141,7 @@ impl TuneReport {
 
     /// A row for the baseline and each configuration, a column per load
     /// level, each cell `cell(level's comparison, is the baseline's)`.
-    fn level_table(
-        &self,
-        cell: impl Fn(&Comparison, bool) -> Option<String>,
-    ) -> (Vec<String>, Vec<Vec<String>>) {
+    fn level_table(&self, cell: impl Fn(&Comparison, bool) -> Option<String>) -> Table {
         let at = |c: &crate::tune::TunedConfiguration, i: usize, baseline: bool| {
             cell(c.levels.get(i)?.comparison.as_ref()?, baseline)
         };
