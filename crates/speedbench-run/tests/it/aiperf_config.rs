@@ -283,3 +283,35 @@ fn a_yaml_sweep_file_is_the_toml_one() {
     .unwrap_err();
     assert!(err.to_string().contains("s.yaml:3"), "{err}");
 }
+
+#[test]
+fn gpu_telemetry_in_each_of_aiperfs_forms_is_gpu_telemetry() {
+    let base = with_speed_bench_file(&template("minimal"));
+    let with = |block: &str| format!("{base}  gpu_telemetry:{block}\n");
+    let urls = |text: &str| -> Result<Vec<String>, String> {
+        let sweep = expand("minimal", text, &[])?;
+        Ok(sweep.runs()[0].spec().unwrap().scrape.gpu_telemetry.clone())
+    };
+    let one = "http://gpu-1:9400/metrics";
+    assert_eq!(urls(&with(&format!(" {one}"))).unwrap(), [one]);
+    assert_eq!(urls(&with(&format!("\n    url: {one}"))).unwrap(), [one]);
+    assert_eq!(
+        urls(&with(&format!(
+            "\n    urls:\n      - {one}\n      - http://gpu-2:9400/metrics\n    collector: dcgm"
+        )))
+        .unwrap(),
+        [one, "http://gpu-2:9400/metrics"]
+    );
+    assert!(
+        urls(&with(&format!(
+            "\n    enabled: false\n    urls:\n      - {one}"
+        )))
+        .unwrap()
+        .is_empty()
+    );
+    let err = urls(&with("\n    collector: pynvml")).unwrap_err();
+    assert!(
+        err.contains("`gpu_telemetry.collector`") && err.contains("no local pynvml"),
+        "{err}"
+    );
+}

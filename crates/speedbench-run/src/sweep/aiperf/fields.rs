@@ -52,6 +52,7 @@ pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Sett
             "server_metrics" => server_metrics(&mut out, value)?,
             "artifacts" => artifacts(&mut out, value)?,
             "slos" => slos(&mut out, value)?,
+            "gpu_telemetry" => gpu_telemetry(&mut out, value)?,
             other => return Err(fail(unsupported(key, other, benchmark_why(other)))),
         }
     }
@@ -60,7 +61,6 @@ pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Sett
 
 fn benchmark_why(name: &str) -> &'static str {
     match name {
-        "gpu_telemetry" => "it collects no GPU telemetry (DCGM)",
         "tokenizer" => "it counts tokens from the server's usage, with no tokenizer",
         _ => "no counterpart in speedbench for this field of the benchmark block",
     }
@@ -380,6 +380,39 @@ fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             ("urls", Value::List(urls)) => {
                 for u in urls {
                     out.one("server-metrics", u)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `gpu_telemetry`: DCGM exporter URLs (`--gpu-telemetry`), as a URL, a
+/// mapping with `url` or `urls`, or `enabled: false`; a local collector
+/// or a recorded file has no counterpart.
+fn gpu_telemetry(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    if node.scalar_text().is_some() {
+        return out.one("gpu-telemetry", node);
+    }
+    let mut allowed = vec!["enabled", "url", "urls", "mode"];
+    if node.get("collector").and_then(Node::scalar_text).as_deref() == Some("dcgm") {
+        allowed.push("collector");
+    }
+    let why = "it scrapes DCGM exporter URLs (no local pynvml/amdsmi collector, no recorded file)";
+    let entries = only(node, "gpu_telemetry", &allowed, why).map_err(|r| invalid(out, r))?;
+    if matches!(
+        node.get("enabled").map(|n| &n.value),
+        Some(Value::Bool(false))
+    ) {
+        return Ok(());
+    }
+    for (key, value) in entries {
+        match (key.name.as_str(), &value.value) {
+            ("url", _) => out.one("gpu-telemetry", value)?,
+            ("urls", Value::List(urls)) => {
+                for u in urls {
+                    out.one("gpu-telemetry", u)?;
                 }
             }
             _ => {}
