@@ -50,6 +50,8 @@ pub struct HtmlRun<'a> {
     pub counts: Option<RequestCounts>,
     /// Its records, which feed the histogram and latency charts.
     pub records: Option<&'a [RequestRecord]>,
+    /// Its time slices (`--slice-duration`), charted over the run.
+    pub time_slices: Vec<speedbench_metrics::TimeSlice>,
 }
 
 /// Bar colours, one per series.
@@ -660,6 +662,10 @@ pub fn render_html(report: &HtmlReport<'_>) -> String {
         if let Some(scale) = &ms_scale {
             out.push_str(&latency_chart(&run.label, lat, scale));
         }
+        out.push_str(&crate::slices_html::slice_charts(
+            &run.label,
+            &run.time_slices,
+        ));
         out.push_str("</section>");
     }
     out.push_str(&page_end());
@@ -738,6 +744,7 @@ mod tests {
                 status_reason: None,
                 counts: Some(RequestCounts::from_records(&records)),
                 records: Some(&records),
+                time_slices: Vec::new(),
             }],
         });
         assert!(html.starts_with("<!DOCTYPE html>"));
@@ -849,6 +856,7 @@ mod tests {
                     ..Default::default()
                 }),
                 records: Some(&records),
+                time_slices: Vec::new(),
             }],
         });
         assert!(html.contains("<th>Status</th>"));

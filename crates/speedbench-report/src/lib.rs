@@ -59,6 +59,7 @@ mod format;
 mod html;
 mod matrix;
 mod server;
+mod slices_html;
 mod source;
 mod summary;
 mod table;

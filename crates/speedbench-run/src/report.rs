@@ -538,6 +538,7 @@ fn html_page(spec: &ReportSpec, matrix: AcceptanceMatrix, runs: &[RunData]) -> S
             status_reason: r.status_reason.clone(),
             counts: r.counts(),
             records: r.records.as_deref(),
+            time_slices: run_slices(r),
         })
         .collect();
     render_html(&HtmlReport {
@@ -545,6 +546,18 @@ fn html_page(spec: &ReportSpec, matrix: AcceptanceMatrix, runs: &[RunData]) -> S
         matrices,
         runs: html_runs,
     })
+}
+
+/// The time slices of a run made with `--slice-duration`, from its records.
+fn run_slices(run: &RunData) -> Vec<speedbench_metrics::TimeSlice> {
+    let duration = run
+        .manifest
+        .as_ref()
+        .and_then(|m| speedbench_metrics::FigureOptions::of_run(m).slice_duration_s);
+    match (duration, run.records.as_deref()) {
+        (Some(d), Some(records)) => speedbench_metrics::time_slices(records, d),
+        _ => Vec::new(),
+    }
 }
 
 /// speed_bench.py's summary of each run, headed by its label and
