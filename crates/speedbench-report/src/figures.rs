@@ -10,7 +10,7 @@ use crate::table::{FirstColumn, titled_table};
 
 /// `N of M requests sent met every SLO (x %): ...`, each SLO with the
 /// requests that met it alone.
-pub(crate) fn goodput_line(g: &Goodput) -> String {
+pub fn goodput_line(g: &Goodput) -> String {
     let share = g
         .good_request_fraction
         .map_or(String::new(), |f| format!(" ({:.1} %)", f * 100.0));

@@ -79,7 +79,7 @@ pub use compare::{
 };
 pub use compare_html::{CompareHtml, render_compare_html};
 pub use error::ReportError;
-pub use figures::{render_gpu_telemetry, render_repeated};
+pub use figures::{goodput_line, render_gpu_telemetry, render_repeated};
 pub use html::{HtmlReport, HtmlRun, render_html};
 pub use matrix::{
     AcceptanceMatrix, Cell, MatrixMetric, MatrixRow, OVERALL_DEFINITION, RowRun, RunCells,

@@ -211,7 +211,15 @@ pub async fn report(
     for run in &mut runs {
         run.dir = fetched.shown(&run.dir);
     }
+    let goodput = goodput_lines(&runs);
     report_runs(&spec, runs, &picked, observer)?;
+    if matches!(
+        spec.format,
+        ReportFormat::Console | ReportFormat::Both | ReportFormat::Markdown
+    ) && !goodput.is_empty()
+    {
+        observer.output(&format!("\n{}", goodput.join("")));
+    }
     report_repeated(&spec, observer)?;
     if !unreadable.is_empty() {
         return Err(RunError::unreported(
@@ -225,6 +233,27 @@ pub async fn report(
         ));
     }
     Ok(())
+}
+
+/// For each run made with SLOs (`--goodput`), its goodput line as its
+/// `summary.json` holds it, headed by the run's label.
+fn goodput_lines(runs: &[RunData]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|r| {
+            let text = std::fs::read(r.dir.join(speedbench_record::SUMMARY_FILE_NAME)).ok()?;
+            let summary: serde_json::Value = serde_json::from_slice(&text).ok()?;
+            let g: speedbench_metrics::Goodput =
+                serde_json::from_value(summary.get("goodput")?.clone()).ok()?;
+            let rate = g
+                .goodput
+                .map_or("-".into(), |v| format!("{v:.2} requests/s"));
+            Some(format!(
+                "{}: goodput {rate}; {}",
+                r.label,
+                speedbench_report::goodput_line(&g)
+            ))
+        })
+        .collect()
 }
 
 /// After the matrix, in the console and Markdown formats: the figures

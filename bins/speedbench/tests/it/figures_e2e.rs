@@ -103,7 +103,6 @@ async fn goodput_counts_every_record_against_every_slo() {
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    server.shutdown().await;
 
     let records = read_run(&out).unwrap().records;
     assert_record_invariants(&records, Some(true));
@@ -153,11 +152,28 @@ async fn goodput_counts_every_record_against_every_slo() {
         )),
         "{stdout}"
     );
+    // `report` of the run repeats its goodput line.
+    let report = run(&["report", out.to_str().unwrap()]).await;
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains(&format!(
+            "goodput {:.2} requests/s; Goodput: {good_count} of 48",
+            goodput
+        )),
+        "{text}"
+    );
+    // A slice longer than the run is one partial slice, said.
+    let long = profile(&server, &dir.path().join("c"), &["--slice-duration", "100"]).await;
+    assert!(long.status.success());
+    assert!(
+        String::from_utf8_lossy(&long.stderr).contains("--slice-duration is longer than the run")
+    );
     // run.json keeps the SLOs, for a report of the run.
     let manifest = read_run(&out).unwrap().manifest.unwrap();
     let figures = speedbench_metrics::FigureOptions::of_run(&manifest);
     assert_eq!(figures.slos.0.len(), 3);
     assert_eq!(figures.steady_state.unwrap().concurrency, 4);
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

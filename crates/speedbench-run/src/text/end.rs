@@ -104,6 +104,14 @@ fn tables(metrics: &RunMetrics, label: &str, records: &[RequestRecord]) -> Vec<T
         .iter()
         .map(|w| Text::Err(format!("warning: {w}")))
         .collect();
+    if let [only] = metrics.time_slices.as_slice()
+        && !only.complete
+    {
+        out.push(Text::Err(format!(
+            "warning: --slice-duration is longer than the run ({:.3} s): one partial slice",
+            only.figures.end_s
+        )));
+    }
     out.push(Text::Out(render_run_summary(metrics)));
     for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
         let matrix = AcceptanceMatrix::from_runs(metric, &[(label.to_string(), records)]);
