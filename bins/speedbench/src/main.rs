@@ -75,6 +75,9 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Profile(args) => match args.config.clone() {
                 Some(file) => sweep::run(&file, &args).await,
+                None if args.spec.repeat.num_profile_runs > 1 => {
+                    sweep::run_repeated(&args.spec).await
+                }
                 None => profile::run(*args).await,
             },
             Command::Demo(args) => demo::run(args).await,

@@ -165,12 +165,9 @@ impl FromArgMatches for ProfileArgs {
 }
 
 /// Runs `speedbench profile` of one run (`main` sends `--config` to the
-/// sweep instead).
+/// sweep instead, and `--num-profile-runs` to the repeated runs).
 pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     let spec = args.spec;
-    if spec.repeat.num_profile_runs > 1 {
-        return crate::sweep::run_repeated(&spec).await;
-    }
     // The dataset first, as before the spec existed: a missing file is
     // named before any flag it would have run with.
     let dataset = spec.load_dataset(&mut Console::default()).await?;

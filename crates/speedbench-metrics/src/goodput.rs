@@ -14,9 +14,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
-use crate::measured::is_measured;
+use crate::measured::{benchmark_duration_s, is_measured};
 use crate::request::RequestMetricsExt;
-use crate::run::benchmark_duration_s;
 
 /// A per-request metric an SLO can bound, by AIPerf's metric tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

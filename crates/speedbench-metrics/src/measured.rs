@@ -1,6 +1,6 @@
 //! Which records the statistics use.
 
-use speedbench_record::RequestRecord;
+use speedbench_record::{ErrorKind, RequestRecord};
 
 /// True for a record every statistic uses: not warmup, and finished without
 /// error ([`RequestRecord::is_success`]).
@@ -21,6 +21,19 @@ use speedbench_record::RequestRecord;
 /// ```
 pub fn is_measured(r: &RequestRecord) -> bool {
     !r.warmup && r.is_success()
+}
+
+/// From the earliest start to the latest end of the non-warmup records
+/// (failed ones included: they occupied the window; skipped turns, never
+/// sent, left out), in seconds: the duration every rate of a run divides by.
+pub(crate) fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
+    // A skipped turn was never sent: it occupied no part of the window.
+    let window = records
+        .iter()
+        .filter(|r| !r.warmup && r.error_kind != Some(ErrorKind::Skipped));
+    let start = window.clone().map(|r| r.start_unix_ns).min()?;
+    let end = window.map(|r| r.end_unix_ns).max()?;
+    (end > start).then(|| (end - start) as f64 / 1e9)
 }
 
 #[cfg(test)]

@@ -4,14 +4,13 @@ use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::goodput::{Goodput, Slos};
-use crate::measured::is_measured;
+use crate::measured::{benchmark_duration_s, is_measured};
 use crate::request::RequestMetricsExt;
 use crate::spec::SpecDecodeMetrics;
 use crate::summary::Summary;
 use crate::window::{SteadyState, SteadyStateOptions, TimeSlice, time_slices};
 
 const NS_PER_MS: f64 = 1e6;
-const NS_PER_S: f64 = 1e9;
 
 /// Aggregate statistics of one run.
 ///
@@ -209,16 +208,6 @@ fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> 
         ));
     }
     out
-}
-
-pub(crate) fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
-    // A skipped turn was never sent: it occupied no part of the window.
-    let window = records
-        .iter()
-        .filter(|r| !r.warmup && r.error_kind != Some(ErrorKind::Skipped));
-    let start = window.clone().map(|r| r.start_unix_ns).min()?;
-    let end = window.map(|r| r.end_unix_ns).max()?;
-    (end > start).then(|| (end - start) as f64 / NS_PER_S)
 }
 
 /// Request counts of a run.

@@ -62,6 +62,7 @@ mod server;
 mod slices_html;
 mod source;
 mod summary;
+mod svg;
 mod table;
 mod tune;
 

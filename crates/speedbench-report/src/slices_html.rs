@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use speedbench_metrics::TimeSlice;
 
-use crate::html::{Scale, esc, y_axis};
+use crate::svg::{PALETTE, Scale, esc, y_axis};
 
 /// The two charts of a run's slices, or nothing without slices.
 pub(crate) fn slice_charts(label: &str, slices: &[TimeSlice]) -> String {
@@ -64,7 +64,7 @@ fn line_chart(y_title: &str, series: &[(&str, &Vec<(f64, f64)>)], end_s: f64) ->
     );
     y_axis(&mut svg, &scale, left, w - 10.0, h, y_title);
     for (i, (name, points)) in series.iter().enumerate() {
-        let colour = crate::html::PALETTE[i % crate::html::PALETTE.len()];
+        let colour = PALETTE[i % PALETTE.len()];
         let coords: Vec<String> = points
             .iter()
             .map(|(t, v)| format!("{:.1},{:.1}", x(*t), h - h * v / scale.top))

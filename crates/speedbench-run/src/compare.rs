@@ -254,10 +254,28 @@ pub async fn compare_runs(
             context: "comparing".into(),
             source,
         })?;
-    let slos = comparison_slos(&spec, &base, &spec_run, observer);
+    add_run_figures(&spec, (&base, &spec_run), &mut comparison, observer);
+    observer.info(&format!(
+        "Comparison: baseline={} speculative={}",
+        spec.baseline.display(),
+        spec.speculative.display()
+    ));
+    emit(&spec, &comparison, &check, observer)
+}
+
+/// What the two runs add to the per-request comparison: goodput against
+/// the same SLOs, energy per output token, and with repeated runs the
+/// intervals across runs (a warning when only one side repeated).
+fn add_run_figures(
+    spec: &CompareSpec,
+    (base, spec_run): (&CompareRun, &CompareRun),
+    comparison: &mut speedbench_report::Comparison,
+    observer: &mut dyn ReportObserver,
+) {
+    let slos = comparison_slos(spec, base, spec_run, observer);
     comparison.goodput = GoodputComparison::of(&base.records, &spec_run.records, &slos);
-    comparison.energy = EnergyComparison::of(&gpu_of(&base), &gpu_of(&spec_run));
-    let (base_runs, spec_runs) = (runs_of(&base), runs_of(&spec_run));
+    comparison.energy = EnergyComparison::of(&gpu_of(base), &gpu_of(spec_run));
+    let (base_runs, spec_runs) = (runs_of(base), runs_of(spec_run));
     comparison.across_runs = AcrossRuns::of(&base_runs, &spec_runs, &slos, spec.confidence);
     if comparison.across_runs.is_none() && base_runs.len().max(spec_runs.len()) > 1 {
         observer.warning(&format!(
@@ -267,12 +285,6 @@ pub async fn compare_runs(
             spec_runs.len()
         ));
     }
-    observer.info(&format!(
-        "Comparison: baseline={} speculative={}",
-        spec.baseline.display(),
-        spec.speculative.display()
-    ));
-    emit(&spec, &comparison, &check, observer)
 }
 
 /// The SLOs both runs are held to: `--goodput`'s, else those the runs

@@ -428,15 +428,26 @@ fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientErr
 /// client, scraper and workers' shared state ready.
 struct OpenedRun {
     shared: Arc<Shared>,
-    scraper: Option<Scraper>,
-    /// The DCGM exporters' scrape.
-    gpu_scraper: Option<Scraper>,
+    scrapers: Scrapers,
     recorder: Recorder,
     manifest: RunManifest,
     /// Held until every file is written.
     lock: RunDirLock,
     paths: RunPaths,
     sessions: Option<u64>,
+}
+
+/// The server's scrape and the DCGM exporters'.
+struct Scrapers {
+    server: Option<Scraper>,
+    gpu: Option<Scraper>,
+}
+
+impl Scrapers {
+    /// Those that run.
+    fn iter(&self) -> impl Iterator<Item = &Scraper> {
+        self.server.iter().chain(&self.gpu)
+    }
 }
 
 /// Where a run's files go.
@@ -479,15 +490,10 @@ fn open_run(
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = connection_pool(&run.load, sessions);
     let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
-    let start = |scrape: &Option<Scrape>| {
-        scrape
-            .clone()
-            .filter(|c| !c.endpoints.is_empty())
-            .map(Scraper::start)
-            .transpose()
+    let scrapers = Scrapers {
+        server: start_scraper(&run.server_metrics)?,
+        gpu: start_scraper(&run.gpu_telemetry)?,
     };
-    let scraper = start(&run.server_metrics)?;
-    let gpu_scraper = start(&run.gpu_telemetry)?;
     progress.planned.store(planned, Ordering::Relaxed);
     let shared = Arc::new(Shared {
         client,
@@ -503,14 +509,22 @@ fn open_run(
     });
     Ok(OpenedRun {
         shared,
-        scraper,
-        gpu_scraper,
+        scrapers,
         recorder,
         manifest,
         lock,
         paths,
         sessions,
     })
+}
+
+/// A scraper of `scrape`'s endpoints, started; none without endpoints.
+fn start_scraper(scrape: &Option<Scrape>) -> Result<Option<Scraper>, ClientError> {
+    scrape
+        .clone()
+        .filter(|c| !c.endpoints.is_empty())
+        .map(Scraper::start)
+        .transpose()
 }
 
 /// Connections the client keeps: one per request the load may hold in
@@ -566,7 +580,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
     if stop.is_stopped() {
         return None;
     }
-    for s in opened.scraper.iter().chain(&opened.gpu_scraper) {
+    for s in opened.scrapers.iter() {
         s.mark_profiling_start().await;
     }
     let deadline = shared
@@ -581,7 +595,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         cancel: StopHandle::new(),
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);
-    for s in opened.scraper.iter().chain(&opened.gpu_scraper) {
+    for s in opened.scrapers.iter() {
         s.mark_profiling_end();
     }
     schedule
@@ -597,8 +611,7 @@ async fn close_run(
 ) -> Result<RunOutcome, ClientError> {
     let OpenedRun {
         shared,
-        scraper,
-        gpu_scraper,
+        scrapers,
         recorder,
         mut manifest,
         lock,
@@ -610,23 +623,8 @@ async fn close_run(
     let interrupted = stop.is_stopped() && !shared.sink_broken.load(Ordering::Relaxed);
     let mut errors = Vec::new();
     let output_dir = &shared.run.output_dir;
-    // The server's scrape waits for late counters unless interrupted (the
-    // user wants out); the GPUs' does not: their counters are live.
-    let server_metrics_path = match scraper {
-        Some(s) => {
-            let path = output_dir.join(SERVER_METRICS_FILE_NAME);
-            let written = write_scrape(s, !interrupted, path, &mut errors).await;
-            written.map(|(path, _)| path)
-        }
-        None => None,
-    };
-    let gpu = match gpu_scraper {
-        Some(s) => {
-            let path = output_dir.join(GPU_TELEMETRY_FILE_NAME);
-            write_scrape(s, false, path, &mut errors).await
-        }
-        None => None,
-    };
+    let (server_metrics_path, gpu) =
+        write_scrapes(scrapers, interrupted, output_dir, &mut errors).await;
     let requests = shared.progress.tally();
     let produced = shared.progress.produced.load(Ordering::Relaxed);
     let max_error_rate = shared.run.max_error_rate;
@@ -753,6 +751,30 @@ fn remove_records(records_path: &Path, write_errors: &mut Vec<String>) -> bool {
             false
         }
     }
+}
+
+/// Both scrapes' exports written: the server's (waiting for late counters
+/// unless interrupted: the user wants out) and the GPUs' (no wait: their
+/// counters are live); the server's path, and the GPUs' with the export.
+async fn write_scrapes(
+    Scrapers { server, gpu }: Scrapers,
+    interrupted: bool,
+    output_dir: &Path,
+    errors: &mut Vec<String>,
+) -> (Option<PathBuf>, Option<(PathBuf, ServerMetricsExport)>) {
+    let server_path = match server {
+        Some(s) => {
+            let path = output_dir.join(SERVER_METRICS_FILE_NAME);
+            let written = write_scrape(s, !interrupted, path, errors).await;
+            written.map(|(path, _)| path)
+        }
+        None => None,
+    };
+    let gpu = match gpu {
+        Some(s) => write_scrape(s, false, output_dir.join(GPU_TELEMETRY_FILE_NAME), errors).await,
+        None => None,
+    };
+    (server_path, gpu)
 }
 
 /// A scrape's export written to `path` once the scrape finished (waiting

@@ -291,17 +291,25 @@ pub fn compare(
     ));
 
     let lossless = lossless_check(baseline, speculative, &shared, &mut rows);
-    Ok(Comparison {
-        rows,
-        divergences: lossless.divergences,
-        diverging: lossless.diverging,
-        after_divergence: lossless.after_divergence,
-        confidence: options.confidence,
-        byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
-        goodput: None,
-        across_runs: None,
-        energy: None,
-    })
+    Ok(Comparison::of_rows(rows, lossless, options.confidence))
+}
+
+impl Comparison {
+    /// The per-request comparison of `rows` and the lossless check; the
+    /// run-level figures (goodput, across runs, energy) left to the caller.
+    fn of_rows(rows: Vec<CategoryComparison>, lossless: Lossless, confidence: f64) -> Comparison {
+        Comparison {
+            rows,
+            divergences: lossless.divergences,
+            diverging: lossless.diverging,
+            after_divergence: lossless.after_divergence,
+            confidence,
+            byte_identical_note: BYTE_IDENTICAL_NOTE.to_string(),
+            goodput: None,
+            across_runs: None,
+            energy: None,
+        }
+    }
 }
 
 /// The records of `categories`, category by category.
