@@ -317,6 +317,70 @@ async fn bad_figures_are_refused_before_the_first_request() {
     server.shutdown().await;
 }
 
+/// The simulator with the demo's speculation, and the same server
+/// without it (every step one token): `(baseline, speculative)`.
+fn with_and_without_speculation(step_ms: f64, tokens: (u32, u32)) -> (SimConfig, SimConfig) {
+    let demo = SimConfig::speed_bench_demo()
+        .with_ttft_ms(2.0)
+        .with_step_ms(step_ms)
+        .with_output_tokens(tokens.0, tokens.1);
+    let mut baseline = demo.clone();
+    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
+    baseline.categories.clear();
+    (baseline, demo)
+}
+
+/// Profiles every turn of every row into `out` against a simulator of its
+/// own, with `extra` and, given `mj_per_token`, a DCGM stand-in.
+async fn profile_side(
+    config: SimConfig,
+    out: &std::path::Path,
+    extra: &[&str],
+    mj_per_token: Option<u64>,
+) {
+    let server = std::sync::Arc::new(sim(config).await);
+    let dcgm = mj_per_token.map(|mj| format!("{}/metrics", dcgm_exporter(server.clone(), mj)));
+    let mut args = extra.to_vec();
+    if let Some(url) = &dcgm {
+        args.extend(["--gpu-telemetry", url]);
+    }
+    let done = profile_rows(&server, out, &args).await;
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    // Shut down unless a stand-in still reads its totals.
+    if let Ok(server) = std::sync::Arc::try_unwrap(server) {
+        server.shutdown().await;
+    }
+}
+
+/// `speedbench compare` of `base` against `spec`, no bootstrap, `extra`.
+async fn compare(
+    base: &std::path::Path,
+    spec: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "compare",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--speculative",
+        spec.to_str().unwrap(),
+        "--bootstrap",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Goodput by hand: good requests (succeeded, e2e at most `e2e_ms`) over
 /// the span from the first start to the last end; the good count too.
 fn goodput_by_hand(records: &[RequestRecord], e2e_ms: f64) -> (u64, f64) {
@@ -332,54 +396,23 @@ fn goodput_by_hand(records: &[RequestRecord], e2e_ms: f64) -> (u64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_holds_both_runs_to_the_slos_they_were_made_with() {
-    let demo = SimConfig::speed_bench_demo()
-        .with_ttft_ms(2.0)
-        .with_step_ms(2.0)
-        .with_output_tokens(8, 24);
-    let mut baseline = demo.clone();
-    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
-    baseline.categories.clear();
+    let (baseline, demo) = with_and_without_speculation(2.0, (8, 24));
     let dir = tempfile::tempdir().unwrap();
     let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
     // 30 ms: most speculative requests meet it, fewer baseline ones.
-    for (config, out) in [(baseline, &base), (demo, &spec)] {
-        let server = sim(config).await;
-        let done = profile(
-            &server,
-            out,
-            &["--goodput", "e2el:30", "--extra-inputs", "temperature:0"],
-        )
-        .await;
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-        server.shutdown().await;
-    }
-    let args = |extra: &'static [&'static str]| {
-        let mut a = vec![
-            "compare".to_string(),
-            "--baseline".into(),
-            base.display().to_string(),
-            "--speculative".into(),
-            spec.display().to_string(),
-            "--bootstrap".into(),
-            "0".into(),
-            // 48 requests of a multi-turn set at concurrency 4: the two
-            // runs need not send the same turns.
-            "--force".into(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
-    let json_args = args(&["--format", "json"]);
-    let out = run(&json_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let extra = [
+        "--request-count",
+        "48",
+        "--goodput",
+        "e2el:30",
+        "--extra-inputs",
+        "temperature:0",
+    ];
+    profile_side(baseline, &base, &extra, None).await;
+    profile_side(demo, &spec, &extra, None).await;
+    // 48 requests of a multi-turn set at concurrency 4: the two runs need
+    // not send the same turns.
+    let out = compare(&base, &spec, &["--force", "--format", "json"]).await;
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let g = &json["goodput"];
     let (base_records, spec_records) = (
@@ -400,8 +433,12 @@ async fn compare_holds_both_runs_to_the_slos_they_were_made_with() {
     }
 
     // --goodput on compare replaces the runs' SLOs; the console says it.
-    let console_args = args(&["--goodput", "request_latency:1000000"]);
-    let out = run(&console_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let out = compare(
+        &base,
+        &spec,
+        &["--force", "--goodput", "request_latency:1000000"],
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("Goodput against SLOs request_latency:1000000: baseline")
@@ -554,47 +591,13 @@ async fn bad_repetitions_are_refused_before_the_first_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_of_repeated_runs_gives_intervals_across_runs() {
-    let demo = SimConfig::speed_bench_demo()
-        .with_ttft_ms(2.0)
-        .with_step_ms(1.0)
-        .with_output_tokens(4, 16);
-    let mut baseline = demo.clone();
-    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
-    baseline.categories.clear();
+    let (baseline, demo) = with_and_without_speculation(1.0, (4, 16));
     let dir = tempfile::tempdir().unwrap();
     let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
-    for (config, out) in [(baseline, &base), (demo, &spec)] {
-        let server = sim(config).await;
-        let done = profile_rows(
-            &server,
-            out,
-            &["--num-profile-runs", "3", "--extra-inputs", "temperature:0"],
-        )
-        .await;
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-        server.shutdown().await;
-    }
-    let out = run(&[
-        "compare",
-        "--baseline",
-        base.to_str().unwrap(),
-        "--speculative",
-        spec.to_str().unwrap(),
-        "--bootstrap",
-        "0",
-        "--format",
-        "json",
-    ])
-    .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let extra = ["--num-profile-runs", "3", "--extra-inputs", "temperature:0"];
+    profile_side(baseline, &base, &extra, None).await;
+    profile_side(demo, &spec, &extra, None).await;
+    let out = compare(&base, &spec, &["--format", "json"]).await;
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Every run of both sides pooled: 3 × every turn, each paired with its
     // occurrence on the other side.
@@ -629,16 +632,7 @@ async fn compare_of_repeated_runs_gives_intervals_across_runs() {
     assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
     assert!(l["low"].as_f64().unwrap() <= got && got <= l["high"].as_f64().unwrap());
     assert!(want > 1.2, "speculation pays on the simulator: {want}");
-    let console = run(&[
-        "compare",
-        "--baseline",
-        base.to_str().unwrap(),
-        "--speculative",
-        spec.to_str().unwrap(),
-        "--bootstrap",
-        "0",
-    ])
-    .await;
+    let console = compare(&base, &spec, &[]).await;
     let text = String::from_utf8_lossy(&console.stdout);
     let line = format!(
         "Across runs (3 baseline, 3 speculative; 95% intervals across runs, Welch t on the log ratio): latency speedup {want:.2}x ["
@@ -773,48 +767,14 @@ async fn gpu_telemetry_gives_the_energy_per_output_token_the_exporter_counted() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_shows_energy_per_token_with_and_without_speculation() {
-    let demo = SimConfig::speed_bench_demo()
-        .with_ttft_ms(2.0)
-        .with_step_ms(1.0)
-        .with_output_tokens(4, 16);
-    let mut baseline = demo.clone();
-    baseline.default_spec = speedbench_sim::AcceptanceProfile::baseline();
-    baseline.categories.clear();
+    let (baseline, demo) = with_and_without_speculation(1.0, (4, 16));
     let dir = tempfile::tempdir().unwrap();
     let (base, spec) = (dir.path().join("base"), dir.path().join("spec"));
     // The baseline's GPU spends 2 J a token, the speculative one's 0.5 J.
-    for (config, out, mj) in [(baseline, &base, 2000), (demo, &spec, 500)] {
-        let server = std::sync::Arc::new(sim(config).await);
-        let dcgm = format!("{}/metrics", dcgm_exporter(server.clone(), mj));
-        let done = profile_rows(
-            &server,
-            out,
-            &["--gpu-telemetry", &dcgm, "--extra-inputs", "temperature:0"],
-        )
-        .await;
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-    }
-    let out = run(&[
-        "compare",
-        "--baseline",
-        base.to_str().unwrap(),
-        "--speculative",
-        spec.to_str().unwrap(),
-        "--bootstrap",
-        "0",
-        "--format",
-        "json",
-    ])
-    .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let extra = ["--extra-inputs", "temperature:0"];
+    profile_side(baseline, &base, &extra, Some(2000)).await;
+    profile_side(demo, &spec, &extra, Some(500)).await;
+    let out = compare(&base, &spec, &["--format", "json"]).await;
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let e = &json["energy"];
     let tokens = |d: &std::path::Path| -> u64 {
