@@ -44,13 +44,7 @@ impl Sweep {
             .enumerate()
             .map(|(i, (description, spec))| code_run(&parent, i + 1, width, description, spec))
             .collect();
-        Ok(Sweep {
-            path: None,
-            parent,
-            runs,
-            report_tokens: Vec::new(),
-            cooldown: std::time::Duration::ZERO,
-        })
+        Ok(Sweep::in_code(parent, runs))
     }
 
     /// `n` runs of `spec` over the same prompts in the same order, in
@@ -102,13 +96,7 @@ impl Sweep {
                 }
             })
             .collect();
-        Ok(Sweep {
-            path: None,
-            parent,
-            runs,
-            report_tokens: Vec::new(),
-            cooldown: std::time::Duration::ZERO,
-        })
+        Ok(Sweep::in_code(parent, runs))
     }
 
     /// Waits `cooldown` before every run but the first (a stop cuts the
@@ -160,6 +148,20 @@ impl Sweep {
             })
             .collect::<Result<Vec<_>, RunError>>()?;
         Sweep::from_runs(parent, runs)
+    }
+}
+
+impl Sweep {
+    /// A sweep of `runs` under `parent`, built in code: no file, no report
+    /// flags, no cooldown.
+    fn in_code(parent: PathBuf, runs: Vec<SweepRun>) -> Sweep {
+        Sweep {
+            path: None,
+            parent,
+            runs,
+            report_tokens: Vec::new(),
+            cooldown: std::time::Duration::ZERO,
+        }
     }
 }
 
