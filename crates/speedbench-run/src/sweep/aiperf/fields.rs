@@ -395,11 +395,18 @@ fn gpu_telemetry(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     if node.scalar_text().is_some() {
         return out.one("gpu-telemetry", node);
     }
-    let mut allowed = vec!["enabled", "url", "urls", "mode"];
-    if node.get("collector").and_then(Node::scalar_text).as_deref() == Some("dcgm") {
+    let mut allowed = vec!["enabled", "url", "urls"];
+    let is = |field: &str, word: &str| {
+        node.get(field).and_then(Node::scalar_text).as_deref() == Some(word)
+    };
+    if is("collector", "dcgm") {
         allowed.push("collector");
     }
-    let why = "it scrapes DCGM exporter URLs (no local pynvml/amdsmi collector, no recorded file)";
+    if is("mode", "summary") {
+        allowed.push("mode");
+    }
+    let why = "it scrapes DCGM exporter URLs into the run's summary (no local pynvml/amdsmi \
+               collector, no recorded file, no live dashboard)";
     let entries = only(node, "gpu_telemetry", &allowed, why).map_err(|r| invalid(out, r))?;
     if matches!(
         node.get("enabled").map(|n| &n.value),
