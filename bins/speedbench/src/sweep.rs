@@ -12,7 +12,7 @@ use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_report::render_repeated;
-use speedbench_run::repeat::{RepeatedRuns, repetitions};
+use speedbench_run::repeat::{repeated_runs, repetitions};
 use speedbench_run::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
 use speedbench_run::{RunError, RunSpec};
 
@@ -85,8 +85,11 @@ pub(crate) async fn run_repeated(spec: &RunSpec) -> Result<Outcome, CliError> {
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
     let outcome = sweep.run(&stop, &mut Console::default()).await;
-    let runs = RepeatedRuns::of(&outcome, &parent, spec.repeat.confidence_level);
-    let written = runs.write(&parent);
+    let runs = repeated_runs(&outcome, &parent, spec.repeat.confidence_level);
+    let written = runs.write(&parent).map_err(|source| RunError::Runs {
+        context: "writing the figures across runs".into(),
+        source,
+    });
     println!("\n{}", render_repeated(&runs.metrics));
     for l in &runs.left_out {
         println!("left out of the figures: {}: {}", l.run, l.why);

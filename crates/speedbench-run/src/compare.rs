@@ -226,6 +226,8 @@ pub async fn compare_runs(
     let options = spec.options()?;
     let base = load_side(&spec.baseline, "baseline", "--baseline", observer)?;
     let spec_run = load_side(&spec.speculative, "speculative", "--speculative", observer)?;
+    tell_repetitions(&base, "baseline", observer);
+    tell_repetitions(&spec_run, "speculative", observer);
     let file_side = base.is_speed_bench_py_file() || spec_run.is_speed_bench_py_file();
     match spec.unit {
         Some(CompareUnit::Request) if file_side => {
@@ -277,6 +279,7 @@ fn add_run_figures(
     comparison.energy = EnergyComparison::of(&gpu_of(base), &gpu_of(spec_run));
     let (base_runs, spec_runs) = (runs_of(base), runs_of(spec_run));
     comparison.across_runs = AcrossRuns::of(&base_runs, &spec_runs, &slos, spec.confidence);
+    comparison.add_latency_across_runs(&base_runs, &spec_runs);
     if comparison.across_runs.is_none() && base_runs.len().max(spec_runs.len()) > 1 {
         observer.warning(&format!(
             "only one side has repeated runs (baseline {}, speculative {}): the intervals are \
@@ -498,9 +501,6 @@ fn load_side(
     flag: &str,
     observer: &mut dyn ReportObserver,
 ) -> Result<CompareRun, RunError> {
-    if let Some(runs) = RepeatedRuns::read(dir)? {
-        return load_repeated(dir, role, &runs, observer);
-    }
     let report_error = |source| RunError::Report {
         context: flag.to_string(),
         source,
@@ -541,77 +541,35 @@ fn load_side(
     })
 }
 
-/// A side of repeated runs (`--num-profile-runs`): the records of every
-/// completed run pooled, each run's range kept for the across-run
-/// intervals; the runs left out are told.
-fn load_repeated(
-    dir: &Path,
-    role: &str,
-    runs: &RepeatedRuns,
-    observer: &mut dyn ReportObserver,
-) -> Result<CompareRun, RunError> {
-    let left_out: Vec<&str> = runs.left_out.iter().map(|l| l.run.as_str()).collect();
-    let mut pooled: Option<CompareRun> = None;
-    let mut repetitions = Vec::new();
-    for run_dir in runs
-        .run_dirs
-        .iter()
-        .filter(|d| !left_out.contains(&d.as_str()))
-    {
-        let run =
-            load_compare_run(&dir.join(run_dir), role).map_err(|source| RunError::Report {
-                context: format!("the {role}'s {run_dir}"),
-                source,
-            })?;
-        let all = pooled.get_or_insert_with(|| CompareRun {
-            dir: dir.to_path_buf(),
-            records: Vec::new(),
-            ..run.clone()
-        });
-        let start = all.records.len();
-        all.records.extend(run.records);
-        repetitions.push(start..all.records.len());
+/// Says how many repeated runs a side pooled, and which were left out.
+fn tell_repetitions(side: &CompareRun, role: &str, observer: &mut dyn ReportObserver) {
+    if side.repetitions.is_empty() {
+        return;
     }
-    let mut side = pooled.ok_or_else(|| {
-        RunError::unreported(
-            role,
-            format!("{}: no repeated run completed", dir.display()),
-        )
-    })?;
+    let left_out = match RepeatedRuns::read(&side.dir) {
+        Ok(Some(r)) if !r.left_out.is_empty() => format!(
+            " ({} left out: {})",
+            r.left_out.len(),
+            r.left_out
+                .iter()
+                .map(|l| format!("{}: {}", l.run, l.why))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        _ => String::new(),
+    };
     observer.note(&format!(
-        "the {role} {}: {} repeated runs pooled{}",
-        dir.display(),
-        repetitions.len(),
-        match runs.left_out.as_slice() {
-            [] => String::new(),
-            l => format!(
-                " ({} left out: {})",
-                l.len(),
-                l.iter()
-                    .map(|l| format!("{}: {}", l.run, l.why))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        }
+        "the {role} {}: {} repeated runs pooled{left_out}",
+        side.dir.display(),
+        side.repetitions.len()
     ));
-    side.repetitions = repetitions;
-    Ok(side)
 }
 
 /// The GPU figures of a side's run, or of each of its repeated runs;
 /// empty when any lacks them.
 fn gpu_of(side: &CompareRun) -> Vec<GpuTelemetry> {
-    let dirs: Vec<std::path::PathBuf> = match RepeatedRuns::read(&side.dir) {
-        Ok(Some(r)) => {
-            let left_out: Vec<&str> = r.left_out.iter().map(|l| l.run.as_str()).collect();
-            (r.run_dirs.iter())
-                .filter(|d| !left_out.contains(&d.as_str()))
-                .map(|d| side.dir.join(d))
-                .collect()
-        }
-        _ => vec![side.dir.clone()],
-    };
-    dirs.iter()
+    speedbench_runs::runs_of(&side.dir)
+        .iter()
         .map(|d| run_gpu_telemetry(d))
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default()

@@ -266,7 +266,11 @@ fn report_repeated(spec: &ReportSpec, observer: &mut dyn ReportObserver) -> Resu
         return Ok(());
     }
     for path in &spec.paths {
-        if let Some(runs) = crate::repeat::RepeatedRuns::read(path)? {
+        let read = crate::repeat::RepeatedRuns::read(path).map_err(|source| RunError::Runs {
+            context: "reading a repeated run's aggregate".into(),
+            source,
+        })?;
+        if let Some(runs) = read {
             observer.output(&format!("\n{}:\n", path.display()));
             observer.output(&speedbench_report::render_repeated(&runs.metrics));
             for l in &runs.left_out {

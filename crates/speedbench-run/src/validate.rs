@@ -85,8 +85,8 @@ impl RunSpec {
         if self.repeat.num_profile_runs > 1 {
             return Err(RunError::invalid(
                 "--num-profile-runs",
-                "repeats one run of `speedbench profile` (speedbench_run::repeat::repetitions); \
-                 a sweep file or a tune runs each of its runs once",
+                "repeats a run of `speedbench profile` (speedbench_run::repeat::repetitions) or \
+                 each run of `speedbench tune`; a sweep file runs each of its runs once",
             ));
         }
         let d = &self.dataset;

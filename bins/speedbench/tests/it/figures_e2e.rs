@@ -585,6 +585,30 @@ async fn bad_repetitions_are_refused_before_the_first_request() {
         assert!(stderr.contains(says), "{extra:?}: {stderr}");
         assert!(!out.exists(), "{extra:?}: nothing was run");
     }
+    // A sweep file runs each of its runs once: refused, not ignored.
+    let sweep = dir.path().join("sweep.toml");
+    let text = format!(
+        "[profile]\nnum_profile_runs = 2\ninput_file = {:?}\n[[variation]]\nconcurrency = 1\n",
+        fixture().display().to_string()
+    );
+    std::fs::write(&sweep, text).unwrap();
+    let url = server.url();
+    let done = run(&[
+        "profile",
+        "--config",
+        sweep.to_str().unwrap(),
+        "--url",
+        &url,
+        "--output-artifact-dir",
+        out.to_str().unwrap(),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success());
+    assert!(
+        stderr.contains("a sweep file runs each of its runs once"),
+        "{stderr}"
+    );
     assert_eq!(server.ground_truth().requests, 0, "no request was sent");
     server.shutdown().await;
 }

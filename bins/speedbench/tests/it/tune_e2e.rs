@@ -137,8 +137,19 @@ pub(crate) fn records_of(dir: &Path, m: &TuneManifest, name: &str) -> Vec<Reques
     let c = m.configurations.iter().find(|c| c.name == name).unwrap();
     c.runs
         .iter()
-        .flat_map(|r| read_run(&dir.join(&r.dir)).unwrap().records)
+        .flat_map(|r| run_dirs(&dir.join(&r.dir)))
+        .flat_map(|d| read_run(&d).unwrap().records)
         .collect()
+}
+
+/// A level's run directory, or its repeated runs' (`profile_runs/run_000K`).
+fn run_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir.join("profile_runs")) else {
+        return vec![dir.to_path_buf()];
+    };
+    let mut runs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    runs.sort();
+    runs
 }
 
 /// The simulator's own totals, printed to its log when SIGTERM stops it:
@@ -557,14 +568,6 @@ async fn bad_input_is_refused_before_any_server_starts() {
         (
             [
                 tune_args(rows_s, dir_s, &good, "k=2"),
-                vec!["--num-profile-runs", "3"],
-            ]
-            .concat(),
-            "a sweep file or a tune runs each of its runs once",
-        ),
-        (
-            [
-                tune_args(rows_s, dir_s, &good, "k=2"),
                 vec!["--param", "k=4"],
             ]
             .concat(),
@@ -898,4 +901,103 @@ async fn servers_someone_else_runs_are_tuned_by_url_with_their_cache_emptied() {
     .await;
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("take no --param"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_levels_choose_with_intervals_across_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, rows) = write_inputs(tmp.path(), 4);
+    let dir = tmp.path().join("tune");
+    let cmd = server_cmd(&config, "");
+    let (rows_s, dir_s) = (rows.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = tune_args(rows_s, dir_s, &cmd, "k=4");
+    args.extend(["--concurrency", "1,4", "--num-profile-runs", "3"]);
+    let out = run(&args).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = manifest(&dir);
+    assert_no_server_left(&port_of(&m));
+    // Every level of both configurations: three runs and their aggregate.
+    let latencies = |run: &Path| -> Vec<f64> {
+        let records = read_run(run).unwrap().records;
+        records
+            .iter()
+            .filter(|r| !r.warmup && r.is_success())
+            .map(|r| r.e2e_latency_ns as f64 / 1e6)
+            .collect()
+    };
+    let mean = |ms: &[f64]| ms.iter().sum::<f64>() / ms.len() as f64;
+    // Per configuration, level and run: the run's latencies.
+    let mut per_level: Vec<Vec<Vec<Vec<f64>>>> = Vec::new();
+    for c in &m.configurations {
+        assert!(
+            c.runs.iter().all(|r| r.status == "completed"),
+            "{:?}",
+            c.runs
+        );
+        let mut levels = Vec::new();
+        for r in &c.runs {
+            let runs = run_dirs(&dir.join(&r.dir));
+            assert_eq!(runs.len(), 3, "{}", r.dir);
+            let agg: Value = serde_json::from_slice(
+                &std::fs::read(dir.join(&r.dir).join("aggregate.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(agg["num_successful_runs"], 3);
+            levels.push(runs.iter().map(|d| latencies(d)).collect());
+        }
+        per_level.push(levels);
+        // The server's own totals equal the records of every repeated run.
+        let records = records_of(&dir, &m, &c.name);
+        let log = dir.join(c.server_log.as_ref().unwrap());
+        assert_eq!(served_totals(&log).0, records.len() as u64, "{}", c.name);
+    }
+    // The latency speedup across runs: the ratio of the two sides'
+    // geometric means of their runs' mean latencies, worked out here.
+    let geo = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp();
+    let report = report_json(&dir);
+    let levels = report["configurations"][0]["levels"].as_array().unwrap();
+    for (i, level) in levels.iter().enumerate() {
+        let overall = level["comparison"]["rows"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        let across = &overall["latency_across_runs"];
+        let means = |c: usize| {
+            per_level[c][i]
+                .iter()
+                .map(|ms| mean(ms))
+                .collect::<Vec<_>>()
+        };
+        let want = geo(&means(0)) / geo(&means(1));
+        let got = across["ratio"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 1e-9 * want,
+            "level {i}: {got} vs {want}"
+        );
+        let (low, high) = (
+            across["low"].as_f64().unwrap(),
+            across["high"].as_f64().unwrap(),
+        );
+        assert!(low <= got && got <= high);
+        // The choice at this level rests on that interval.
+        let answer = report["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["category"] == "overall")
+            .unwrap();
+        let choice = &answer["by_load"][i]["choice"];
+        let pays = low > 1.0;
+        assert_eq!(
+            choice["verdict"] == "configuration",
+            pays,
+            "level {i}: [{low}, {high}] {choice}"
+        );
+    }
 }

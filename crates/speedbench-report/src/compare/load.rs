@@ -69,8 +69,13 @@ impl CompareRun {
 ///
 /// A `.json` file is read as a speed_bench.py `--output` file (its errors
 /// name the file and the field); it gives a side with no records and
-/// [`CompareRun::speed_bench_py`] set.
+/// [`CompareRun::speed_bench_py`] set. A repeated run's directory
+/// (`aggregate.json`) gives the records of its completed runs pooled, each
+/// run's range in [`CompareRun::repetitions`].
 pub fn load_compare_run(dir: &Path, role: &str) -> Result<CompareRun, ReportError> {
+    if let Some(runs) = speedbench_runs::RepeatedRuns::read(dir)? {
+        return load_repeated(dir, role, &runs);
+    }
     if !dir.exists() {
         return Err(ReportError::Compare(format!(
             "the {role} run directory {} does not exist",
@@ -182,6 +187,35 @@ fn refuse_without_records(dir: &Path, role: &str) -> Result<(), ReportError> {
         )));
     }
     Ok(())
+}
+
+/// The completed runs of a repeated run, pooled.
+fn load_repeated(
+    dir: &Path,
+    role: &str,
+    runs: &speedbench_runs::RepeatedRuns,
+) -> Result<CompareRun, ReportError> {
+    let mut pooled: Option<CompareRun> = None;
+    let mut repetitions = Vec::new();
+    for run_dir in runs.kept_dirs(dir) {
+        let run = load_compare_run(&run_dir, role)?;
+        let all = pooled.get_or_insert_with(|| CompareRun {
+            dir: dir.to_path_buf(),
+            records: Vec::new(),
+            ..run.clone()
+        });
+        let start = all.records.len();
+        all.records.extend(run.records);
+        repetitions.push(start..all.records.len());
+    }
+    let mut side = pooled.ok_or_else(|| {
+        ReportError::Compare(format!(
+            "the {role} {} is a repeated run none of whose runs completed",
+            dir.display()
+        ))
+    })?;
+    side.repetitions = repetitions;
+    Ok(side)
 }
 
 /// The GPU figures a run directory's `summary.json` holds

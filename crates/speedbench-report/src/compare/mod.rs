@@ -27,7 +27,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use speedbench_metrics::{Bootstrap, OVERALL, Speedups, SplitMix64, is_measured, run_speculates};
+use speedbench_metrics::{
+    Bootstrap, OVERALL, RequestMetricsExt, Speedups, SplitMix64, is_measured, run_speculates,
+};
 use speedbench_record::RequestRecord;
 
 use crate::ReportError;
@@ -110,6 +112,11 @@ pub struct CategoryComparison {
     pub paired: u64,
     /// Paired requests whose outputs are byte-identical.
     pub identical: u64,
+    /// With repeated runs on both sides: the baseline's mean request
+    /// latency over the speculative's, run by run, with its interval
+    /// across runs ([`Comparison::add_latency_across_runs`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_across_runs: Option<speedbench_metrics::RatioInterval>,
 }
 
 impl CategoryComparison {
@@ -195,6 +202,7 @@ fn compare_group(
         speedups: Speedups::of(base, spec, speculates, bootstrap, rng),
         paired: 0,
         identical: 0,
+        latency_across_runs: None,
     }
 }
 
@@ -295,6 +303,55 @@ pub fn compare(
 }
 
 impl Comparison {
+    /// With at least two runs a side (`baseline` and `speculative`, each
+    /// run's records): each row's latency speedup across runs, from the
+    /// mean request latency of the row's measured requests in each run
+    /// ([`RatioInterval`](speedbench_metrics::RatioInterval) at the
+    /// comparison's confidence). Rows keep `None` otherwise.
+    pub fn add_latency_across_runs(
+        &mut self,
+        baseline: &[&[RequestRecord]],
+        speculative: &[&[RequestRecord]],
+    ) {
+        if baseline.len() < 2 || speculative.len() < 2 {
+            return;
+        }
+        let categories: BTreeSet<String> = (self.rows.iter())
+            .map(|r| r.category.clone())
+            .filter(|c| c != OVERALL)
+            .collect();
+        let mean_latency = |run: &[RequestRecord], row: &str| {
+            let ms: Vec<f64> = measured(run)
+                .into_iter()
+                .filter(|r| {
+                    let key = category_key(r);
+                    key.is_some_and(|k| {
+                        if row == OVERALL {
+                            categories.contains(&k)
+                        } else {
+                            k == row
+                        }
+                    })
+                })
+                .map(|r| r.request_latency_ms())
+                .collect();
+            speedbench_metrics::mean(ms.iter().copied())
+        };
+        let per_run = |runs: &[&[RequestRecord]], row: &str| -> Vec<f64> {
+            runs.iter()
+                .filter_map(|run| mean_latency(run, row))
+                .collect()
+        };
+        let confidence = self.confidence;
+        for row in &mut self.rows {
+            let (b, s) = (
+                per_run(baseline, &row.category),
+                per_run(speculative, &row.category),
+            );
+            row.latency_across_runs = speedbench_metrics::RatioInterval::of(&b, &s, confidence);
+        }
+    }
+
     /// The per-request comparison of `rows` and the lossless check; the
     /// run-level figures (goodput, across runs, energy) left to the caller.
     fn of_rows(rows: Vec<CategoryComparison>, lossless: Lossless, confidence: f64) -> Comparison {

@@ -149,7 +149,7 @@ impl TuneReport {
             })
             .collect();
         let mut configurations = configurations;
-        add_energy(dir, baseline, &manifest.configurations, &mut configurations);
+        add_level_figures(dir, baseline, &manifest.configurations, &mut configurations);
         let categories = answers(&configurations, &manifest.load_levels);
         let names: Vec<String> = categories.iter().map(|a| a.category.clone()).collect();
         let predictions =
@@ -233,32 +233,90 @@ fn load_side(
         .collect()
 }
 
-/// Each level's energy per output token, where both runs scraped their
-/// GPUs (their `summary.json`).
-fn add_energy(
+/// What each level adds to its comparison from the runs' directories:
+/// energy per output token where both sides scraped their GPUs (their
+/// `summary.json`), and with repeated runs (`--num-profile-runs`) each
+/// row's latency speedup across runs, which the choices then use; pooled
+/// over the levels, repetition `k` of the tune is every level's run `k`.
+fn add_level_figures(
     dir: &Path,
     baseline: &TuneConfiguration,
     planned: &[TuneConfiguration],
     configurations: &mut [TunedConfiguration],
 ) {
-    let gpu = |runs: &[TuneRun], i: usize| {
-        let run = runs.get(i)?;
-        crate::run_gpu_telemetry(&dir.join(&run.dir))
-    };
+    let level_dir = |runs: &[TuneRun], i: usize| runs.get(i).map(|r| dir.join(&r.dir));
     for tuned in configurations {
         let Some(plan) = planned.iter().find(|c| c.name == tuned.name) else {
             continue;
         };
+        let mut repeated: Vec<Option<(RunsOfLevel, RunsOfLevel)>> = Vec::new();
         for (i, level) in tuned.levels.iter_mut().enumerate() {
-            if let (Some(cmp), Some(b), Some(s)) = (
+            let (Some(cmp), Some(b), Some(s)) = (
                 &mut level.comparison,
-                gpu(&baseline.runs, i),
-                gpu(&plan.runs, i),
-            ) {
-                cmp.energy = EnergyComparison::of(&[b], &[s]);
+                level_dir(&baseline.runs, i),
+                level_dir(&plan.runs, i),
+            ) else {
+                repeated.push(None);
+                continue;
+            };
+            cmp.energy = EnergyComparison::of(&gpu_of(&b), &gpu_of(&s));
+            let runs = repeated_runs(&b).zip(repeated_runs(&s));
+            if let Some((b, s)) = &runs {
+                cmp.add_latency_across_runs(&slices(b), &slices(s));
             }
+            repeated.push(runs);
+        }
+        if let (Some(pooled), Some((b, s))) = (&mut tuned.pooled, pool_repetitions(repeated)) {
+            pooled.add_latency_across_runs(&slices(&b), &slices(&s));
         }
     }
+}
+
+/// A level's repeated runs' records, run by run.
+type RunsOfLevel = Vec<Vec<RequestRecord>>;
+
+/// The GPU figures of a level's run, or of each of its repeated runs;
+/// empty when any lacks them.
+fn gpu_of(dir: &Path) -> Vec<speedbench_scrape::GpuTelemetry> {
+    speedbench_runs::runs_of(dir)
+        .iter()
+        .map(|d| crate::run_gpu_telemetry(d))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
+}
+
+/// A level's repeated runs' records (read again, run by run); `None` for
+/// a level run once.
+fn repeated_runs(dir: &Path) -> Option<RunsOfLevel> {
+    let dirs = speedbench_runs::runs_of(dir);
+    (dirs.len() > 1).then_some(())?;
+    dirs.iter()
+        .map(|d| load_compare_run(d, "run").ok().map(|r| r.records))
+        .collect()
+}
+
+/// Repetition `k` of the whole tune: every level's run `k`, for each side;
+/// `None` unless every level was repeated as often on both sides.
+fn pool_repetitions(
+    levels: Vec<Option<(RunsOfLevel, RunsOfLevel)>>,
+) -> Option<(RunsOfLevel, RunsOfLevel)> {
+    let levels: Vec<(RunsOfLevel, RunsOfLevel)> = levels.into_iter().collect::<Option<_>>()?;
+    let n = levels.first()?.0.len();
+    if levels.iter().any(|(b, s)| b.len() != n || s.len() != n) {
+        return None;
+    }
+    let mut pooled = (vec![Vec::new(); n], vec![Vec::new(); n]);
+    for (b, s) in levels {
+        for (k, (b, s)) in b.into_iter().zip(s).enumerate() {
+            pooled.0[k].extend(b);
+            pooled.1[k].extend(s);
+        }
+    }
+    Some(pooled)
+}
+
+fn slices(runs: &[Vec<RequestRecord>]) -> Vec<&[RequestRecord]> {
+    runs.iter().map(Vec::as_slice).collect()
 }
 
 /// The SLOs the tune's runs were made with: those in the `run.json` of the
@@ -267,8 +325,9 @@ fn tune_slos(dir: &Path, baseline: &TuneConfiguration) -> Slos {
     baseline
         .runs
         .iter()
-        .find_map(|r| {
-            let text = std::fs::read(dir.join(&r.dir).join(RunManifest::FILE_NAME)).ok()?;
+        .flat_map(|r| speedbench_runs::runs_of(&dir.join(&r.dir)))
+        .find_map(|run| {
+            let text = std::fs::read(run.join(RunManifest::FILE_NAME)).ok()?;
             let manifest: RunManifest = serde_json::from_slice(&text).ok()?;
             Some(FigureOptions::of_run(&manifest).slos)
         })
@@ -331,9 +390,19 @@ pub(crate) fn row<'a>(c: Option<&'a Comparison>, category: &str) -> Option<&'a C
 }
 
 /// The latency speedup and its interval of a row.
+/// A row's latency speedup and its interval: across runs where the level
+/// was repeated (run-to-run variation counted), else the bootstrap over
+/// requests.
 fn latency(row: Option<&CategoryComparison>) -> (Option<f64>, Option<Interval>) {
-    row.map_or((None, None), |r| {
-        (r.speedups.latency_speedup, r.speedups.latency_speedup_ci)
+    row.map_or((None, None), |r| match r.latency_across_runs {
+        Some(a) => (
+            Some(a.ratio),
+            Some(Interval {
+                low: a.low,
+                high: a.high,
+            }),
+        ),
+        None => (r.speedups.latency_speedup, r.speedups.latency_speedup_ci),
     })
 }
 

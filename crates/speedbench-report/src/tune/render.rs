@@ -443,9 +443,20 @@ fn cell(c: Option<&Comparison>, category: &str) -> String {
         return "-".into();
     };
     let s = &r.speedups;
+    // Repeated runs: the latency speedup across runs (`runs`), which the
+    // choice uses, else the bootstrap over requests.
+    let latency = match r.latency_across_runs {
+        Some(a) => {
+            let interval = speedbench_metrics::Interval {
+                low: a.low,
+                high: a.high,
+            };
+            format!("{} runs", speedup_text(Some(a.ratio), Some(interval)))
+        }
+        None => speedup_text(s.latency_speedup, s.latency_speedup_ci),
+    };
     let mut text = format!(
-        "lat {} · dec {}",
-        speedup_text(s.latency_speedup, s.latency_speedup_ci),
+        "lat {latency} · dec {}",
         speedup_text(s.decode_speedup, s.decode_speedup_ci)
     );
     if let Some(al) = s.accept_length {

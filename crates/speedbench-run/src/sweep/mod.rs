@@ -645,6 +645,14 @@ pub struct SweepOutcome {
 }
 
 impl SweepOutcome {
+    /// The outcome of runs run one by one (a tune's repeated level).
+    pub(crate) fn from_ends(runs: Vec<(SweepRun, RunEnd)>) -> SweepOutcome {
+        SweepOutcome {
+            runs,
+            report_flags: Vec::new(),
+        }
+    }
+
     /// The directories of the runs that left records.
     pub fn kept_dirs(&self) -> Vec<PathBuf> {
         self.runs

@@ -152,7 +152,16 @@ impl TuneSpec {
         }
         let sweep = Sweep::from_runs(&dir, runs)?;
         for run in sweep.runs() {
-            let spec = run.spec().expect("a run built in code has its spec");
+            // With --num-profile-runs each level's runs are repeated by the
+            // tune, each run checked as one run.
+            let mut spec = run
+                .spec()
+                .expect("a run built in code has its spec")
+                .clone();
+            spec.repeat = crate::RepeatSpec {
+                num_profile_runs: 1,
+                ..spec.repeat.clone()
+            };
             spec.validate().map_err(|e| RunError::Invalid {
                 field: format!(
                     "configuration {} at {}",

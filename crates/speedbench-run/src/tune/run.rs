@@ -17,7 +17,7 @@ use super::plan::{PlannedConfiguration, TunePlan};
 use super::server::{ServerProcess, log_tail, port_free, probe_ready};
 use crate::error::RunError;
 use crate::observer::{Observer, Silent};
-use crate::sweep::{RunEnd, SweepObserver, SweepRun, run_valid};
+use crate::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun, run_valid};
 
 /// A started server's log, in its configuration's directory.
 pub(crate) const SERVER_LOG: &str = "server.log";
@@ -172,6 +172,10 @@ fn status_of(end: &RunEnd) -> &'static str {
 /// Whether the run in `dir` finished complete (so a resumed tune keeps it,
 /// when the earlier try counted it complete too).
 fn complete_on_disk(dir: &Path) -> bool {
+    // A level of repeated runs: every one of them in its figures.
+    if let Ok(Some(runs)) = crate::repeat::RepeatedRuns::read(dir) {
+        return runs.num_successful_runs == runs.num_runs;
+    }
     let Ok(text) = std::fs::read(dir.join(RunManifest::FILE_NAME)) else {
         return false;
     };
@@ -417,7 +421,10 @@ impl TunePlan {
             };
             observer.tune_event(&TuneEvent::Cache { run, how: &cache });
             progress.run_entry(ci, ri).cache = Some(cache);
-            let end = self.run_level(run, dataset, progress.stop, observer).await;
+            let reset = (&progress.client, planned.url.as_str());
+            let end = self
+                .run_level(run, dataset, (progress.stop, reset), observer)
+                .await;
             record_end(progress, (ci, ri), &end);
             if let Some(s) = server.as_deref_mut()
                 && let Some(exited) = s.exited()
@@ -434,8 +441,56 @@ impl TunePlan {
         Ok(None)
     }
 
-    /// One run, replacing whatever an earlier, unfinished try left.
+    /// One load level's run, replacing whatever an earlier, unfinished try
+    /// left; with `--num-profile-runs`, its repeated runs, the prefix cache
+    /// emptied before each after the first (`reset`: the client and the
+    /// server's URL), and their `aggregate.json`.
     async fn run_level<O: TuneObserver>(
+        &self,
+        run: &SweepRun,
+        dataset: &Dataset,
+        (stop, reset): (&StopHandle, (&HttpClient, &str)),
+        observer: &mut O,
+    ) -> RunEnd {
+        let spec = run.spec().expect("a planned run has its spec");
+        let repeat = spec.repeat.clone();
+        if repeat.num_profile_runs <= 1 {
+            return self.run_one(run, dataset, stop, observer).await;
+        }
+        let sweep = match Sweep::repeated(
+            spec,
+            &run.dir,
+            repeat.num_profile_runs,
+            repeat.warmup_every_run,
+        ) {
+            Ok(sweep) => sweep,
+            Err(e) => return RunEnd::Failed(e),
+        };
+        let mut ends = Vec::with_capacity(repeat.num_profile_runs);
+        for (k, child) in sweep.into_runs().into_iter().enumerate() {
+            if k > 0 && !stop.is_stopped() {
+                let how = reset_prefix_cache(reset.0, reset.1).await;
+                observer.tune_event(&TuneEvent::Cache {
+                    run: &child,
+                    how: &how,
+                });
+                cool_down(repeat.cooldown_s, stop).await;
+            }
+            let end = match stop.is_stopped() {
+                true => RunEnd::NotStarted,
+                false => self.run_one(&child, dataset, stop, observer).await,
+            };
+            ends.push((child, end));
+        }
+        level_end(
+            SweepOutcome::from_ends(ends),
+            &run.dir,
+            repeat.confidence_level,
+        )
+    }
+
+    /// One run, replacing whatever an earlier, unfinished try left.
+    async fn run_one<O: TuneObserver>(
         &self,
         run: &SweepRun,
         dataset: &Dataset,
@@ -453,6 +508,43 @@ impl TunePlan {
         let end = run_valid(valid, dataset.clone(), stop, observer as &mut dyn Observer).await;
         observer.sweep_run_ended(run, &end);
         end
+    }
+}
+
+/// Waits `seconds` (`--profile-run-cooldown-seconds`), less if stopped.
+async fn cool_down(seconds: f64, stop: &StopHandle) {
+    if seconds > 0.0 {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+            () = stop.stopped() => {}
+        }
+    }
+}
+
+/// How a level of repeated runs ended, its `aggregate.json` written: the
+/// first failure, else a stop, else completed (with a run's figures).
+fn level_end(outcome: SweepOutcome, dir: &Path, confidence: f64) -> RunEnd {
+    let runs = crate::repeat::repeated_runs(&outcome, dir, confidence);
+    if let Err(source) = runs.write(dir) {
+        return RunEnd::Failed(RunError::Runs {
+            context: "writing the level's figures across runs".into(),
+            source,
+        });
+    }
+    let mut ends: Vec<RunEnd> = outcome.runs.into_iter().map(|(_, end)| end).collect();
+    if let Some(i) = ends.iter().position(|e| matches!(e, RunEnd::Failed(_))) {
+        return ends.swap_remove(i);
+    }
+    let interrupted = ends
+        .iter()
+        .any(|e| matches!(e, RunEnd::Interrupted(_) | RunEnd::NotStarted));
+    let figures = ends.into_iter().find_map(|e| match e {
+        RunEnd::Completed(m) | RunEnd::Interrupted(m) => m,
+        _ => None,
+    });
+    match interrupted {
+        true => RunEnd::Interrupted(figures),
+        false => RunEnd::Completed(figures),
     }
 }
 
