@@ -78,17 +78,27 @@ impl<'a> Timeline<'a> {
         (unix_ns - self.origin) as f64 / NS_PER_S
     }
 
-    /// The figures of `[from, to)` (Unix ns); `closed` takes a request that
-    /// ended exactly at `to` as ending inside (the run's last window).
-    fn figures(&self, from: i64, to: i64, closed: bool) -> WindowFigures {
-        let started: Vec<&RequestRecord> = self
-            .records
-            .iter()
-            .copied()
-            .filter(|r| {
-                r.start_unix_ns >= from && (r.start_unix_ns < to || closed && r.start_unix_ns == to)
-            })
+    /// The figures of `[from, to)` (Unix ns): the requests that started
+    /// in it, and those that ended in it.
+    fn figures(&self, from: i64, to: i64) -> WindowFigures {
+        let inside = |t: i64| t >= from && t < to;
+        let started: Vec<&RequestRecord> = (self.records.iter().copied())
+            .filter(|r| inside(r.start_unix_ns))
             .collect();
+        let ended: Vec<&RequestRecord> = (self.records.iter().copied())
+            .filter(|r| inside(r.end_unix_ns))
+            .collect();
+        self.figures_of((from, to), &started, &ended)
+    }
+
+    /// The figures of the window `(from, to)` (Unix ns) from the requests
+    /// that `started` in it and those that `ended` in it.
+    fn figures_of(
+        &self,
+        (from, to): (i64, i64),
+        started: &[&RequestRecord],
+        ended: &[&RequestRecord],
+    ) -> WindowFigures {
         let ok: Vec<&RequestRecord> = started.iter().copied().filter(|r| is_measured(r)).collect();
         let summarize = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
             Summary::of(&ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
@@ -97,14 +107,11 @@ impl<'a> Timeline<'a> {
         for r in &ok {
             totals.add_record(r, self.speculates);
         }
-        let ended = self.records.iter().filter(|r| {
-            is_measured(r)
-                && r.end_unix_ns >= from
-                && (r.end_unix_ns < to || closed && r.end_unix_ns == to)
-        });
-        let (done, tokens) = ended.fold((0u64, 0u64), |(n, t), r| {
-            (n + 1, t + r.completion_tokens.unwrap_or(0))
-        });
+        let (done, tokens) = (ended.iter())
+            .filter(|r| is_measured(r))
+            .fold((0u64, 0u64), |(n, t), r| {
+                (n + 1, t + r.completion_tokens.unwrap_or(0))
+            });
         let length_s = (to - from).max(0) as f64 / NS_PER_S;
         let per_second = |n: u64| (length_s > 0.0).then(|| n as f64 / length_s);
         WindowFigures {
@@ -148,21 +155,30 @@ pub fn time_slices(records: &[RequestRecord], duration_s: f64) -> Vec<TimeSlice>
     }
     let step = ((duration_s * NS_PER_S) as i64).max(1);
     let span = timeline.last_end - timeline.origin;
-    let count = span / step + 1;
+    let count = (span / step + 1) as usize;
+    // Each request into the slice it started in and the one it ended in,
+    // in one pass: slice i is [origin + i·step, origin + (i+1)·step), the
+    // last one closed at the run's end.
+    let slot = |t: i64| (((t - timeline.origin).max(0) / step) as usize).min(count - 1);
+    let mut started: Vec<Vec<&RequestRecord>> = vec![Vec::new(); count];
+    let mut ended: Vec<Vec<&RequestRecord>> = vec![Vec::new(); count];
+    for r in &timeline.records {
+        started[slot(r.start_unix_ns)].push(r);
+        ended[slot(r.end_unix_ns)].push(r);
+    }
     (0..count)
         .map(|i| {
-            let from = timeline.origin + i * step;
+            let from = timeline.origin + i as i64 * step;
             let full_end = from + step;
-            let last = i + 1 == count;
-            let to = if last {
+            let to = if i + 1 == count {
                 timeline.last_end.min(full_end)
             } else {
                 full_end
             };
             TimeSlice {
-                index: i as usize,
+                index: i,
                 complete: full_end <= timeline.last_end,
-                figures: timeline.figures(from, to, last),
+                figures: timeline.figures_of((from, to), &started[i], &ended[i]),
             }
         })
         .collect()
@@ -233,7 +249,7 @@ impl SteadyState {
                     options.min_window_s
                 )),
             ),
-            Some((from, to)) => (Some(timeline.figures(from, to, false)), None),
+            Some((from, to)) => (Some(timeline.figures(from, to)), None),
         };
         Some(SteadyState {
             options,
@@ -332,6 +348,35 @@ mod tests {
         assert!(slices[2].figures.request_latency_ms.is_none());
         assert!(time_slices(&records, 0.0).is_empty());
         assert!(time_slices(&[], 1.0).is_empty());
+    }
+
+    #[test]
+    fn one_pass_placement_equals_filtering_each_slice() {
+        let mut rng = crate::SplitMix64::new(7);
+        let records: Vec<RequestRecord> = (0..500)
+            .map(|_| {
+                let start = (rng.next_f64() * 20.0 * 1e3).round() / 1e3;
+                req(start, start + (rng.next_f64() * 3.0 * 1e3).round() / 1e3)
+            })
+            .collect();
+        let slices = time_slices(&records, 0.7);
+        let origin = records.iter().map(|r| r.start_unix_ns).min().unwrap();
+        let last_end = records.iter().map(|r| r.end_unix_ns).max().unwrap();
+        for s in &slices {
+            let from = origin + (s.figures.start_s * 1e9).round() as i64;
+            let to = origin + (s.figures.end_s * 1e9).round() as i64;
+            let last = s.index + 1 == slices.len();
+            let inside = |t: i64| t >= from && (t < to || last && t == last_end);
+            let started = records.iter().filter(|r| inside(r.start_unix_ns)).count() as u64;
+            let ended = records.iter().filter(|r| inside(r.end_unix_ns)).count() as f64;
+            assert_eq!(s.figures.requests, started, "slice {}", s.index);
+            let length = s.figures.end_s - s.figures.start_s;
+            if length > 0.0 {
+                let rate = s.figures.request_throughput.unwrap();
+                assert!((rate * length - ended).abs() < 1e-6, "slice {}", s.index);
+            }
+        }
+        assert_eq!(slices.iter().map(|s| s.figures.requests).sum::<u64>(), 500);
     }
 
     #[test]
