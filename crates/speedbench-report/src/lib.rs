@@ -76,7 +76,7 @@ pub use compare::{
     BYTE_IDENTICAL_NOTE, CategoryComparison, CompareOptions, CompareRun, Comparison, Divergence,
     MAX_BOOTSTRAP_SAMPLES, RunCheck, SAMPLING_FIELDS, SpeedBenchPyComparison, check_runs_match,
     check_speed_bench_py_match, compare, compare_speed_bench_py, load_compare_run,
-    run_gpu_telemetry,
+    run_gpu_telemetry, summary_field,
 };
 pub use compare_html::{CompareHtml, render_compare_html};
 pub use error::ReportError;

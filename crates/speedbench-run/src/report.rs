@@ -240,10 +240,8 @@ pub async fn report(
 fn goodput_lines(runs: &[RunData]) -> Vec<String> {
     runs.iter()
         .filter_map(|r| {
-            let text = std::fs::read(r.dir.join(speedbench_record::SUMMARY_FILE_NAME)).ok()?;
-            let summary: serde_json::Value = serde_json::from_slice(&text).ok()?;
             let g: speedbench_metrics::Goodput =
-                serde_json::from_value(summary.get("goodput")?.clone()).ok()?;
+                speedbench_report::summary_field(&r.dir, "goodput")?;
             let rate = g
                 .goodput
                 .map_or("-".into(), |v| format!("{v:.2} requests/s"));

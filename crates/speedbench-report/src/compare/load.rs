@@ -221,7 +221,13 @@ fn load_repeated(
 /// The GPU figures a run directory's `summary.json` holds
 /// (`--gpu-telemetry`); `None` without them.
 pub fn run_gpu_telemetry(dir: &Path) -> Option<speedbench_scrape::GpuTelemetry> {
+    summary_field(dir, "gpu_telemetry")
+}
+
+/// One field of a run directory's `summary.json`, typed; `None` when the
+/// file, the field or its shape is missing.
+pub fn summary_field<T: serde::de::DeserializeOwned>(dir: &Path, key: &str) -> Option<T> {
     let text = std::fs::read(dir.join(speedbench_record::SUMMARY_FILE_NAME)).ok()?;
     let summary: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    serde_json::from_value(summary.get("gpu_telemetry")?.clone()).ok()
+    serde_json::from_value(summary.get(key)?.clone()).ok()
 }

@@ -42,7 +42,7 @@ mod render;
 mod speed_bench_py;
 
 pub use check::{RunCheck, SAMPLING_FIELDS, check_runs_match};
-pub use load::{CompareRun, load_compare_run, run_gpu_telemetry};
+pub use load::{CompareRun, load_compare_run, run_gpu_telemetry, summary_field};
 pub(crate) use render::{COMPARE_COLUMNS, CompareColumn, DECODE_SOURCE_COLUMN, decode_source_text};
 pub use speed_bench_py::{
     SpeedBenchPyComparison, check_speed_bench_py_match, compare_speed_bench_py,
