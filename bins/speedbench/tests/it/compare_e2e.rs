@@ -199,20 +199,6 @@ fn four() -> Vec<RequestRecord> {
     ]
 }
 
-async fn compare_dirs(base: &std::path::Path, spec: &std::path::Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "compare",
-        "--baseline",
-        base.to_str().unwrap(),
-        "--speculative",
-        spec.to_str().unwrap(),
-        "--bootstrap",
-        "0",
-    ];
-    args.extend_from_slice(extra);
-    run(&args).await
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -362,17 +362,7 @@ async fn compare(
     spec: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Output {
-    let mut args = vec![
-        "compare",
-        "--baseline",
-        base.to_str().unwrap(),
-        "--speculative",
-        spec.to_str().unwrap(),
-        "--bootstrap",
-        "0",
-    ];
-    args.extend_from_slice(extra);
-    let out = run(&args).await;
+    let out = compare_dirs(base, spec, extra).await;
     assert!(
         out.status.success(),
         "{}",

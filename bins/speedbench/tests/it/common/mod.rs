@@ -324,3 +324,23 @@ pub(crate) fn rotating_server(responses: Vec<Vec<u8>>) -> String {
 pub(crate) fn fixed_server(response: Vec<u8>) -> String {
     rotating_server(vec![response])
 }
+
+/// `speedbench compare` of the runs in `base` and `spec`, no bootstrap,
+/// with `extra`.
+pub(crate) async fn compare_dirs(
+    base: &std::path::Path,
+    spec: &std::path::Path,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "compare",
+        "--baseline",
+        base.to_str().unwrap(),
+        "--speculative",
+        spec.to_str().unwrap(),
+        "--bootstrap",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    run(&args).await
+}
