@@ -178,7 +178,25 @@ pub struct TimedStream {
     wrote_since_read: bool,
     /// Whether the kernel stamps this socket's received packets.
     kernel_stamps: bool,
+    /// A client's wait for a reset behind an end of stream (see
+    /// [`TimedStream::awaiting_resets`]); `None` on a server.
+    reset_wait: Option<ResetWait>,
 }
+
+/// How long an end of stream before any byte of an answer is held back, in
+/// case the reset that tells an unread request from a read one follows it.
+#[derive(Debug)]
+struct ResetWait {
+    /// How long to wait after the end of stream is seen.
+    settle: std::time::Duration,
+    /// When the wait under way ends, and its next look at the socket: a
+    /// reset arriving on a socket already readable (at its end of stream)
+    /// wakes nobody, so the wait looks every millisecond.
+    timer: Option<(Instant, Pin<Box<tokio::time::Sleep>>)>,
+}
+
+/// How often a wait for a reset looks at the socket.
+const RESET_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl TimedStream {
     /// Wraps a TCP connection (a client's, or one a server accepted).
@@ -192,7 +210,68 @@ impl TimedStream {
             read_since_write: true,
             wrote_since_read: true,
             kernel_stamps,
+            reset_wait: None,
         }
+    }
+
+    /// A client's connection: an end of stream that comes after a request
+    /// was written and before any byte of its answer is reported only once
+    /// `settle` has passed without a reset (then the reset is reported
+    /// instead).
+    ///
+    /// Why: a server that closes a kept-alive connection just as the
+    /// client writes the next request sends its end of stream first; the
+    /// request then reaches a closed socket, whose kernel answers with a
+    /// reset one round trip after the write. A read may see the end of
+    /// stream before that reset arrives, and an end of stream alone means
+    /// the server may have read the request (it must not be sent again),
+    /// while the reset proves it never did (it may be). Give `settle` a
+    /// few round trips (twice the connect time, at least a millisecond);
+    /// only this rare path waits.
+    pub fn awaiting_resets(mut self, settle: std::time::Duration) -> TimedStream {
+        self.reset_wait = Some(ResetWait {
+            settle,
+            timer: None,
+        });
+        self
+    }
+
+    /// At an end of stream: `Ready(Some(reset))` when the socket holds a
+    /// reset, `Pending` while a client still waits for one, `Ready(None)`
+    /// when the end of stream stands.
+    fn poll_reset_behind_eof(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Error>> {
+        let unanswered = self.wrote_since_read;
+        let Some(wait) = self.reset_wait.as_mut().filter(|_| unanswered) else {
+            return Poll::Ready(None);
+        };
+        if let Ok(Some(e)) = self.inner.take_error() {
+            // The connection is over: no later read waits again.
+            self.reset_wait = None;
+            return Poll::Ready(Some(e));
+        }
+        let settle = wait.settle;
+        let (until, look) = wait.timer.get_or_insert_with(|| {
+            let until = Instant::now() + settle;
+            (
+                until,
+                Box::pin(tokio::time::sleep(RESET_LOOK_EVERY.min(settle))),
+            )
+        });
+        loop {
+            ready!(look.as_mut().poll(cx));
+            let now = Instant::now();
+            if now >= *until {
+                break;
+            }
+            if let Ok(Some(e)) = self.inner.take_error() {
+                self.reset_wait = None;
+                return Poll::Ready(Some(e));
+            }
+            let next = (now + RESET_LOOK_EVERY).min(*until);
+            look.as_mut().reset(tokio::time::Instant::from_std(next));
+        }
+        self.reset_wait = None;
+        Poll::Ready(self.inner.take_error().ok().flatten())
     }
 
     /// The socket's pending error (`SO_ERROR`), taken: after a read saw
@@ -251,6 +330,8 @@ impl Read for TimedStream {
                             self.wrote_since_read = false;
                         }
                         self.read_since_write = true;
+                    } else if let Some(reset) = ready!(self.poll_reset_behind_eof(cx)) {
+                        return Poll::Ready(Err(reset));
                     }
                     // SAFETY: `n` bytes were initialised by the read.
                     unsafe { buf.advance(n) };

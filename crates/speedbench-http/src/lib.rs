@@ -63,6 +63,16 @@ pub use h1::{H1Client, H1Response, READ_BUF, Sends};
 /// carries in its extensions.
 pub type Connector = HttpsConnector<TcpConnector>;
 
+/// The least time an end of stream before any answer waits for a reset
+/// behind it ([`TimedStream::awaiting_resets`]): on loopback the reset
+/// follows within microseconds, but a loaded host may not run the softirq
+/// at once.
+const RESET_SETTLE_MIN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The most it waits: past this the connection's round trip is not what
+/// holds the reset back.
+const RESET_SETTLE_MAX: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The TCP layer of [`Connector`]: hyper-util's connector (through
 /// [`TimedConnector`]), one per source address of
 /// [`ClientOptions::local_addrs`], each new connection taking the next
@@ -138,10 +148,14 @@ impl TcpConnector {
             if let Some(l) = local {
                 socket.bind(SocketAddr::new(l, 0))?;
             }
+            let started = std::time::Instant::now();
             match socket.connect(addr).await {
                 Ok(stream) => {
                     stream.set_nodelay(true)?;
-                    return Ok(TimedStream::new(stream));
+                    // The handshake took a round trip: a reset behind an
+                    // end of stream arrives within a couple of them.
+                    let settle = (started.elapsed() * 2).clamp(RESET_SETTLE_MIN, RESET_SETTLE_MAX);
+                    return Ok(TimedStream::new(stream).awaiting_resets(settle));
                 }
                 Err(e) => last = Some(e),
             }

@@ -9,8 +9,8 @@
 use crate::common;
 
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
@@ -181,16 +181,30 @@ async fn responses_past_the_size_cap_fail_naming_it() {
 /// Answers one request on each connection (keep-alive, as its headers say),
 /// then closes the connection `delay` later without reading the request the
 /// client may have written meanwhile, so the kernel resets it. Serves until
-/// the process ends; returns the URL and the count of POSTs it read.
-fn closing_server(delay: Duration) -> (String, Arc<AtomicU64>) {
-    let posts = Arc::new(AtomicU64::new(0));
+/// the process ends; returns the URL and the question (`question N`) of
+/// every POST it read, in the order read.
+fn closing_server(delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+    let posts = Arc::new(Mutex::new(Vec::new()));
     let seen = posts.clone();
     let url = serve_connections(move |mut stream| {
         let mut buf = Vec::new();
-        match read_request(&mut stream, &mut buf) {
-            Some(true) => seen.fetch_add(1, Ordering::SeqCst),
-            _ => return,
+        let Some((line, body)) = read_whole_request(&mut stream, &mut buf) else {
+            return;
         };
+        if !line.starts_with("post") {
+            return;
+        }
+        let body = String::from_utf8_lossy(&body);
+        let question = body
+            .find("question ")
+            .map(|at| {
+                body[at..]
+                    .chars()
+                    .take_while(|c| *c != '"')
+                    .collect::<String>()
+            })
+            .unwrap_or_else(|| format!("no question in {body}"));
+        seen.lock().unwrap().push(question);
         let response = json_response("200 OK", CHAT_COMPLETION);
         if stream.write_all(response.as_bytes()).is_ok() {
             std::thread::sleep(delay);
@@ -236,7 +250,28 @@ async fn a_server_closing_kept_alive_connections_loses_no_request() {
             let records = read_run(&run_dir).unwrap().records;
             assert_eq!(records.len() as u64, REQUESTS, "{case}");
             // Every request reached the server exactly once, and succeeded.
-            assert_eq!(posts.load(Ordering::SeqCst), REQUESTS, "{case}");
+            let mut read = posts.lock().unwrap().clone();
+            read.sort();
+            let mut expected: Vec<String> =
+                (0..REQUESTS).map(|i| format!("question {i}")).collect();
+            expected.sort();
+            if read != expected {
+                let twice: Vec<_> = read
+                    .windows(2)
+                    .filter(|w| w[0] == w[1])
+                    .map(|w| &w[0])
+                    .collect();
+                let missing: Vec<_> = expected.iter().filter(|q| !read.contains(q)).collect();
+                let about: Vec<_> = records
+                    .iter()
+                    .filter(|r| r.resends > 0 || r.error_message.is_some())
+                    .map(|r| (&r.conversation_id, r.resends, &r.error_message))
+                    .collect();
+                panic!(
+                    "{case}: the server read {} POSTs; twice {twice:?}; never {missing:?}; resent or failed records {about:?}",
+                    read.len()
+                );
+            }
             for r in &records {
                 assert!(r.is_success(), "{case}: {:?}", r.error_message);
                 assert!(r.resends <= 1, "{case}");

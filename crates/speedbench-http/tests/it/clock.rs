@@ -216,3 +216,79 @@ async fn a_write_stamp_is_the_start_of_the_next_write_only() {
     peer.read_exact(&mut got).await.unwrap();
     assert_eq!(got, b"headframetailmore");
 }
+
+/// A client's connection that meets an end of stream after writing a
+/// request, before any byte of its answer, waits a moment for the reset
+/// that a closed socket's kernel answers unread bytes with, and reports
+/// that reset (the request was never read) rather than the end of stream
+/// (it may have been): the race of a server closing a kept-alive
+/// connection just as the next request goes out, made certain by a server
+/// that sends its end of stream first and resets 5 ms after the request
+/// arrives.
+#[tokio::test]
+async fn an_end_of_stream_with_a_reset_behind_it_is_the_reset() {
+    use hyper::rt::{Read, Write};
+    use speedbench_http::TimedStream;
+    use std::pin::Pin;
+
+    async fn write(stream: &mut TimedStream, bytes: &[u8]) {
+        std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_write(cx, bytes))
+            .await
+            .unwrap();
+    }
+    async fn read(stream: &mut TimedStream) -> std::io::Result<Vec<u8>> {
+        let mut buf = [0u8; 64];
+        let mut read_buf = hyper::rt::ReadBuf::new(&mut buf);
+        std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_read(cx, read_buf.unfilled()))
+            .await?;
+        Ok(read_buf.filled().to_vec())
+    }
+
+    for reset in [true, false] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut stream = TimedStream::new(client).awaiting_resets(Duration::from_millis(300));
+        write(&mut stream, b"first").await;
+        let mut got = [0u8; 5];
+        server.read_exact(&mut got).await.unwrap();
+        server.write_all(b"answer").await.unwrap();
+        assert_eq!(read(&mut stream).await.unwrap(), b"answer");
+        // The server's end of stream goes out, then the next request.
+        server.shutdown().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        write(&mut stream, b"second").await;
+        let serving = tokio::spawn(async move {
+            server.readable().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if !reset {
+                // Read: the close is a plain one, no reset follows.
+                let mut got = [0u8; 6];
+                server.read_exact(&mut got).await.unwrap();
+            }
+            drop(server);
+        });
+        let started = Instant::now();
+        let outcome = read(&mut stream).await;
+        serving.await.unwrap();
+        if reset {
+            let e = outcome.expect_err("the reset behind the end of stream");
+            assert!(
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ),
+                "{e:?}"
+            );
+            assert!(started.elapsed() < Duration::from_millis(300));
+        } else {
+            assert_eq!(outcome.unwrap(), b"", "a plain end of stream stands");
+            assert!(started.elapsed() >= Duration::from_millis(300), "it waited");
+        }
+        // Once over, the connection does not wait again.
+        let again = Instant::now();
+        let _ = read(&mut stream).await;
+        assert!(again.elapsed() < Duration::from_millis(100));
+    }
+}

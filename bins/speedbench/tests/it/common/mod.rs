@@ -252,6 +252,14 @@ pub(crate) fn read_request_line(
     stream: &mut std::net::TcpStream,
     buf: &mut Vec<u8>,
 ) -> Option<String> {
+    read_whole_request(stream, buf).map(|(line, _)| line)
+}
+
+/// [`read_request`], giving the request line (lowercased) and the body.
+pub(crate) fn read_whole_request(
+    stream: &mut std::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> Option<(String, Vec<u8>)> {
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -262,8 +270,9 @@ pub(crate) fn read_request_line(
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0);
             if buf.len() >= end + 4 + len {
+                let body = buf[end + 4..end + 4 + len].to_vec();
                 buf.drain(..end + 4 + len);
-                return Some(head.lines().next().unwrap_or_default().to_string());
+                return Some((head.lines().next().unwrap_or_default().to_string(), body));
             }
         }
         match stream.read(&mut chunk) {
