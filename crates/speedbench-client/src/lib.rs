@@ -51,6 +51,7 @@ mod engine_kind;
 mod error;
 mod exchange;
 mod export;
+mod pacing;
 mod recorder;
 mod request_body;
 mod response;
@@ -84,9 +85,10 @@ pub use export::{ExportLevel, RawResponse};
 )]
 pub type LoadConfig = Load;
 
+pub use pacing::{RampShape, RateCurve, RatePoint, RequestRamp};
 pub use runner::{
-    Load, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack, RequestTally, RunOutcome, RunStatus,
-    RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
+    Cancellation, Load, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack, RequestTally,
+    RunOutcome, RunStatus, RunSummary, StopHandle, check_open_files, new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

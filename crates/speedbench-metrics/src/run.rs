@@ -234,6 +234,11 @@ pub struct RequestCounts {
     /// not exist`), so a run that failed says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// Non-warmup requests the client cancelled on purpose
+    /// ([`ErrorKind::ClientCancelled`], `--request-cancellation-rate`); not
+    /// in `failed`. Left out of JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub client_cancelled: u64,
     /// Records (warmup included) whose request was written more than once:
     /// a server that reset a kept-alive connection without reading the
     /// request (see `RequestRecord::resends`). Left out of JSON when 0.
@@ -267,6 +272,7 @@ impl RequestCounts {
         match (r.warmup, r.error_kind) {
             (true, _) => self.warmup += 1,
             (false, None) => self.succeeded += 1,
+            (false, Some(ErrorKind::ClientCancelled)) => self.client_cancelled += 1,
             (false, Some(ErrorKind::Skipped)) => {
                 self.skipped += 1;
                 if self.first_skip_reason.is_none() {
@@ -291,6 +297,7 @@ impl RequestCounts {
         self.succeeded += later.succeeded;
         self.failed += later.failed;
         self.skipped += later.skipped;
+        self.client_cancelled += later.client_cancelled;
         self.resent += later.resent;
         for e in &later.failed_by_kind {
             self.add_failed(e.kind, e.count);

@@ -121,11 +121,14 @@ pub enum ErrorKind {
     /// Never sent: an earlier turn of the same conversation failed, so
     /// there was no honest reply to carry as history.
     Skipped,
+    /// Cancelled on purpose by the client (`--request-cancellation-rate`):
+    /// counted apart from failures and kept out of latency figures.
+    ClientCancelled,
 }
 
 impl ErrorKind {
     /// Every kind, in a stable order.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 8] = [
         ErrorKind::Connection,
         ErrorKind::Timeout,
         ErrorKind::HttpStatus,
@@ -133,6 +136,7 @@ impl ErrorKind {
         ErrorKind::Protocol,
         ErrorKind::Cancelled,
         ErrorKind::Skipped,
+        ErrorKind::ClientCancelled,
     ];
 
     /// The stable name stored in Parquet.
@@ -145,6 +149,7 @@ impl ErrorKind {
             ErrorKind::Protocol => "protocol",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Skipped => "skipped",
+            ErrorKind::ClientCancelled => "client_cancelled",
         }
     }
 

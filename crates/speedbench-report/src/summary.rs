@@ -375,6 +375,12 @@ fn errors(c: &RequestCounts) -> Option<String> {
             count_of(c.skipped, "turn")
         ));
     }
+    if c.client_cancelled > 0 {
+        out.push_str(&format!(
+            "Cancelled on purpose: {} (--request-cancellation-rate); not failures, out of every latency figure\n",
+            count_of(c.client_cancelled, "request")
+        ));
+    }
     if c.resent > 0 {
         out.push_str(&format!(
             "Sent twice: {} written again on a new connection after the server reset a kept-alive one without reading it; timed from the first write (column `resends`)\n",

@@ -371,7 +371,36 @@ const LOAD: &[Flag] = &[
         .aliases(&["request-rate-mode"])
         .default("poisson")
         .value("ARRIVAL")
-        .help("How request-rate arrivals are spaced: `poisson` (exponential gaps) or `constant` (equal gaps of 1/rate)."),
+        .help("How request-rate arrivals are spaced: `poisson` (exponential gaps), `constant` (equal gaps of 1/rate) or `gamma` (see --arrival-smoothness)."),
+    flag!("arrival-smoothness", One, |s, v| s.load.arrival_smoothness = Some(parse(v)?))
+        .aliases(&["vllm-burstiness"])
+        .value("SMOOTHNESS")
+        .help("Gamma arrivals of this shape (sets --arrival gamma): 1.0 is Poisson, below 1 burstier, above 1 more regular; vLLM's --burstiness, same value, same spacing."),
+    flag!("request-rate-ramp-duration", One, |s, v| s.load.request_rate_ramp_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("Rise linearly to --request-rate over this many seconds (from one 0.1 s step's share of it, as AIPerf), warmup included."),
+    flag!("request-rate-series", One, |s, v| s.load.request_rate_series = Some(PathBuf::from(v)))
+        .value("FILE")
+        .help("A JSON file of rate points, `[{\"time_s\": 0, \"qps\": 2}, ...]` or `{\"points\": [...]}` (AIPerf's): the measured phase's rate, linear between points, the last held; times from the end of any ramp. Two points at one time make a step."),
+    flag!("ramp-up-strategy", One, |s, v| s.load.ramp_up_strategy = Some(parse(v)?))
+        .value("STRATEGY")
+        .help("vLLM's ramp over the requests: `linear` or `exponential` from --ramp-up-start-rps to --ramp-up-end-rps, request i of n spaced at the rate of i/(n-1); replaces --request-rate."),
+    flag!("ramp-up-start-rps", One, |s, v| s.load.ramp_up_start_rps = Some(parse(v)?))
+        .value("RPS")
+        .help("With --ramp-up-strategy: the first request's rate."),
+    flag!("ramp-up-end-rps", One, |s, v| s.load.ramp_up_end_rps = Some(parse(v)?))
+        .value("RPS")
+        .help("With --ramp-up-strategy: the last request's rate (and the warmup's)."),
+    flag!("concurrency-ramp-duration", One, |s, v| s.load.concurrency_ramp_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("Open the concurrency (or --max-concurrency's slots) one at a time, from 1 to the target evenly over this many seconds (AIPerf's)."),
+    flag!("request-cancellation-rate", One, |s, v| s.load.request_cancellation_rate = Some(parse(v)?))
+        .value("PERCENT")
+        .help("Cancel this percentage (0-100] of the measured requests on purpose, --request-cancellation-delay after sending: recorded as `client_cancelled`, counted apart from failures, out of every latency figure."),
+    flag!("request-cancellation-delay", One, |s, v| s.load.request_cancellation_delay_s = parse(v)?)
+        .default("0")
+        .value("SECONDS")
+        .help("With --request-cancellation-rate: seconds after sending a chosen request is dropped (0: at once)."),
     flag!("random-seed", One, |s, v| s.load.random_seed = parse(v)?)
         .default("0")
         .value("RANDOM_SEED")

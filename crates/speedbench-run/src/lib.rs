@@ -60,6 +60,7 @@ mod observer;
 pub mod process;
 pub mod repeat;
 pub mod report;
+mod shaping;
 mod spec;
 #[cfg(feature = "store")]
 mod staging;

@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use speedbench_client::{ApiKind, Arrival, Engine, ExportLevel, HttpClientKind, Shard};
+use speedbench_client::{ApiKind, Arrival, Engine, ExportLevel, HttpClientKind, RampShape, Shard};
 use speedbench_dataset::Resolver;
 
 use crate::words::by_name;
@@ -245,6 +245,36 @@ pub struct LoadSpec {
     pub benchmark_grace_period_s: f64,
     /// `--max-error-rate`: fail the run past this share of failures.
     pub max_error_rate: Option<f64>,
+    /// `--arrival-smoothness` (`--vllm-burstiness`): gamma arrivals of this
+    /// shape.
+    pub arrival_smoothness: Option<f64>,
+    /// `--request-rate-ramp-duration`, seconds.
+    pub request_rate_ramp_duration_s: Option<f64>,
+    /// `--request-rate-series`: a JSON file of `{time_s, qps}` points.
+    pub request_rate_series: Option<PathBuf>,
+    /// `--ramp-up-strategy` (vLLM's ramp over the requests).
+    #[serde(with = "by_name::option")]
+    pub ramp_up_strategy: Option<RampShape>,
+    /// `--ramp-up-start-rps`.
+    pub ramp_up_start_rps: Option<f64>,
+    /// `--ramp-up-end-rps`.
+    pub ramp_up_end_rps: Option<f64>,
+    /// `--concurrency-ramp-duration`, seconds.
+    pub concurrency_ramp_duration_s: Option<f64>,
+    /// `--request-cancellation-rate`: the percentage of requests cancelled.
+    pub request_cancellation_rate: Option<f64>,
+    /// `--request-cancellation-delay`, seconds after sending.
+    pub request_cancellation_delay_s: f64,
+}
+
+impl LoadSpec {
+    /// Whether requests arrive on a schedule (a request rate, a rate
+    /// series or vLLM's ramp) rather than in a closed loop.
+    pub fn open_loop(&self) -> bool {
+        self.request_rate.is_some()
+            || self.request_rate_series.is_some()
+            || self.ramp_up_strategy.is_some()
+    }
 }
 
 impl Default for LoadSpec {
@@ -262,6 +292,15 @@ impl Default for LoadSpec {
             benchmark_duration_s: None,
             benchmark_grace_period_s: 30.0,
             max_error_rate: None,
+            arrival_smoothness: None,
+            request_rate_ramp_duration_s: None,
+            request_rate_series: None,
+            ramp_up_strategy: None,
+            ramp_up_start_rps: None,
+            ramp_up_end_rps: None,
+            concurrency_ramp_duration_s: None,
+            request_cancellation_rate: None,
+            request_cancellation_delay_s: 0.0,
         }
     }
 }

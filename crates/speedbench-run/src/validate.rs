@@ -14,6 +14,7 @@ use speedbench_report::{ReportError, check_output_free};
 
 use crate::describe::describe;
 use crate::error::RunError;
+use crate::shaping::seconds;
 use crate::spec::{RunSpec, ShardSpec};
 use crate::staging::store_url;
 pub use crate::valid_run::ValidRun;
@@ -24,14 +25,6 @@ use crate::valid_run::{Extensions, RunDir, ScrapePlan, ValidOutputs};
 enum Where {
     Here,
     Elsewhere,
-}
-
-/// A number of seconds from a field, or the error naming it.
-pub(crate) fn seconds(field: &str, v: f64) -> Result<Duration, RunError> {
-    Duration::try_from_secs_f64(v)
-        .ok()
-        .filter(|_| v.is_finite())
-        .ok_or_else(|| RunError::invalid(field, "must be a non-negative number of seconds"))
 }
 
 /// The client's error, with the field that fixes it named (the client
@@ -227,7 +220,7 @@ impl RunSpec {
     fn check_pairs(&self) -> Result<(), RunError> {
         let needs = [
             (
-                self.load.max_concurrency.is_some() && self.load.request_rate.is_none(),
+                self.load.max_concurrency.is_some() && !self.load.open_loop(),
                 "--max-concurrency",
                 "needs --request-rate (a closed loop's --concurrency already caps it)",
             ),
@@ -271,6 +264,7 @@ impl RunSpec {
             .map(|d| seconds("--benchmark-duration", d))
             .transpose()?;
         load.grace_period = seconds("--benchmark-grace-period", l.benchmark_grace_period_s)?;
+        crate::shaping::apply(l, &mut load)?;
         apply_shard(&self.shard, &mut load)?;
         load.validate().map_err(|source| RunError::Client {
             context: "running the profile".into(),

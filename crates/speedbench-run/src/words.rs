@@ -5,7 +5,7 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
-use speedbench_client::{ApiKind, Arrival, ExportLevel, HttpClientKind, Shard};
+use speedbench_client::{ApiKind, Arrival, ExportLevel, HttpClientKind, RampShape, Shard};
 use speedbench_dataset::Resolver;
 
 /// A value with one word for it, the one its flag takes.
@@ -27,6 +27,12 @@ impl Word for HttpClientKind {
 }
 
 impl Word for Arrival {
+    fn word(&self) -> String {
+        self.name().into()
+    }
+}
+
+impl Word for RampShape {
     fn word(&self) -> String {
         self.name().into()
     }

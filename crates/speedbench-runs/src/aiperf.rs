@@ -221,7 +221,13 @@ fn error_of(v: &Value, meta: &Value) -> (Option<ErrorKind>, Option<String>, Opti
         .and_then(Value::as_u64)
         .and_then(|c| u16::try_from(c).ok());
     let kind = if meta.get("was_cancelled").and_then(Value::as_bool) == Some(true) {
-        ErrorKind::Cancelled
+        // AIPerf's own cancellations (`--request-cancellation-rate`) are
+        // typed; a stop's are not.
+        if e.get("type").and_then(Value::as_str) == Some("RequestCancellationError") {
+            ErrorKind::ClientCancelled
+        } else {
+            ErrorKind::Cancelled
+        }
     } else if code.is_some_and(|c| c >= 400) {
         ErrorKind::HttpStatus
     } else {

@@ -127,7 +127,7 @@ use std::net::SocketAddr;
 
 pub use config::{AcceptanceProfile, Chunking, SimConfig, SpecFlavor};
 pub use faults::{FaultKind, FaultPlan, FaultTruth};
-pub use metrics::{GroundTruth, RequestTruth};
+pub use metrics::{ArrivalTruth, GroundTruth, RequestTruth};
 pub use server::{SimServer, run_until};
 
 /// Errors from starting the simulator.

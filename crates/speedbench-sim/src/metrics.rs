@@ -43,6 +43,23 @@ pub struct GroundTruth {
     /// Scrape numbers (from 1) at which the exposed counters restarted from
     /// zero ([`crate::FaultKind::CounterReset`]).
     pub counter_resets: Vec<u64>,
+    /// Every generation request read whole, in arrival order: when it
+    /// arrived, to check a client's send times against.
+    pub arrivals: Vec<ArrivalTruth>,
+    /// Conversation keys of the requests whose answer was abandoned before
+    /// its end: the client went away (or the server shut down) while it
+    /// was being generated or sent. Never in `requests_log`.
+    pub abandoned: Vec<String>,
+}
+
+/// One generation request as it arrived.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrivalTruth {
+    /// Conversation key, as [`RequestTruth::conversation`].
+    pub conversation: String,
+    /// When its first bytes arrived, nanoseconds since the Unix epoch (the
+    /// kernel's receive time on Linux).
+    pub at_unix_ns: u64,
 }
 
 /// The truth about one completed request (served as JSON by
@@ -77,6 +94,26 @@ pub struct RequestTruth {
     /// measurement error plus loopback transit, whatever the timer rounding
     /// of `ttft_ms` and however late hyper wrote the frame.
     pub first_content_sent_ns: Option<u64>,
+}
+
+impl RequestTruth {
+    /// An empty entry, left behind when a completion's entry is moved
+    /// into the log.
+    pub(crate) fn placeholder() -> RequestTruth {
+        RequestTruth {
+            conversation: String::new(),
+            turns: 0,
+            category: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            steps: 0,
+            accepted: 0,
+            proposed: 0,
+            ttft_ms: 0.0,
+            truncated: false,
+            first_content_sent_ns: None,
+        }
+    }
 }
 
 impl GroundTruth {

@@ -31,7 +31,7 @@ use tokio::time::{Instant, Sleep};
 use crate::SimError;
 use crate::config::{SimConfig, SpecFlavor};
 use crate::faults::{self, FaultKind, FaultTruth};
-use crate::metrics::{Exposition, GroundTruth, RequestTruth};
+use crate::metrics::{ArrivalTruth, Exposition, GroundTruth, RequestTruth};
 use crate::model::PromptInfo;
 use crate::precise_timer::PreciseTimer;
 use crate::respond::{self, FullBody, Reply, StreamEnd};
@@ -132,6 +132,17 @@ struct Completion {
     /// When the request arrived, and the stamp its connection fills when
     /// the first content's bytes leave.
     content_write: Option<(std::time::Instant, WriteStamp)>,
+    /// Whether it was recorded; one dropped unrecorded was abandoned.
+    committed: bool,
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if !self.committed {
+            let conversation = std::mem::take(&mut self.truth.conversation);
+            self.shared.truth().abandoned.push(conversation);
+        }
+    }
 }
 
 impl Completion {
@@ -143,12 +154,15 @@ impl Completion {
             truth: reply.truth.clone(),
             histogram: reply.generation.spec.histogram.clone(),
             content_write: None,
+            committed: false,
         })
     }
 
-    fn commit(self) {
-        let mut truth = self.shared.truth();
-        if let Some((received, write)) = self.content_write {
+    fn commit(mut self) {
+        self.committed = true;
+        let shared = Arc::clone(&self.shared);
+        let mut truth = shared.truth();
+        if let Some((received, write)) = self.content_write.take() {
             let index = truth.requests_log.len();
             self.shared.content_sends().push(ContentSend {
                 index,
@@ -156,7 +170,8 @@ impl Completion {
                 write,
             });
         }
-        truth.record(self.truth, &self.histogram);
+        let request = std::mem::replace(&mut self.truth, RequestTruth::placeholder());
+        truth.record(request, &self.histogram);
     }
 }
 
@@ -319,6 +334,15 @@ impl Body for SimBody {
             SimBody::Scheduled(_) => SizeHint::default(),
         }
     }
+}
+
+/// `at` on the Unix clock, nanoseconds (through the time since it).
+fn unix_ns_of(at: Instant) -> u64 {
+    let since = at.elapsed();
+    SystemTime::now()
+        .checked_sub(since)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 fn unix_now() -> u64 {
@@ -520,6 +544,10 @@ async fn generate(
         Ok(parsed) => parsed,
         Err(msg) => return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", &msg),
     };
+    shared.truth().arrivals.push(ArrivalTruth {
+        conversation: info.first_user.clone(),
+        at_unix_ns: unix_ns_of(received),
+    });
     let index = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let fault = inject_fault(&shared, index + 1, &info);
     if let Some(FaultKind::HttpStatus(code)) = fault {

@@ -33,6 +33,7 @@ mod rewritten_parquet_e2e;
 mod run_outcome_e2e;
 mod scrape_precedence_e2e;
 mod secrets_e2e;
+mod shapes_e2e;
 mod shard_e2e;
 mod sim_config_e2e;
 mod speed_bench_py_compare_e2e;

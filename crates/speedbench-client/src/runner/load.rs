@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::ClientError;
+use crate::pacing::{RateCurve, RequestRamp};
 use crate::schedule::Arrival;
 use crate::shard::{Shard, StartBarrier};
 
@@ -62,6 +63,52 @@ pub struct Load {
     /// Wait for this before the measured phase (after the warmup), so that
     /// the shards of one run start together; `None` starts at once.
     pub start_barrier: Option<StartBarrier>,
+    /// Request-rate mode: rise to `request_rate` over this long
+    /// ([`RateCurve::ramped`], AIPerf's `--request-rate-ramp-duration`), in
+    /// the warmup too.
+    pub rate_ramp: Option<Duration>,
+    /// Request-rate mode: the rate of the measured phase from the end of
+    /// any ramp on, times counted from there (AIPerf's
+    /// `--request-rate-series`).
+    pub rate_series: Option<RateCurve>,
+    /// Request-rate mode: vLLM's ramp over the measured phase's requests
+    /// (a pass over the dataset or the counts given; not a duration alone,
+    /// which has no count to spread it over). The warmup runs at
+    /// `request_rate`.
+    pub request_ramp: Option<RequestRamp>,
+    /// Open the closed loop's workers, or the request-rate mode's
+    /// `max_concurrency` slots, one at a time over this long (AIPerf's
+    /// `--concurrency-ramp-duration`: from 1 to the target, evenly).
+    pub concurrency_ramp: Option<Duration>,
+    /// Cancel a share of the measured phase's requests on purpose
+    /// (AIPerf's `--request-cancellation-rate`).
+    pub cancellation: Option<Cancellation>,
+}
+
+/// Requests cancelled on purpose: a share of them is abandoned `delay`
+/// after it was handed to the connection, and recorded as
+/// [`ErrorKind::ClientCancelled`](speedbench_record::ErrorKind::ClientCancelled)
+/// (counted apart from failures, out of every latency figure). A response
+/// that completes first is a success.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cancellation {
+    /// The share of requests cancelled, above 0 and at most 1 (AIPerf
+    /// takes a percentage).
+    pub share: f64,
+    /// How long after it is sent a chosen request is cancelled.
+    pub delay: Duration,
+}
+
+impl Cancellation {
+    /// Whether request `request_index` of a run seeded `seed` is one to
+    /// cancel: a draw of its own, so the choice does not depend on which
+    /// requests came before it.
+    pub fn chooses(&self, seed: u64, request_index: u64) -> bool {
+        let mut rng = speedbench_metrics::SplitMix64::new(
+            seed ^ 0xC0FF_EE00_CA4C_E11D ^ request_index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        rng.next_f64() < self.share
+    }
 }
 
 impl Default for Load {
@@ -82,6 +129,11 @@ impl Default for Load {
             warmup_concurrency: None,
             shard: None,
             start_barrier: None,
+            rate_ramp: None,
+            rate_series: None,
+            request_ramp: None,
+            concurrency_ramp: None,
+            cancellation: None,
         }
     }
 }
@@ -191,6 +243,21 @@ impl Load {
         self
     }
 
+    /// The rate curve of a phase in request-rate mode: the ramp, then (in
+    /// the measured phase) the series; `None` in closed-loop mode.
+    pub fn rate_curve(&self, warmup: bool) -> Option<RateCurve> {
+        let rate = self.request_rate?;
+        let ramp_s = self.rate_ramp.map(|d| d.as_secs_f64());
+        let curve = match ramp_s {
+            Some(d) => RateCurve::ramped(rate, d),
+            None => RateCurve::constant(rate),
+        };
+        Some(match (&self.rate_series, warmup) {
+            (Some(series), false) => curve.then(ramp_s.unwrap_or(0.0), series),
+            _ => curve,
+        })
+    }
+
     /// Refuses a load no run can have: a zero or non-finite rate, zero
     /// concurrency or counts, a zero duration, a maximum concurrency
     /// without a rate. [`run_profile`](crate::run_profile) checks it too;
@@ -218,6 +285,59 @@ impl Load {
         }
         if self.benchmark_duration == Some(Duration::ZERO) {
             return bad("the benchmark duration must be positive");
+        }
+        self.validate_shaping()
+    }
+
+    /// The ramps, series and cancellations against the rest of the load.
+    fn validate_shaping(&self) -> Result<(), ClientError> {
+        let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
+        let open = self.request_rate.is_some();
+        if !open
+            && (self.rate_ramp.is_some()
+                || self.rate_series.is_some()
+                || self.request_ramp.is_some())
+        {
+            return bad("a request-rate ramp or series needs a request rate");
+        }
+        if self.rate_ramp == Some(Duration::ZERO) || self.concurrency_ramp == Some(Duration::ZERO) {
+            return bad("a ramp's duration must be positive");
+        }
+        if let Some(ramp) = &self.request_ramp {
+            ramp.validate()?;
+            if self.rate_ramp.is_some() || self.rate_series.is_some() {
+                return bad(
+                    "vLLM's ramp over the requests replaces a request-rate ramp or series: give one",
+                );
+            }
+            if self.num_conversations.is_none()
+                && self.request_count.is_none()
+                && self.benchmark_duration.is_some()
+            {
+                return bad(
+                    "vLLM's ramp over the requests needs to know how many there are: a benchmark duration alone recycles the dataset without end (give a conversation or request count)",
+                );
+            }
+        }
+        if open && self.concurrency_ramp.is_some() && self.max_concurrency.is_none() {
+            return bad(
+                "a concurrency ramp with a request rate needs a maximum concurrency to ramp",
+            );
+        }
+        let longest_ramp = self.rate_ramp.max(self.concurrency_ramp);
+        if let (Some(ramp), Some(run)) = (longest_ramp, self.benchmark_duration)
+            && ramp > run
+        {
+            return bad(&format!(
+                "a ramp of {:.1} s is longer than the benchmark duration of {:.1} s: the target load would never be reached",
+                ramp.as_secs_f64(),
+                run.as_secs_f64()
+            ));
+        }
+        if let Some(c) = &self.cancellation
+            && !(c.share > 0.0 && c.share <= 1.0)
+        {
+            return bad("the share of requests to cancel must be above 0 and at most 100%");
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use super::Shared;
 const STOP_DRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 use super::record::{DatasetRow, base_record, cancelled_record, to_record};
 use crate::export::RawResponse;
+use crate::pacing::RateCurve;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
 use crate::stop::StopHandle;
@@ -58,6 +59,15 @@ impl Dispatcher {
         }
         let n = self.claimed.fetch_add(1, Ordering::Relaxed);
         self.requests.is_none_or(|limit| n < limit)
+    }
+
+    /// True once no further conversation can start: no request can be
+    /// claimed, or every session was handed out.
+    fn done(&self) -> bool {
+        self.closed()
+            || self
+                .sessions
+                .is_some_and(|limit| self.next_session.load(Ordering::Relaxed) >= limit)
     }
 
     /// True once no further request can be claimed.
@@ -109,7 +119,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         .dispatcher
         .deadline
         .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
-    let (mut arrivals, slots) = start_phase(shared, &phase, &mut tasks);
+    let (mut arrivals, slots, mut ramp) = start_phase(shared, &phase, &mut tasks, start);
     // Arrivals at or after the deadline never happen.
     let deadline = phase.dispatcher.deadline;
     let mut upcoming = move || {
@@ -121,22 +131,27 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
     };
     let mut next_at = upcoming();
     loop {
-        let arrival = async {
-            let at = next_at?;
-            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
-            let permit = match &slots {
-                Some(s) => Some(s.clone().acquire_owned().await.ok()?),
-                None => None,
-            };
-            Some((at, permit))
-        };
+        // The next worker or slot to open, while any conversation is left.
+        let ramp_at = ramp
+            .as_ref()
+            .and_then(ConcurrencyRamp::next_at)
+            .filter(|_| !phase.dispatcher.done());
+        let arrival = arrival_with_slot(next_at, slots.as_ref());
         tokio::select! {
             biased;
             _ = sleep_until_opt(cancel_at),
                 if cancel_at.is_some() && !tasks.is_empty() && !phase.cancel.is_stopped() => {
                 phase.cancel.stop();
             }
-            _ = shared.stop.stopped(), if next_at.is_some() => next_at = None,
+            _ = shared.stop.stopped(), if next_at.is_some() || ramp_at.is_some() => {
+                next_at = None;
+                ramp = None;
+            }
+            _ = sleep_until_opt(ramp_at), if ramp_at.is_some() => {
+                if let Some(r) = ramp.as_mut() {
+                    r.open_one(shared, &phase, slots.as_ref(), &mut tasks);
+                }
+            }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             Some((at, permit)) = arrival, if next_at.is_some() => {
                 let Some(late) = start_arrival(shared, &phase, permit, &mut tasks) else {
@@ -154,39 +169,134 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
     lateness
 }
 
+/// Waits for the arrival at `at` and, under a concurrency cap, for a free
+/// slot; `None` when there is no arrival or the slots are gone.
+async fn arrival_with_slot(
+    at: Option<Instant>,
+    slots: Option<&Arc<tokio::sync::Semaphore>>,
+) -> Option<(Instant, Option<tokio::sync::OwnedSemaphorePermit>)> {
+    let at = at?;
+    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+    let permit = match slots {
+        Some(s) => Some(s.clone().acquire_owned().await.ok()?),
+        None => None,
+    };
+    Some((at, permit))
+}
+
 /// Starts a phase: a closed loop's workers (no arrivals), or an open
-/// loop's arrival schedule and its concurrency cap's slots.
+/// loop's arrival schedule and its concurrency cap's slots; and the ramp
+/// that opens the rest of the workers or slots over time, if there is one.
 fn start_phase(
     shared: &Arc<Shared>,
     phase: &Arc<Phase>,
     tasks: &mut tokio::task::JoinSet<()>,
-) -> (Option<ArrivalSchedule>, Option<Arc<tokio::sync::Semaphore>>) {
+    start: Instant,
+) -> (
+    Option<ArrivalSchedule>,
+    Option<Arc<tokio::sync::Semaphore>>,
+    Option<ConcurrencyRamp>,
+) {
     let load = &shared.run.load;
     let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
         Some(c) => (None, c, None),
         None => (load.request_rate, load.concurrency, load.max_concurrency),
     };
-    let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    let d = &phase.dispatcher;
+    let (width, ramping) = match rate {
+        None => (worker_count(concurrency, d.sessions, d.requests), true),
+        Some(_) => (max_concurrency.unwrap_or(0), max_concurrency.is_some()),
+    };
+    let ramp = load
+        .concurrency_ramp
+        .filter(|_| ramping && width > 1)
+        .map(|over| ConcurrencyRamp::new(start, over, width));
+    let opened = if ramp.is_some() { 1 } else { width };
+    let slots = max_concurrency.map(|_| Arc::new(tokio::sync::Semaphore::new(opened)));
     let arrivals = match rate {
         None => {
-            let d = &phase.dispatcher;
-            for _ in 0..worker_count(concurrency, d.sessions, d.requests) {
-                let shared = shared.clone();
-                let phase = phase.clone();
-                tasks.spawn(async move { worker(&shared, &phase).await });
+            for _ in 0..opened {
+                spawn_worker(shared, phase, tasks);
             }
             None
         }
-        Some(rate) => Some(arrival_schedule(load, rate, phase.warmup)),
+        Some(_) => Some(arrival_schedule(load, d, phase.warmup)),
     };
-    (arrivals, slots)
+    (arrivals, slots, ramp)
+}
+
+fn spawn_worker(shared: &Arc<Shared>, phase: &Arc<Phase>, tasks: &mut tokio::task::JoinSet<()>) {
+    let shared = shared.clone();
+    let phase = phase.clone();
+    tasks.spawn(async move { worker(&shared, &phase).await });
+}
+
+/// AIPerf's concurrency ramp: the `k`-th of `width` workers (closed loop)
+/// or slots (request rate with a maximum concurrency) opens at
+/// `over × k / (width − 1)`, so the concurrency climbs from 1 to the
+/// target evenly over `over`.
+pub(super) struct ConcurrencyRamp {
+    start: Instant,
+    over: std::time::Duration,
+    width: usize,
+    opened: usize,
+}
+
+impl ConcurrencyRamp {
+    fn new(start: Instant, over: std::time::Duration, width: usize) -> ConcurrencyRamp {
+        ConcurrencyRamp {
+            start,
+            over,
+            width,
+            opened: 1,
+        }
+    }
+
+    /// When the next worker or slot opens; `None` once all are open.
+    fn next_at(&self) -> Option<tokio::time::Instant> {
+        (self.opened < self.width).then(|| {
+            let share = self.opened as f64 / (self.width - 1) as f64;
+            tokio::time::Instant::from_std(self.start + self.over.mul_f64(share))
+        })
+    }
+
+    /// Opens the next worker (closed loop) or slot (request rate).
+    fn open_one(
+        &mut self,
+        shared: &Arc<Shared>,
+        phase: &Arc<Phase>,
+        slots: Option<&Arc<tokio::sync::Semaphore>>,
+        tasks: &mut tokio::task::JoinSet<()>,
+    ) {
+        self.opened += 1;
+        match slots {
+            Some(slots) => slots.add_permits(1),
+            None => spawn_worker(shared, phase, tasks),
+        }
+    }
 }
 
 /// The phase's arrivals: warmup and profiling draw different (but seeded)
-/// schedules; a shard keeps its own arrivals of the shared schedule.
-fn arrival_schedule(load: &crate::Load, rate: f64, warmup: bool) -> ArrivalSchedule {
+/// schedules; a shard keeps its own arrivals of the shared schedule. vLLM's
+/// ramp over the requests shapes the measured phase only.
+fn arrival_schedule(load: &crate::Load, d: &Dispatcher, warmup: bool) -> ArrivalSchedule {
     let seed = load.random_seed ^ u64::from(warmup);
-    let schedule = ArrivalSchedule::new(rate, load.arrival, seed);
+    // Arrivals start conversations: at most the sessions, and the requests.
+    let total = match (d.sessions, d.requests) {
+        (Some(s), Some(r)) => Some(s.min(r)),
+        (s, r) => s.or(r),
+    };
+    let schedule = match (load.request_ramp, total, warmup) {
+        (Some(ramp), Some(total), false) => {
+            ArrivalSchedule::ramping_over_requests(ramp, total, load.arrival, seed)
+        }
+        _ => ArrivalSchedule::following(
+            load.rate_curve(warmup)
+                .unwrap_or_else(|| RateCurve::constant(1.0)),
+            load.arrival,
+            seed,
+        ),
+    };
     match load.shard {
         Some(shard) => schedule.with_shard(shard),
         None => schedule,
@@ -267,12 +377,16 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         // A turn cancelled by a stop or the grace period ends the
         // conversation with the run; any other failure skips the rest.
         let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
-        let failure = (failed && !cancelled).then(|| {
-            let kind = record.error_kind.map_or("error", ErrorKind::as_str);
-            format!(
-                "not sent: turn {} of this conversation failed ({kind})",
+        let failure = (failed && !cancelled).then(|| match record.error_kind {
+            Some(ErrorKind::ClientCancelled) => format!(
+                "not sent: turn {} of this conversation was cancelled on purpose (--request-cancellation-rate)",
                 turn_index + 1
-            )
+            ),
+            kind => format!(
+                "not sent: turn {} of this conversation failed ({})",
+                turn_index + 1,
+                kind.map_or("error", ErrorKind::as_str)
+            ),
         });
         send_record(shared, record);
         if let Some(why) = failure {
@@ -308,7 +422,12 @@ async fn send_turn(
     let body = shared
         .first_turn_bodies
         .body(&shared.run.target, conv, turn_index, history);
-    match exchange_or_stop(shared, phase, body).await {
+    let load = &shared.run.load;
+    let cancel_after = load
+        .cancellation
+        .filter(|c| !warmup && c.chooses(load.random_seed, request_index))
+        .map(|c| c.delay);
+    match exchange_or_stop(shared, phase, body, cancel_after).await {
         Ok(mut ex) => {
             if let Some(body) = ex.raw.take() {
                 send_raw(
@@ -327,43 +446,54 @@ async fn send_turn(
             }
             to_record(shared, conv, turn_index, request_index, warmup, ex)
         }
-        Err(why) => cancelled_record(
+        Err((kind, why)) => cancelled_record(
             shared,
             conv,
             turn_index,
             request_index,
             warmup,
             started,
-            why,
+            (kind, &why),
         ),
     }
 }
 
-/// Sends one request and waits for its response, unless the run stops or
-/// the grace period ends first: then `Err` says which. `biased`: a response
-/// that is complete wins over a stop that came in the same wake-up; and a
-/// stop lets the response's bytes already here (or arriving within
-/// [`STOP_DRAIN`]) finish it: a request the server answered before the stop
-/// is a success, not `cancelled`.
+/// Sends one request and waits for its response, unless the run stops,
+/// the grace period ends or the request's chosen cancellation comes first:
+/// then `Err` says which. `biased`: a response that is complete wins over a
+/// stop that came in the same wake-up; and a stop lets the response's bytes
+/// already here (or arriving within [`STOP_DRAIN`]) finish it: a request
+/// the server answered before the stop is a success, not `cancelled`. A
+/// cancellation on purpose drops the connection at once, as a user
+/// closing the tab would.
 async fn exchange_or_stop(
     shared: &Shared,
     phase: &Phase,
     body: bytes::Bytes,
-) -> Result<crate::exchange::Exchange, &'static str> {
+    cancel_after: Option<std::time::Duration>,
+) -> Result<crate::exchange::Exchange, (ErrorKind, String)> {
     let exchange = shared.client.exchange_body(&shared.run.target, body);
     tokio::pin!(exchange);
+    let stopped = |why: &str| (ErrorKind::Cancelled, why.to_string());
     tokio::select! {
         biased;
         ex = &mut exchange => Ok(ex),
         _ = shared.stop.stopped() => {
             tokio::time::timeout(STOP_DRAIN, &mut exchange)
                 .await
-                .map_err(|_| "the run was stopped while this request was in flight")
+                .map_err(|_| stopped("the run was stopped while this request was in flight"))
         }
         _ = phase.cancel.stopped() => {
             tokio::time::timeout(STOP_DRAIN, &mut exchange).await.map_err(|_| {
-                "still in flight when the grace period after the benchmark duration ended"
+                stopped("still in flight when the grace period after the benchmark duration ended")
             })
+        }
+        _ = sleep_until_opt(cancel_after.map(|d| tokio::time::Instant::now() + d)), if cancel_after.is_some() => {
+            let after = cancel_after.unwrap_or_default().as_secs_f64();
+            Err((
+                ErrorKind::ClientCancelled,
+                format!("cancelled on purpose {after:.3} s after it was sent (--request-cancellation-rate)"),
+            ))
         }
     }
 }

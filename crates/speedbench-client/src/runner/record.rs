@@ -162,14 +162,14 @@ pub(super) fn cancelled_record(
     request_index: u64,
     warmup: bool,
     started: Instant,
-    why: &str,
+    (kind, why): (ErrorKind, &str),
 ) -> RequestRecord {
     let now = Instant::now();
     RequestRecord {
         start_unix_ns: shared.clock.unix_ns(started),
         end_unix_ns: shared.clock.unix_ns(now),
         e2e_latency_ns: now.duration_since(started).as_nanos() as u64,
-        error_kind: Some(ErrorKind::Cancelled),
+        error_kind: Some(kind),
         error_message: Some(why.into()),
         ..base_record(shared, conv, turn_index, request_index, warmup)
     }

@@ -204,10 +204,21 @@ fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
     // One run without a sweep goes into artifacts.dir itself, as AIPerf's.
     assert_eq!(sweep.runs()[0].dir, Path::new("./artifacts/latency_test"));
 
-    // warmup_profiling: a gamma arrival process has no counterpart.
+    // warmup_profiling runs: gamma arrivals with their smoothness, the
+    // rate ramp, the slices in "60s".
     let text = with_speed_bench_file(&template("warmup_profiling"));
-    let err = expand("warmup_profiling", &text, &[]).unwrap_err();
-    assert!(err.contains("`phases.profiling.type: gamma`"), "{err}");
+    let sweep = expand("warmup_profiling", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.load.arrival,
+        speedbench_client::Arrival::Gamma { smoothness: 1.0 }
+    );
+    assert_eq!(spec.load.arrival_smoothness, Some(1.5));
+    assert_eq!(spec.load.request_rate, Some(50.0));
+    assert_eq!(spec.load.max_concurrency, Some(64));
+    assert_eq!(spec.load.request_rate_ramp_duration_s, Some(30.0));
+    assert_eq!(spec.load.benchmark_duration_s, Some(300.0));
+    assert_eq!(spec.figures.slice_duration_s, Some(60.0));
 
     // goodput_slo runs unchanged: its SLOs are --goodput, its slices
     // --slice-duration.
@@ -312,6 +323,60 @@ fn gpu_telemetry_in_each_of_aiperfs_forms_is_gpu_telemetry() {
     let err = urls(&with("\n    collector: pynvml")).unwrap_err();
     assert!(
         err.contains("`gpu_telemetry.collector`") && err.contains("no local pynvml"),
+        "{err}"
+    );
+}
+
+/// `minimal` adapted to SPEED-Bench, its phase replaced by `phase`.
+fn minimal_with_phase(phase: &str) -> String {
+    let base = with_speed_bench_file(&template("minimal"));
+    let cut = base.find("\n  phases:").unwrap() + 1;
+    format!("{}  phases:\n{phase}", &base[..cut])
+}
+
+#[test]
+fn gamma_phases_ramps_series_and_cancellation_run_unchanged() {
+    let text = minimal_with_phase(
+        "    type: gamma\n    rate: 20\n    smoothness: 0.5\n    concurrency: 8\n    requests: 100\n    rate_ramp: 10s\n    concurrency_ramp:\n      duration: 5\n      strategy: linear\n    cancellation:\n      rate: 10\n      delay: 0.5\n",
+    );
+    let sweep = expand("minimal", &text, &[]).unwrap();
+    let load = sweep.runs()[0].spec().unwrap().load.clone();
+    // The same run written as flags.
+    let mut flags = RunSpec::default();
+    for (flag, value) in [
+        ("request-rate", "20"),
+        ("arrival", "gamma"),
+        ("arrival-smoothness", "0.5"),
+        ("max-concurrency", "8"),
+        ("request-count", "100"),
+        ("request-rate-ramp-duration", "10"),
+        ("concurrency-ramp-duration", "5"),
+        ("request-cancellation-rate", "10"),
+        ("request-cancellation-delay", "0.5"),
+    ] {
+        flags = flags.with(flag, value).unwrap();
+    }
+    assert_eq!(load, flags.load);
+
+    // A series inline, without a rate: the points travel as JSON.
+    let text = minimal_with_phase(
+        "    type: constant\n    requests: 10\n    rate_series:\n      - time_s: 0\n        qps: 2\n      - time_s: 5\n        qps: 8\n",
+    );
+    let sweep = expand("minimal", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let series = spec.load.request_rate_series.clone().unwrap();
+    assert_eq!(
+        series.to_str().unwrap(),
+        r#"[{"time_s": 0, "qps": 2}, {"time_s": 5, "qps": 8}]"#
+    );
+
+    // A ramp strategy speedbench does not follow is refused by name and line.
+    let text = minimal_with_phase(
+        "    type: poisson\n    rate: 4\n    requests: 10\n    rate_ramp:\n      duration: 5\n      strategy: exponential\n",
+    );
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    assert!(
+        err.contains("`strategy: exponential`") && err.contains("minimal.yaml:"),
         "{err}"
     );
 }

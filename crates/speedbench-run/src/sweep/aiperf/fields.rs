@@ -447,7 +447,7 @@ fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
                report --format csv` for a CSV), without plots";
     only(node, "artifacts", &allowed, why).map_err(|r| invalid(out, r))?;
     if let Some(slice) = node.get("slice_duration") {
-        out.one("slice-duration", slice)?;
+        out.set("slice-duration", vec![seconds(out, slice)?], slice.line)?;
     }
     Ok(())
 }
@@ -577,11 +577,15 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         ],
     ]
     .concat();
+    allowed.extend(["concurrency_ramp", "cancellation"]);
     if arrival.is_some() {
-        allowed.push("rate");
+        allowed.extend(["rate", "rate_ramp", "rate_series"]);
     }
-    let why = "no counterpart for this phase field (ramps, smoothness, user-centric \
-               schedules, prefill limits)";
+    if kind == "gamma" {
+        allowed.push("smoothness");
+    }
+    let why = "no counterpart for this phase field (user-centric schedules, prefill \
+               limits)";
     let entries =
         only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     let concurrency_flag = if arrival.is_some() {
@@ -590,31 +594,129 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         "concurrency"
     };
     for (key, value) in entries {
-        match key.name.as_str() {
-            "requests" => out.one("request-count", value)?,
-            "sessions" => out.one("num-conversations", value)?,
-            "duration" => out.set("benchmark-duration", vec![seconds(out, value)?], value.line)?,
-            "grace_period" => out.set(
-                "benchmark-grace-period",
-                vec![seconds(out, value)?],
-                value.line,
-            )?,
-            "concurrency" => out.one(concurrency_flag, value)?,
-            "rate" => out.one("request-rate", value)?,
-            _ => {}
-        }
+        measured_field(out, &key.name, value, concurrency_flag)?;
     }
-    match (arrival, phase.get("rate")) {
-        (Some(a), Some(_)) => out.set("arrival", vec![a], phase.line),
-        (Some(_), None) => Err(invalid(
+    let paced = phase.get("rate").is_some() || phase.get("rate_series").is_some();
+    match (arrival, paced) {
+        (Some(a), true) => out.set("arrival", vec![a], phase.line),
+        (Some(_), false) => Err(invalid(
             out,
             (
                 phase.line,
-                format!("phases.{name}: a `{kind}` phase needs `rate`"),
+                format!("phases.{name}: a `{kind}` phase needs `rate` or `rate_series`"),
             ),
         )),
         (None, _) => Ok(()),
     }
+}
+
+/// One field of the measured phase as its flag.
+fn measured_field(
+    out: &mut Out<'_>,
+    name: &str,
+    value: &Node,
+    concurrency_flag: &str,
+) -> Result<(), RunError> {
+    match name {
+        "requests" => out.one("request-count", value),
+        "sessions" => out.one("num-conversations", value),
+        "duration" => out.set("benchmark-duration", vec![seconds(out, value)?], value.line),
+        "grace_period" => out.set(
+            "benchmark-grace-period",
+            vec![seconds(out, value)?],
+            value.line,
+        ),
+        "concurrency" => out.one(concurrency_flag, value),
+        "rate" => out.one("request-rate", value),
+        "smoothness" => out.one("arrival-smoothness", value),
+        "rate_ramp" => ramp(out, "request-rate-ramp-duration", value),
+        "concurrency_ramp" => ramp(out, "concurrency-ramp-duration", value),
+        "rate_series" => rate_series(out, value),
+        "cancellation" => cancellation(out, value),
+        _ => Ok(()),
+    }
+}
+
+/// A phase's ramp: seconds (`30`, `"30s"`) or `{duration, strategy}`,
+/// linear only (speedbench's ramps are AIPerf's linear ones).
+fn ramp(out: &mut Out<'_>, flag: &str, node: &Node) -> Result<(), RunError> {
+    let duration = match node.entries() {
+        None => node,
+        Some(_) => {
+            let allowed = ["duration", "strategy"];
+            let why = "a ramp takes `duration` and `strategy: linear`";
+            only(node, flag, &allowed, why).map_err(|r| invalid(out, r))?;
+            if let Some(strategy) = node.get("strategy")
+                && strategy.scalar_text().as_deref() != Some("linear")
+            {
+                let m = format!(
+                    "`strategy: {}`: speedbench ramps linearly (AIPerf's default); write `strategy: linear` or leave it out",
+                    strategy.scalar_text().unwrap_or_default()
+                );
+                return Err(invalid(out, (strategy.line, m)));
+            }
+            node.get("duration")
+                .ok_or_else(|| invalid(out, (node.line, "a ramp needs `duration`".to_string())))?
+        }
+    };
+    out.set(flag, vec![seconds(out, duration)?], duration.line)
+}
+
+/// `rate_series`: a JSON file's path, or the points inline (a list, or
+/// `{points: [...]}`), which travel to `--request-rate-series` as JSON.
+fn rate_series(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let points = match (&node.value, node.get("points"), node.get("path")) {
+        (Value::Str(_), ..) => return out.one("request-rate-series", node),
+        (_, _, Some(path)) => return out.one("request-rate-series", path),
+        (Value::List(points), ..) => points,
+        (
+            _,
+            Some(Node {
+                value: Value::List(points),
+                ..
+            }),
+            _,
+        ) => points,
+        _ => {
+            let m = "`rate_series`: a JSON file's path or a list of `{time_s, qps}` points";
+            return Err(invalid(out, (node.line, m.to_string())));
+        }
+    };
+    let json: Vec<String> = points
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p.get(k).and_then(Node::scalar_text).unwrap_or_default();
+            format!(
+                r#"{{"time_s": {}, "qps": {}}}"#,
+                field("time_s"),
+                field("qps")
+            )
+        })
+        .collect();
+    out.set(
+        "request-rate-series",
+        vec![format!("[{}]", json.join(", "))],
+        node.line,
+    )
+}
+
+/// `cancellation: {rate, delay}`: the percentage cancelled and the delay.
+fn cancellation(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let why = "cancellation takes `rate` (a percentage) and `delay` (seconds)";
+    let entries =
+        only(node, "cancellation", &["rate", "delay"], why).map_err(|r| invalid(out, r))?;
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "rate" => out.one("request-cancellation-rate", value)?,
+            "delay" => out.set(
+                "request-cancellation-delay",
+                vec![seconds(out, value)?],
+                value.line,
+            )?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A measured phase's arrival: `None` for a closed loop (`concurrency`),
@@ -628,10 +730,10 @@ fn arrival_of(
 ) -> Result<Option<String>, RunError> {
     match kind {
         "concurrency" => Ok(None),
-        "poisson" | "constant" => Ok(Some(kind.to_string())),
+        "poisson" | "constant" | "gamma" => Ok(Some(kind.to_string())),
         _ => {
             let why = "speedbench's load is closed-loop (`concurrency`) or a request rate \
-                       (`poisson`, `constant`)";
+                       (`poisson`, `constant`, `gamma`)";
             let m = format!(
                 "`phases.{name}.type: {kind}`: {why}; change it to run this config with speedbench"
             );

@@ -1,0 +1,465 @@
+//! Load shapes over time, each checked against the simulator's own log of
+//! when requests arrived and which answers were abandoned: AIPerf's rate
+//! ramp and rate series, vLLM's ramp over the requests, gamma (bursty)
+//! arrivals, the concurrency ramp and cancellations on purpose; and bad
+//! shapes refused before anything is sent.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::*;
+use speedbench_client::{Arrival, ArrivalSchedule, RateCurve, RatePoint};
+use speedbench_record::ErrorKind;
+use speedbench_sim::{GroundTruth, SimConfig};
+
+/// A dataset of `n` single-turn rows, `q{i}` asking `question {i}`.
+fn rows(dir: &Path, n: usize) -> std::path::PathBuf {
+    let path = dir.join("rows.jsonl");
+    let text: String = (0..n)
+        .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"question {i}\"]}}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs `profile` against `server` over `n` rows with `extra` flags; the
+/// run's directory.
+async fn profile(
+    server: &speedbench_sim::SimServer,
+    dir: &Path,
+    n: usize,
+    extra: &[&str],
+) -> (std::process::Output, std::path::PathBuf) {
+    let input = rows(dir, n);
+    let out_dir = dir.join("run");
+    let url = server.url();
+    let mut args = vec![
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args).await;
+    (out, out_dir)
+}
+
+/// The simulator's arrival times, seconds from the first.
+fn arrival_offsets(truth: &GroundTruth) -> Vec<f64> {
+    let first = truth.arrivals[0].at_unix_ns;
+    truth
+        .arrivals
+        .iter()
+        .map(|a| (a.at_unix_ns - first) as f64 / 1e9)
+        .collect()
+}
+
+/// Each arrival within `tolerance_s` of its scheduled offset.
+fn assert_on_schedule(got: &[f64], want: &[f64], tolerance_s: f64) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() < tolerance_s,
+            "arrival {i} at {g:.4} s, scheduled at {w:.4} s\ngot {got:?}\nwant {want:?}"
+        );
+    }
+}
+
+/// A fast simulator: every answer within a few milliseconds.
+fn quick() -> SimConfig {
+    SimConfig::speed_bench_demo().with_output_tokens(2, 4)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_ramp_and_a_vllm_ramp_send_each_request_at_its_time() {
+    // AIPerf's ramp: 40/s reached over 1 s from 40 × 0.1 / 1 = 4/s;
+    // constant spacing, so arrival i is where the curve expects i.
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = profile(
+        &server,
+        dir.path(),
+        60,
+        &[
+            "--request-rate",
+            "40",
+            "--request-rate-ramp-duration",
+            "1",
+            "--arrival",
+            "constant",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let want: Vec<f64> =
+        ArrivalSchedule::following(RateCurve::ramped(40.0, 1.0), Arrival::Constant, 0)
+            .take(60)
+            .map(|d| d.as_secs_f64())
+            .collect();
+    // By hand: the ramp's expected count at 1 s is (4 + 40) / 2 = 22; the
+    // 23rd arrival (index 22) is at 1 s, then every 25 ms.
+    assert!((want[22] - 1.0).abs() < 1e-9 && (want[23] - 1.025).abs() < 1e-9);
+    let truth = server.ground_truth();
+    assert_on_schedule(&arrival_offsets(&truth), &want, 0.02);
+    assert_eq!(truth.requests_log.len(), 60);
+
+    // vLLM's linear ramp from 10/s to 50/s over 21 requests: gap i at
+    // 10 + 40 × i / 20 per second.
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, run_dir) = profile(
+        &server,
+        dir.path(),
+        21,
+        &[
+            "--ramp-up-strategy",
+            "linear",
+            "--ramp-up-start-rps",
+            "10",
+            "--ramp-up-end-rps",
+            "50",
+            "--arrival",
+            "constant",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let mut want = vec![0.0];
+    for i in 1..21 {
+        let rate = 10.0 + 40.0 * f64::from(i) / 20.0;
+        want.push(want[want.len() - 1] + 1.0 / rate);
+    }
+    assert_on_schedule(&arrival_offsets(&server.ground_truth()), &want, 0.02);
+    // The run says what it ran.
+    let run_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    let client = run_json.pointer("/config/client").unwrap();
+    assert_eq!(client["ramp_up_strategy"], "linear");
+    assert_eq!(client["request_rate"], serde_json::Value::Null, "{client}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_series_steps_the_rate() {
+    // 10/s for a second, then 40/s: constant spacing gives 10 arrivals in
+    // the first second and 40 in the next, each at its time.
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let series = dir.path().join("series.json");
+    std::fs::write(
+        &series,
+        r#"{"points": [{"time_s": 0, "qps": 10}, {"time_s": 1, "qps": 10}, {"time_s": 1.000001, "qps": 40}]}"#,
+    )
+    .unwrap();
+    let (out, _) = profile(
+        &server,
+        dir.path(),
+        50,
+        &[
+            "--request-rate-series",
+            series.to_str().unwrap(),
+            "--arrival",
+            "constant",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let mut want: Vec<f64> = (0..10).map(|i| f64::from(i) / 10.0).collect();
+    want.extend((0..40).map(|i| 1.0 + f64::from(i) / 40.0));
+    // The schedule's own curve agrees with the hand-made one.
+    let curve = RateCurve::new(vec![
+        RatePoint {
+            time_s: 0.0,
+            rate: 10.0,
+        },
+        RatePoint {
+            time_s: 1.0,
+            rate: 10.0,
+        },
+        RatePoint {
+            time_s: 1.000001,
+            rate: 40.0,
+        },
+    ])
+    .unwrap();
+    for (i, w) in want.iter().enumerate() {
+        assert!((curve.time_of(i as f64) - w).abs() < 1e-4, "{i}");
+    }
+    assert_on_schedule(&arrival_offsets(&server.ground_truth()), &want, 0.02);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gamma_arrivals_are_as_bursty_as_asked() {
+    // Gamma gaps of shape k have a coefficient of variation of 1/sqrt(k):
+    // 2 at k = 0.25, 0.5 at k = 4; the mean rate holds either way.
+    for (smoothness, cv) in [("0.25", 2.0), ("4", 0.5)] {
+        let server = sim(quick()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (out, _) = profile(
+            &server,
+            dir.path(),
+            300,
+            &[
+                "--request-rate",
+                "150",
+                "--vllm-burstiness",
+                smoothness,
+                "--random-seed",
+                "3",
+            ],
+        )
+        .await;
+        assert!(out.status.success(), "{out:?}");
+        let at = arrival_offsets(&server.ground_truth());
+        let gaps: Vec<f64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd =
+            (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (gaps.len() - 1) as f64).sqrt();
+        assert!(
+            (mean * 150.0 - 1.0).abs() < 0.25,
+            "k={smoothness}: mean gap {mean}"
+        );
+        let got = sd / mean;
+        assert!(
+            (got / cv - 1.0).abs() < 0.3,
+            "k={smoothness}: cv {got}, want {cv}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_ramp_opens_one_worker_at_a_time() {
+    // Each request takes about 100 ms; 4 workers open at 0, 0.4, 0.8 and
+    // 1.2 s. In the first 0.35 s one worker sends about 4 requests; after
+    // the ramp, four send about 40 a second.
+    let config = quick().with_ttft_ms(100.0).with_step_ms(0.0);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = profile(
+        &server,
+        dir.path(),
+        80,
+        &["--concurrency", "4", "--concurrency-ramp-duration", "1.2"],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let at = arrival_offsets(&server.ground_truth());
+    let early = at.iter().filter(|t| **t < 0.35).count();
+    let late = at.iter().filter(|t| (1.3..1.8).contains(*t)).count();
+    assert!(
+        early <= 5,
+        "one worker at first: {early} requests in 0.35 s\n{at:?}"
+    );
+    assert!(
+        late >= 14,
+        "four workers after the ramp: {late} requests in 0.5 s\n{at:?}"
+    );
+    // No more than one new in-flight request per worker opened: at any
+    // arrival, the arrivals in the 90 ms before it are at most the workers
+    // open then.
+    for (i, t) in at.iter().enumerate() {
+        let open = 1 + ((t + 0.02) / 0.4).floor().min(3.0) as usize;
+        let recent = at[..i].iter().filter(|u| t - *u < 0.09).count();
+        assert!(
+            recent < open,
+            "at {t:.3} s: {recent} requests in flight, {open} workers open"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_requests_are_counted_apart_and_the_server_saw_them_abandoned() {
+    // Streams take ~300 ms; half the requests are dropped 50 ms after
+    // sending.
+    let config = quick().with_ttft_ms(300.0);
+    let server = sim(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, run_dir) = profile(
+        &server,
+        dir.path(),
+        24,
+        &[
+            "--streaming",
+            "--concurrency",
+            "8",
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "0.05",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "cancellations are no failure: {out:?}"
+    );
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 24);
+    let cancelled: Vec<&str> = records
+        .iter()
+        .filter(|r| r.error_kind == Some(ErrorKind::ClientCancelled))
+        .map(|r| r.conversation_id.as_str())
+        .collect();
+    assert!((4..=20).contains(&cancelled.len()), "{}", cancelled.len());
+    for r in &records {
+        assert!(
+            r.is_success() || r.error_kind == Some(ErrorKind::ClientCancelled),
+            "{r:?}"
+        );
+        if r.error_kind == Some(ErrorKind::ClientCancelled) {
+            // Dropped 50 ms after sending, long before the answer.
+            assert!(
+                (50_000_000..250_000_000).contains(&r.e2e_latency_ns),
+                "{}",
+                r.e2e_latency_ns
+            );
+            assert!(r.ttft_ns.is_none());
+        } else {
+            assert!(r.ttft_ns.is_some_and(|t| t <= r.e2e_latency_ns));
+        }
+    }
+    // The server saw every request arrive, finished the others and had the
+    // cancelled ones abandoned: the same requests, by their question.
+    let truth = server.ground_truth();
+    assert_eq!(truth.arrivals.len(), 24);
+    let mut abandoned: Vec<String> = truth.abandoned.clone();
+    abandoned.sort();
+    let mut want: Vec<String> = cancelled
+        .iter()
+        .map(|id| format!("question {}", &id[1..]))
+        .collect();
+    want.sort();
+    assert_eq!(abandoned, want);
+    assert_eq!(truth.requests_log.len(), 24 - cancelled.len());
+    // Counted apart: not failed, out of the latency figures.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary
+            .pointer("/counts/client_cancelled")
+            .and_then(|v| v.as_u64()),
+        Some(cancelled.len() as u64)
+    );
+    assert_eq!(
+        summary.pointer("/counts/failed").and_then(|v| v.as_u64()),
+        Some(0)
+    );
+    assert_eq!(
+        summary
+            .pointer("/counts/succeeded")
+            .and_then(|v| v.as_u64()),
+        Some(24 - cancelled.len() as u64)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "Cancelled on purpose: {} request",
+            cancelled.len()
+        )),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_shapes_are_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let backwards = dir.path().join("backwards.json");
+    std::fs::write(
+        &backwards,
+        r#"[{"time_s": 0, "qps": 2}, {"time_s": 5, "qps": 3}, {"time_s": 4, "qps": 1}]"#,
+    )
+    .unwrap();
+    let backwards = backwards.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--request-rate", "5", "--arrival-smoothness", "0"],
+            "--arrival-smoothness",
+        ),
+        (
+            vec![
+                "--request-rate",
+                "5",
+                "--request-rate-ramp-duration",
+                "20",
+                "--benchmark-duration",
+                "10",
+            ],
+            "longer than the benchmark duration",
+        ),
+        (
+            vec!["--request-rate-series", &backwards],
+            "point 2: time_s 4 is not after",
+        ),
+        (
+            vec![
+                "--ramp-up-strategy",
+                "exponential",
+                "--ramp-up-start-rps",
+                "0",
+                "--ramp-up-end-rps",
+                "5",
+                "--request-count",
+                "9",
+            ],
+            "cannot start at 0",
+        ),
+        (
+            vec![
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "5",
+                "--benchmark-duration",
+                "5",
+            ],
+            "needs to know how many there are",
+        ),
+        (
+            vec![
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "5",
+                "--request-rate",
+                "3",
+                "--request-count",
+                "5",
+            ],
+            "leave --request-rate out",
+        ),
+        (
+            vec!["--request-cancellation-rate", "120"],
+            "--request-cancellation-rate",
+        ),
+        (
+            vec!["--request-cancellation-delay", "1"],
+            "needs --request-cancellation-rate",
+        ),
+        (
+            vec!["--request-rate", "5", "--concurrency-ramp-duration", "3"],
+            "needs a maximum concurrency",
+        ),
+    ];
+    let server = sim(quick()).await;
+    for (extra, message) in cases {
+        let case_dir = tempfile::tempdir().unwrap();
+        let (out, _) = profile(&server, case_dir.path(), 4, &extra).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?}");
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+    }
+    assert!(
+        server.ground_truth().arrivals.is_empty(),
+        "nothing was sent"
+    );
+}
