@@ -94,7 +94,7 @@ fn gamma(rng: &mut SplitMix64, shape: f64) -> f64 {
 }
 
 /// One standard normal draw (Box–Muller, one of the pair used).
-fn standard_normal(rng: &mut SplitMix64) -> f64 {
+pub(crate) fn standard_normal(rng: &mut SplitMix64) -> f64 {
     let u1 = 1.0 - rng.next_f64();
     let u2 = rng.next_f64();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()

@@ -397,6 +397,21 @@ const LOAD: &[Flag] = &[
     flag!("request-cancellation-rate", One, |s, v| s.load.request_cancellation_rate = Some(parse(v)?))
         .value("PERCENT")
         .help("Cancel this percentage (0-100] of the measured requests on purpose, --request-cancellation-delay after sending: recorded as `client_cancelled`, counted apart from failures, out of every latency figure."),
+    flag!("session-turn-delay-mean", One, |s, v| s.load.session_turn_delay_mean_ms = parse(v)?)
+        .aliases(&["conversation-turn-delay-mean"])
+        .default("0")
+        .value("MS")
+        .help("Think time between a reply and the conversation's next turn, milliseconds: normal around this mean (AIPerf's)."),
+    flag!("session-turn-delay-stddev", One, |s, v| s.load.session_turn_delay_stddev_ms = parse(v)?)
+        .aliases(&["conversation-turn-delay-stddev"])
+        .default("0")
+        .value("MS")
+        .help("The think time's standard deviation, milliseconds (never below 0)."),
+    flag!("session-delay-ratio", One, |s, v| s.load.session_delay_ratio = parse(v)?)
+        .aliases(&["conversation-turn-delay-ratio"])
+        .default("1")
+        .value("RATIO")
+        .help("Scales the think time's mean and deviation (0: none)."),
     flag!("request-cancellation-delay", One, |s, v| s.load.request_cancellation_delay_s = parse(v)?)
         .default("0")
         .value("SECONDS")

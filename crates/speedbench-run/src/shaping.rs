@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use speedbench_client::{Arrival, Cancellation, Load, RateCurve, RatePoint, RequestRamp};
+use speedbench_client::{
+    Arrival, Cancellation, Load, RateCurve, RatePoint, RequestRamp, TurnDelay,
+};
 
 use crate::error::RunError;
 use crate::spec::LoadSpec;
@@ -54,7 +56,27 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
         load.request_ramp = Some(ramp);
     }
     load.cancellation = cancellation(l)?;
+    load.turn_delay = turn_delay(l)?;
     Ok(())
+}
+
+/// The think time between turns, scaled by the ratio; `None` when it is 0.
+fn turn_delay(l: &LoadSpec) -> Result<Option<TurnDelay>, RunError> {
+    let ms = |field: &str, v: f64| seconds(field, v * l.session_delay_ratio / 1e3);
+    if !(l.session_delay_ratio.is_finite() && l.session_delay_ratio >= 0.0) {
+        return Err(RunError::invalid(
+            "--session-delay-ratio",
+            "must be a number 0 or more",
+        ));
+    }
+    let delay = TurnDelay {
+        mean: ms("--session-turn-delay-mean", l.session_turn_delay_mean_ms)?,
+        stddev: ms(
+            "--session-turn-delay-stddev",
+            l.session_turn_delay_stddev_ms,
+        )?,
+    };
+    Ok((!delay.mean.is_zero() || !delay.stddev.is_zero()).then_some(delay))
 }
 
 fn positive_seconds(field: &str, v: f64) -> Result<std::time::Duration, RunError> {

@@ -265,6 +265,13 @@ pub struct LoadSpec {
     pub request_cancellation_rate: Option<f64>,
     /// `--request-cancellation-delay`, seconds after sending.
     pub request_cancellation_delay_s: f64,
+    /// `--session-turn-delay-mean`, milliseconds of think time between
+    /// turns.
+    pub session_turn_delay_mean_ms: f64,
+    /// `--session-turn-delay-stddev`, milliseconds.
+    pub session_turn_delay_stddev_ms: f64,
+    /// `--session-delay-ratio`: both scaled by it.
+    pub session_delay_ratio: f64,
 }
 
 impl LoadSpec {
@@ -301,6 +308,9 @@ impl Default for LoadSpec {
             concurrency_ramp_duration_s: None,
             request_cancellation_rate: None,
             request_cancellation_delay_s: 0.0,
+            session_turn_delay_mean_ms: 0.0,
+            session_turn_delay_stddev_ms: 0.0,
+            session_delay_ratio: 1.0,
         }
     }
 }

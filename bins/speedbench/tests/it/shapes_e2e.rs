@@ -463,3 +463,56 @@ async fn bad_shapes_are_refused_before_anything_is_sent() {
         "nothing was sent"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn think_time_comes_between_a_reply_and_the_next_turn_only() {
+    // Four two-turn conversations, one at a time, 200 ms of think time
+    // (400 ms × the 0.5 ratio): each second turn reaches the server at
+    // least 200 ms after its first; each new conversation starts at once.
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("talks.jsonl");
+    let text: String = (0..4)
+        .map(|i| {
+            format!("{{\"question_id\": \"c{i}\", \"turns\": [\"talk {i}\", \"and then {i}\"]}}\n")
+        })
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let out_dir = dir.path().join("run");
+    let url = server.url();
+    let out = run(&[
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--input-file",
+        input.to_str().unwrap(),
+        "--no-server-metrics",
+        "--session-turn-delay-mean",
+        "400",
+        "--session-delay-ratio",
+        "0.5",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let truth = server.ground_truth();
+    assert_eq!(truth.arrivals.len(), 8);
+    for pair in truth.arrivals.windows(2) {
+        let gap_ms = (pair[1].at_unix_ns - pair[0].at_unix_ns) as f64 / 1e6;
+        if pair[0].conversation == pair[1].conversation {
+            assert!(
+                gap_ms >= 200.0,
+                "{}: second turn {gap_ms:.1} ms after the first",
+                pair[0].conversation
+            );
+        } else {
+            assert!(gap_ms < 150.0, "a new conversation waited {gap_ms:.1} ms");
+        }
+    }
+    let records = read_run(&out_dir).unwrap().records;
+    assert!(records.iter().all(|r| r.is_success()));
+    assert_eq!(records.len(), 8);
+}

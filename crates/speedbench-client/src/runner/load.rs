@@ -83,6 +83,41 @@ pub struct Load {
     /// Cancel a share of the measured phase's requests on purpose
     /// (AIPerf's `--request-cancellation-rate`).
     pub cancellation: Option<Cancellation>,
+    /// A user's think time between a reply and the conversation's next
+    /// turn (AIPerf's `--session-turn-delay-mean`); `None`: at once.
+    pub turn_delay: Option<TurnDelay>,
+}
+
+/// Think time between turns: normal around `mean` with `stddev`, never
+/// below 0 (AIPerf's conversation turn delay).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnDelay {
+    /// The mean delay.
+    pub mean: Duration,
+    /// Its standard deviation (0: always the mean).
+    pub stddev: Duration,
+}
+
+impl TurnDelay {
+    /// The delay before turn `turn_index` (from 1) of dataset row `row` in
+    /// a run seeded `seed`: its own draw, the same in every run of the seed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use speedbench_client::TurnDelay;
+    /// let fixed = TurnDelay { mean: Duration::from_millis(250), stddev: Duration::ZERO };
+    /// assert_eq!(fixed.before(0, 3, 1), Duration::from_millis(250));
+    /// ```
+    pub fn before(&self, seed: u64, row: usize, turn_index: usize) -> Duration {
+        let mut rng = speedbench_metrics::SplitMix64::new(
+            seed ^ 0x7E1A_7E1A_D1A7_0000
+                ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ (turn_index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        );
+        let z = crate::schedule::standard_normal(&mut rng);
+        let s = self.mean.as_secs_f64() + z * self.stddev.as_secs_f64();
+        Duration::from_secs_f64(s.max(0.0))
+    }
 }
 
 /// Requests cancelled on purpose: a share of them is abandoned `delay`
@@ -134,6 +169,7 @@ impl Default for Load {
             request_ramp: None,
             concurrency_ramp: None,
             cancellation: None,
+            turn_delay: None,
         }
     }
 }
@@ -346,6 +382,34 @@ impl Load {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn think_times_are_normal_clipped_at_zero_and_seeded() {
+        let ms = Duration::from_millis;
+        let delay = TurnDelay {
+            mean: ms(100),
+            stddev: ms(20),
+        };
+        let draws: Vec<f64> = (0..20_000)
+            .map(|row| delay.before(7, row, 1).as_secs_f64())
+            .collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        let sd =
+            (draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / draws.len() as f64).sqrt();
+        assert!((mean - 0.1).abs() < 0.001, "{mean}");
+        assert!((sd - 0.02).abs() < 0.001, "{sd}");
+        assert_eq!(delay.before(7, 3, 2), delay.before(7, 3, 2));
+        assert_ne!(delay.before(7, 3, 2), delay.before(8, 3, 2));
+        // A deviation as large as the mean: about 16% of draws clip to 0.
+        let wide = TurnDelay {
+            mean: ms(10),
+            stddev: ms(10),
+        };
+        let zeros = (0..10_000)
+            .filter(|&row| wide.before(1, row, 1).is_zero())
+            .count();
+        assert!((1400..1800).contains(&zeros), "{zeros}");
+    }
 
     #[test]
     fn inconsistent_load_shapes_are_refused() {

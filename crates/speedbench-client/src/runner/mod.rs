@@ -24,7 +24,7 @@ use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
 pub use crate::stop::StopHandle;
 pub use control::Progress;
-pub use load::{Cancellation, Load};
+pub use load::{Cancellation, Load, TurnDelay};
 pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;
 

@@ -349,6 +349,9 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
     let warmup = phase.warmup;
     let mut history: Vec<Message> = conv.preamble.clone();
     for (turn_index, turn) in conv.turns.iter().enumerate() {
+        if turn_index > 0 && !think(shared, phase, conv, turn_index).await {
+            return false;
+        }
         if shared.stop.is_stopped()
             || phase.cancel.is_stopped()
             || !phase.dispatcher.claim_request()
@@ -404,6 +407,21 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         });
     }
     true
+}
+
+/// The user's think time before a later turn (`Load::turn_delay`); false
+/// when the run stopped or the grace period ended meanwhile.
+async fn think(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>, turn_index: usize) -> bool {
+    let load = &shared.run.load;
+    let Some(delay) = load.turn_delay else {
+        return true;
+    };
+    let wait = delay.before(load.random_seed, conv.index, turn_index);
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = shared.stop.stopped() => false,
+        _ = phase.cancel.stopped() => false,
+    }
 }
 
 /// One turn sent and recorded: the record of its exchange (its raw body
