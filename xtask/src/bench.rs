@@ -132,6 +132,7 @@ pub(crate) fn dataset(rows: usize) -> Dataset {
                 category: None,
                 preamble: vec![],
                 turns: vec![format!("[bench {i}] Write a short answer about item {i}.")],
+                ..Default::default()
             })
             .collect(),
     }

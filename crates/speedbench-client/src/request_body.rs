@@ -21,6 +21,12 @@ impl Target {
     /// engine's fields and then the user's extra body replacing what they
     /// name.
     pub fn body_json(&self, history: &[Message]) -> Vec<u8> {
+        self.body_json_capped(history, None)
+    }
+
+    /// [`Target::body_json`] with `max_tokens` in place of the run's (a
+    /// trace row's output length), when given.
+    pub fn body_json_capped(&self, history: &[Message], max_tokens: Option<u32>) -> Vec<u8> {
         let engine_fields = self.engine.map(|e| e.request_fields());
         let mut fields: BTreeMap<&str, Field<'_>> = BTreeMap::new();
         fields.insert("model", Field::Str(&self.model));
@@ -28,7 +34,7 @@ impl Target {
             ApiKind::Chat => fields.insert("messages", Field::Messages(history)),
             ApiKind::Completions => fields.insert("prompt", Field::Prompt(history)),
         };
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = max_tokens.or(self.max_tokens) {
             fields.insert("max_tokens", Field::Count(n));
         }
         if self.streaming {

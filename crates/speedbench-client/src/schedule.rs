@@ -108,6 +108,8 @@ enum Pace {
     Curve(RateCurve),
     /// vLLM's ramp over `total` requests: gap `i` at request `i`'s rate.
     PerRequest(RequestRamp, u64),
+    /// A trace's own times, in order; the schedule ends after the last.
+    Fixed(std::sync::Arc<[Duration]>),
 }
 
 /// The start offsets of successive arrivals; the first is at zero.
@@ -184,6 +186,23 @@ impl ArrivalSchedule {
         }
     }
 
+    /// A trace's send times, in order (a fixed schedule): arrival `i` at
+    /// `times[i]`, and no arrival after the last.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use speedbench_client::{ArrivalSchedule};
+    /// let ms = Duration::from_millis;
+    /// let got: Vec<_> = ArrivalSchedule::at_times(vec![ms(0), ms(5), ms(40)]).collect();
+    /// assert_eq!(got, [ms(0), ms(5), ms(40)]);
+    /// ```
+    pub fn at_times(times: Vec<Duration>) -> ArrivalSchedule {
+        ArrivalSchedule {
+            pace: Pace::Fixed(times.into()),
+            ..ArrivalSchedule::new(1.0, Arrival::Constant, 0)
+        }
+    }
+
     /// Keeps only the arrivals of `shard`: those whose index `j` (from 0)
     /// has `j mod N == I`. Every shard draws the whole schedule, so the
     /// union of the N shards' arrivals is the unsharded schedule, offset
@@ -205,10 +224,14 @@ impl ArrivalSchedule {
         self
     }
 
-    /// The next arrival of the whole schedule, with its index.
-    fn draw(&mut self) -> (u64, Duration) {
+    /// The next arrival of the whole schedule, with its index; `None` after
+    /// a fixed schedule's last.
+    fn draw(&mut self) -> Option<(u64, Duration)> {
         let i = self.index;
         self.index += 1;
+        if let Pace::Fixed(times) = &self.pace {
+            return times.get(i as usize).map(|t| (i, *t));
+        }
         if i > 0 {
             let gap = self.arrival.unit_gap(&mut self.rng);
             match &self.pace {
@@ -221,9 +244,10 @@ impl ArrivalSchedule {
                 Pace::PerRequest(ramp, total) => {
                     self.offset_s += gap / ramp.rate_of(i, *total);
                 }
+                Pace::Fixed(_) => {}
             }
         }
-        (i, Duration::from_secs_f64(self.offset_s))
+        Some((i, Duration::from_secs_f64(self.offset_s)))
     }
 }
 
@@ -232,7 +256,7 @@ impl Iterator for ArrivalSchedule {
 
     fn next(&mut self) -> Option<Duration> {
         loop {
-            let (i, offset) = self.draw();
+            let (i, offset) = self.draw()?;
             if self.shard.is_none_or(|s| s.owns(i)) {
                 return Some(offset);
             }

@@ -224,6 +224,7 @@ mod tests {
                     category: None,
                     preamble: vec![],
                     turns: (0..n).map(|t| format!("c{i} turn {t}")).collect(),
+                    ..Default::default()
                 })
                 .collect(),
         }

@@ -17,6 +17,14 @@ struct RawRow {
     category: Option<String>,
     messages: Option<Vec<Message>>,
     turns: Option<Vec<String>>,
+    /// A trace row's prompt (AIPerf's `mooncake_trace` with text).
+    text_input: Option<String>,
+    /// A trace row's send time, milliseconds.
+    timestamp: Option<f64>,
+    /// A trace row's output length (`max_tokens`).
+    output_length: Option<u32>,
+    /// A trace row that asks for a prompt of a token count: not built here.
+    input_length: Option<u64>,
 }
 
 /// The UTF-8 byte-order mark some editors (Windows Notepad, Excel's CSV/JSON
@@ -63,6 +71,7 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
                  (records and `speedbench compare` tell requests apart by it)"
             )));
         }
+        let trace = trace_fields(&mut raw).map_err(&invalid)?;
         let (preamble, turns) = row_turns(raw.messages, raw.turns).map_err(&invalid)?;
         if turns
             .iter()
@@ -76,19 +85,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             category: raw.category.filter(|c| !c.is_empty()),
             preamble,
             turns,
+            timestamp_us: trace.0,
+            max_output_tokens: trace.1,
         });
     }
     if !placeholders.is_empty() {
-        return Err(DatasetError::from(ContentError::UnresolvedPlaceholders {
-            source_name: source.to_string(),
-            count: placeholders.len(),
-            first_ids: placeholders
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-        }));
+        return Err(unresolved(source, &placeholders));
     }
     if rows.is_empty() {
         return Err(DatasetError::from(ContentError::Empty {
@@ -96,6 +98,52 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         }));
     }
     Ok(rows)
+}
+
+/// The error for rows that still hold SPEED-Bench's placeholder, naming
+/// the first five.
+fn unresolved(source: &str, placeholders: &[String]) -> DatasetError {
+    DatasetError::from(ContentError::UnresolvedPlaceholders {
+        source_name: source.to_string(),
+        count: placeholders.len(),
+        first_ids: placeholders
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// A trace row's send time (µs) and output length; its `text_input`
+/// becomes its one turn. A row asking for a prompt of `input_length`
+/// tokens is refused: speedbench sends the text it is given.
+fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>), String> {
+    if raw.input_length.is_some() && raw.text_input.is_none() {
+        return Err(
+            "`input_length` asks for a prompt made up to a token count, which speedbench \
+                    does not build: give the prompt as `text_input` (or `turns`/`messages`)"
+                .to_string(),
+        );
+    }
+    if let Some(text) = raw.text_input.take() {
+        if raw.turns.is_some() || raw.messages.is_some() {
+            return Err(
+                "`text_input` is the row's prompt: leave out `turns` and `messages`".into(),
+            );
+        }
+        raw.turns = Some(vec![text]);
+    }
+    let timestamp_us = match raw.timestamp {
+        None => None,
+        Some(ms) if ms.is_finite() && ms >= 0.0 => Some((ms * 1e3).round() as u64),
+        Some(ms) => {
+            return Err(format!(
+                "`timestamp` must be 0 or more milliseconds, got {ms}"
+            ));
+        }
+    };
+    Ok((timestamp_us, raw.output_length))
 }
 
 /// A row's id: its `question_id` as text, or `row-N` by its line.
@@ -152,6 +200,28 @@ fn split_messages(messages: Vec<Message>) -> Result<(Vec<Message>, Vec<String>),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_rows_carry_their_time_and_output_length() {
+        let text = "{\"timestamp\": 1500.25, \"text_input\": \"hi\", \"output_length\": 7}\n\
+                    {\"question_id\": \"b\", \"timestamp\": 0, \"turns\": [\"x\"]}\n";
+        let rows = parse_rows("t.jsonl", text).unwrap();
+        assert_eq!(rows[0].turns, ["hi"]);
+        assert_eq!(rows[0].timestamp_us, Some(1_500_250));
+        assert_eq!(rows[0].max_output_tokens, Some(7));
+        assert_eq!(
+            (rows[1].timestamp_us, rows[1].max_output_tokens),
+            (Some(0), None)
+        );
+        let err = |line: &str| parse_rows("t.jsonl", line).unwrap_err().to_string();
+        let synthetic = err(r#"{"timestamp": 1, "input_length": 9, "hash_ids": [1]}"#);
+        assert!(
+            synthetic.contains("t.jsonl") && synthetic.contains("`input_length`"),
+            "{synthetic}"
+        );
+        assert!(err(r#"{"text_input": "a", "turns": ["b"]}"#).contains("leave out `turns`"));
+        assert!(err(r#"{"timestamp": -3, "text_input": "a"}"#).contains("`timestamp`"));
+    }
 
     #[test]
     fn both_row_shapes_parse() {

@@ -108,7 +108,7 @@ pub struct Message {
 }
 
 /// One dataset row: an identifier, a category and the turns to send.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
     /// Row identifier (SPEED-Bench `question_id`).
     pub id: String,
@@ -118,6 +118,15 @@ pub struct Conversation {
     pub preamble: Vec<Message>,
     /// The user turns, sent one request each and in order.
     pub turns: Vec<String>,
+    /// A trace's send time for the row, microseconds from the trace's
+    /// zero (AIPerf's `timestamp`, milliseconds in the file), replayed by
+    /// a fixed schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_us: Option<u64>,
+    /// A trace's output length for the row (AIPerf's `output_length`):
+    /// its requests' `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
 }
 
 /// A named list of conversations.

@@ -53,7 +53,11 @@ pub async fn execute(
         valid.target.max_tokens,
         &valid.target.shown_extra_body(),
     ));
-    let dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
+    let mut valid = valid;
+    let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
+    if let Some(window) = valid.trace_window {
+        dataset = window.apply(dataset, &mut valid.load, observer)?;
+    }
     if let Some(line) = recycling(&valid.load, &dataset) {
         observer.warning(&line);
     }

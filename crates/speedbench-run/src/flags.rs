@@ -412,6 +412,16 @@ const LOAD: &[Flag] = &[
         .default("1")
         .value("RATIO")
         .help("Scales the think time's mean and deviation (0: none)."),
+    flag!("fixed-schedule", Switch, |s, v| s.load.fixed_schedule = switch(v)?)
+        .help("Replay the input's rows at their `timestamp`s (milliseconds; AIPerf's trace rows, `text_input` or turns): each row once, in time order, lateness recorded."),
+    flag!("fixed-schedule-auto-offset", Switch, |s, v| s.load.fixed_schedule_auto_offset = switch(v)?)
+        .help("With --fixed-schedule: the first row's timestamp is the start (else timestamps are offsets from it)."),
+    flag!("fixed-schedule-start-offset", One, |s, v| s.load.fixed_schedule_start_offset_ms = Some(parse(v)?))
+        .value("MS")
+        .help("With --fixed-schedule: rows before this trace time are not sent (said), and it is the start."),
+    flag!("fixed-schedule-end-offset", One, |s, v| s.load.fixed_schedule_end_offset_ms = Some(parse(v)?))
+        .value("MS")
+        .help("With --fixed-schedule: rows after this trace time are not sent (said)."),
     flag!("request-cancellation-delay", One, |s, v| s.load.request_cancellation_delay_s = parse(v)?)
         .default("0")
         .value("SECONDS")

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use speedbench_client::{
-    Arrival, Cancellation, Load, RateCurve, RatePoint, RequestRamp, TurnDelay,
+    Arrival, Cancellation, FixedSchedule, Load, RateCurve, RatePoint, RequestRamp, TurnDelay,
 };
 
 use crate::error::RunError;
@@ -206,4 +206,130 @@ pub(crate) fn seconds(field: &str, v: f64) -> Result<Duration, RunError> {
         .ok()
         .filter(|_| v.is_finite())
         .ok_or_else(|| RunError::invalid(field, "must be a non-negative number of seconds"))
+}
+
+/// `--fixed-schedule`'s window over a trace's rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TraceWindow {
+    auto_offset: bool,
+    start_us: Option<u64>,
+    end_us: Option<u64>,
+}
+
+/// The window the spec asks for, checked: offsets only with
+/// `--fixed-schedule`, the auto offset or a start offset, a start not after
+/// the end, and no rate shaping beside a trace's own times.
+pub(crate) fn trace_window(l: &LoadSpec) -> Result<Option<TraceWindow>, RunError> {
+    let offsets = l.fixed_schedule_auto_offset
+        || l.fixed_schedule_start_offset_ms.is_some()
+        || l.fixed_schedule_end_offset_ms.is_some();
+    if !l.fixed_schedule {
+        return match offsets {
+            true => Err(RunError::invalid(
+                "--fixed-schedule-start-offset",
+                "the offsets and --fixed-schedule-auto-offset need --fixed-schedule",
+            )),
+            false => Ok(None),
+        };
+    }
+    let conflicts = [
+        (l.request_rate.is_some(), "--request-rate"),
+        (l.request_rate_series.is_some(), "--request-rate-series"),
+        (
+            l.request_rate_ramp_duration_s.is_some(),
+            "--request-rate-ramp-duration",
+        ),
+        (l.ramp_up_strategy.is_some(), "--ramp-up-strategy"),
+        (l.arrival_smoothness.is_some(), "--arrival-smoothness"),
+    ];
+    if let Some((_, flag)) = conflicts.iter().find(|(set, _)| *set) {
+        return Err(RunError::invalid(
+            *flag,
+            "--fixed-schedule sends each row at its own timestamp: leave the rate out",
+        ));
+    }
+    if l.fixed_schedule_auto_offset && l.fixed_schedule_start_offset_ms.is_some() {
+        return Err(RunError::invalid(
+            "--fixed-schedule-auto-offset",
+            "give it or --fixed-schedule-start-offset, not both (each sets the start)",
+        ));
+    }
+    if let (Some(start), Some(end)) = (
+        l.fixed_schedule_start_offset_ms,
+        l.fixed_schedule_end_offset_ms,
+    ) && start > end
+    {
+        return Err(RunError::invalid(
+            "--fixed-schedule-start-offset",
+            format!("{start} ms is after --fixed-schedule-end-offset {end} ms"),
+        ));
+    }
+    Ok(Some(TraceWindow {
+        auto_offset: l.fixed_schedule_auto_offset,
+        start_us: l.fixed_schedule_start_offset_ms.map(|ms| ms * 1000),
+        end_us: l.fixed_schedule_end_offset_ms.map(|ms| ms * 1000),
+    }))
+}
+
+impl TraceWindow {
+    /// The rows to replay: in time order (a row without a timestamp
+    /// refused by id), those outside the window left out and said; and the
+    /// load set to replay them, each once, its warmup at the trace's mean
+    /// rate.
+    pub(crate) fn apply(
+        self,
+        mut dataset: speedbench_dataset::Dataset,
+        load: &mut Load,
+        observer: &mut dyn crate::observer::Observer,
+    ) -> Result<speedbench_dataset::Dataset, RunError> {
+        let field = "--fixed-schedule";
+        if let Some(row) = dataset
+            .conversations
+            .iter()
+            .find(|c| c.timestamp_us.is_none())
+        {
+            return Err(RunError::invalid(
+                field,
+                format!(
+                    "row {:?} has no `timestamp` (milliseconds) to be sent at",
+                    row.id
+                ),
+            ));
+        }
+        dataset.conversations.sort_by_key(|c| c.timestamp_us);
+        let before = dataset.conversations.len();
+        let at = |c: &speedbench_dataset::Conversation| c.timestamp_us.unwrap_or(0);
+        dataset.conversations.retain(|c| {
+            self.start_us.is_none_or(|s| at(c) >= s) && self.end_us.is_none_or(|e| at(c) <= e)
+        });
+        let kept = dataset.conversations.len();
+        if kept < before {
+            observer.warning(&format!(
+                "fixed schedule: {} of {before} rows lie outside the offsets' window and are not sent",
+                before - kept
+            ));
+        }
+        let (Some(first), Some(last)) =
+            (dataset.conversations.first(), dataset.conversations.last())
+        else {
+            return Err(RunError::invalid(
+                field,
+                "no row lies inside the offsets' window",
+            ));
+        };
+        let zero_us = match (self.auto_offset, self.start_us) {
+            (true, _) => at(first),
+            (false, Some(start)) => start,
+            (false, None) => 0,
+        };
+        let span_s = (at(last) - at(first)) as f64 / 1e6;
+        load.request_rate = Some(if span_s > 0.0 {
+            (kept - 1).max(1) as f64 / span_s
+        } else {
+            kept as f64
+        });
+        load.num_conversations = Some(kept as u64);
+        load.fixed_schedule = Some(FixedSchedule { zero_us });
+        Ok(dataset)
+    }
 }

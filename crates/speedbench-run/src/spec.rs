@@ -272,13 +272,26 @@ pub struct LoadSpec {
     pub session_turn_delay_stddev_ms: f64,
     /// `--session-delay-ratio`: both scaled by it.
     pub session_delay_ratio: f64,
+    /// `--fixed-schedule`: replay the input's rows at their timestamps.
+    pub fixed_schedule: bool,
+    /// `--fixed-schedule-auto-offset`: the first row's timestamp is the
+    /// start.
+    pub fixed_schedule_auto_offset: bool,
+    /// `--fixed-schedule-start-offset`, milliseconds of trace time: rows
+    /// before it are not sent, and it is the start.
+    pub fixed_schedule_start_offset_ms: Option<u64>,
+    /// `--fixed-schedule-end-offset`, milliseconds: rows after it are not
+    /// sent.
+    pub fixed_schedule_end_offset_ms: Option<u64>,
 }
 
 impl LoadSpec {
     /// Whether requests arrive on a schedule (a request rate, a rate
-    /// series or vLLM's ramp) rather than in a closed loop.
+    /// series, vLLM's ramp or a trace's times) rather than in a closed
+    /// loop.
     pub fn open_loop(&self) -> bool {
-        self.request_rate.is_some()
+        self.fixed_schedule
+            || self.request_rate.is_some()
             || self.request_rate_series.is_some()
             || self.ramp_up_strategy.is_some()
     }
@@ -311,6 +324,10 @@ impl Default for LoadSpec {
             session_turn_delay_mean_ms: 0.0,
             session_turn_delay_stddev_ms: 0.0,
             session_delay_ratio: 1.0,
+            fixed_schedule: false,
+            fixed_schedule_auto_offset: false,
+            fixed_schedule_start_offset_ms: None,
+            fixed_schedule_end_offset_ms: None,
         }
     }
 }

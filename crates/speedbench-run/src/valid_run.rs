@@ -37,6 +37,8 @@ pub struct ValidRun {
     /// of the server. Spec adapters added to the run sit here.
     pub(crate) target: Target,
     pub(crate) load: Load,
+    /// `--fixed-schedule`: the trace's window, applied to the rows.
+    pub(crate) trace_window: Option<crate::shaping::TraceWindow>,
     pub(crate) max_error_rate: Option<f64>,
     pub(crate) engine: EngineChoice,
     pub(crate) preflight: bool,

@@ -117,6 +117,7 @@ impl RunSpec {
             gpu_telemetry: crate::valid_run::gpu_scrape(&self.scrape.gpu_telemetry),
             target,
             load,
+            trace_window: crate::shaping::trace_window(&self.load)?,
             max_error_rate: self.load.max_error_rate,
             engine: self.target.engine,
             preflight: self.target.preflight,

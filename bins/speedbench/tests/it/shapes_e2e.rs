@@ -516,3 +516,110 @@ async fn think_time_comes_between_a_reply_and_the_next_turn_only() {
     assert!(records.iter().all(|r| r.is_success()));
     assert_eq!(records.len(), 8);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_is_replayed_at_its_own_times() {
+    // AIPerf's trace rows with text, out of order in the file, one past
+    // the end offset; times from the first row (auto offset).
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rows = [
+        (1_300.0, "third", 1),
+        (1_000.0, "first", 3),
+        (1_050.5, "second", 2),
+        (1_700.0, "fourth", 1),
+        (2_600.0, "too late", 1),
+    ];
+    let text: String = rows
+        .iter()
+        .map(|(t, prompt, out)| {
+            format!("{{\"timestamp\": {t}, \"text_input\": \"{prompt}\", \"output_length\": {out}, \"hash_ids\": [1, 2]}}\n")
+        })
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let out_dir = dir.path().join("run");
+    let url = server.url();
+    let out = run(&[
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--input-file",
+        trace.to_str().unwrap(),
+        "--no-server-metrics",
+        "--fixed-schedule",
+        "--fixed-schedule-auto-offset",
+        "--fixed-schedule-end-offset",
+        "2000",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 of 5 rows lie outside the offsets' window"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    let order: Vec<&str> = truth
+        .arrivals
+        .iter()
+        .map(|a| a.conversation.as_str())
+        .collect();
+    assert_eq!(order, ["first", "second", "third", "fourth"]);
+    assert_on_schedule(&arrival_offsets(&truth), &[0.0, 0.0505, 0.3, 0.7], 0.02);
+    // Each row's output length is its max_tokens: the server cut at it.
+    for r in &truth.requests_log {
+        let want = rows
+            .iter()
+            .find(|(_, p, _)| *p == r.conversation)
+            .unwrap()
+            .2;
+        assert!(r.completion_tokens <= want, "{r:?}");
+    }
+    let records = read_run(&out_dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.is_success()));
+    // How late each send was is said.
+    let said = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        said.contains("schedule: 4 arrivals, lateness p50"),
+        "{said}"
+    );
+
+    // Rows that cannot be replayed are refused before anything is sent.
+    let server = sim(quick()).await;
+    for (row, message) in [
+        (r#"{"text_input": "no time"}"#, "has no `timestamp`"),
+        (
+            r#"{"timestamp": 5, "input_length": 512, "hash_ids": [7]}"#,
+            "`input_length` asks for a prompt",
+        ),
+    ] {
+        std::fs::write(&trace, format!("{row}\n")).unwrap();
+        let url = server.url();
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--input-file",
+            trace.to_str().unwrap(),
+            "--no-server-metrics",
+            "--fixed-schedule",
+            "--output-artifact-dir",
+            dir.path().join("refused").to_str().unwrap(),
+        ])
+        .await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(message),
+            "{row}: {stderr}"
+        );
+    }
+    assert!(server.ground_truth().arrivals.is_empty());
+}

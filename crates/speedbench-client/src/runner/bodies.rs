@@ -38,7 +38,7 @@ impl FirstTurnBodies {
         turn_index: usize,
         history: &[Message],
     ) -> Bytes {
-        let write = || Bytes::from(target.body_json(history));
+        let write = || Bytes::from(target.body_json_capped(history, row.max_output_tokens));
         match self.0.get(row.index) {
             Some(cell) if turn_index == 0 => cell.get_or_init(write).clone(),
             _ => write(),
@@ -62,6 +62,7 @@ mod tests {
                 content: "Be brief.".into(),
             }],
             turns: turns.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
         };
         let dataset = Dataset {
             name: "d".into(),

@@ -86,6 +86,21 @@ pub struct Load {
     /// A user's think time between a reply and the conversation's next
     /// turn (AIPerf's `--session-turn-delay-mean`); `None`: at once.
     pub turn_delay: Option<TurnDelay>,
+    /// Replay a trace: the measured phase starts conversation `k` (dataset
+    /// row `k`, rows in time order, each once) at its row's timestamp less
+    /// this zero, in request-rate mode (`request_rate` then paces only the
+    /// warmup; the trace's mean rate is a fair value). AIPerf's
+    /// `--fixed-schedule`.
+    pub fixed_schedule: Option<FixedSchedule>,
+}
+
+/// A trace replayed at its own times (see [`Load::fixed_schedule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedSchedule {
+    /// The trace time, microseconds, that is the measured phase's start:
+    /// 0 (AIPerf's default: timestamps are offsets from the start), the
+    /// first row's (`--fixed-schedule-auto-offset`) or the start offset.
+    pub zero_us: u64,
 }
 
 /// Think time between turns: normal around `mean` with `stddev`, never
@@ -170,6 +185,7 @@ impl Default for Load {
             concurrency_ramp: None,
             cancellation: None,
             turn_delay: None,
+            fixed_schedule: None,
         }
     }
 }
@@ -339,6 +355,20 @@ impl Load {
         if self.rate_ramp == Some(Duration::ZERO) || self.concurrency_ramp == Some(Duration::ZERO) {
             return bad("a ramp's duration must be positive");
         }
+        if self.fixed_schedule.is_some()
+            && (self.request_ramp.is_some()
+                || self.rate_series.is_some()
+                || self.rate_ramp.is_some())
+        {
+            return bad(
+                "a fixed schedule replays the trace's own times: no rate ramp or series with it",
+            );
+        }
+        if self.fixed_schedule.is_some() && !open {
+            return bad(
+                "a fixed schedule runs in request-rate mode: give the trace's mean rate as the request rate",
+            );
+        }
         if let Some(ramp) = &self.request_ramp {
             ramp.validate()?;
             if self.rate_ramp.is_some() || self.rate_series.is_some() {
@@ -360,6 +390,12 @@ impl Load {
                 "a concurrency ramp with a request rate needs a maximum concurrency to ramp",
             );
         }
+        self.validate_windows()
+    }
+
+    /// The ramps against the duration, and the share cancelled.
+    fn validate_windows(&self) -> Result<(), ClientError> {
+        let bad = |m: &str| Err(ClientError::InvalidLoad(m.into()));
         let longest_ramp = self.rate_ramp.max(self.concurrency_ramp);
         if let (Some(ramp), Some(run)) = (longest_ramp, self.benchmark_duration)
             && ramp > run

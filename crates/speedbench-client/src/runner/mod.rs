@@ -24,7 +24,7 @@ use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
 pub use crate::stop::StopHandle;
 pub use control::Progress;
-pub use load::{Cancellation, Load, TurnDelay};
+pub use load::{Cancellation, FixedSchedule, Load, TurnDelay};
 pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;
 
@@ -386,6 +386,38 @@ pub async fn run_profile(
     close_run(opened, schedule, &stop).await
 }
 
+/// A fixed schedule's rows: each with a timestamp, in time order, each
+/// sent once (no more conversations than rows, no request count cutting a
+/// trace short by surprise).
+fn check_trace(dataset: &Dataset, load: &Load) -> Result<(), ClientError> {
+    let bad = |m: String| Err(ClientError::InvalidLoad(m));
+    let mut last = 0;
+    for c in &dataset.conversations {
+        let Some(t) = c.timestamp_us else {
+            return bad(format!(
+                "a fixed schedule replays each row at its timestamp: row {:?} has none",
+                c.id
+            ));
+        };
+        if t < last {
+            return bad(format!(
+                "a fixed schedule's rows must be in time order: row {:?} ({} ms) comes after a later one",
+                c.id,
+                t as f64 / 1e3
+            ));
+        }
+        last = t;
+    }
+    let rows = dataset.conversations.len() as u64;
+    if load.num_conversations.is_some_and(|n| n > rows) {
+        return bad(format!(
+            "a fixed schedule sends each of its {rows} rows once: it cannot run {} conversations",
+            load.num_conversations.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the run and takes its part: a shard runs its own rows, counts
 /// and concurrency under its own run id within the group the caller's id
 /// names; the load is fitted to the open-file limit.
@@ -394,6 +426,9 @@ fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientErr
         return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
     }
     run.load.validate()?;
+    if run.load.fixed_schedule.is_some() {
+        check_trace(&run.dataset, &run.load)?;
+    }
     if let Some(rate) = run.max_error_rate
         && !(0.0..=1.0).contains(&rate)
     {
@@ -950,6 +985,7 @@ mod tests {
                     category: None,
                     preamble: vec![],
                     turns: vec!["t".into(); n],
+                    ..Default::default()
                 })
                 .collect(),
         }

@@ -220,7 +220,7 @@ fn start_phase(
             }
             None
         }
-        Some(_) => Some(arrival_schedule(load, d, phase.warmup)),
+        Some(_) => Some(arrival_schedule(shared, d, phase.warmup)),
     };
     (arrivals, slots, ramp)
 }
@@ -279,7 +279,8 @@ impl ConcurrencyRamp {
 /// The phase's arrivals: warmup and profiling draw different (but seeded)
 /// schedules; a shard keeps its own arrivals of the shared schedule. vLLM's
 /// ramp over the requests shapes the measured phase only.
-fn arrival_schedule(load: &crate::Load, d: &Dispatcher, warmup: bool) -> ArrivalSchedule {
+fn arrival_schedule(shared: &Shared, d: &Dispatcher, warmup: bool) -> ArrivalSchedule {
+    let load = &shared.run.load;
     let seed = load.random_seed ^ u64::from(warmup);
     // Arrivals start conversations: at most the sessions, and the requests.
     let total = match (d.sessions, d.requests) {
@@ -287,6 +288,9 @@ fn arrival_schedule(load: &crate::Load, d: &Dispatcher, warmup: bool) -> Arrival
         (s, r) => s.or(r),
     };
     let schedule = match (load.request_ramp, total, warmup) {
+        _ if !warmup && load.fixed_schedule.is_some() => {
+            ArrivalSchedule::at_times(trace_times(&shared.run.dataset, load))
+        }
         (Some(ramp), Some(total), false) => {
             ArrivalSchedule::ramping_over_requests(ramp, total, load.arrival, seed)
         }
@@ -297,10 +301,28 @@ fn arrival_schedule(load: &crate::Load, d: &Dispatcher, warmup: bool) -> Arrival
             seed,
         ),
     };
-    match load.shard {
+    // A shard's rows of a trace keep their own times: nothing to thin.
+    match load
+        .shard
+        .filter(|_| warmup || load.fixed_schedule.is_none())
+    {
         Some(shard) => schedule.with_shard(shard),
         None => schedule,
     }
+}
+
+/// A fixed schedule's send times: each row's timestamp less the zero (a
+/// row before the zero at once), rows in order, each once.
+fn trace_times(
+    dataset: &speedbench_dataset::Dataset,
+    load: &crate::Load,
+) -> Vec<std::time::Duration> {
+    let zero = load.fixed_schedule.map_or(0, |f| f.zero_us);
+    dataset
+        .conversations
+        .iter()
+        .map(|c| std::time::Duration::from_micros(c.timestamp_us.unwrap_or(0).saturating_sub(zero)))
+        .collect()
 }
 
 /// Starts the conversation of the next session at an arrival; when it
@@ -380,17 +402,7 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         // A turn cancelled by a stop or the grace period ends the
         // conversation with the run; any other failure skips the rest.
         let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
-        let failure = (failed && !cancelled).then(|| match record.error_kind {
-            Some(ErrorKind::ClientCancelled) => format!(
-                "not sent: turn {} of this conversation was cancelled on purpose (--request-cancellation-rate)",
-                turn_index + 1
-            ),
-            kind => format!(
-                "not sent: turn {} of this conversation failed ({})",
-                turn_index + 1,
-                kind.map_or("error", ErrorKind::as_str)
-            ),
-        });
+        let failure = (failed && !cancelled).then(|| why_the_rest_is_skipped(&record, turn_index));
         send_record(shared, record);
         if let Some(why) = failure {
             // Without the reply there is no honest history for the next
@@ -407,6 +419,21 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
         });
     }
     true
+}
+
+/// Why the turns after a failed turn `turn_index` are not sent.
+fn why_the_rest_is_skipped(record: &RequestRecord, turn_index: usize) -> String {
+    match record.error_kind {
+        Some(ErrorKind::ClientCancelled) => format!(
+            "not sent: turn {} of this conversation was cancelled on purpose (--request-cancellation-rate)",
+            turn_index + 1
+        ),
+        kind => format!(
+            "not sent: turn {} of this conversation failed ({})",
+            turn_index + 1,
+            kind.map_or("error", ErrorKind::as_str)
+        ),
+    }
 }
 
 /// The user's think time before a later turn (`Load::turn_delay`); false

@@ -275,6 +275,7 @@ mod tests {
                 content: "Be brief.".into(),
             }],
             turns: vec!["Hi".into(), "More".into()],
+            ..Default::default()
         };
         // sha256 of [["system","Be brief."],["user","Hi"]] as compact JSON.
         let want = ring::digest::digest(
@@ -299,6 +300,7 @@ mod tests {
             category: None,
             preamble: Vec::new(),
             turns: turns.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
         };
         let dataset = Dataset {
             name: "d".into(),

@@ -97,6 +97,7 @@ async fn rate_mode_runs_the_turns_of_a_conversation_in_order() {
                 category: None,
                 preamble: vec![],
                 turns: vec![format!("[c{i}] one"), "two".into(), "three".into()],
+                ..Default::default()
             })
             .collect(),
     };
@@ -179,6 +180,7 @@ async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation()
         category: Some("qa".into()),
         preamble: Vec::new(),
         turns: turns.iter().map(|t| t.to_string()).collect(),
+        ..Default::default()
     };
     let dataset = Dataset {
         name: "blank".into(),

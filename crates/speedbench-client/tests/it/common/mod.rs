@@ -195,6 +195,7 @@ pub(crate) fn single_turns(n: usize) -> Dataset {
                 category: None,
                 preamble: vec![],
                 turns: vec![format!("[coding {i}] say something")],
+                ..Default::default()
             })
             .collect(),
     }
