@@ -56,7 +56,9 @@ pub(crate) async fn run(args: DemoArgs) -> Result<Outcome, crate::CliError> {
     // The simulator updates its counters synchronously: no need to wait.
     spec.scrape.shutdown_delay_s = 0.0;
     let outcome = match spec.validate() {
-        Ok(valid) => crate::profile::execute(valid, dataset).await,
+        Ok(valid) => {
+            crate::profile::execute(valid, dataset, crate::console::UiType::default()).await
+        }
         Err(e) => Err(e.into()),
     };
     server.shutdown().await;

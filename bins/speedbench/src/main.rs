@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod compare;
 mod console;
+mod dashboard;
 mod datasets;
 mod demo;
 mod kube;

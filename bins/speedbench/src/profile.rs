@@ -6,18 +6,19 @@
 //! [`crate::console::Console`] prints what happens.
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::builder::PossibleValuesParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgGroup, ArgMatches, Args, Command, FromArgMatches};
 use speedbench::process::{EXIT_SIGINT, SignalEvent, stop_on_signals};
-use speedbench_client::{RunStatus, StopHandle};
+use speedbench_client::{LiveSink, RunStatus, StopHandle};
 use speedbench_dataset::Dataset;
 use speedbench_run::flags::{self, Flag, FlagKind};
 use speedbench_run::{RunSpec, ValidRun};
 
-use crate::console::Console;
+use crate::console::{Console, UiType};
 use crate::{CliError, Outcome};
 
 /// Options of `speedbench profile`: a run, or a sweep of runs.
@@ -32,6 +33,8 @@ pub(crate) struct ProfileArgs {
     pub config: Option<PathBuf>,
     /// `--dry-run`: check a sweep, send nothing.
     pub dry_run: bool,
+    /// `--ui-type`: how the run shows itself while it runs.
+    pub ui: UiType,
 }
 
 /// One clap argument of a library flag.
@@ -99,6 +102,20 @@ impl Args for ProfileArgs {
                 .help_heading("Sweeps")
                 .help("With --config: check every variation and print the plan; send nothing."),
         )
+        .arg(
+            Arg::new("ui-type")
+                .long("ui-type")
+                .value_name("UI")
+                .value_parser(PossibleValuesParser::new(UiType::NAMES))
+                .default_value("dashboard")
+                .help(
+                    "How the run shows itself while it runs (stderr; stdout keeps only the \
+                     results): `dashboard`, a live view on a terminal (requests in flight, rate, \
+                     TTFT/ITL percentiles, acceptance per category, errors by kind; the plain \
+                     progress elsewhere); `simple`, the progress bar (a line every 5 s off a \
+                     terminal); `none`.",
+                ),
+        )
         .group(
             ArgGroup::new("dataset_source")
                 .args(["input-file", "public-dataset", "bench", "config"])
@@ -146,6 +163,9 @@ impl FromArgMatches for ProfileArgs {
         let mut args = ProfileArgs {
             config: m.get_one::<PathBuf>("config").cloned(),
             dry_run: m.get_flag("dry-run"),
+            ui: m
+                .get_one::<String>("ui-type")
+                .map_or(UiType::default(), |u| UiType::parse(u)),
             ..ProfileArgs::default()
         };
         apply_matches(&mut args.spec, m, flags::all())?;
@@ -171,15 +191,26 @@ pub(crate) async fn run(args: ProfileArgs) -> Result<Outcome, CliError> {
     // The dataset first, as before the spec existed: a missing file is
     // named before any flag it would have run with.
     let dataset = spec.load_dataset(&mut Console::default()).await?;
-    execute(spec.validate()?, dataset).await
+    execute(spec.validate()?, dataset, args.ui).await
 }
 
 /// Profiles an already loaded dataset (shared with `speedbench demo`); the
 /// first Ctrl-C (or SIGTERM) stops the run, a second exits at once.
-pub(crate) async fn execute(valid: ValidRun, dataset: Dataset) -> Result<Outcome, CliError> {
+pub(crate) async fn execute(
+    valid: ValidRun,
+    dataset: Dataset,
+    ui: UiType,
+) -> Result<Outcome, CliError> {
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), notify_signal);
-    let mut console = Console::default();
+    // The live view's figures come from the run's records as they are
+    // written; only a terminal shows it.
+    let live = (ui == UiType::Dashboard && std::io::stderr().is_terminal()).then(LiveSink::default);
+    let valid = match &live {
+        Some(live) => valid.with_sink(live.clone()),
+        None => valid,
+    };
+    let mut console = Console::showing(ui, live);
     let report = match speedbench_run::execute(valid, dataset, stop, &mut console).await {
         // Stopped before the first request: said as a stop, exit as one.
         Err(e @ speedbench_run::RunError::Stopped { .. }) => {

@@ -94,7 +94,7 @@ pub use runner::{
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use shard::{Shard, StartBarrier};
-pub use sink::{ChannelSink, RecordSink, RecordsHandle, VecSink};
+pub use sink::{ChannelSink, LiveSink, RecordSink, RecordsHandle, VecSink};
 pub use target::{
     ApiKey, ApiKind, BaseUrl, DEFAULT_MAX_RESPONSE_BYTES, HttpClientKind, Target,
     parse_extra_inputs, parse_header,

@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use speedbench_metrics::{LiveFigures, LiveSnapshot};
 use speedbench_record::{RequestRecord, RunManifest};
 
 /// Receives every record of a run, in the order requests finished.
@@ -51,6 +52,46 @@ impl<S: RecordSink + ?Sized> RecordSink for Box<S> {
     }
     fn finish(&mut self, manifest: &RunManifest) -> Result<(), String> {
         (**self).finish(manifest)
+    }
+}
+
+/// Keeps [`LiveFigures`] up to date as records arrive, for a live view of
+/// a long run: clone it, give one clone to the run and read
+/// [`LiveSink::snapshot`] from the other. Its memory does not grow with
+/// the run.
+///
+/// ```
+/// use speedbench_client::{LiveSink, RecordSink};
+/// use speedbench_record::RequestRecord;
+/// let live = LiveSink::default();
+/// let mut fed = live.clone();
+/// fed.record(&RequestRecord { end_unix_ns: 5_000_000_000, ..Default::default() }).unwrap();
+/// assert_eq!(live.snapshot(6_000_000_000).succeeded, 1);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct LiveSink(Arc<Mutex<LiveFigures>>);
+
+impl LiveSink {
+    /// The figures at `now_unix_ns` (see [`LiveFigures::snapshot`]).
+    pub fn snapshot(&self, now_unix_ns: i64) -> LiveSnapshot {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .snapshot(now_unix_ns)
+    }
+}
+
+impl RecordSink for LiveSink {
+    fn name(&self) -> String {
+        "live view".into()
+    }
+
+    fn record(&mut self, record: &RequestRecord) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(record);
+        Ok(())
     }
 }
 

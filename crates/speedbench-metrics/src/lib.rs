@@ -70,6 +70,7 @@ mod boxplot;
 mod decide;
 mod fold;
 mod goodput;
+mod live;
 mod mean;
 mod measured;
 mod predict;
@@ -95,6 +96,7 @@ pub use fold::{
     strip_dataset_prefix,
 };
 pub use goodput::{Goodput, GoodputComparison, Slo, SloAttainment, SloMetric, Slos};
+pub use live::{LiveCategory, LiveFigures, LivePercentiles, LiveSnapshot};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use predict::{

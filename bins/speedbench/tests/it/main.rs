@@ -21,6 +21,7 @@ mod html_e2e;
 mod http_client_e2e;
 mod input_e2e;
 mod kube_e2e;
+mod live_view_e2e;
 mod llama_e2e;
 mod load_e2e;
 mod local_addr_e2e;

@@ -12,6 +12,9 @@ pub struct Progress {
     failed: AtomicU64,
     pub(crate) skipped: AtomicU64,
     warmup_done: AtomicU64,
+    /// Requests (warmup included) handed to the HTTP client and not yet
+    /// finished.
+    in_flight: AtomicU64,
     /// Records handed to the recorder, warmup and skipped turns included.
     pub(crate) produced: AtomicU64,
     last_finished: std::sync::Mutex<Option<Instant>>,
@@ -55,6 +58,16 @@ impl Progress {
     /// around its start barrier; a caller with a wait of its own may too.
     pub fn set_waiting_for_start(&self, waiting: bool) {
         self.waiting_for_start.store(waiting, Ordering::Relaxed);
+    }
+    /// Requests (warmup included) sent and not yet answered or failed.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+    pub(crate) fn sending_one(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn answered_one(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
     /// Warmup requests finished.
     pub fn warmup_done(&self) -> u64 {

@@ -472,7 +472,10 @@ async fn send_turn(
         .cancellation
         .filter(|c| !warmup && c.chooses(load.random_seed, request_index))
         .map(|c| c.delay);
-    match exchange_or_stop(shared, phase, body, cancel_after).await {
+    shared.progress.sending_one();
+    let exchanged = exchange_or_stop(shared, phase, body, cancel_after).await;
+    shared.progress.answered_one();
+    match exchanged {
         Ok(mut ex) => {
             if let Some(body) = ex.raw.take() {
                 send_raw(
