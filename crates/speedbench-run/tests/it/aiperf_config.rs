@@ -380,3 +380,33 @@ fn gamma_phases_ramps_series_and_cancellation_run_unchanged() {
         "{err}"
     );
 }
+
+#[test]
+fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
+    let text = template("multi_turn_conversation");
+    let err = expand("multi_turn_conversation", &text, &[]).unwrap_err();
+    // Three fields in three blocks, each with its line and what to do.
+    assert!(err.contains("3 fields speedbench cannot honour"), "{err}");
+    for needle in [
+        "`endpoint.connection_reuse`",
+        "`datasets[0].type: synthetic`",
+        "`phases.warmup.sessions`",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert_eq!(
+        err.matches("multi_turn_conversation.yaml:").count(),
+        4,
+        "{err}"
+    );
+    // Two unknown keys of one mapping are named together.
+    let text = minimal_with_phase(
+        "    type: concurrency\n    concurrency: 4\n    requests: 8\n    users: 3\n    prefill_concurrency: 2\n",
+    );
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    assert!(
+        err.contains("`phases.profiling.users` (line")
+            && err.contains("`phases.profiling.prefill_concurrency` (line"),
+        "{err}"
+    );
+}

@@ -38,25 +38,65 @@ impl Out<'_> {
 
 /// The flags of one run's `benchmark` block.
 pub(super) fn settings(source: &Source<'_>, benchmark: &Node) -> Result<Vec<Setting>, RunError> {
+    let (settings, refused) = read_benchmark(source, benchmark);
+    match all_refused(refused) {
+        Some(e) => Err(e),
+        None => Ok(settings),
+    }
+}
+
+/// The flags of a `benchmark` block, and every refusal of its fields.
+pub(super) fn read_benchmark(
+    source: &Source<'_>,
+    benchmark: &Node,
+) -> (Vec<Setting>, Vec<RunError>) {
     let fail = |(line, m): Refusal| RunError::invalid(at(source, line), m);
     let mut out = Out {
         source,
         settings: Vec::new(),
     };
+    // Every block is read, so a config is refused for all it holds that
+    // speedbench cannot honour at once, not one field per attempt.
+    let mut refused = Vec::new();
     for (key, value) in benchmark.entries().unwrap_or_default() {
-        match key.name.as_str() {
-            "models" => models(&mut out, key, value)?,
-            "endpoint" => endpoint(&mut out, value)?,
-            "datasets" => datasets(&mut out, key, value)?,
-            "phases" => phases(&mut out, key, value)?,
-            "server_metrics" => server_metrics(&mut out, value)?,
-            "artifacts" => artifacts(&mut out, value)?,
-            "slos" => slos(&mut out, value)?,
-            "gpu_telemetry" => gpu_telemetry(&mut out, value)?,
-            other => return Err(fail(unsupported(key, other, benchmark_why(other)))),
-        }
+        let read = match key.name.as_str() {
+            "models" => models(&mut out, key, value),
+            "endpoint" => endpoint(&mut out, value),
+            "datasets" => datasets(&mut out, key, value),
+            "phases" => phases(&mut out, key, value),
+            "server_metrics" => server_metrics(&mut out, value),
+            "artifacts" => artifacts(&mut out, value),
+            "slos" => slos(&mut out, value),
+            "gpu_telemetry" => gpu_telemetry(&mut out, value),
+            other => Err(fail(unsupported(key, other, benchmark_why(other)))),
+        };
+        refused.extend(read.err());
     }
-    Ok(out.settings)
+    (out.settings, refused)
+}
+
+/// One error for every refusal: the first's field (its file and line),
+/// and each refusal on a line of its own.
+pub(super) fn all_refused(mut refused: Vec<RunError>) -> Option<RunError> {
+    if refused.len() < 2 {
+        return refused.pop();
+    }
+    let count = refused.len();
+    let lines: Vec<String> = refused
+        .into_iter()
+        .map(|e| match e {
+            RunError::Invalid { field, message } => format!("{field}: {message}"),
+            other => other.to_string(),
+        })
+        .collect();
+    let field = lines[0].split(": ").next().unwrap_or_default().to_string();
+    Some(RunError::invalid(
+        field,
+        format!(
+            "{count} fields speedbench cannot honour (each says what to write instead):\n  {}",
+            lines.join("\n  ")
+        ),
+    ))
 }
 
 fn benchmark_why(name: &str) -> &'static str {
@@ -78,12 +118,26 @@ fn only<'n>(
         node.line,
         format!("`{prefix}`: a mapping, not {}", node.kind()),
     ))?;
-    for (key, _) in entries {
-        if !allowed.contains(&key.name.as_str()) {
-            return Err(unsupported(key, &format!("{prefix}.{}", key.name), why));
+    // Every field the mapping holds that speedbench cannot honour, named.
+    let unknown: Vec<&Key> = entries
+        .iter()
+        .map(|(key, _)| key)
+        .filter(|key| !allowed.contains(&key.name.as_str()))
+        .collect();
+    match unknown.as_slice() {
+        [] => Ok(entries),
+        [one] => Err(unsupported(one, &format!("{prefix}.{}", one.name), why)),
+        [first, ..] => {
+            let names: Vec<String> = unknown
+                .iter()
+                .map(|k| format!("`{prefix}.{}` (line {})", k.name, k.line))
+                .collect();
+            Err((
+                first.line,
+                format!("{} are not run by speedbench: {why}", names.join(", ")),
+            ))
         }
     }
-    Ok(entries)
 }
 
 fn invalid(out: &Out<'_>, r: Refusal) -> RunError {

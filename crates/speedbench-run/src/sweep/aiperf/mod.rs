@@ -97,6 +97,15 @@ fn expand_substituted(
         None => Vec::new(),
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
+    // A refused top-level field is named with every refused field of the
+    // benchmark block, in one error.
+    if !top.refused.is_empty() {
+        let mut all: Vec<RunError> = (top.refused.iter())
+            .map(|(l, m)| fail(*l, m.clone()))
+            .collect();
+        all.extend(fields::read_benchmark(source, &base).1);
+        return Err(fields::all_refused(all).unwrap_or_else(|| fail(1, String::new())));
+    }
     // The same cap as a TOML sweep's, checked before anything is expanded.
     let total = dimensions
         .iter()
@@ -149,6 +158,8 @@ struct Top<'a> {
     benchmark: &'a Node,
     sweep: Option<&'a Node>,
     random_seed: Option<&'a Node>,
+    /// Top-level fields speedbench cannot honour.
+    refused: Vec<(usize, String)>,
 }
 
 impl<'a> Top<'a> {
@@ -157,20 +168,22 @@ impl<'a> Top<'a> {
             .entries()
             .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
         let (mut benchmark, mut sweep, mut random_seed) = (None, None, None);
+        let mut refused = Vec::new();
         for (key, value) in entries {
             match key.name.as_str() {
                 "schema_version" => check_schema(value)?,
                 "benchmark" => benchmark = Some(value),
                 "sweep" => sweep = Some(value),
                 "random_seed" => random_seed = Some(value),
-                "multi_run" => check_multi_run(value)?,
-                other => return Err(unsupported(key, other, top_level_why(other))),
+                "multi_run" => refused.extend(check_multi_run(value).err()),
+                other => refused.push(unsupported(key, other, top_level_why(other))),
             }
         }
         Ok(Top {
             benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
             sweep,
             random_seed,
+            refused,
         })
     }
 }
@@ -198,8 +211,9 @@ fn check_multi_run(value: &Node) -> Result<(), (usize, String)> {
             return Err(unsupported(
                 key,
                 &format!("multi_run.{}", key.name),
-                "it runs each variation once (no repeated trials or confidence intervals \
-                 across them); leave it out and run the config again for another trial",
+                "a config's runs run once each; for repeated trials of one run and the \
+                 spread across them, leave it out and give `speedbench profile \
+                 --num-profile-runs N` the run's flags",
             ));
         }
     }
