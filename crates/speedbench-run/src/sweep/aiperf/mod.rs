@@ -97,15 +97,7 @@ fn expand_substituted(
         None => Vec::new(),
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
-    // A refused top-level field is named with every refused field of the
-    // benchmark block, in one error.
-    if !top.refused.is_empty() {
-        let mut all: Vec<RunError> = (top.refused.iter())
-            .map(|(l, m)| fail(*l, m.clone()))
-            .collect();
-        all.extend(fields::read_benchmark(source, &base).1);
-        return Err(fields::all_refused(all).unwrap_or_else(|| fail(1, String::new())));
-    }
+    refuse_top_level(source, &top, &base)?;
     // The same cap as a TOML sweep's, checked before anything is expanded.
     let total = dimensions
         .iter()
@@ -151,6 +143,18 @@ fn expand_substituted(
         report_tokens: Vec::new(),
         env_values: Vec::new(),
     })
+}
+
+/// A refused top-level field, named with every refused field of the
+/// benchmark block in one error.
+fn refuse_top_level(source: &Source<'_>, top: &Top<'_>, base: &Node) -> Result<(), RunError> {
+    let fail = |line: usize, m: &str| RunError::invalid(at(source, line), m);
+    let mut all: Vec<RunError> = top.refused.iter().map(|(l, m)| fail(*l, m)).collect();
+    if all.is_empty() {
+        return Ok(());
+    }
+    all.extend(fields::read_benchmark(source, base).1);
+    Err(fields::all_refused(all).unwrap_or_else(|| fail(1, "refused")))
 }
 
 /// The top level of a config: what speedbench reads of it.
