@@ -31,7 +31,16 @@ async fn profile(
     n: usize,
     extra: &[&str],
 ) -> (std::process::Output, std::path::PathBuf) {
-    let input = rows(dir, n);
+    profile_file(server, dir, &rows(dir, n), extra).await
+}
+
+/// [`profile`] over the rows of `input`.
+async fn profile_file(
+    server: &speedbench_sim::SimServer,
+    dir: &Path,
+    input: &Path,
+    extra: &[&str],
+) -> (std::process::Output, std::path::PathBuf) {
     let out_dir = dir.join("run");
     let url = server.url();
     let mut args = vec![
@@ -478,25 +487,13 @@ async fn think_time_comes_between_a_reply_and_the_next_turn_only() {
         })
         .collect();
     std::fs::write(&input, text).unwrap();
-    let out_dir = dir.path().join("run");
-    let url = server.url();
-    let out = run(&[
-        "profile",
-        "--url",
-        &url,
-        "--model",
-        "m",
-        "--input-file",
-        input.to_str().unwrap(),
-        "--no-server-metrics",
+    let extra = [
         "--session-turn-delay-mean",
         "400",
         "--session-delay-ratio",
         "0.5",
-        "--output-artifact-dir",
-        out_dir.to_str().unwrap(),
-    ])
-    .await;
+    ];
+    let (out, out_dir) = profile_file(&server, dir.path(), &input, &extra).await;
     assert!(out.status.success(), "{out:?}");
     let truth = server.ground_truth();
     assert_eq!(truth.arrivals.len(), 8);
@@ -538,25 +535,13 @@ async fn a_trace_is_replayed_at_its_own_times() {
         })
         .collect();
     std::fs::write(&trace, text).unwrap();
-    let out_dir = dir.path().join("run");
-    let url = server.url();
-    let out = run(&[
-        "profile",
-        "--url",
-        &url,
-        "--model",
-        "m",
-        "--input-file",
-        trace.to_str().unwrap(),
-        "--no-server-metrics",
+    let extra = [
         "--fixed-schedule",
         "--fixed-schedule-auto-offset",
         "--fixed-schedule-end-offset",
         "2000",
-        "--output-artifact-dir",
-        out_dir.to_str().unwrap(),
-    ])
-    .await;
+    ];
+    let (out, out_dir) = profile_file(&server, dir.path(), &trace, &extra).await;
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -600,21 +585,8 @@ async fn a_trace_is_replayed_at_its_own_times() {
         ),
     ] {
         std::fs::write(&trace, format!("{row}\n")).unwrap();
-        let url = server.url();
-        let out = run(&[
-            "profile",
-            "--url",
-            &url,
-            "--model",
-            "m",
-            "--input-file",
-            trace.to_str().unwrap(),
-            "--no-server-metrics",
-            "--fixed-schedule",
-            "--output-artifact-dir",
-            dir.path().join("refused").to_str().unwrap(),
-        ])
-        .await;
+        let refused = tempfile::tempdir().unwrap();
+        let (out, _) = profile_file(&server, refused.path(), &trace, &["--fixed-schedule"]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && stderr.contains(message),
