@@ -170,9 +170,6 @@ fn refuse_top_level(source: &Source<'_>, top: &Top<'_>, base: &Node) -> Result<(
     Err(fields::all_refused(all).unwrap_or_else(|| fail(1, "refused")))
 }
 
-/// One of `multiRun`'s `profile` flags: the flag, its value, the line.
-type Trial = (&'static str, String, usize);
-
 /// The top level of a config: what speedbench reads of it.
 struct Top<'a> {
     benchmark: &'a Node,
@@ -180,7 +177,7 @@ struct Top<'a> {
     random_seed: Option<&'a Node>,
     /// `multiRun` as `profile` flags (flag, value, line): repeated trials of
     /// a config's one run.
-    trials: Vec<Trial>,
+    trials: Vec<(&'static str, String, usize)>,
     /// Top-level fields speedbench cannot honour.
     refused: Vec<(usize, String)>,
 }
@@ -248,7 +245,7 @@ fn check_schema(value: &Node) -> Result<(), (usize, String)> {
 /// confidence level, the warmup in the first run only (unless
 /// `disableWarmupAfterFirst: false`); `setConsistentSeed: false` is
 /// refused (every run sends the same prompts in the same order).
-fn multi_run(value: &Node) -> Result<Vec<Trial>, (usize, String)> {
+fn multi_run(value: &Node) -> Result<Vec<(&'static str, String, usize)>, (usize, String)> {
     let mut flags = Vec::new();
     for (key, v) in value.entries().unwrap_or_default() {
         let text = v.scalar_text().unwrap_or_default();
