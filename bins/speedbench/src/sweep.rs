@@ -47,15 +47,6 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let mut given = args.given.clone();
     given.remove("output-artifact-dir");
     let sweep = Sweep::read(path, &args.spec, &given)?;
-    // An AIPerf config of one run with `multiRun.numRuns: N`: that run,
-    // repeated, in its own directory.
-    if let [run] = sweep.runs()
-        && let Some(spec) = run.spec().filter(|s| s.repeat.num_profile_runs > 1)
-    {
-        let mut spec = spec.clone();
-        spec.outputs.output_artifact_dir = Some(run.dir.clone());
-        return run_repeated(&spec).await;
-    }
     ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
     let sweep = sweep.check().await.map_err(refused)?;

@@ -140,11 +140,7 @@ const REFUSED: [(&str, &str, &str); 6] = [
         "`endpoint.connection_reuse`",
         "connectionReuse:",
     ),
-    (
-        "sweep_distributions",
-        "`multi_run.num_runs: 3` with a `sweep`",
-        "numRuns:",
-    ),
+    ("sweep_distributions", "`multi_run.num_runs`", "numRuns:"),
 ];
 
 #[test]
@@ -411,49 +407,6 @@ fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
     assert!(
         err.contains("`phases.profiling.users` (line")
             && err.contains("`phases.profiling.prefill_concurrency` (line"),
-        "{err}"
-    );
-}
-
-#[test]
-fn multi_run_repeats_a_config_of_one_run_and_is_refused_beside_a_sweep() {
-    let phase = "    type: concurrency\n    concurrency: 2\n    requests: 8\n";
-    let with = |block: &str| format!("{}{block}", minimal_with_phase(phase));
-    let sweep = expand(
-        "minimal",
-        &with("multiRun:\n  numRuns: 3\n  cooldownSeconds: 2.5\n  confidenceLevel: 0.9\n  disableWarmupAfterFirst: false\n  setConsistentSeed: true\n"),
-        &[],
-    )
-    .unwrap();
-    let repeat = &sweep.runs()[0].spec().unwrap().repeat;
-    assert_eq!(
-        (
-            repeat.num_profile_runs,
-            repeat.cooldown_s,
-            repeat.confidence_level,
-            repeat.warmup_every_run
-        ),
-        (3, 2.5, 0.9, true)
-    );
-    // A seed that changes between runs is not what repeated runs do.
-    let err = expand(
-        "minimal",
-        &with("multiRun:\n  numRuns: 2\n  setConsistentSeed: false\n"),
-        &[],
-    )
-    .unwrap_err();
-    assert!(
-        err.contains("`multi_run.set_consistent_seed: false`"),
-        "{err}"
-    );
-    // Beside a sweep: refused at the multiRun line, with what to do.
-    let text = with(
-        "multiRun:\n  numRuns: 2\nsweep:\n  type: grid\n  parameters:\n    concurrency: [1, 2]\n",
-    );
-    let err = expand("minimal", &text, &[]).unwrap_err();
-    let line = line_of(&text, "multiRun:", "numRuns");
-    assert!(
-        err.contains(&format!("minimal.yaml:{line}")) && err.contains("--num-profile-runs N"),
         "{err}"
     );
 }

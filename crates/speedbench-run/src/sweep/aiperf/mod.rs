@@ -115,7 +115,14 @@ fn expand_substituted(
         for (d, value) in dimensions.iter().zip(&chosen) {
             shape::set_path(&mut benchmark, &d.path, value.clone()).map_err(|(l, m)| fail(l, m))?;
         }
-        let settings = run_settings(source, &benchmark, &top)?;
+        let mut settings = fields::settings(source, &benchmark)?;
+        if let Some(seed) = top.random_seed {
+            settings.push(Setting::new(
+                "random-seed",
+                vec![text(seed)],
+                at(source, seed.line),
+            )?);
+        }
         variations.push(variation(
             source,
             index,
@@ -138,26 +145,6 @@ fn expand_substituted(
     })
 }
 
-/// One run's flags: its benchmark block's, the seed and `multiRun`'s.
-fn run_settings(
-    source: &Source<'_>,
-    benchmark: &Node,
-    top: &Top<'_>,
-) -> Result<Vec<Setting>, RunError> {
-    let mut settings = fields::settings(source, benchmark)?;
-    if let Some(seed) = top.random_seed {
-        settings.push(Setting::new(
-            "random-seed",
-            vec![text(seed)],
-            at(source, seed.line),
-        )?);
-    }
-    for (flag, value, line) in &top.trials {
-        settings.push(Setting::new(flag, vec![value.clone()], at(source, *line))?);
-    }
-    Ok(settings)
-}
-
 /// A refused top-level field, named with every refused field of the
 /// benchmark block in one error.
 fn refuse_top_level(source: &Source<'_>, top: &Top<'_>, base: &Node) -> Result<(), RunError> {
@@ -175,9 +162,6 @@ struct Top<'a> {
     benchmark: &'a Node,
     sweep: Option<&'a Node>,
     random_seed: Option<&'a Node>,
-    /// `multiRun` as `profile` flags (flag, value, line): repeated trials of
-    /// a config's one run.
-    trials: Vec<(&'static str, String, usize)>,
     /// Top-level fields speedbench cannot honour.
     refused: Vec<(usize, String)>,
 }
@@ -188,39 +172,21 @@ impl<'a> Top<'a> {
             .entries()
             .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
         let (mut benchmark, mut sweep, mut random_seed) = (None, None, None);
-        let (mut trials, mut refused) = (Vec::new(), Vec::new());
+        let mut refused = Vec::new();
         for (key, value) in entries {
             match key.name.as_str() {
                 "schema_version" => check_schema(value)?,
                 "benchmark" => benchmark = Some(value),
                 "sweep" => sweep = Some(value),
                 "random_seed" => random_seed = Some(value),
-                "multi_run" => match multi_run(value) {
-                    Ok(flags) => trials = flags,
-                    Err(r) => refused.push(r),
-                },
+                "multi_run" => refused.extend(check_multi_run(value).err()),
                 other => refused.push(unsupported(key, other, top_level_why(other))),
             }
-        }
-        if sweep.is_some()
-            && let Some((_, n, line)) = trials
-                .iter()
-                .find(|(flag, n, _)| *flag == "num-profile-runs" && n != "1")
-        {
-            refused.push((
-                *line,
-                format!(
-                    "`multi_run.num_runs: {n}` with a `sweep`: repeated trials are of one run \
-                     (`speedbench profile --num-profile-runs N`); run each variation so, or \
-                     leave `multiRun` out"
-                ),
-            ));
         }
         Ok(Top {
             benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
             sweep,
             random_seed,
-            trials,
             refused,
         })
     }
@@ -240,41 +206,22 @@ fn check_schema(value: &Node) -> Result<(), (usize, String)> {
     }
 }
 
-/// `multiRun` as `profile --num-profile-runs` and its options: the same
-/// run N times (1 to 10) with a cooldown between runs, the interval's
-/// confidence level, the warmup in the first run only (unless
-/// `disableWarmupAfterFirst: false`); `setConsistentSeed: false` is
-/// refused (every run sends the same prompts in the same order).
-fn multi_run(value: &Node) -> Result<Vec<(&'static str, String, usize)>, (usize, String)> {
-    let mut flags = Vec::new();
+/// `multiRun` with one run (AIPerf's default) is a plain run; repeated
+/// trials are not (yet) something speedbench does.
+fn check_multi_run(value: &Node) -> Result<(), (usize, String)> {
     for (key, v) in value.entries().unwrap_or_default() {
-        let text = v.scalar_text().unwrap_or_default();
-        let flag = match (key.name.as_str(), &v.value) {
-            ("num_runs", _) => "num-profile-runs",
-            ("cooldown_seconds", _) => "profile-run-cooldown-seconds",
-            ("confidence_level", _) => "confidence-level",
-            ("disable_warmup_after_first", Value::Bool(false)) => {
-                flags.push((
-                    "no-profile-run-disable-warmup-after-first",
-                    "true".into(),
-                    key.line,
-                ));
-                continue;
-            }
-            ("disable_warmup_after_first" | "set_consistent_seed", Value::Bool(true)) => continue,
-            (name, _) => {
-                return Err(unsupported(
-                    key,
-                    &format!("multi_run.{name}: {text}"),
-                    "repeated runs send the same prompts in the same order with the same \
-                     seed, and take `numRuns`, `cooldownSeconds`, `confidenceLevel` and \
-                     `disableWarmupAfterFirst`",
-                ));
-            }
-        };
-        flags.push((flag, text, v.line));
+        let one = matches!(v.value, Value::Int(1));
+        if key.name != "num_runs" || !one {
+            return Err(unsupported(
+                key,
+                &format!("multi_run.{}", key.name),
+                "a config's runs run once each; for repeated trials of one run and the \
+                 spread across them, leave it out and give `speedbench profile \
+                 --num-profile-runs N` the run's flags",
+            ));
+        }
     }
-    Ok(flags)
+    Ok(())
 }
 
 fn top_level_why(name: &str) -> &'static str {
