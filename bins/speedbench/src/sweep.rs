@@ -47,6 +47,16 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let mut given = args.given.clone();
     given.remove("output-artifact-dir");
     let sweep = Sweep::read(path, &args.spec, &given)?;
+    // An AIPerf config of one run with `multiRun.numRuns: N`: that run,
+    // repeated, in its own directory, as `--num-profile-runs N`.
+    if let ([run], Some(trials)) = (sweep.runs(), sweep.trials())
+        && let Some(spec) = run.spec()
+    {
+        let mut spec = spec.clone();
+        spec.repeat = trials.clone();
+        spec.outputs.output_artifact_dir = Some(run.dir.clone());
+        return run_repeated(&spec).await;
+    }
     ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
     let sweep = sweep.check().await.map_err(refused)?;

@@ -258,3 +258,53 @@ async fn env_values_are_named_not_shown_and_tags_are_refused() {
         "{err}"
     );
 }
+
+/// A config of one run with `multiRun.numRuns: 2` runs it twice, as
+/// `profile --num-profile-runs 2` does: two run directories, the figures
+/// across them, and the simulator served every request of both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_run_repeats_the_run_of_a_config() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
+    let config = dir.path().join("trials.yaml");
+    std::fs::write(
+        &config,
+        "schemaVersion: \"2.0\"\nmultiRun:\n  numRuns: 2\n  cooldownSeconds: 0\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    type: concurrency\n    concurrency: 2\n    requests: 6\n  artifacts:\n    dir: ./artifacts/trials\n",
+    )
+    .unwrap();
+    let url = server.url();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--config",
+            config.to_str().unwrap(),
+            "--url",
+            &url,
+            "--server-metrics-shutdown-delay",
+            "0",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parent = dir.path().join("artifacts/trials");
+    for run in ["run_0001", "run_0002"] {
+        let records = read_run(&parent.join("profile_runs").join(run))
+            .unwrap()
+            .records;
+        assert_eq!(records.len(), 6, "{run}");
+        assert!(
+            records
+                .iter()
+                .all(|r| r.is_success() && r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns))
+        );
+    }
+    assert!(parent.join("aggregate.json").is_file());
+    assert_eq!(server.ground_truth().requests, 12);
+}

@@ -161,6 +161,7 @@ impl Sweep {
             runs,
             report_tokens: Vec::new(),
             cooldown: std::time::Duration::ZERO,
+            trials: None,
         }
     }
 }

@@ -283,6 +283,9 @@ pub(crate) struct Expanded {
     /// the reference (`${VAR}`): it may be a secret, so a message or a
     /// printed flag names the variable instead.
     pub env_values: Vec<(String, String)>,
+    /// An AIPerf config's `multiRun` of more than one trial: its one run
+    /// repeated so.
+    pub trials: Option<crate::RepeatSpec>,
 }
 
 /// Where a table's key sends it.
@@ -540,6 +543,7 @@ pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expa
         parent,
         report_tokens,
         env_values: Vec::new(),
+        trials: None,
     })
 }
 

@@ -83,6 +83,8 @@ pub struct Sweep {
     report_tokens: Vec<String>,
     /// A pause before every run but the first ([`Sweep::with_cooldown`]).
     cooldown: std::time::Duration,
+    /// An AIPerf config's `multiRun`: its one run, repeated ([`Sweep::trials`]).
+    trials: Option<crate::RepeatSpec>,
 }
 
 impl Sweep {
@@ -132,7 +134,17 @@ impl Sweep {
             runs,
             report_tokens: expanded.report_tokens,
             cooldown: std::time::Duration::ZERO,
+            trials: expanded.trials,
         })
+    }
+
+    /// An AIPerf config's `multiRun` of more than one trial (`numRuns`,
+    /// `cooldownSeconds`, `confidenceLevel`, `disableWarmupAfterFirst`):
+    /// the sweep's one run is to be repeated so (see
+    /// [`crate::repeat::repetitions`]). `None` for every other sweep, whose
+    /// runs each run once.
+    pub fn trials(&self) -> Option<&crate::RepeatSpec> {
+        self.trials.as_ref()
     }
 
     /// The sweep file; `None` for a sweep built in code.

@@ -140,7 +140,11 @@ const REFUSED: [(&str, &str, &str); 6] = [
         "`endpoint.connection_reuse`",
         "connectionReuse:",
     ),
-    ("sweep_distributions", "`multi_run.num_runs`", "numRuns:"),
+    (
+        "sweep_distributions",
+        "`multi_run.num_runs: 3` with a `sweep`",
+        "multiRun:",
+    ),
 ];
 
 #[test]
@@ -407,6 +411,60 @@ fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
     assert!(
         err.contains("`phases.profiling.users` (line")
             && err.contains("`phases.profiling.prefill_concurrency` (line"),
+        "{err}"
+    );
+}
+
+#[test]
+fn multi_run_repeats_a_config_of_one_run_and_is_refused_beside_a_sweep() {
+    let phase = "    type: concurrency\n    concurrency: 2\n    requests: 8\n";
+    let with = |block: &str| format!("{}{block}", minimal_with_phase(phase));
+    let sweep = expand(
+        "minimal",
+        &with("multiRun:\n  numRuns: 3\n  cooldownSeconds: 2.5\n  confidenceLevel: 0.9\n  disableWarmupAfterFirst: false\n  setConsistentSeed: true\n"),
+        &[],
+    )
+    .unwrap();
+    let trials = sweep.trials().expect("three trials");
+    assert_eq!(
+        (
+            trials.num_profile_runs,
+            trials.cooldown_s,
+            trials.confidence_level,
+            trials.warmup_every_run
+        ),
+        (3, 2.5, 0.9, true)
+    );
+    // The run itself is a plain one; one trial is no repetition.
+    assert_eq!(sweep.runs()[0].spec().unwrap().repeat.num_profile_runs, 1);
+    let one = expand("minimal", &with("multiRun:\n  numRuns: 1\n"), &[]).unwrap();
+    assert!(one.trials().is_none());
+    // A seed that changes between runs is not what repeated runs do.
+    let err = expand(
+        "minimal",
+        &with("multiRun:\n  numRuns: 2\n  setConsistentSeed: false\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("`multi_run.set_consistent_seed: false`"),
+        "{err}"
+    );
+    let err = expand("minimal", &with("multiRun:\n  numRuns: 11\n"), &[]).unwrap_err();
+    assert!(err.contains("1 to 10"), "{err}");
+    // Beside a sweep: refused at the multiRun line, with what to do.
+    let text = with(
+        "multiRun:\n  numRuns: 2\nsweep:\n  type: grid\n  parameters:\n    concurrency: [1, 2]\n",
+    );
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("multiRun:"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("minimal.yaml:{line}"))
+            && err.contains("`multi_run.num_runs: 2` with a `sweep`"),
         "{err}"
     );
 }

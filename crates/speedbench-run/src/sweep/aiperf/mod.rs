@@ -142,6 +142,7 @@ fn expand_substituted(
         parent,
         report_tokens: Vec::new(),
         env_values: Vec::new(),
+        trials: top.trials,
     })
 }
 
@@ -162,6 +163,8 @@ struct Top<'a> {
     benchmark: &'a Node,
     sweep: Option<&'a Node>,
     random_seed: Option<&'a Node>,
+    /// `multiRun` of more than one trial: the one run repeated so.
+    trials: Option<crate::RepeatSpec>,
     /// Top-level fields speedbench cannot honour.
     refused: Vec<(usize, String)>,
 }
@@ -172,21 +175,36 @@ impl<'a> Top<'a> {
             .entries()
             .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
         let (mut benchmark, mut sweep, mut random_seed) = (None, None, None);
-        let mut refused = Vec::new();
+        let (mut trials, mut refused) = (None, Vec::new());
         for (key, value) in entries {
             match key.name.as_str() {
                 "schema_version" => check_schema(value)?,
                 "benchmark" => benchmark = Some(value),
                 "sweep" => sweep = Some(value),
                 "random_seed" => random_seed = Some(value),
-                "multi_run" => refused.extend(check_multi_run(value).err()),
+                "multi_run" => match multi_run(value) {
+                    Ok(repeat) => trials = repeat,
+                    Err(r) => refused.push(r),
+                },
                 other => refused.push(unsupported(key, other, top_level_why(other))),
             }
+        }
+        if let (Some(_), Some(repeat)) = (sweep, &trials) {
+            let line = value_line(entries, "multi_run");
+            refused.push((
+                line,
+                format!(
+                    "`multi_run.num_runs: {}` with a `sweep`: repeated trials are of a config \
+                     of one run; leave `multiRun` out, or the `sweep` (one config per value)",
+                    repeat.num_profile_runs
+                ),
+            ));
         }
         Ok(Top {
             benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
             sweep,
             random_seed,
+            trials,
             refused,
         })
     }
@@ -206,22 +224,56 @@ fn check_schema(value: &Node) -> Result<(), (usize, String)> {
     }
 }
 
-/// `multiRun` with one run (AIPerf's default) is a plain run; repeated
-/// trials are not (yet) something speedbench does.
-fn check_multi_run(value: &Node) -> Result<(), (usize, String)> {
+/// The line of `name`'s value among `entries` (1 when absent).
+fn value_line(entries: &[(Key, Node)], name: &str) -> usize {
+    entries
+        .iter()
+        .find(|(k, _)| k.name == name)
+        .map_or(1, |(k, _)| k.line)
+}
+
+/// `multiRun`: `numRuns` (1 to 10: one is a plain run), `cooldownSeconds`,
+/// `confidenceLevel` and `disableWarmupAfterFirst`, as `profile
+/// --num-profile-runs` repeats a run; `setConsistentSeed: false` is
+/// refused (every run sends the same prompts in the same order).
+fn multi_run(value: &Node) -> Result<Option<crate::RepeatSpec>, (usize, String)> {
+    let mut repeat = crate::RepeatSpec::default();
     for (key, v) in value.entries().unwrap_or_default() {
-        let one = matches!(v.value, Value::Int(1));
-        if key.name != "num_runs" || !one {
-            return Err(unsupported(
+        let number = match &v.value {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        };
+        let bad = |what: &str| {
+            unsupported(
                 key,
-                &format!("multi_run.{}", key.name),
-                "a config's runs run once each; for repeated trials of one run and the \
-                 spread across them, leave it out and give `speedbench profile \
-                 --num-profile-runs N` the run's flags",
-            ));
+                &format!(
+                    "multi_run.{}: {}",
+                    key.name,
+                    v.scalar_text().unwrap_or_default()
+                ),
+                what,
+            )
+        };
+        match (key.name.as_str(), number, &v.value) {
+            ("num_runs", Some(n), _) if (1.0..=10.0).contains(&n) && n.fract() == 0.0 => {
+                repeat.num_profile_runs = n as usize;
+            }
+            ("num_runs", ..) => return Err(bad("repeated runs are 1 to 10 (AIPerf's bound)")),
+            ("cooldown_seconds", Some(s), _) if s >= 0.0 => repeat.cooldown_s = s,
+            ("confidence_level", Some(c), _) if c > 0.0 && c < 1.0 => repeat.confidence_level = c,
+            ("disable_warmup_after_first", _, Value::Bool(b)) => repeat.warmup_every_run = !b,
+            ("set_consistent_seed", _, Value::Bool(true)) => {}
+            _ => {
+                return Err(bad(
+                    "repeated runs send the same prompts in the same order with the same seed, \
+                     and take `numRuns` (1-10), `cooldownSeconds` (0 or more), \
+                     `confidenceLevel` (between 0 and 1) and `disableWarmupAfterFirst`",
+                ));
+            }
         }
     }
-    Ok(())
+    Ok((repeat.num_profile_runs > 1).then_some(repeat))
 }
 
 fn top_level_why(name: &str) -> &'static str {
