@@ -30,32 +30,49 @@ fn tmux_present(test: &str) -> bool {
     false
 }
 
-/// A tmux session of its own, killed when dropped.
+/// A tmux server of its own (its own socket, `tmux -L`) holding one
+/// session, killed when dropped. Tests run in parallel: two `tmux
+/// new-session` calls racing to start the one default server can fail
+/// ("server exited unexpectedly"), so no two tests share a server.
 struct Session(String);
 
 impl Session {
     /// Runs `command` (a shell line) in a new 120×40 pane.
     fn start(name: &str, command: &str) -> Session {
-        let status = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                name,
-                "-x",
-                "120",
-                "-y",
-                "40",
-                command,
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        Session(name.to_string())
+        let session = Session(name.to_string());
+        // Starting tmux is the harness, not the product: a start that
+        // fails is tried again (three times in all), each failure kept.
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let out = session
+                .tmux()
+                .args(["new-session", "-d", "-s", name, "-x", "120", "-y", "40"])
+                .arg(command)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return session;
+            }
+            failures.push(format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        panic!("tmux new-session failed: {failures:?}");
+    }
+
+    /// A tmux command on this session's own server.
+    fn tmux(&self) -> Command {
+        let mut tmux = Command::new("tmux");
+        tmux.args(["-L", &self.0]);
+        tmux
     }
 
     fn pane(&self) -> String {
-        let out = Command::new("tmux")
+        let out = self
+            .tmux()
             .args(["capture-pane", "-p", "-t", &self.0])
             .output()
             .unwrap();
@@ -79,7 +96,7 @@ impl Session {
     }
 
     fn keys(&self, keys: &str) {
-        Command::new("tmux")
+        self.tmux()
             .args(["send-keys", "-t", &self.0, keys])
             .status()
             .unwrap();
@@ -88,9 +105,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .status();
+        let _ = self.tmux().arg("kill-server").status();
     }
 }
 
