@@ -101,6 +101,13 @@ stop_server
 echo "== baseline run (--spec-type none)"
 start_server "$OUT/server-base.log" --spec-type none
 profile "$OUT/base"
+# Synthetic prompts of exactly 48 tokens by llama-server's own /tokenize
+# (completions, so no chat template is added), outputs forced to 16.
+echo "== synthetic prompts: --isl 48 --osl 16, counted by llama-server's /tokenize"
+"$SPEEDBENCH" profile --url "127.0.0.1:$PORT" --model smollm2 --isl 48 --osl 16 \
+    --num-dataset-entries 4 --request-count 4 --endpoint-type completions --streaming \
+    --concurrency 1 --extra-inputs temperature:0 cache_prompt:false --timeout 300 \
+    --output-artifact-dir "$OUT/synthetic"
 stop_server
 
 # llama.cpp's speed_bench.py workflow, one command per run: non-streaming

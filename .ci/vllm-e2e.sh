@@ -114,6 +114,15 @@ stop_server
 echo "== the same server without speculation"
 start_server "$OUT/server-base.log"
 profile "$OUT/base-chat-stream-c1" --streaming --concurrency 1
+# Synthetic prompts of exactly 48 tokens by vLLM's own /tokenize
+# (completions: no chat template), outputs forced to 16 (ignore_eos).
+snapshot "$OUT/synthetic.before.prom"
+"$SPEEDBENCH" profile --url "127.0.0.1:$PORT" --model smollm2-135m --isl 48 --osl 16 \
+    --num-dataset-entries 4 --request-count 4 --endpoint-type completions --streaming \
+    --concurrency 2 --extra-inputs temperature:0 --timeout 300 --no-preflight \
+    --server-metrics-shutdown-delay 0 --output-artifact-dir "$OUT/synthetic"
+sleep 1
+snapshot "$OUT/synthetic.after.prom"
 stop_server
 
 "$SPEEDBENCH" compare --baseline "$OUT/base-chat-stream-c1" --speculative "$OUT/chat-stream-c1" | tee "$OUT/compare.stdout"

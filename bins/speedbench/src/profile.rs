@@ -118,7 +118,7 @@ impl Args for ProfileArgs {
         )
         .group(
             ArgGroup::new("dataset_source")
-                .args(["input-file", "public-dataset", "bench", "config"])
+                .args(["input-file", "public-dataset", "bench", "isl", "config"])
                 .required(true)
                 .multiple(false),
         )

@@ -113,6 +113,10 @@ pub enum ClientError {
         /// TLS, closed).
         failure: Option<speedbench_http::ConnectFailure>,
     },
+    /// Synthetic prompts could not be built as asked (a bad length, or a
+    /// length the tokenizer cannot cut text to).
+    #[error("synthetic prompts: {0}")]
+    Synthesis(String),
     /// An export level that is none of `summary`, `records` and `raw`.
     #[error("unknown export level {0:?}: use summary, records or raw")]
     UnknownExportLevel(String),

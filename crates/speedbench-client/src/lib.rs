@@ -64,6 +64,7 @@ mod sink;
 pub mod spec;
 pub mod sse;
 mod stop;
+pub mod synthetic;
 mod target;
 mod typed_chunk;
 

@@ -657,13 +657,52 @@ pub async fn post_empty(
     let fut = async {
         let uri = parse_uri(url)?;
         let req = empty_body(Request::post(uri.clone()), url)?;
-        let resp = client
-            .request(req)
-            .await
-            .map_err(|e| connect_error(&uri, Box::new(e)))?;
-        read_capped(resp, &uri, max_body).await
+        send_buffered(client, req, &uri, max_body).await
     };
     within(url, timeout, fut).await
+}
+
+/// POSTs the JSON `body` to `url` with `headers` (no redirect followed)
+/// and returns the status and at most `max_body` bytes of the answer, all
+/// within `timeout`: for a server's utility endpoints (`/tokenize`).
+pub async fn post_json(
+    client: &HttpClient,
+    url: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    body: Vec<u8>,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Buffered, HttpError> {
+    let fut = async {
+        let uri = parse_uri(url)?;
+        let mut req =
+            Request::post(uri.clone()).header(hyper::header::CONTENT_TYPE, "application/json");
+        for (n, v) in headers {
+            req = req.header(n, v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| HttpError::InvalidUrl {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        send_buffered(client, req, &uri, max_body).await
+    };
+    within(url, timeout, fut).await
+}
+
+/// Sends `req` and buffers at most `max_body` bytes of its answer.
+async fn send_buffered(
+    client: &HttpClient,
+    req: Request<Full<Bytes>>,
+    uri: &hyper::Uri,
+    max_body: usize,
+) -> Result<Buffered, HttpError> {
+    let resp = client
+        .request(req)
+        .await
+        .map_err(|e| connect_error(uri, Box::new(e)))?;
+    read_capped(resp, uri, max_body).await
 }
 
 fn parse_uri(url: &str) -> Result<hyper::Uri, HttpError> {

@@ -90,6 +90,7 @@ impl DatasetSpec {
                 .map_or("input".into(), |s| s.to_string_lossy().into_owned()),
             Some(DatasetSource::PublicDataset(name)) => name.clone(),
             Some(DatasetSource::Bench(config)) => format!("speed_bench_{config}"),
+            Some(DatasetSource::Synthetic) => "synthetic".into(),
             None => "run".into(),
         }
     }
@@ -104,10 +105,13 @@ impl RunSpec {
             return Dataset::from_jsonl_file(path)
                 .map_err(|e| dataset_error("loading the input file", e));
         }
+        if d.source == Some(DatasetSource::Synthetic) {
+            return self.synthetic_dataset(observer).await;
+        }
         let Some(name) = d.public_name()? else {
             return Err(RunError::invalid(
                 "profile",
-                "give exactly one of --input-file, --public-dataset and --bench",
+                "give exactly one of --input-file, --public-dataset, --bench and --isl",
             ));
         };
         let loaded = load_public_dataset(&name, &d.load_options())

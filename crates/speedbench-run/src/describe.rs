@@ -31,7 +31,17 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         Some(DatasetSource::Bench(b)) => Some(b.clone()),
         _ => None,
     };
-    json!({
+    let synthetic = (d.source == Some(DatasetSource::Synthetic)).then(|| {
+        json!({
+            "isl": d.synthetic.isl,
+            "isl_stddev": d.synthetic.isl_stddev,
+            "osl": spec.sampling.osl,
+            "osl_stddev": d.synthetic.osl_stddev,
+            "entries": d.synthetic.entries,
+            "tokens_counted_by": "the server's /tokenize",
+        })
+    });
+    let mut config = json!({
         "url": target.base_url.to_string(),
         "endpoint_type": t.endpoint_type.name(),
         "streaming": t.streaming,
@@ -51,7 +61,11 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
         "api_key_set": target.api_key.is_some(),
         "client": client_config(spec),
-    })
+    });
+    if let Some(synthetic) = synthetic {
+        config["synthetic"] = synthetic;
+    }
+    config
 }
 
 /// `run.json`'s `config.client`: the connection, load-shape and scrape

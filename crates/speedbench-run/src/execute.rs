@@ -170,7 +170,7 @@ fn run_dir(
 
 /// The model named (validation put it on the target), or the one the
 /// server serves.
-async fn served_model(target: &Target) -> Result<String, RunError> {
+pub(crate) async fn served_model(target: &Target) -> Result<String, RunError> {
     if !target.model.is_empty() {
         return Ok(target.model.clone());
     }

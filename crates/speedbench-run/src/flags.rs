@@ -193,6 +193,7 @@ fn source(spec: &mut RunSpec, new: DatasetSource) -> Result<(), String> {
         DatasetSource::InputFile(_) => "--input-file",
         DatasetSource::PublicDataset(_) => "--public-dataset",
         DatasetSource::Bench(_) => "--bench",
+        DatasetSource::Synthetic => "--isl",
     };
     match &spec.dataset.source {
         Some(old) if name(old) != name(&new) => Err(format!(
@@ -296,8 +297,14 @@ const TARGET: &[Flag] = &[
         .env("SPEEDBENCH_NO_PREFLIGHT")
         .help("Skip the preflight: one small request before the run, to check that the server reports acceptance per request and say what to change when it does not (`SPEEDBENCH_NO_PREFLIGHT=true` too, e.g. for every run of a script)."),
     flag!("osl", One, |s, v| s.sampling.osl = Some(parse(v)?))
+        .aliases(&["output-tokens-mean"])
         .value("OSL")
-        .help("Output length cap, sent as `max_tokens`."),
+        .help("Output length cap, sent as `max_tokens`. With `--isl`, the output length itself: each request asks for exactly it (`ignore_eos`), drawn per prompt with `--osl-stddev`."),
+    flag!("osl-stddev", One, |s, v| s.dataset.synthetic.osl_stddev = parse(v)?)
+        .aliases(&["output-tokens-stddev"])
+        .value("TOKENS")
+        .default("0")
+        .help("With `--isl` and `--osl`: the output lengths' standard deviation (normal, rounded, at least 1)."),
     flag!("extra-inputs", Many, |s, v| s.sampling.extra_inputs.push(v.to_string()))
         .value("EXTRA_INPUTS")
         .help("Extra request fields: `key:value` pairs or JSON objects (e.g. `temperature:0`)."),
@@ -318,6 +325,22 @@ const DATASET: &[Flag] = &[
     .value("CONFIG")
     .possible(&SPEED_BENCH_CONFIGS)
     .help("A whole SPEED-Bench config, as llama.cpp's speed_bench.py names it: shorthand for `--public-dataset speed_bench_CONFIG` (the same cache, resolution and `--dataset-cache`). In speed_bench.py's vocabulary, speed_bench.py's defaults apply to the flags not given: --url localhost:8080, --osl 4096, --extra-inputs '{\"temperature\":0}', --timeout 600."),
+    flag!("isl", One, |s, v| {
+        source(s, DatasetSource::Synthetic)?;
+        s.dataset.synthetic.isl = Some(parse(v)?)
+    })
+    .aliases(&["synthetic-input-tokens-mean"])
+    .value("TOKENS")
+    .help("Synthetic prompts of this many tokens (AIPerf's `--isl`), cut from a fixed corpus and counted by the server's own `/tokenize` (vLLM, SGLang, llama.cpp); with `--osl`, outputs of exactly that length."),
+    flag!("isl-stddev", One, |s, v| s.dataset.synthetic.isl_stddev = parse(v)?)
+        .aliases(&["synthetic-input-tokens-stddev"])
+        .value("TOKENS")
+        .default("0")
+        .help("With `--isl`: the prompt lengths' standard deviation (normal, rounded, at least 1)."),
+    flag!("num-dataset-entries", One, |s, v| s.dataset.synthetic.entries = parse(v)?)
+        .value("N")
+        .default("100")
+        .help("With `--isl`: how many distinct prompts are built (requests past them reuse them in order)."),
     flag!("dataset-cache", One, |s, v| s.dataset.dataset_cache = Some(v.into()))
         .value("DIR")
         .help("Dataset cache (default `.cache/speedbench/datasets`), or a bundle from `cargo xtask prestage` (its checksums are verified)."),

@@ -69,6 +69,7 @@ mod staging;
 mod staging;
 mod store_types;
 pub mod sweep;
+mod synthetic;
 pub mod text;
 pub mod tune;
 mod valid_run;
@@ -83,7 +84,7 @@ pub use finished::{RunReport, RunResults, ShownPaths};
 pub use observer::{EngineSource, Observer, Silent};
 pub use spec::{
     DatasetSource, DatasetSpec, EngineChoice, FigureSpec, LoadSpec, OutputSpec, RepeatSpec,
-    RunSpec, SamplingSpec, ScrapeSpec, Secret, ShardSpec, TargetSpec,
+    RunSpec, SamplingSpec, ScrapeSpec, Secret, ShardSpec, SyntheticSpec, TargetSpec,
 };
 /// An error with every cause its message does not already quote, on one
 /// line (as the command line prints errors).

@@ -190,6 +190,36 @@ pub enum DatasetSource {
     PublicDataset(String),
     /// `--bench`: a SPEED-Bench config (`--public-dataset speed_bench_CONFIG`).
     Bench(String),
+    /// `--isl`: prompts built to a token length ([`DatasetSpec::synthetic`]).
+    Synthetic,
+}
+
+/// `--isl` and its company: prompts of a known token length, counted by
+/// the server's own tokenizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SyntheticSpec {
+    /// `--isl`: the prompts' mean length, tokens.
+    pub isl: Option<u32>,
+    /// `--isl-stddev`: its standard deviation, tokens.
+    pub isl_stddev: f64,
+    /// `--osl-stddev`: the output lengths' standard deviation around
+    /// `--osl`, tokens.
+    pub osl_stddev: f64,
+    /// `--num-dataset-entries`: how many prompts.
+    pub entries: usize,
+}
+
+impl Default for SyntheticSpec {
+    fn default() -> SyntheticSpec {
+        SyntheticSpec {
+            isl: None,
+            isl_stddev: 0.0,
+            osl_stddev: 0.0,
+            entries: 100,
+        }
+    }
 }
 
 /// The rows sent, and how they are narrowed.
@@ -212,6 +242,8 @@ pub struct DatasetSpec {
     pub category: Vec<String>,
     /// `--limit`: at most N rows of each category.
     pub limit: Option<NonZeroUsize>,
+    /// `--isl` and its company.
+    pub synthetic: SyntheticSpec,
 }
 
 /// How many requests, at what concurrency or rate.

@@ -75,6 +75,7 @@ impl RunSpec {
 
     fn check(&self, place: Where) -> Result<ValidRun, RunError> {
         self.check_pairs()?;
+        self.synthetic_prompts()?;
         if self.repeat.num_profile_runs > 1 {
             return Err(RunError::invalid(
                 "--num-profile-runs",
@@ -155,6 +156,17 @@ impl RunSpec {
         })
     }
 
+    /// `--extra-inputs`, with `ignore_eos` where synthetic prompts force
+    /// their output length.
+    fn extra_body(&self) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
+        let mut body = parse_extra_inputs(&self.sampling.extra_inputs)
+            .map_err(|e| hinted("--extra-inputs", e))?;
+        if self.forces_output_length(&body) {
+            body.insert("ignore_eos".into(), true.into());
+        }
+        Ok(body)
+    }
+
     fn request_target(&self, base_url: BaseUrl, place: Where) -> Result<Target, RunError> {
         let t = &self.target;
         let ca_files = match place {
@@ -190,8 +202,7 @@ impl RunSpec {
         target.api = t.endpoint_type;
         target.streaming = t.streaming;
         target.max_tokens = self.sampling.osl;
-        target.extra_body = parse_extra_inputs(&self.sampling.extra_inputs)
-            .map_err(|e| hinted("--extra-inputs", e))?;
+        target.extra_body = self.extra_body()?;
         target.api_key = t
             .api_key
             .as_ref()

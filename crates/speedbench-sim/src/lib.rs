@@ -17,6 +17,12 @@
 //!   (Prometheus text 0.0.4: `vllm:spec_decode_*` counters, token and request
 //!   counters, `vllm:num_requests_running`; plus `llamacpp:spec_decode_*` for the
 //!   llama.cpp flavours). Unknown paths give a 404 JSON error.
+//! - `POST /tokenize` and `POST /detokenize` (every flavour but TensorRT-LLM,
+//!   whose `trtllm-serve` has none), in the flavour's engine's shape: vLLM's
+//!   and SGLang's `{prompt}`, llama.cpp's `{content}`, answering `tokens`;
+//!   the text back as `prompt`, `text` (SGLang) or `content` (llama.cpp).
+//!   Its tokens are the words it counts as prompt tokens, numbered as first
+//!   seen.
 //! - `GET /debug/requests`: `{"requests": [...]}`, the ground truth's
 //!   per-request log ([`RequestTruth`] as JSON), for checking a client that
 //!   runs in another process (for example its TTFT against the moment the
@@ -121,6 +127,7 @@ mod precise_timer;
 mod respond;
 mod seed;
 mod server;
+mod tokenize;
 mod wire;
 
 use std::net::SocketAddr;

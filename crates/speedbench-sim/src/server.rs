@@ -61,6 +61,8 @@ struct Shared {
     content_sends: Mutex<Vec<ContentSend>>,
     /// Connections accepted, by the client's (source) address.
     peers: Mutex<BTreeMap<IpAddr, u64>>,
+    /// The words `/tokenize` has numbered.
+    vocab: Mutex<crate::tokenize::Vocab>,
 }
 
 /// Where to find when a recorded request's first content actually left.
@@ -451,6 +453,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         "/metrics",
         "/debug/requests",
         "/reset_prefix_cache",
+        "/tokenize",
+        "/detokenize",
     ];
     let flavor = shared.config.flavor;
     if let Some(resp) = engine_route(&shared, &method, &path) {
@@ -477,6 +481,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
         // vLLM's: the simulator keeps no cache, so there is nothing to
         // empty, but a tune asks before each run and says what answered.
         (&Method::POST, "/reset_prefix_cache") => Response::new(SimBody::Full(None)),
+        (&Method::POST, "/tokenize" | "/detokenize") if crate::tokenize::served(flavor) => {
+            tokenizer_route(&shared, &path, req).await
+        }
         (_, p) if known.contains(&p) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "invalid_request_error",
@@ -487,6 +494,29 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<SimBody
             "not_found_error",
             &format!("no route for {method} {p}"),
         ),
+    }
+}
+
+/// `/tokenize` or `/detokenize` in the flavour's engine's shape.
+async fn tokenizer_route(shared: &Shared, path: &str, req: Request<Incoming>) -> Response<SimBody> {
+    let body = match read_body(req).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    let flavor = shared.config.flavor;
+    let answer = serde_json::from_slice::<Value>(&body)
+        .map_err(|e| format!("the body is not JSON: {e}"))
+        .and_then(|body| {
+            let mut vocab = shared.vocab.lock().unwrap_or_else(|e| e.into_inner());
+            if path == "/tokenize" {
+                crate::tokenize::tokenize(&mut vocab, flavor, &body)
+            } else {
+                crate::tokenize::detokenize(&vocab, flavor, &body)
+            }
+        });
+    match answer {
+        Ok(answer) => json_response(StatusCode::OK, &answer),
+        Err(msg) => error_response(StatusCode::BAD_REQUEST, "invalid_request_error", &msg),
     }
 }
 
@@ -808,6 +838,7 @@ impl SimServer {
             iteration_reads: Mutex::new((0, GroundTruth::default())),
             content_sends: Mutex::new(Vec::new()),
             peers: Mutex::new(BTreeMap::new()),
+            vocab: Mutex::default(),
         });
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), rx));

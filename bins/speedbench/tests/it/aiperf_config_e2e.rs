@@ -308,3 +308,42 @@ async fn multi_run_repeats_the_run_of_a_config() {
     assert!(parent.join("aggregate.json").is_file());
     assert_eq!(server.ground_truth().requests, 12);
 }
+
+/// AIPerf's `minimal` template, unchanged (synthetic prompts of 512 tokens
+/// asking for 128, 100 of them at concurrency 8), against the simulator
+/// named by `--url`: every prompt the simulator read is 512 of its tokens,
+/// every answer 128, and the run says how its prompts were counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_minimal_template_runs_its_synthetic_prompts_unchanged() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let template = configs().join("minimal.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--url", &server.url(), "--no-server-metrics"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let run_dir = dir.path().join("artifacts/minimal");
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 100);
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), 100);
+    for t in &truth.requests_log {
+        assert_eq!((t.prompt_tokens, t.completion_tokens), (512, 128));
+        assert_eq!(t.conversation.split_whitespace().count(), 512);
+    }
+    let config = &run_json(&run_dir)["config"];
+    assert_eq!(config["synthetic"]["entries"], 100);
+    assert_eq!(
+        config["synthetic"]["tokens_counted_by"],
+        "the server's /tokenize"
+    );
+    assert_eq!(config["concurrency"], 8);
+}

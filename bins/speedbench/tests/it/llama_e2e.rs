@@ -476,3 +476,27 @@ async fn a_tune_of_the_real_server_checks_out() {
     };
     crate::tune_e2e::check_real_tune(&dir.join("tune"));
 }
+
+/// `--isl 48 --osl 16` over completions: llama-server's own count of every
+/// prompt (its usage) is the 48 tokens its `/tokenize` counted plus the
+/// same special tokens on each (a BOS where the model adds one), and it
+/// generated exactly 16 tokens for each (`ignore_eos`).
+#[test]
+fn synthetic_prompts_have_their_length_by_llama_servers_own_count() {
+    let Some(dir) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_LLAMA_E2E is not set (run .ci/llama-server-e2e.sh)");
+        return;
+    };
+    let records = records(&dir.join("synthetic"));
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(RequestRecord::is_success));
+    let prompts: Vec<u64> = records.iter().map(|r| r.prompt_tokens.unwrap()).collect();
+    assert!(
+        prompts
+            .iter()
+            .all(|&p| p == prompts[0] && (48..=49).contains(&p)),
+        "{prompts:?}"
+    );
+    let outputs: Vec<Option<u64>> = records.iter().map(|r| r.completion_tokens).collect();
+    assert!(outputs.iter().all(|&n| n == Some(16)), "{outputs:?}");
+}

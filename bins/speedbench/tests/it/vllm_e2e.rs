@@ -63,6 +63,7 @@ struct CounterDelta {
     accepted_by_position: Vec<u64>,
     successes: u64,
     generated_tokens: u64,
+    prompt_tokens: u64,
 }
 
 impl CounterDelta {
@@ -88,6 +89,7 @@ impl CounterDelta {
                 .collect(),
             successes: delta("vllm:request_success_total", &[]),
             generated_tokens: delta("vllm:generation_tokens_total", &[]),
+            prompt_tokens: delta("vllm:prompt_tokens_total", &[]),
         }
     }
 }
@@ -260,6 +262,33 @@ fn vllm_runs_check_out_against_its_counters() {
     if differing > 0 {
         assert!(compare.contains("first difference at byte"), "{compare}");
     }
+}
+
+/// `--isl 48 --osl 16` over completions: vLLM's own count of every prompt
+/// is the 48 tokens its `/tokenize` counted plus the same special tokens on
+/// each (a BOS where its tokenizer adds one), and it generated 16 tokens
+/// for each, by its counters as by its usage.
+#[test]
+fn synthetic_prompts_have_their_length_by_vllms_own_count() {
+    let Some(root) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_VLLM_E2E is not set (run .ci/vllm-e2e.sh)");
+        return;
+    };
+    let records = read_run(&root.join("synthetic")).unwrap().records;
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(RequestRecord::is_success));
+    let prompts: Vec<u64> = records.iter().map(|r| r.prompt_tokens.unwrap()).collect();
+    assert!(
+        prompts
+            .iter()
+            .all(|&p| p == prompts[0] && (48..=49).contains(&p)),
+        "{prompts:?}"
+    );
+    assert!(records.iter().all(|r| r.completion_tokens == Some(16)));
+    let server = CounterDelta::of(&root, "synthetic");
+    assert_eq!(server.prompt_tokens, prompts.iter().sum::<u64>());
+    assert_eq!(server.generated_tokens, 4 * 16);
+    assert_eq!(server.successes, 4);
 }
 
 #[test]

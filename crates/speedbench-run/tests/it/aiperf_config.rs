@@ -112,29 +112,9 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
     );
 }
 
-/// Each general template, as shipped, refused at its first field without a
-/// counterpart: (template, the field as named, the line's text).
-const REFUSED: [(&str, &str, &str); 6] = [
-    (
-        "minimal",
-        "`datasets[0].type: synthetic`",
-        "type: synthetic",
-    ),
-    (
-        "warmup_profiling",
-        "`datasets[0].type: synthetic`",
-        "type: synthetic",
-    ),
-    (
-        "latency_test",
-        "`datasets[0].type: synthetic`",
-        "type: synthetic",
-    ),
-    (
-        "goodput_slo",
-        "`datasets[0].type: synthetic`",
-        "type: synthetic",
-    ),
+/// Each general template, as shipped, that is still refused at a field
+/// without a counterpart: (template, the field as named, the line's text).
+const REFUSED: [(&str, &str, &str); 2] = [
     (
         "multi_turn_conversation",
         "`endpoint.connection_reuse`",
@@ -146,6 +126,45 @@ const REFUSED: [(&str, &str, &str); 6] = [
         "multiRun:",
     ),
 ];
+
+/// The templates of synthetic prompts that expand as shipped: their
+/// lengths as `--isl/--isl-stddev/--osl/--osl-stddev`, their entries as
+/// `--num-dataset-entries` (AIPerf's `isl: 512` and `isl: {mean, stddev}`,
+/// under `prompts` or beside it).
+#[test]
+fn synthetic_templates_expand_as_shipped() {
+    let cases = [
+        ("minimal", (512, 0.0), (128, 0.0), 100),
+        ("latency_test", (256, 50.0), (128, 25.0), 3000),
+        ("goodput_slo", (512, 100.0), (256, 50.0), 5000),
+        ("warmup_profiling", (550, 50.0), (150, 25.0), 5000),
+    ];
+    for (name, isl, osl, entries) in cases {
+        let sweep = expand(name, &template(name), &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let spec = sweep.runs()[0].spec().unwrap();
+        let d = &spec.dataset;
+        assert_eq!(
+            d.source,
+            Some(speedbench_run::DatasetSource::Synthetic),
+            "{name}"
+        );
+        assert_eq!(
+            (d.synthetic.isl, d.synthetic.isl_stddev),
+            (Some(isl.0), isl.1),
+            "{name}"
+        );
+        assert_eq!(
+            (spec.sampling.osl, d.synthetic.osl_stddev),
+            (Some(osl.0), osl.1),
+            "{name}"
+        );
+        assert_eq!(d.synthetic.entries, entries, "{name}");
+    }
+    // A length speedbench cannot draw is refused by name and line.
+    let text = template("minimal").replace("isl: 512", "isl: {mean: 512, median: 400}");
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    assert!(err.contains("`datasets[0].prompts.isl.median`"), "{err}");
+}
 
 #[test]
 fn every_general_template_is_refused_by_field_and_line() {
@@ -393,7 +412,7 @@ fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
     assert!(err.contains("3 fields speedbench cannot honour"), "{err}");
     for needle in [
         "`endpoint.connection_reuse`",
-        "`datasets[0].type: synthetic`",
+        "`datasets[0].turns`",
         "`phases.warmup.sessions`",
     ] {
         assert!(err.contains(needle), "{needle}: {err}");

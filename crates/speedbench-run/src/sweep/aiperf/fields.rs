@@ -315,11 +315,11 @@ fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
     match kind.as_deref() {
         Some("file") => file_dataset(out, dataset),
         Some("public") => public_dataset(out, dataset),
+        Some("synthetic") | None => synthetic_dataset(out, dataset),
         _ => {
             let k = dataset.key("type").unwrap_or(key);
-            let why = "it sends real prompts, not synthetic ones: replace the dataset with a \
-                       `type: file` one (a JSONL of prompts, e.g. SPEED-Bench's qualitative.jsonl \
-                       with `format: speed_bench_<category>`) or a `type: public` one";
+            let why = "it sends a file's prompts, a public dataset's or synthetic ones of a \
+                       token length: give `type: file`, `type: public` or `type: synthetic`";
             Err(invalid(
                 out,
                 unsupported(
@@ -333,6 +333,66 @@ fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
             ))
         }
     }
+}
+
+/// `type: synthetic`: prompts of `isl` tokens asking for `osl` (each a
+/// number or `{mean, stddev}`, under `prompts` or beside it), `entries` of
+/// them: `--isl`, `--isl-stddev`, `--osl`, `--osl-stddev`,
+/// `--num-dataset-entries`.
+fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let why = "speedbench builds single-turn synthetic prompts of a normal length \
+               (`isl`, `osl`: a number or `{mean, stddev}`) counted by the server's /tokenize";
+    let mut allowed = vec!["name", "type", "entries", "prompts", "isl", "osl"];
+    if sampling_ok(node) {
+        allowed.push("sampling");
+    }
+    only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
+    let prompts = node.get("prompts");
+    if let Some(p) = prompts {
+        only(p, "datasets[0].prompts", &["isl", "osl"], why).map_err(|r| invalid(out, r))?;
+    }
+    let length_of = |name: &str| prompts.and_then(|p| p.get(name)).or(node.get(name));
+    let isl = length_of("isl").ok_or_else(|| {
+        invalid(
+            out,
+            (
+                node.line,
+                "datasets[0]: a synthetic dataset needs `prompts.isl`".into(),
+            ),
+        )
+    })?;
+    token_length(out, isl, ("isl", "isl-stddev"))?;
+    if let Some(osl) = length_of("osl") {
+        token_length(out, osl, ("osl", "osl-stddev"))?;
+    }
+    if let Some(entries) = node.get("entries") {
+        out.one("num-dataset-entries", entries)?;
+    }
+    Ok(())
+}
+
+/// A synthetic length: a number (AIPerf's `{value}` too) or `{mean,
+/// stddev}`, as the `(mean, stddev)` flags.
+fn token_length(out: &mut Out<'_>, node: &Node, flags: (&str, &str)) -> Result<(), RunError> {
+    let whole = |n: &Node| match n.value {
+        Value::Float(f) if f.fract() == 0.0 && f >= 0.0 => Some(format!("{f:.0}")),
+        _ => n.scalar_text(),
+    };
+    if node.entries().is_none() {
+        return out.set(flags.0, vec![whole(node).unwrap_or_default()], node.line);
+    }
+    let prefix = format!("datasets[0].prompts.{}", flags.0);
+    let why = "a length is a number or `{mean, stddev}` (normal), rounded to whole tokens";
+    only(node, &prefix, &["mean", "stddev", "value"], why).map_err(|r| invalid(out, r))?;
+    let mean = node
+        .get("mean")
+        .or(node.get("value"))
+        .ok_or_else(|| invalid(out, (node.line, format!("`{prefix}` needs `mean`"))))?;
+    out.set(flags.0, vec![whole(mean).unwrap_or_default()], mean.line)?;
+    if let Some(stddev) = node.get("stddev") {
+        out.one(flags.1, stddev)?;
+    }
+    Ok(())
 }
 
 /// AIPerf's `sampling: sequential` is how speedbench walks rows.

@@ -1,0 +1,174 @@
+//! Synthetic prompts of a known token length (`--isl/--osl`), counted by
+//! the server's own `/tokenize` in each engine's shape, checked against
+//! the simulator's own log: the prompts it was sent and the lengths it
+//! counted and generated. A server without `/tokenize` is refused before
+//! any request.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use speedbench_sim::{SimConfig, SpecFlavor};
+
+/// Runs `profile --isl ...` against `server`; its output and directory.
+async fn synthetic_profile(
+    server: &speedbench_sim::SimServer,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Output, std::path::PathBuf) {
+    let out_dir = dir.join("run");
+    let url = server.url();
+    let mut args = vec![
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--no-server-metrics",
+        "--streaming",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    (run(&args).await, out_dir)
+}
+
+fn mean_and_sd(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_outputs_have_their_drawn_lengths_by_the_servers_count() {
+    for flavor in [SpecFlavor::Vllm, SpecFlavor::LlamaCpp, SpecFlavor::Sglang] {
+        let server = sim(SimConfig::speed_bench_demo().with_flavor(flavor)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (out, run_dir) = synthetic_profile(
+            &server,
+            dir.path(),
+            &[
+                "--isl",
+                "60",
+                "--isl-stddev",
+                "15",
+                "--osl",
+                "12",
+                "--osl-stddev",
+                "3",
+                "--num-dataset-entries",
+                "40",
+                "--request-count",
+                "80",
+                "--concurrency",
+                "4",
+            ],
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{flavor:?}: {stderr}");
+        assert!(
+            stderr.contains("building 40 synthetic prompts of 60 tokens"),
+            "{stderr}"
+        );
+        let records = read_run(&run_dir).unwrap().records;
+        let truth = server.ground_truth();
+        assert_eq!(records.len(), 80, "{flavor:?}");
+        assert_eq!(truth.requests_log.len(), 80, "{flavor:?}");
+        // Every prompt the server read counts, by its own count, what the
+        // text holds; each of the 40 prompts was sent twice and asked for
+        // the same output length both times, all of which were generated.
+        let mut by_prompt: BTreeMap<&str, Vec<(u32, u32)>> = BTreeMap::new();
+        for t in &truth.requests_log {
+            assert_eq!(
+                t.prompt_tokens as usize,
+                t.conversation.split_whitespace().count()
+            );
+            assert!(
+                t.truncated,
+                "{flavor:?}: an output not forced to its length"
+            );
+            by_prompt
+                .entry(&t.conversation)
+                .or_default()
+                .push((t.prompt_tokens, t.completion_tokens));
+        }
+        assert_eq!(by_prompt.len(), 40, "{flavor:?}");
+        assert!(by_prompt.values().all(|v| v.len() == 2 && v[0] == v[1]));
+        let inputs: Vec<f64> = by_prompt.values().map(|v| f64::from(v[0].0)).collect();
+        let outputs: Vec<f64> = by_prompt.values().map(|v| f64::from(v[0].1)).collect();
+        let (isl, isl_sd) = mean_and_sd(&inputs);
+        let (osl, osl_sd) = mean_and_sd(&outputs);
+        assert!(
+            (isl - 60.0).abs() < 7.0 && (isl_sd - 15.0).abs() < 6.0,
+            "{isl} ± {isl_sd}"
+        );
+        assert!(
+            (osl - 12.0).abs() < 1.6 && (osl_sd - 3.0).abs() < 1.5,
+            "{osl} ± {osl_sd}"
+        );
+        // The records carry the server's counts.
+        let served: u64 = truth
+            .requests_log
+            .iter()
+            .map(|t| u64::from(t.prompt_tokens))
+            .sum();
+        let recorded: u64 = records.iter().filter_map(|r| r.prompt_tokens).sum();
+        assert_eq!(recorded, served, "{flavor:?}");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+        let synthetic = &manifest["config"]["synthetic"];
+        assert_eq!(synthetic["isl"], 60);
+        assert_eq!(synthetic["entries"], 40);
+        assert_eq!(manifest["config"]["extra_inputs"]["ignore_eos"], true);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_tokenize_is_refused_before_any_request() {
+    let server = sim(SimConfig::speed_bench_demo().with_flavor(SpecFlavor::TrtLlm)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = synthetic_profile(&server, dir.path(), &["--isl", "20", "--osl", "5"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("/tokenize"), "{stderr}");
+    assert!(server.ground_truth().requests_log.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_synthetic_flags_are_refused_before_anything_is_sent() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--isl", "0"], "--isl"),
+        (&["--isl", "10", "--isl-stddev=-1"], "standard deviation"),
+        (
+            &["--isl", "10", "--osl-stddev", "4"],
+            "--osl-stddev: needs --osl",
+        ),
+        (
+            &["--isl", "10", "--num-dataset-entries", "0"],
+            "at least one",
+        ),
+    ];
+    for (flags, says) in cases {
+        let (out, _) = synthetic_profile(&server, dir.path(), flags).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+    }
+    let input = dir.path().join("rows.jsonl");
+    std::fs::write(&input, "{\"question_id\": \"q\", \"turns\": [\"hi\"]}\n").unwrap();
+    let (out, _) = synthetic_profile(
+        &server,
+        dir.path(),
+        &["--input-file", input.to_str().unwrap(), "--isl-stddev", "3"],
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--isl-stddev: shapes synthetic prompts")
+    );
+    assert!(server.ground_truth().requests_log.is_empty());
+}

@@ -1,0 +1,261 @@
+//! Synthetic prompts of a known token length (AIPerf's `--isl/--osl`,
+//! `vllm bench serve --dataset-name random`'s shape), so that published
+//! fixed-length numbers can be reproduced.
+//!
+//! The text is cut from a corpus of Shakespeare's sonnets (public domain;
+//! AIPerf samples the same text) by token: the corpus is tokenized once by
+//! the server's own tokenizer ([`ServerTokenizer`]) or another
+//! [`TokenCodec`], a prompt of `L` tokens is `L` corpus tokens from a
+//! seeded offset (wrapping at the end), decoded, and tokenized again to
+//! check: where decoding merged or split tokens at the cut, tokens are
+//! dropped or added until the text is exactly `L` tokens, as vLLM's
+//! `gen_prompt_decode_to_target_len` does. A prompt that never comes out
+//! exact is an error naming the entry, never a prompt of another length.
+//!
+//! ```
+//! use speedbench_client::synthetic::{SyntheticPrompts, TokenLength, WordCodec};
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let spec = SyntheticPrompts::new(3, TokenLength::fixed(5)).with_output(TokenLength::fixed(7));
+//! let built = spec.build(&WordCodec::default()).await?;
+//! assert_eq!(built.input_tokens, vec![5, 5, 5]);
+//! let first = &built.dataset.conversations[0];
+//! assert_eq!(first.turns[0].split_whitespace().count(), 5);
+//! assert_eq!(first.max_output_tokens, Some(7));
+//! # Ok::<(), speedbench_client::ClientError>(())
+//! # }).unwrap();
+//! ```
+
+mod server;
+mod word;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use speedbench_dataset::{Conversation, Dataset};
+use speedbench_metrics::SplitMix64;
+
+use crate::error::ClientError;
+use crate::schedule::standard_normal;
+
+pub use server::ServerTokenizer;
+pub use word::WordCodec;
+
+/// The corpus prompts are cut from: the first ~1,000 lines of
+/// Shakespeare's sonnets.
+pub const CORPUS: &str = include_str!("sonnets.txt");
+
+/// How many times a prompt's tokens are adjusted before it is an error.
+const MAX_ADJUSTMENTS: usize = 8;
+
+/// A tokenizer's answer, boxed so [`TokenCodec`] stays object-safe.
+pub type TokenFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientError>> + Send + 'a>>;
+
+/// Text to token ids and back: the server's tokenizer
+/// ([`ServerTokenizer`]), a local one, or a test's.
+pub trait TokenCodec: Send + Sync {
+    /// What counted the tokens, kept in the run's files (e.g. `server
+    /// /tokenize at http://host:8000`).
+    fn describe(&self) -> String;
+    /// The token ids of `text`, without special tokens (no BOS).
+    fn encode<'a>(&'a self, text: &'a str) -> TokenFuture<'a, Vec<u32>>;
+    /// The text of `tokens`.
+    fn decode<'a>(&'a self, tokens: &'a [u32]) -> TokenFuture<'a, String>;
+}
+
+/// A length drawn per entry: normal around `mean` with `stddev`, rounded,
+/// at least 1 (AIPerf's `--isl`/`--isl-stddev`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenLength {
+    /// The mean, in tokens (at least 1).
+    pub mean: u32,
+    /// The standard deviation, in tokens (0 for every entry at `mean`).
+    pub stddev: f64,
+}
+
+impl TokenLength {
+    /// Every entry exactly `mean` tokens.
+    pub fn fixed(mean: u32) -> TokenLength {
+        TokenLength { mean, stddev: 0.0 }
+    }
+
+    /// Normal around `mean` with `stddev`.
+    pub fn normal(mean: u32, stddev: f64) -> TokenLength {
+        TokenLength { mean, stddev }
+    }
+
+    /// One draw: `round(mean + stddev·z)`, at least 1.
+    fn draw(&self, rng: &mut SplitMix64) -> u32 {
+        if self.stddev <= 0.0 {
+            return self.mean.max(1);
+        }
+        let x = f64::from(self.mean) + self.stddev * standard_normal(rng);
+        // `as` saturates: a draw past u32::MAX is u32::MAX.
+        (x.round().max(1.0)) as u32
+    }
+
+    fn check(&self, what: &str) -> Result<(), ClientError> {
+        if self.mean == 0 || !self.stddev.is_finite() || self.stddev < 0.0 {
+            return Err(ClientError::Synthesis(format!(
+                "{what}: the mean must be at least 1 token and the standard deviation finite \
+                 and not negative (got mean {}, stddev {})",
+                self.mean, self.stddev
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What to build: `entries` single-turn prompts of [`TokenLength`]
+/// `input` tokens, each asking for `output` tokens when given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticPrompts {
+    /// How many prompts (AIPerf's `--num-dataset-entries`).
+    pub entries: usize,
+    /// Each prompt's length.
+    pub input: TokenLength,
+    /// Each prompt's output length (its requests' `max_tokens`), when set.
+    pub output: Option<TokenLength>,
+    /// The seed of the lengths and the corpus offsets.
+    pub seed: u64,
+}
+
+/// The prompts built, with what the tokenizer counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticDataset {
+    /// One single-turn conversation per entry, ids `synthetic-0`, ...
+    pub dataset: Dataset,
+    /// Each entry's prompt length in tokens, as the tokenizer counted it.
+    pub input_tokens: Vec<u32>,
+    /// What counted them ([`TokenCodec::describe`]).
+    pub tokenizer: String,
+}
+
+impl SyntheticPrompts {
+    /// `entries` prompts of `input` tokens, seed 0, no output length.
+    pub fn new(entries: usize, input: TokenLength) -> SyntheticPrompts {
+        SyntheticPrompts {
+            entries,
+            input,
+            output: None,
+            seed: 0,
+        }
+    }
+
+    /// Each prompt asks for `output` tokens.
+    pub fn with_output(mut self, output: TokenLength) -> Self {
+        self.output = Some(output);
+        self
+    }
+
+    /// The seed of the lengths and offsets.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Checks the lengths: a mean of at least 1, a finite standard
+    /// deviation not below 0, at least one entry.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.entries == 0 {
+            return Err(ClientError::Synthesis(
+                "at least one synthetic entry is needed".into(),
+            ));
+        }
+        self.input.check("the input length (--isl)")?;
+        if let Some(output) = &self.output {
+            output.check("the output length (--osl)")?;
+        }
+        Ok(())
+    }
+
+    /// Builds the prompts with `codec`: the corpus tokenized once, then
+    /// each prompt cut, decoded and counted again (two calls of `codec`
+    /// per adjustment).
+    pub async fn build(&self, codec: &dyn TokenCodec) -> Result<SyntheticDataset, ClientError> {
+        self.validate()?;
+        let corpus = codec.encode(CORPUS).await?;
+        if corpus.is_empty() {
+            return Err(ClientError::Synthesis(format!(
+                "{} gave no tokens for the corpus",
+                codec.describe()
+            )));
+        }
+        let mut rng = SplitMix64::new(self.seed ^ 0x5359_4E54_4845_5449); // "SYNTHETI"
+        let mut conversations = Vec::with_capacity(self.entries);
+        let mut input_tokens = Vec::with_capacity(self.entries);
+        for entry in 0..self.entries {
+            let wanted = self.input.draw(&mut rng);
+            let start = rng.below(corpus.len() as u64) as usize;
+            let max_output_tokens = self.output.map(|o| o.draw(&mut rng));
+            let text = exact_prompt(codec, &corpus, start, wanted)
+                .await
+                .map_err(|why| {
+                    ClientError::Synthesis(format!(
+                        "entry {entry}: {why} (tokens counted by {})",
+                        codec.describe()
+                    ))
+                })?;
+            input_tokens.push(wanted);
+            conversations.push(Conversation {
+                id: format!("synthetic-{entry}"),
+                turns: vec![text],
+                max_output_tokens,
+                ..Conversation::default()
+            });
+        }
+        Ok(SyntheticDataset {
+            dataset: Dataset {
+                name: "synthetic".into(),
+                conversations,
+            },
+            input_tokens,
+            tokenizer: codec.describe(),
+        })
+    }
+}
+
+/// `wanted` tokens of `corpus` from `start` (wrapping), decoded, adjusted
+/// until the text counts exactly `wanted` tokens; the error says what it
+/// counted instead.
+async fn exact_prompt(
+    codec: &dyn TokenCodec,
+    corpus: &[u32],
+    start: usize,
+    wanted: u32,
+) -> Result<String, String> {
+    let wanted = wanted as usize;
+    let mut next = start;
+    let mut take = |n: usize, into: &mut Vec<u32>| {
+        for _ in 0..n {
+            into.push(corpus[next % corpus.len()]);
+            next += 1;
+        }
+    };
+    let mut ids = Vec::with_capacity(wanted);
+    take(wanted, &mut ids);
+    let mut counted = Vec::new();
+    for _ in 0..MAX_ADJUSTMENTS {
+        let text = codec.decode(&ids).await.map_err(|e| e.to_string())?;
+        let n = codec.encode(&text).await.map_err(|e| e.to_string())?.len();
+        counted.push(n);
+        if n == wanted {
+            return Ok(text);
+        }
+        if n > wanted {
+            let drop = (n - wanted).min(ids.len().saturating_sub(1));
+            if drop == 0 {
+                break;
+            }
+            ids.truncate(ids.len() - drop);
+        } else {
+            take(wanted - n, &mut ids);
+        }
+    }
+    Err(format!(
+        "no text of exactly {wanted} tokens could be cut from the corpus (the tokenizer \
+         counted {counted:?} after each adjustment)"
+    ))
+}
+
+#[cfg(test)]
+mod tests;

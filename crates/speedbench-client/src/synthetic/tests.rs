@@ -1,0 +1,138 @@
+use super::*;
+
+/// Words as tokens, except that decoding glues every 4th id to the word
+/// before it with no space: the text then counts fewer tokens than its
+/// ids, as a BPE tokenizer's merges at a cut do, and the build must add
+/// ids until the count is exact.
+#[derive(Default)]
+struct GluingCodec(WordCodec);
+
+impl TokenCodec for GluingCodec {
+    fn describe(&self) -> String {
+        "gluing words".into()
+    }
+    fn encode<'a>(&'a self, text: &'a str) -> TokenFuture<'a, Vec<u32>> {
+        self.0.encode(text)
+    }
+    fn decode<'a>(&'a self, tokens: &'a [u32]) -> TokenFuture<'a, String> {
+        Box::pin(async move {
+            let mut text = String::new();
+            for (i, id) in tokens.iter().enumerate() {
+                let word = self.0.decode(std::slice::from_ref(id)).await?;
+                if i > 0 && i % 4 != 3 {
+                    text.push(' ');
+                }
+                text.push_str(&word);
+            }
+            Ok(text)
+        })
+    }
+}
+
+/// A tokenizer that always counts one token more than any text has.
+#[derive(Default)]
+struct OneTooMany(WordCodec);
+
+impl TokenCodec for OneTooMany {
+    fn describe(&self) -> String {
+        "one too many".into()
+    }
+    fn encode<'a>(&'a self, text: &'a str) -> TokenFuture<'a, Vec<u32>> {
+        Box::pin(async move {
+            let mut ids = self.0.encode(text).await?;
+            ids.push(0);
+            Ok(ids)
+        })
+    }
+    fn decode<'a>(&'a self, tokens: &'a [u32]) -> TokenFuture<'a, String> {
+        self.0.decode(tokens)
+    }
+}
+
+fn block_on<T>(f: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn every_prompt_counts_exactly_its_drawn_length() {
+    let spec = SyntheticPrompts::new(200, TokenLength::normal(60, 20.0))
+        .with_output(TokenLength::normal(30, 5.0))
+        .with_seed(7);
+    let codec = WordCodec::default();
+    let built = block_on(spec.build(&codec)).unwrap();
+    assert_eq!(built.dataset.conversations.len(), 200);
+    for (c, &n) in built.dataset.conversations.iter().zip(&built.input_tokens) {
+        assert_eq!(c.turns.len(), 1);
+        assert_eq!(
+            c.turns[0].split_whitespace().count(),
+            n as usize,
+            "{}",
+            c.id
+        );
+        assert!(n >= 1 && c.max_output_tokens.is_some_and(|m| m >= 1));
+    }
+    // The draws are normal(60, 20): mean and spread near them.
+    let lengths: Vec<f64> = built.input_tokens.iter().map(|&n| f64::from(n)).collect();
+    let mean = lengths.iter().sum::<f64>() / 200.0;
+    let sd = (lengths.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 199.0).sqrt();
+    assert!((mean - 60.0).abs() < 4.0, "mean {mean}");
+    assert!((sd - 20.0).abs() < 4.0, "sd {sd}");
+    // The same seed builds the same prompts; another seed others.
+    let again = block_on(spec.build(&WordCodec::default())).unwrap();
+    assert_eq!(again.dataset, built.dataset);
+    let other = block_on(spec.clone().with_seed(8).build(&codec)).unwrap();
+    assert_ne!(other.dataset, built.dataset);
+    assert_eq!(built.tokenizer, "whitespace-separated words");
+}
+
+#[test]
+fn a_fixed_length_longer_than_the_corpus_wraps_around_it() {
+    let codec = WordCodec::default();
+    let corpus_words = CORPUS.split_whitespace().count() as u32;
+    let spec = SyntheticPrompts::new(2, TokenLength::fixed(corpus_words * 2 + 5));
+    let built = block_on(spec.build(&codec)).unwrap();
+    for c in &built.dataset.conversations {
+        assert_eq!(
+            c.turns[0].split_whitespace().count(),
+            (corpus_words * 2 + 5) as usize
+        );
+        assert_eq!(c.max_output_tokens, None);
+    }
+}
+
+#[test]
+fn merges_at_the_cut_are_made_up_by_more_tokens() {
+    let codec = GluingCodec::default();
+    let spec = SyntheticPrompts::new(20, TokenLength::normal(40, 10.0)).with_seed(3);
+    let built = block_on(spec.build(&codec)).unwrap();
+    for (c, &n) in built.dataset.conversations.iter().zip(&built.input_tokens) {
+        let counted = block_on(codec.encode(&c.turns[0])).unwrap().len();
+        assert_eq!(counted, n as usize, "{}", c.id);
+    }
+}
+
+#[test]
+fn a_length_the_tokenizer_cannot_reach_is_an_error_naming_the_entry() {
+    let spec = SyntheticPrompts::new(3, TokenLength::fixed(1));
+    let err = block_on(spec.build(&OneTooMany::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("entry 0"), "{err}");
+    assert!(err.contains("exactly 1 tokens"), "{err}");
+    assert!(err.contains("one too many"), "{err}");
+}
+
+#[test]
+fn bad_lengths_are_refused_before_the_tokenizer_is_asked() {
+    let zero = SyntheticPrompts::new(3, TokenLength::fixed(0)).validate();
+    assert!(zero.unwrap_err().to_string().contains("--isl"));
+    let spread = SyntheticPrompts::new(3, TokenLength::fixed(5))
+        .with_output(TokenLength::normal(5, f64::NAN))
+        .validate();
+    assert!(spread.unwrap_err().to_string().contains("--osl"));
+    let none = SyntheticPrompts::new(0, TokenLength::fixed(5)).validate();
+    assert!(none.unwrap_err().to_string().contains("at least one"));
+}
