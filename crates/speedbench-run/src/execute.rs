@@ -49,10 +49,12 @@ pub async fn execute(
     for warning in valid.warnings() {
         observer.warning(warning);
     }
-    observer.sampling(&crate::text::sampling_line(
-        valid.target.max_tokens,
-        &valid.target.shown_extra_body(),
-    ));
+    let fields = valid.target.shown_extra_body();
+    let forced = valid.spec.forced_output(&fields);
+    observer.sampling(&match forced {
+        Some((mean, stddev)) => crate::text::forced_output_line(mean, stddev, &fields),
+        None => crate::text::sampling_line(valid.target.max_tokens, &fields),
+    });
     let mut valid = valid;
     let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
     if let Some(window) = valid.trace_window {

@@ -82,6 +82,18 @@ impl RunSpec {
         Ok(built.dataset)
     }
 
+    /// The output length's mean and deviation of synthetic prompts that
+    /// ask for one, where `extra_body` forces it (`ignore_eos: true`).
+    pub(crate) fn forced_output(
+        &self,
+        extra_body: &serde_json::Map<String, Value>,
+    ) -> Option<(u32, f64)> {
+        let synthetic = self.dataset.source == Some(DatasetSource::Synthetic);
+        let forced = extra_body.get("ignore_eos") == Some(&Value::Bool(true));
+        let osl = self.sampling.osl.filter(|_| synthetic && forced)?;
+        Some((osl, self.dataset.synthetic.osl_stddev))
+    }
+
     /// Whether requests must produce exactly their output length: `--isl`
     /// with `--osl` (vLLM's `--dataset-name random` forces it the same
     /// way), unless `--extra-inputs` says otherwise.

@@ -487,16 +487,5 @@ fn synthetic_prompts_have_their_length_by_llama_servers_own_count() {
         eprintln!("skipped: SPEEDBENCH_LLAMA_E2E is not set (run .ci/llama-server-e2e.sh)");
         return;
     };
-    let records = records(&dir.join("synthetic"));
-    assert_eq!(records.len(), 4);
-    assert!(records.iter().all(RequestRecord::is_success));
-    let prompts: Vec<u64> = records.iter().map(|r| r.prompt_tokens.unwrap()).collect();
-    assert!(
-        prompts
-            .iter()
-            .all(|&p| p == prompts[0] && (48..=49).contains(&p)),
-        "{prompts:?}"
-    );
-    let outputs: Vec<Option<u64>> = records.iter().map(|r| r.completion_tokens).collect();
-    assert!(outputs.iter().all(|&n| n == Some(16)), "{outputs:?}");
+    crate::synthetic_e2e::check_real_synthetic_run(&dir.join("synthetic"));
 }

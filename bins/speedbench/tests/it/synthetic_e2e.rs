@@ -9,6 +9,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use common::*;
+use speedbench_record::RequestRecord;
 use speedbench_sim::{SimConfig, SpecFlavor};
 
 /// Runs `profile --isl ...` against `server`; its output and directory.
@@ -71,6 +72,13 @@ async fn prompts_and_outputs_have_their_drawn_lengths_by_the_servers_count() {
         assert!(out.status.success(), "{flavor:?}: {stderr}");
         assert!(
             stderr.contains("building 40 synthetic prompts of 60 tokens"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "sampling: max_tokens per prompt, drawn around 12 (stddev 3; --osl, \
+                 --osl-stddev), ignore_eos true (--isl with --osl"
+            ),
             "{stderr}"
         );
         let records = read_run(&run_dir).unwrap().records;
@@ -171,4 +179,25 @@ async fn bad_synthetic_flags_are_refused_before_anything_is_sent() {
         String::from_utf8_lossy(&out.stderr).contains("--isl-stddev: shapes synthetic prompts")
     );
     assert!(server.ground_truth().requests_log.is_empty());
+}
+
+/// A real engine's `--isl 48 --osl 16` run over completions (made by
+/// `.ci/llama-server-e2e.sh` or `.ci/vllm-e2e.sh` into `dir`), checked by
+/// the engine's own usage: 4 successes, every prompt counted the same, 48
+/// tokens of text plus a BOS where the model adds one, every answer
+/// exactly 16 (`ignore_eos`). Its records, for the engine's counters.
+pub(crate) fn check_real_synthetic_run(dir: &std::path::Path) -> Vec<RequestRecord> {
+    let records = read_run(dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(RequestRecord::is_success));
+    let prompts: Vec<u64> = records.iter().map(|r| r.prompt_tokens.unwrap()).collect();
+    assert!(
+        prompts
+            .iter()
+            .all(|&p| p == prompts[0] && (48..=49).contains(&p)),
+        "{prompts:?}"
+    );
+    let outputs: Vec<Option<u64>> = records.iter().map(|r| r.completion_tokens).collect();
+    assert!(outputs.iter().all(|&n| n == Some(16)), "{outputs:?}");
+    records
 }

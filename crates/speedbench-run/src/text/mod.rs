@@ -99,6 +99,47 @@ pub fn sampling_line(
                 .to_string()
         }
     };
+    format!("sampling: {}", field_parts(cap, fields).join(", "))
+}
+
+/// [`sampling_line`] for synthetic prompts whose output length is forced
+/// (`--isl` with `--osl`): each prompt's own `max_tokens`, exactly `mean`
+/// or drawn around it, and the `ignore_eos` that forces it.
+///
+/// ```
+/// use serde_json::json;
+/// use speedbench_run::text::forced_output_line;
+///
+/// let fields = json!({"ignore_eos": true, "temperature": 0}).as_object().unwrap().clone();
+/// assert_eq!(
+///     forced_output_line(16, 4.0, &fields),
+///     "sampling: max_tokens per prompt, drawn around 16 (stddev 4; --osl, --osl-stddev), \
+///      ignore_eos true (--isl with --osl: every answer exactly its max_tokens), \
+///      temperature 0 (--extra-inputs)"
+/// );
+/// ```
+pub fn forced_output_line(
+    mean: u32,
+    stddev: f64,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let cap = if stddev > 0.0 {
+        format!("max_tokens per prompt, drawn around {mean} (stddev {stddev}; --osl, --osl-stddev)")
+    } else {
+        format!("max_tokens {mean} (--osl)")
+    };
+    let mut rest = fields.clone();
+    rest.remove("ignore_eos");
+    let mut parts = field_parts(cap, &rest);
+    parts.insert(
+        1,
+        "ignore_eos true (--isl with --osl: every answer exactly its max_tokens)".into(),
+    );
+    format!("sampling: {}", parts.join(", "))
+}
+
+/// The cap, then the `--extra-inputs` fields, then what is not sent.
+fn field_parts(cap: String, fields: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
     let mut parts = vec![cap];
     if !fields.is_empty() {
         let list: Vec<String> = fields.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -111,7 +152,7 @@ pub fn sampling_line(
                 .to_string(),
         );
     }
-    format!("sampling: {}", parts.join(", "))
+    parts
 }
 
 /// Whether per-request acceptance came back, and what to change when not.
