@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use crate::error::ContentError;
-use crate::{Conversation, DatasetError, Message};
+use crate::{Conversation, DatasetError, Message, PromptToBuild};
 
 /// The text SPEED-Bench publishes in place of prompts it may not redistribute.
 pub const PLACEHOLDER: &str =
@@ -23,8 +23,10 @@ struct RawRow {
     timestamp: Option<f64>,
     /// A trace row's output length (`max_tokens`).
     output_length: Option<u32>,
-    /// A trace row that asks for a prompt of a token count: not built here.
+    /// A trace row's prompt as a token count (built before the run).
     input_length: Option<u64>,
+    /// The blocks of that prompt, by id (shared prefixes).
+    hash_ids: Option<Vec<u64>>,
 }
 
 /// The UTF-8 byte-order mark some editors (Windows Notepad, Excel's CSV/JSON
@@ -72,7 +74,11 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             )));
         }
         let trace = trace_fields(&mut raw).map_err(&invalid)?;
-        let (preamble, turns) = row_turns(raw.messages, raw.turns).map_err(&invalid)?;
+        let prompt_to_build = prompt_to_build(&mut raw).map_err(&invalid)?;
+        let (preamble, turns) = match prompt_to_build {
+            Some(_) => (Vec::new(), Vec::new()),
+            None => row_turns(raw.messages, raw.turns).map_err(&invalid)?,
+        };
         if turns
             .iter()
             .any(|t| t.trim_start().starts_with(PLACEHOLDER))
@@ -87,6 +93,7 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             turns,
             timestamp_us: trace.0,
             max_output_tokens: trace.1,
+            prompt_to_build,
         });
     }
     if !placeholders.is_empty() {
@@ -116,16 +123,8 @@ fn unresolved(source: &str, placeholders: &[String]) -> DatasetError {
 }
 
 /// A trace row's send time (µs) and output length; its `text_input`
-/// becomes its one turn. A row asking for a prompt of `input_length`
-/// tokens is refused: speedbench sends the text it is given.
+/// becomes its one turn.
 fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>), String> {
-    if raw.input_length.is_some() && raw.text_input.is_none() {
-        return Err(
-            "`input_length` asks for a prompt made up to a token count, which speedbench \
-                    does not build: give the prompt as `text_input` (or `turns`/`messages`)"
-                .to_string(),
-        );
-    }
     if let Some(text) = raw.text_input.take() {
         if raw.turns.is_some() || raw.messages.is_some() {
             return Err(
@@ -144,6 +143,35 @@ fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>), String> 
         }
     };
     Ok((timestamp_us, raw.output_length))
+}
+
+/// A trace row's prompt given as `input_length` tokens (with `hash_ids`),
+/// where it has no text: the text, when given, is the prompt (as AIPerf
+/// reads such rows) and the length is left to it.
+fn prompt_to_build(raw: &mut RawRow) -> Result<Option<PromptToBuild>, String> {
+    let hash_ids = raw.hash_ids.take();
+    let Some(length) = raw.input_length else {
+        if hash_ids.is_some() && raw.turns.is_none() && raw.messages.is_none() {
+            return Err("`hash_ids` name the blocks of an `input_length` prompt: give it".into());
+        }
+        return Ok(None);
+    };
+    if raw.turns.is_some() || raw.messages.is_some() {
+        return Ok(None);
+    }
+    let tokens = u32::try_from(length)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            format!(
+                "`input_length` must be 1 to {} tokens, got {length}",
+                u32::MAX
+            )
+        })?;
+    Ok(Some(PromptToBuild {
+        tokens,
+        hash_ids: hash_ids.unwrap_or_default(),
+    }))
 }
 
 /// A row's id: its `question_id` as text, or `row-N` by its line.
@@ -214,11 +242,27 @@ mod tests {
             (Some(0), None)
         );
         let err = |line: &str| parse_rows("t.jsonl", line).unwrap_err().to_string();
-        let synthetic = err(r#"{"timestamp": 1, "input_length": 9, "hash_ids": [1]}"#);
-        assert!(
-            synthetic.contains("t.jsonl") && synthetic.contains("`input_length`"),
-            "{synthetic}"
+        // A prompt by length is kept to be built; with text, the text is it.
+        let by_length = r#"{"timestamp": 1, "input_length": 9, "hash_ids": [4, 2], "output_length": 3}
+{"timestamp": 2, "text_input": "hi", "input_length": 9}"#;
+        let rows = parse_rows("t.jsonl", by_length).unwrap();
+        let want = PromptToBuild {
+            tokens: 9,
+            hash_ids: vec![4, 2],
+        };
+        assert_eq!(rows[0].prompt_to_build, Some(want));
+        assert!(rows[0].turns.is_empty());
+        assert_eq!(rows[0].max_output_tokens, Some(3));
+        assert_eq!(
+            (rows[1].turns.as_slice(), &rows[1].prompt_to_build),
+            (&["hi".to_string()][..], &None)
         );
+        let zero = err(r#"{"input_length": 0}"#);
+        assert!(
+            zero.contains("t.jsonl:1") && zero.contains("`input_length`"),
+            "{zero}"
+        );
+        assert!(err(r#"{"hash_ids": [1]}"#).contains("`hash_ids`"));
         assert!(err(r#"{"text_input": "a", "turns": ["b"]}"#).contains("leave out `turns`"));
         assert!(err(r#"{"timestamp": -3, "text_input": "a"}"#).contains("`timestamp`"));
     }

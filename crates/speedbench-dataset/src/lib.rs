@@ -127,6 +127,23 @@ pub struct Conversation {
     /// its requests' `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// A trace row's prompt given as a token count, not text (AIPerf's
+    /// `mooncake_trace` `input_length` and `hash_ids`): its `turns` are
+    /// empty until it is built (`speedbench_client::synthetic::TracePrompts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_to_build: Option<PromptToBuild>,
+}
+
+/// A prompt a trace gives by length: `tokens` long, its first blocks
+/// shared with every row naming the same `hash_ids` (so a server's prefix
+/// cache sees the trace's reuse).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptToBuild {
+    /// The prompt's length, tokens.
+    pub tokens: u32,
+    /// One id per block of the prompt, in order: rows naming the same id at
+    /// the same place share that block's text.
+    pub hash_ids: Vec<u64>,
 }
 
 /// A named list of conversations.

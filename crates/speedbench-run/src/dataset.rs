@@ -102,8 +102,9 @@ impl RunSpec {
     pub async fn load_dataset(&self, observer: &mut dyn Observer) -> Result<Dataset, RunError> {
         let d = &self.dataset;
         if let Some(DatasetSource::InputFile(path)) = &d.source {
-            return Dataset::from_jsonl_file(path)
-                .map_err(|e| dataset_error("loading the input file", e));
+            let rows = Dataset::from_jsonl_file(path)
+                .map_err(|e| dataset_error("loading the input file", e))?;
+            return self.trace_prompts(rows, observer).await;
         }
         if d.source == Some(DatasetSource::Synthetic) {
             return self.synthetic_dataset(observer).await;

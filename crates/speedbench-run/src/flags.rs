@@ -337,6 +337,10 @@ const DATASET: &[Flag] = &[
         .value("TOKENS")
         .default("0")
         .help("With `--isl`: the prompt lengths' standard deviation (normal, rounded, at least 1)."),
+    flag!("isl-block-size", One, |s, v| s.dataset.synthetic.block_size = parse(v)?)
+        .value("TOKENS")
+        .default("512")
+        .help("Tokens per `hash_ids` block of a trace row given by `input_length` (AIPerf's): rows naming the same id share that block's text, so a prefix cache sees the trace's reuse."),
     flag!("num-dataset-entries", One, |s, v| s.dataset.synthetic.entries = parse(v)?)
         .value("N")
         .default("100")

@@ -209,6 +209,9 @@ pub struct SyntheticSpec {
     pub osl_stddev: f64,
     /// `--num-dataset-entries`: how many prompts.
     pub entries: usize,
+    /// `--isl-block-size`: tokens per `hash_ids` block of a trace's
+    /// prompts given by length.
+    pub block_size: u32,
 }
 
 impl Default for SyntheticSpec {
@@ -218,6 +221,7 @@ impl Default for SyntheticSpec {
             isl_stddev: 0.0,
             osl_stddev: 0.0,
             entries: 100,
+            block_size: 512,
         }
     }
 }

@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 use speedbench_client::Target;
-use speedbench_client::synthetic::{ServerTokenizer, SyntheticPrompts, TokenLength};
+use speedbench_client::synthetic::{
+    ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts,
+};
 use speedbench_dataset::Dataset;
 
 use crate::error::RunError;
@@ -47,9 +49,7 @@ impl RunSpec {
         Ok(Some(prompts))
     }
 
-    /// The prompts of `--isl`, counted by the server's tokenizer (the
-    /// served model asked for when `--model` is not given; the engine's
-    /// wire shape from `--engine`, else found by asking).
+    /// The prompts of `--isl`, counted by the server's tokenizer.
     pub(crate) async fn synthetic_dataset(
         &self,
         observer: &mut dyn Observer,
@@ -60,26 +60,69 @@ impl RunSpec {
                 "is needed for synthetic prompts",
             ));
         };
-        let mut target: Target = self.validate()?.target;
-        target.model = served_model(&target).await?;
-        if let EngineChoice::Named(engine) = self.target.engine {
-            target.engine = Some(engine);
-        }
-        let tokenizer = ServerTokenizer::connect(&target)
-            .await
-            .map_err(|e| hinted("asking the server's /tokenize", e))?;
+        let tokenizer = self.server_tokenizer().await?;
         observer.waiting(&format!(
             "building {} synthetic prompts of {} tokens (stddev {}) with {}",
             prompts.entries,
             prompts.input.mean,
             prompts.input.stddev,
-            speedbench_client::synthetic::TokenCodec::describe(&tokenizer)
+            tokenizer.describe()
         ));
         let built = prompts
             .build(&tokenizer)
             .await
             .map_err(|e| hinted("building the synthetic prompts", e))?;
         Ok(built.dataset)
+    }
+
+    /// `dataset` with the prompts its trace rows give by length built
+    /// (`input_length`, `hash_ids` in blocks of `--isl-block-size`), by the
+    /// server's tokenizer; unchanged when it has none.
+    pub(crate) async fn trace_prompts(
+        &self,
+        mut dataset: Dataset,
+        observer: &mut dyn Observer,
+    ) -> Result<Dataset, RunError> {
+        let rows = (dataset.conversations.iter())
+            .filter(|c| c.prompt_to_build.is_some())
+            .count();
+        if rows == 0 {
+            return Ok(dataset);
+        }
+        let s = &self.dataset.synthetic;
+        if s.block_size == 0 {
+            return Err(RunError::invalid(
+                "--isl-block-size",
+                "must be at least 1 token",
+            ));
+        }
+        let tokenizer = self.server_tokenizer().await?;
+        observer.waiting(&format!(
+            "building the prompts of {rows} trace rows given by `input_length` (blocks of {} \
+             tokens per hash id) with {}",
+            s.block_size,
+            tokenizer.describe()
+        ));
+        TracePrompts::new(s.block_size)
+            .with_seed(self.load.random_seed)
+            .build(&mut dataset, &tokenizer)
+            .await
+            .map_err(|e| hinted("building the trace's prompts", e))?;
+        Ok(dataset)
+    }
+
+    /// The server's tokenizer (the served model asked for when `--model`
+    /// is not given; the engine's wire shape from `--engine`, else found
+    /// by asking).
+    async fn server_tokenizer(&self) -> Result<ServerTokenizer, RunError> {
+        let mut target: Target = self.validate()?.target;
+        target.model = served_model(&target).await?;
+        if let EngineChoice::Named(engine) = self.target.engine {
+            target.engine = Some(engine);
+        }
+        ServerTokenizer::connect(&target)
+            .await
+            .map_err(|e| hinted("asking the server's /tokenize", e))
     }
 
     /// The output length's mean and deviation of synthetic prompts that

@@ -278,7 +278,14 @@ impl RunSpec {
         load.grace_period = seconds("--benchmark-grace-period", l.benchmark_grace_period_s)?;
         crate::shaping::apply(l, &mut load)?;
         apply_shard(&self.shard, &mut load)?;
-        load.validate().map_err(|source| RunError::Client {
+        // A fixed schedule's rate is the trace's, known once its rows are
+        // read: its load is checked as the open loop it will be (a
+        // `--max-concurrency` ceiling allowed), and again when it runs.
+        let mut checked = load.clone();
+        if l.fixed_schedule {
+            checked.request_rate = checked.request_rate.or(Some(1.0));
+        }
+        checked.validate().map_err(|source| RunError::Client {
             context: "running the profile".into(),
             source,
         })?;

@@ -347,3 +347,55 @@ async fn aiperfs_minimal_template_runs_its_synthetic_prompts_unchanged() {
     );
     assert_eq!(config["concurrency"], 8);
 }
+
+/// AIPerf's `fixed_schedule` template, unchanged, over a `mooncake_trace`
+/// of rows given by length (its `./data/precise_schedule.jsonl`), against
+/// the simulator: every row sent once at its time from the first (its
+/// `autoOffset`), under its concurrency ceiling, each prompt built to its
+/// `input_length` and asking for its `output_length`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let rows = [(5_000, 24, 3), (5_150, 40, 2), (5_300, 12, 4)];
+    let trace: String = rows
+        .iter()
+        .map(|(t, len, out)| {
+            format!(
+                "{{\"timestamp\": {t}, \"input_length\": {len}, \"output_length\": {out}, \"hash_ids\": [1]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("data/precise_schedule.jsonl"), trace).unwrap();
+    let template = configs().join("fixed_schedule.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--url", &server.url(), "--no-server-metrics"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let truth = server.ground_truth();
+    let lengths: Vec<u32> = truth.requests_log.iter().map(|t| t.prompt_tokens).collect();
+    assert_eq!(lengths, [24, 40, 12], "in time order, each its length");
+    for (t, (_, _, out)) in truth.requests_log.iter().zip(rows) {
+        assert!(t.completion_tokens <= out);
+    }
+    let at: Vec<f64> = (truth.arrivals.iter())
+        .map(|a| (a.at_unix_ns - truth.arrivals[0].at_unix_ns) as f64 / 1e9)
+        .collect();
+    for (got, want) in at.iter().zip([0.0, 0.15, 0.3]) {
+        assert!((got - want).abs() < 0.03, "{at:?}");
+    }
+    let run_dir = dir.path().join("artifacts/fixed_schedule");
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 3);
+    let config = &run_json(&run_dir)["config"];
+    assert_eq!(config["client"]["max_concurrency"], 100, "{config}");
+}

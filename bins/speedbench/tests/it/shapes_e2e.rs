@@ -580,8 +580,8 @@ async fn a_trace_is_replayed_at_its_own_times() {
     for (row, message) in [
         (r#"{"text_input": "no time"}"#, "has no `timestamp`"),
         (
-            r#"{"timestamp": 5, "input_length": 512, "hash_ids": [7]}"#,
-            "`input_length` asks for a prompt",
+            r#"{"timestamp": 5, "input_length": 0, "hash_ids": [7]}"#,
+            "`input_length` must be 1 to",
         ),
     ] {
         std::fs::write(&trace, format!("{row}\n")).unwrap();
@@ -594,4 +594,57 @@ async fn a_trace_is_replayed_at_its_own_times() {
         );
     }
     assert!(server.ground_truth().arrivals.is_empty());
+}
+
+/// AIPerf's `mooncake_trace` rows given by length (`input_length`,
+/// `hash_ids`, no text): each prompt built to its length by the server's
+/// `/tokenize`, rows naming the same block ids sharing those blocks' text
+/// (blocks of `--isl-block-size` 16 here), every row sent at its time, each
+/// asking for its `output_length`; all checked at the simulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_given_by_length_is_built_with_its_shared_blocks() {
+    let server = sim(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("mooncake.jsonl");
+    let rows: [(u32, usize, &[u64], u32); 4] = [
+        (0, 40, &[1, 2, 3], 4),
+        (100, 35, &[1, 2, 4], 5),
+        (200, 20, &[5], 3),
+        (300, 50, &[1, 6], 2),
+    ];
+    let text: String = rows
+        .iter()
+        .map(|(t, len, ids, out)| {
+            format!("{{\"timestamp\": {t}, \"input_length\": {len}, \"output_length\": {out}, \"hash_ids\": {ids:?}}}\n")
+        })
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let extra = ["--fixed-schedule", "--isl-block-size", "16"];
+    let (out, out_dir) = profile_file(&server, dir.path(), &trace, &extra).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("building the prompts of 4 trace rows given by `input_length`"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    assert_on_schedule(&arrival_offsets(&truth), &[0.0, 0.1, 0.2, 0.3], 0.02);
+    // Each row's prompt, found by its length (all differ), as the server
+    // read it.
+    let prompt = |len: usize| -> Vec<&str> {
+        let t = (truth.requests_log.iter())
+            .find(|t| t.prompt_tokens as usize == len)
+            .unwrap_or_else(|| panic!("no prompt of {len} tokens"));
+        assert!(t.completion_tokens <= rows.iter().find(|r| r.1 == len).unwrap().3);
+        t.conversation.split_whitespace().collect()
+    };
+    let (a, b, c, d) = (prompt(40), prompt(35), prompt(20), prompt(50));
+    assert_eq!((a.len(), b.len(), c.len(), d.len()), (40, 35, 20, 50));
+    assert_eq!(a[..32], b[..32], "blocks 1 and 2 are shared");
+    assert_ne!(a[32..35], b[32..35], "blocks 3 and 4 differ");
+    assert_eq!(a[..16], d[..16], "block 1 is shared");
+    assert_ne!(a[..16], c[..16], "block 5 is not block 1");
+    let records = read_run(&out_dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.is_success()));
 }

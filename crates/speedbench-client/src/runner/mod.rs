@@ -425,6 +425,22 @@ fn plan_run(run: ProfileRun) -> Result<(ProfileRun, Option<RunShard>), ClientErr
     if run.dataset.conversations.is_empty() {
         return Err(ClientError::EmptyDataset(run.dataset.name.clone()));
     }
+    if let Some(row) = run
+        .dataset
+        .conversations
+        .iter()
+        .find(|c| c.turns.is_empty())
+    {
+        let why = match &row.prompt_to_build {
+            Some(p) => format!(
+                "asks for a prompt of {} tokens that was never built \
+                 (speedbench_client::synthetic::TracePrompts builds it)",
+                p.tokens
+            ),
+            None => "has no turn to send".into(),
+        };
+        return Err(ClientError::Synthesis(format!("row {}: {why}", row.id)));
+    }
     run.load.validate()?;
     if run.load.fixed_schedule.is_some() {
         check_trace(&run.dataset, &run.load)?;

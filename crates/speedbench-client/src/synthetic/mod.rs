@@ -31,7 +31,7 @@ mod word;
 use std::future::Future;
 use std::pin::Pin;
 
-use speedbench_dataset::{Conversation, Dataset};
+use speedbench_dataset::{Conversation, Dataset, PromptToBuild};
 use speedbench_metrics::SplitMix64;
 
 use crate::error::ClientError;
@@ -173,13 +173,7 @@ impl SyntheticPrompts {
     /// per adjustment).
     pub async fn build(&self, codec: &dyn TokenCodec) -> Result<SyntheticDataset, ClientError> {
         self.validate()?;
-        let corpus = codec.encode(CORPUS).await?;
-        if corpus.is_empty() {
-            return Err(ClientError::Synthesis(format!(
-                "{} gave no tokens for the corpus",
-                codec.describe()
-            )));
-        }
+        let corpus = tokenized_corpus(codec).await?;
         let mut rng = SplitMix64::new(self.seed ^ 0x5359_4E54_4845_5449); // "SYNTHETI"
         let mut conversations = Vec::with_capacity(self.entries);
         let mut input_tokens = Vec::with_capacity(self.entries);
@@ -223,16 +217,39 @@ async fn exact_prompt(
     start: usize,
     wanted: u32,
 ) -> Result<String, String> {
-    let wanted = wanted as usize;
-    let mut next = start;
-    let mut take = |n: usize, into: &mut Vec<u32>| {
-        for _ in 0..n {
-            into.push(corpus[next % corpus.len()]);
-            next += 1;
-        }
+    let mut source = CorpusCursor {
+        corpus,
+        next: start,
     };
-    let mut ids = Vec::with_capacity(wanted);
-    take(wanted, &mut ids);
+    let mut ids = Vec::with_capacity(wanted as usize);
+    source.take(wanted as usize, &mut ids);
+    exact_text(codec, ids, &mut source, wanted).await
+}
+
+/// Corpus tokens in order from `next`, wrapping at the end.
+struct CorpusCursor<'c> {
+    corpus: &'c [u32],
+    next: usize,
+}
+
+impl CorpusCursor<'_> {
+    fn take(&mut self, n: usize, into: &mut Vec<u32>) {
+        for _ in 0..n {
+            into.push(self.corpus[self.next % self.corpus.len()]);
+            self.next += 1;
+        }
+    }
+}
+
+/// `ids` decoded, then adjusted (tokens dropped from the end, or more
+/// taken from `more`) until the text counts exactly `wanted` tokens.
+async fn exact_text(
+    codec: &dyn TokenCodec,
+    mut ids: Vec<u32>,
+    more: &mut CorpusCursor<'_>,
+    wanted: u32,
+) -> Result<String, String> {
+    let wanted = wanted as usize;
     let mut counted = Vec::new();
     for _ in 0..MAX_ADJUSTMENTS {
         let text = codec.decode(&ids).await.map_err(|e| e.to_string())?;
@@ -248,13 +265,149 @@ async fn exact_prompt(
             }
             ids.truncate(ids.len() - drop);
         } else {
-            take(wanted - n, &mut ids);
+            more.take(wanted - n, &mut ids);
         }
     }
     Err(format!(
         "no text of exactly {wanted} tokens could be cut from the corpus (the tokenizer \
          counted {counted:?} after each adjustment)"
     ))
+}
+
+/// The prompts a trace gives by length ([`Conversation::prompt_to_build`],
+/// AIPerf's `mooncake_trace` `input_length` and `hash_ids`), built as
+/// AIPerf builds them: each hash id is a block of `block_size` corpus
+/// tokens from an offset its id seeds, the same block wherever the id
+/// appears, so rows that share ids share a prefix; the prompt is its
+/// blocks in order, the last cut to the length, and tokens past its
+/// blocks come from an offset the row seeds. The text is then adjusted to
+/// count exactly its length, as [`SyntheticPrompts`] does.
+///
+/// ```
+/// use speedbench_client::synthetic::{TracePrompts, WordCodec};
+/// use speedbench_dataset::{Conversation, Dataset, PromptToBuild};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let row = |hash_ids: Vec<u64>, tokens| Conversation {
+///     prompt_to_build: Some(PromptToBuild { tokens, hash_ids }),
+///     ..Conversation::default()
+/// };
+/// let mut trace = Dataset {
+///     name: "trace".into(),
+///     conversations: vec![row(vec![1, 2], 7), row(vec![1, 3], 6)],
+/// };
+/// let built = TracePrompts::new(4).build(&mut trace, &WordCodec::default()).await?;
+/// assert_eq!(built, 2);
+/// let words = |i: usize| trace.conversations[i].turns[0].split(' ').map(str::to_owned).collect::<Vec<_>>();
+/// assert_eq!((words(0).len(), words(1).len()), (7, 6));
+/// assert_eq!(words(0)[..4], words(1)[..4], "block 1 is shared");
+/// # Ok::<(), speedbench_client::ClientError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracePrompts {
+    /// Tokens per hash id's block (AIPerf's `--isl-block-size`, 512 by
+    /// default).
+    pub block_size: u32,
+    /// The seed of the blocks' and rows' corpus offsets.
+    pub seed: u64,
+}
+
+impl TracePrompts {
+    /// Blocks of `block_size` tokens, seed 0.
+    pub fn new(block_size: u32) -> TracePrompts {
+        TracePrompts {
+            block_size: block_size.max(1),
+            seed: 0,
+        }
+    }
+
+    /// The seed of the corpus offsets.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Builds the prompt of every row of `dataset` that has one to build
+    /// (its one turn), with `codec`; how many were built. The error names
+    /// the row.
+    pub async fn build(
+        &self,
+        dataset: &mut Dataset,
+        codec: &dyn TokenCodec,
+    ) -> Result<usize, ClientError> {
+        if !dataset
+            .conversations
+            .iter()
+            .any(|c| c.prompt_to_build.is_some())
+        {
+            return Ok(0);
+        }
+        let corpus = tokenized_corpus(codec).await?;
+        let mut built = 0;
+        for (row, conversation) in dataset.conversations.iter_mut().enumerate() {
+            let Some(prompt) = &conversation.prompt_to_build else {
+                continue;
+            };
+            let (ids, mut more) = self.block_tokens(&corpus, prompt, row);
+            let text = exact_text(codec, ids, &mut more, prompt.tokens)
+                .await
+                .map_err(|why| {
+                    ClientError::Synthesis(format!(
+                        "row {} ({} tokens): {why} (tokens counted by {})",
+                        conversation.id,
+                        prompt.tokens,
+                        codec.describe()
+                    ))
+                })?;
+            conversation.turns = vec![text];
+            built += 1;
+        }
+        Ok(built)
+    }
+
+    /// The row's tokens before adjustment, and where more come from.
+    fn block_tokens<'c>(
+        &self,
+        corpus: &'c [u32],
+        prompt: &PromptToBuild,
+        row: usize,
+    ) -> (Vec<u32>, CorpusCursor<'c>) {
+        let wanted = prompt.tokens as usize;
+        let block = self.block_size as usize;
+        let offset =
+            |salt: u64| SplitMix64::new(self.seed ^ salt).below(corpus.len() as u64) as usize;
+        let mut ids = Vec::with_capacity(wanted);
+        for &hash in &prompt.hash_ids {
+            let n = block.min(wanted - ids.len());
+            if n == 0 {
+                break;
+            }
+            // Block ids and rows seed apart: the top bit marks a row.
+            let mut cursor = CorpusCursor {
+                corpus,
+                next: offset(hash & !(1 << 63)),
+            };
+            cursor.take(n, &mut ids);
+        }
+        let mut rest = CorpusCursor {
+            corpus,
+            next: offset(row as u64 | (1 << 63)),
+        };
+        rest.take(wanted - ids.len(), &mut ids);
+        (ids, rest)
+    }
+}
+
+/// The corpus as `codec`'s tokens; none is an error.
+async fn tokenized_corpus(codec: &dyn TokenCodec) -> Result<Vec<u32>, ClientError> {
+    let corpus = codec.encode(CORPUS).await?;
+    if corpus.is_empty() {
+        return Err(ClientError::Synthesis(format!(
+            "{} gave no tokens for the corpus",
+            codec.describe()
+        )));
+    }
+    Ok(corpus)
 }
 
 #[cfg(test)]

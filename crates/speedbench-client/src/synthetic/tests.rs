@@ -136,3 +136,60 @@ fn bad_lengths_are_refused_before_the_tokenizer_is_asked() {
     let none = SyntheticPrompts::new(0, TokenLength::fixed(5)).validate();
     assert!(none.unwrap_err().to_string().contains("at least one"));
 }
+
+fn trace(rows: &[(u32, &[u64])]) -> Dataset {
+    Dataset {
+        name: "trace".into(),
+        conversations: rows
+            .iter()
+            .enumerate()
+            .map(|(i, (tokens, ids))| Conversation {
+                id: format!("r{i}"),
+                prompt_to_build: Some(PromptToBuild {
+                    tokens: *tokens,
+                    hash_ids: ids.to_vec(),
+                }),
+                ..Conversation::default()
+            })
+            .chain([Conversation {
+                id: "text".into(),
+                turns: vec!["given as text".into()],
+                ..Conversation::default()
+            }])
+            .collect(),
+    }
+}
+
+#[test]
+fn trace_prompts_share_their_blocks_and_count_their_length() {
+    let codec = WordCodec::default();
+    let mut rows = trace(&[(30, &[7, 8]), (25, &[7, 9]), (12, &[]), (5, &[7, 8, 9])]);
+    let built = block_on(TracePrompts::new(10).with_seed(3).build(&mut rows, &codec)).unwrap();
+    assert_eq!(built, 4);
+    let words: Vec<Vec<&str>> = (rows.conversations.iter())
+        .map(|c| c.turns[0].split(' ').collect())
+        .collect();
+    let lengths: Vec<usize> = words.iter().map(Vec::len).collect();
+    assert_eq!(lengths, [30, 25, 12, 5, 3]);
+    assert_eq!(words[0][..10], words[1][..10], "block 7");
+    assert_ne!(words[0][10..20], words[1][10..20], "blocks 8 and 9");
+    assert_eq!(
+        words[3][..],
+        words[0][..5],
+        "a prompt shorter than its first block"
+    );
+    assert_eq!(rows.conversations[4].turns, ["given as text"]);
+    // Merges at the cut are made up for; the shared prefix stays.
+    let gluing = GluingCodec::default();
+    let mut rows = trace(&[(30, &[7, 8]), (25, &[7, 9])]);
+    block_on(TracePrompts::new(10).build(&mut rows, &gluing)).unwrap();
+    for (c, want) in rows.conversations.iter().zip([30, 25]) {
+        assert_eq!(block_on(gluing.encode(&c.turns[0])).unwrap().len(), want);
+    }
+    // A row that cannot be built is named.
+    let mut rows = trace(&[(1, &[1])]);
+    let err = block_on(TracePrompts::new(10).build(&mut rows, &OneTooMany::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row r0 (1 tokens)"), "{err}");
+}

@@ -423,7 +423,13 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     match speed_bench_category(&name) {
         Some(Some(category)) => out.set("category", vec![category.to_string()], format.line),
         Some(None) => Ok(()),
-        None if matches!(name.as_str(), "single_turn" | "multi_turn") => Ok(()),
+        None if matches!(
+            name.as_str(),
+            "single_turn" | "multi_turn" | "mooncake_trace"
+        ) =>
+        {
+            Ok(())
+        }
         None => Err(invalid(
             out,
             (
@@ -431,7 +437,8 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
                 format!(
                     "`datasets[0].format: {name}`: speedbench reads SPEED-Bench files \
                      (`speed_bench_<category>`, `speed_bench_qualitative`, \
-                     `speed_bench_throughput_<isl>[_<tier>]`) and `single_turn`/`multi_turn` JSONL"
+                     `speed_bench_throughput_<isl>[_<tier>]`), `single_turn`/`multi_turn` JSONL \
+                     and `mooncake_trace` rows"
                 ),
             ),
         )),
@@ -679,6 +686,9 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         .and_then(Node::scalar_text)
         .unwrap_or("profiling".into());
     let kind = phase_type(out, phase)?;
+    if kind == "fixed_schedule" {
+        return fixed_schedule(out, phase, &name);
+    }
     let arrival = arrival_of(out, phase, &name, &kind)?;
     let mut allowed = [
         &PHASE_ID[..],
@@ -722,6 +732,40 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         )),
         (None, _) => Ok(()),
     }
+}
+
+/// `type: fixed_schedule`: the dataset's rows at their timestamps
+/// (`--fixed-schedule`), `auto_offset`, `start_offset` and `end_offset`
+/// (milliseconds) as their flags, `concurrency` as the ceiling of requests
+/// in flight (`--max-concurrency`), `duration` and `grace_period` as ever.
+fn fixed_schedule(out: &mut Out<'_>, phase: &Node, name: &str) -> Result<(), RunError> {
+    let fields = [
+        "auto_offset",
+        "start_offset",
+        "end_offset",
+        "concurrency",
+        "duration",
+        "grace_period",
+    ];
+    let allowed = [&PHASE_ID[..], &fields].concat();
+    let why = "a fixed schedule takes its offsets, a concurrency ceiling, a duration and a \
+               grace period";
+    let entries =
+        only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    out.set("fixed-schedule", vec!["true".into()], phase.line)?;
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "auto_offset" => out.set(
+                "fixed-schedule-auto-offset",
+                vec![bool_text(value)],
+                value.line,
+            )?,
+            "start_offset" => out.one("fixed-schedule-start-offset", value)?,
+            "end_offset" => out.one("fixed-schedule-end-offset", value)?,
+            other => measured_field(out, other, value, "max-concurrency")?,
+        }
+    }
+    Ok(())
 }
 
 /// One field of the measured phase as its flag.
