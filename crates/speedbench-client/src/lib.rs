@@ -51,6 +51,7 @@ mod engine_kind;
 mod error;
 mod exchange;
 mod export;
+mod models;
 mod pacing;
 mod recorder;
 mod request_body;
@@ -79,6 +80,7 @@ pub use engine::{
 };
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
+pub use models::{ModelChoice, ModelStrategy};
 /// The former name of [`Load`].
 #[deprecated(
     since = "0.1.0",

@@ -27,9 +27,20 @@ impl Target {
     /// [`Target::body_json`] with `max_tokens` in place of the run's (a
     /// trace row's output length), when given.
     pub fn body_json_capped(&self, history: &[Message], max_tokens: Option<u32>) -> Vec<u8> {
+        self.body_json_for(&self.model, history, max_tokens)
+    }
+
+    /// [`Target::body_json_capped`] asking for `model` (a row's, of
+    /// [`Target::models`]).
+    pub fn body_json_for(
+        &self,
+        model: &str,
+        history: &[Message],
+        max_tokens: Option<u32>,
+    ) -> Vec<u8> {
         let engine_fields = self.engine.map(|e| e.request_fields());
         let mut fields: BTreeMap<&str, Field<'_>> = BTreeMap::new();
-        fields.insert("model", Field::Str(&self.model));
+        fields.insert("model", Field::Str(model));
         match self.api {
             ApiKind::Chat => fields.insert("messages", Field::Messages(history)),
             ApiKind::Completions => fields.insert("prompt", Field::Prompt(history)),

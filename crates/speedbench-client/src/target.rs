@@ -11,6 +11,7 @@ use speedbench_dataset::Message;
 
 use crate::engine_kind::Engine;
 use crate::error::{ClientError, OwnedField};
+use crate::models::ModelChoice;
 use crate::spec::SpecAdapter;
 
 /// Which OpenAI-compatible API the requests use.
@@ -305,8 +306,11 @@ pub struct Target {
     pub base_url: BaseUrl,
     /// Chat or completions API.
     pub api: ApiKind,
-    /// The `model` field.
+    /// The `model` field (the first of [`Target::models`] when set).
     pub model: String,
+    /// Several models behind the server (LoRA adapters), each row asking
+    /// for one ([`Target::model_for_row`]); `None` sends [`Target::model`].
+    pub models: Option<ModelChoice>,
     /// Request a streamed (SSE) response.
     pub streaming: bool,
     /// `max_tokens` to send, when set.
@@ -357,6 +361,7 @@ impl Target {
             base_url,
             api: ApiKind::Chat,
             model: model.into(),
+            models: None,
             streaming: true,
             max_tokens: None,
             extra_body: Map::new(),
@@ -369,6 +374,23 @@ impl Target {
             http_client: HttpClientKind::default(),
             engine: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+
+    /// Rows share out `choice`'s models (its first becomes
+    /// [`Target::model`], asked of discovery, the preflight and
+    /// `/tokenize`).
+    pub fn with_models(mut self, choice: ModelChoice) -> Self {
+        self.model = choice.names()[0].clone();
+        self.models = Some(choice);
+        self
+    }
+
+    /// The model dataset row `index` asks for.
+    pub fn model_for_row(&self, index: usize) -> &str {
+        match &self.models {
+            Some(choice) => choice.for_row(index),
+            None => &self.model,
         }
     }
 

@@ -106,7 +106,7 @@ pub use repeat::{AcrossRuns, RatioInterval, RepeatedFigure, RepeatedMetrics, Spr
 pub use request::RequestMetricsExt;
 pub use rng::SplitMix64;
 pub use run::{
-    ErrorCount, FigureOptions, MIN_RESOLVED_INTERVAL_NS, RequestCounts, RunMetrics,
+    ErrorCount, FigureOptions, MIN_RESOLVED_INTERVAL_NS, ModelMetrics, RequestCounts, RunMetrics,
     ServerTimingMetrics,
 };
 pub use spec::{PerPass, PooledHistogram, SpecDecodeMetrics, length_at_budgets};

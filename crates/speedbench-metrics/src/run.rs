@@ -62,6 +62,46 @@ pub struct RunMetrics {
     /// The run in slices of [`FigureOptions::slice_duration_s`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub time_slices: Vec<TimeSlice>,
+    /// Every figure per model, where the records name several (LoRA
+    /// adapters behind one server), in order of each model's first record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_model: Vec<ModelMetrics>,
+}
+
+/// The figures of one model's records ([`RunMetrics::by_model`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelMetrics {
+    /// The `model` the records asked for.
+    pub model: String,
+    /// Their figures, as [`RunMetrics::from_records`] computes a run's.
+    pub metrics: Box<RunMetrics>,
+}
+
+/// [`RunMetrics::by_model`]: nothing for the records of one model.
+fn by_model(records: &[RequestRecord]) -> Vec<ModelMetrics> {
+    let mut models: Vec<&str> = Vec::new();
+    for r in records {
+        if !models.contains(&r.model.as_str()) {
+            models.push(&r.model);
+        }
+    }
+    if models.len() < 2 {
+        return Vec::new();
+    }
+    models
+        .into_iter()
+        .map(|model| {
+            let own: Vec<RequestRecord> = records
+                .iter()
+                .filter(|r| r.model == model)
+                .cloned()
+                .collect();
+            ModelMetrics {
+                model: model.to_string(),
+                metrics: Box::new(RunMetrics::from_records(&own)),
+            }
+        })
+        .collect()
 }
 
 /// The figures of a run that need more than its records: its SLOs, its
@@ -154,6 +194,7 @@ impl RunMetrics {
             time_slices: options
                 .slice_duration_s
                 .map_or_else(Vec::new, |d| time_slices(records, d)),
+            by_model: by_model(records),
         }
     }
 }
@@ -403,6 +444,50 @@ mod tests {
             completion_tokens: Some(tokens),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn figures_per_model_by_hand() {
+        // Model a: 10 -> 12 s and 11 -> 14 s, 20 and 28 tokens; 6 of 8
+        // drafts over 4 steps and 2 of 8 over 4: length 1 + 8/8 = 2.
+        // Model b: 12 -> 13 s, 10 tokens, 3 of 4 over 2 steps: 2.5.
+        let spec = |accepted, proposed, steps| speedbench_record::SpecDecodeStats {
+            accepted_draft_tokens: accepted,
+            proposed_draft_tokens: proposed,
+            verify_steps: Some(steps),
+            ..Default::default()
+        };
+        let with = |mut r: RequestRecord, model: &str, s| {
+            r.model = model.into();
+            r.spec = Some(s);
+            r
+        };
+        let records = [
+            with(req(10, 12, 100, 2000, 20), "a", spec(6, 8, 4)),
+            with(req(12, 13, 100, 1000, 10), "b", spec(3, 4, 2)),
+            with(req(11, 14, 300, 3000, 28), "a", spec(2, 8, 4)),
+        ];
+        let m = RunMetrics::from_records(&records);
+        let names: Vec<&str> = m.by_model.iter().map(|b| b.model.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let (a, b) = (&m.by_model[0].metrics, &m.by_model[1].metrics);
+        assert_eq!((a.counts.succeeded, b.counts.succeeded), (2, 1));
+        assert!(close(a.benchmark_duration_s.unwrap(), 4.0));
+        assert!(close(a.output_token_throughput.unwrap(), 48.0 / 4.0));
+        assert!(close(
+            a.spec_decode.token_weighted_acceptance_length().unwrap(),
+            2.0
+        ));
+        assert!(close(
+            b.spec_decode.token_weighted_acceptance_length().unwrap(),
+            2.5
+        ));
+        assert!(
+            a.by_model.is_empty(),
+            "one model's own figures nest no further"
+        );
+        // One model: no breakdown.
+        assert!(RunMetrics::from_records(&records[..1]).by_model.is_empty());
     }
 
     #[test]

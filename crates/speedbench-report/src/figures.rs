@@ -130,6 +130,47 @@ pub(crate) fn time_slices(slices: &[TimeSlice]) -> Option<String> {
     Some(titled_table(&title, &header, &rows, FirstColumn::Right))
 }
 
+/// One row per model of a run that asked for several
+/// ([`RunMetrics::by_model`](speedbench_metrics::RunMetrics::by_model)):
+/// requests, throughputs, median latencies and acceptance length.
+pub(crate) fn models(by_model: &[speedbench_metrics::ModelMetrics]) -> Option<String> {
+    if by_model.is_empty() {
+        return None;
+    }
+    let header = [
+        "Model",
+        "Succeeded",
+        "Failed",
+        "Requests/s",
+        "Tokens/s",
+        "TTFT p50 (ms)",
+        "ITL p50 (ms)",
+        "Latency p50 (ms)",
+        "Accept len",
+    ];
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), thousands);
+    let p50 = |s: &Option<Summary>| cell(s.map(|s| s.p50));
+    let rows: Vec<Vec<String>> = by_model
+        .iter()
+        .map(|b| {
+            let m = &b.metrics;
+            vec![
+                b.model.clone(),
+                m.counts.succeeded.to_string(),
+                m.counts.failed.to_string(),
+                cell(m.request_throughput),
+                cell(m.output_token_throughput),
+                p50(&m.ttft_ms),
+                p50(&m.inter_token_latency_ms),
+                p50(&m.request_latency_ms),
+                cell(m.spec_decode.token_weighted_acceptance_length()),
+            ]
+        })
+        .collect();
+    let title = "speedbench | Per Model (each model's requests alone)";
+    Some(titled_table(title, &header, &rows, FirstColumn::Left))
+}
+
 /// The headline figures of repeated runs: per figure its mean, sample
 /// std, coefficient of variation, the Student's t interval across the runs
 /// and the range.
@@ -280,6 +321,39 @@ mod tests {
             out.contains("│ request_throughput_avg (requests/sec) │ 12.00 │ 2.00 │ 16.7% │   7.03 │   16.97 │ 10.00 │ 14.00 │    3 │"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_run_of_several_models_has_a_row_per_model() {
+        use speedbench_metrics::RunMetrics;
+        use speedbench_record::{RequestRecord, SpecDecodeStats};
+        // a: 0 -> 2 s, 20 tokens, 4 of 8 drafts over 4 steps (length 2);
+        // b: 1 -> 2 s, 10 tokens, 2 of 2 over 2 steps (length 2).
+        let rec = |model: &str, start: i64, tokens: u64, accepted: u64, proposed: u64, steps| {
+            RequestRecord {
+                model: model.into(),
+                start_unix_ns: start * 1_000_000_000,
+                end_unix_ns: 2_000_000_000,
+                e2e_latency_ns: (2 - start) as u64 * 1_000_000_000,
+                completion_tokens: Some(tokens),
+                spec: Some(SpecDecodeStats {
+                    accepted_draft_tokens: accepted,
+                    proposed_draft_tokens: proposed,
+                    verify_steps: Some(steps),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        };
+        let m = RunMetrics::from_records(&[rec("a", 0, 20, 4, 8, 4), rec("b", 1, 10, 2, 2, 2)]);
+        let out = models(&m.by_model).unwrap();
+        assert!(out.contains("Per Model"), "{out}");
+        // a: 1 request over 2 s = 0.50/s, 10 tokens/s, latency 2,000 ms.
+        assert!(
+            out.contains("│ a     │         1 │      0 │       0.50 │    10.00 │             - │            - │         2,000.00 │       2.00 │"),
+            "{out}"
+        );
+        assert!(models(&[]).is_none());
     }
 
     #[test]

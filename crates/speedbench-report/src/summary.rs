@@ -45,6 +45,7 @@ pub fn render_run_summary(metrics: &RunMetrics) -> String {
             .map(|s| figures::steady_state(s, metrics.benchmark_duration_s)),
     );
     sections.extend(figures::time_slices(&metrics.time_slices));
+    sections.extend(figures::models(&metrics.by_model));
     sections.extend(errors(&metrics.counts));
     sections.join("\n")
 }

@@ -65,6 +65,10 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
     if let Some(synthetic) = synthetic {
         config["synthetic"] = synthetic;
     }
+    if let Some(choice) = &target.models {
+        config["models"] = json!(choice.names());
+        config["model_selection_strategy"] = json!(choice.strategy().name());
+    }
     config
 }
 

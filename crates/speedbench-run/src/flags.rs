@@ -22,6 +22,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use speedbench_client::ModelStrategy;
 use speedbench_dataset::Resolver;
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
 
@@ -251,8 +252,17 @@ const TARGET: &[Flag] = &[
         .default("localhost:8000"),
     flag!("model", One, |s, v| s.target.model = Some(v.to_string()))
         .short('m')
+        .aliases(&["model-names"])
         .value("MODEL")
-        .help("Model name to send; asked of `GET /v1/models` when omitted."),
+        .help("Model name to send; asked of `GET /v1/models` when omitted. Several, comma-separated (LoRA adapters behind one server), share out the dataset's rows by `--model-selection-strategy`; each record names its model and the summary has the figures per model."),
+    flag!("model-selection-strategy", One, |s, v| {
+        one_of(v, &ModelStrategy::NAMES)?;
+        s.target.model_selection_strategy = v.to_string()
+    })
+    .value("STRATEGY")
+    .default("round_robin")
+    .possible(&ModelStrategy::NAMES)
+    .help("With several `--model`s: `round_robin` (row i asks for model i mod n, AIPerf's default) or `random` (each row's model drawn from `--random-seed`). Every turn of a conversation asks for its row's model."),
     flag!("endpoint-type", One, |s, v| s.target.endpoint_type = parse(v)?)
         .value("ENDPOINT_TYPE")
         .help("API to call: `chat` (/v1/chat/completions) or `completions` (/v1/completions).")

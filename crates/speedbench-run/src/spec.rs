@@ -128,8 +128,12 @@ impl std::str::FromStr for EngineChoice {
 pub struct TargetSpec {
     /// `--url`: `host:port` or `http://host:port`, with or without `/v1`.
     pub url: String,
-    /// `--model`: asked of `GET /v1/models` when `None`.
+    /// `--model`: asked of `GET /v1/models` when `None`; several,
+    /// comma-separated, share out the rows (LoRA adapters).
     pub model: Option<String>,
+    /// `--model-selection-strategy`: how rows share out several models,
+    /// `round_robin` or `random`.
+    pub model_selection_strategy: String,
     /// `--endpoint-type`: chat or completions.
     #[serde(with = "by_name")]
     pub endpoint_type: ApiKind,
@@ -164,6 +168,7 @@ impl Default for TargetSpec {
         TargetSpec {
             url: "localhost:8000".into(),
             model: None,
+            model_selection_strategy: "round_robin".into(),
             endpoint_type: ApiKind::Chat,
             streaming: false,
             timeout_s: 600.0,

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use speedbench_client::{
-    ApiKey, BaseUrl, ClientError, Load, OwnedField, StartBarrier, Target, parse_extra_inputs,
-    parse_header,
+    ApiKey, BaseUrl, ClientError, Load, ModelChoice, ModelStrategy, OwnedField, StartBarrier,
+    Target, parse_extra_inputs, parse_header,
 };
 use speedbench_dataset::CategorySelection;
 use speedbench_metrics::{FigureOptions, SteadyStateOptions};
@@ -156,6 +156,47 @@ impl RunSpec {
         })
     }
 
+    /// `--header`s as `(name, value)`.
+    fn headers(&self) -> Result<Vec<(String, String)>, RunError> {
+        (self.target.headers.iter())
+            .map(|h| {
+                parse_header(h.expose()).map_err(|source| RunError::Client {
+                    context: "--header".into(),
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// Several comma-separated `--model`s and how rows share them out;
+    /// `None` for one model.
+    fn model_choice(&self) -> Result<Option<ModelChoice>, RunError> {
+        let t = &self.target;
+        let Some(names) = t.model.as_deref().filter(|m| m.contains(',')) else {
+            return Ok(None);
+        };
+        let names: Vec<String> = names.split(',').map(|n| n.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(RunError::invalid(
+                "--model",
+                "several models are comma-separated names, none empty",
+            ));
+        }
+        let strategy = match t.model_selection_strategy.as_str() {
+            "round_robin" => ModelStrategy::RoundRobin,
+            "random" => ModelStrategy::Random {
+                seed: self.load.random_seed,
+            },
+            other => {
+                return Err(RunError::invalid(
+                    "--model-selection-strategy",
+                    format!("{other:?}: round_robin or random"),
+                ));
+            }
+        };
+        Ok(Some(ModelChoice::new(names, strategy)))
+    }
+
     /// `--extra-inputs`, with `ignore_eos` where synthetic prompts force
     /// their output length.
     fn extra_body(&self) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
@@ -182,16 +223,7 @@ impl RunSpec {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let headers: Vec<(String, String)> = t
-            .headers
-            .iter()
-            .map(|h| {
-                parse_header(h.expose()).map_err(|source| RunError::Client {
-                    context: "--header".into(),
-                    source,
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let headers = self.headers()?;
         if !(t.timeout_s.is_finite() && t.timeout_s > 0.0) {
             return Err(RunError::invalid(
                 "--timeout",
@@ -199,6 +231,9 @@ impl RunSpec {
             ));
         }
         let mut target = Target::new(base_url, t.model.clone().unwrap_or_default());
+        if let Some(choice) = self.model_choice()? {
+            target = target.with_models(choice);
+        }
         target.api = t.endpoint_type;
         target.streaming = t.streaming;
         target.max_tokens = self.sampling.osl;

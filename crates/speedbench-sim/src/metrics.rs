@@ -68,6 +68,9 @@ pub struct ArrivalTruth {
 pub struct RequestTruth {
     /// Conversation key: the first user message's text (the prompt for `/v1/completions`).
     pub conversation: String,
+    /// The request's `model` field, as sent (the simulator serves any).
+    #[serde(default)]
+    pub model: String,
     /// Number of user messages in the request (1 for `/v1/completions`).
     pub turns: u32,
     /// Category taken from the prompt marker, if it named a configured category.
@@ -101,6 +104,7 @@ impl RequestTruth {
     /// into the log.
     pub(crate) fn placeholder() -> RequestTruth {
         RequestTruth {
+            model: String::new(),
             conversation: String::new(),
             turns: 0,
             category: None,
@@ -454,6 +458,7 @@ mod tests {
 
     fn truth(steps: u64, accepted: u64) -> RequestTruth {
         RequestTruth {
+            model: String::new(),
             first_content_sent_ns: None,
             conversation: "c".into(),
             turns: 1,

@@ -129,6 +129,7 @@ impl Reply {
             params.ignore_eos(),
         );
         let truth = RequestTruth {
+            model: params.model().to_string(),
             first_content_sent_ns: None,
             conversation: info.first_user,
             turns: info.turns,

@@ -26,6 +26,8 @@ pub(crate) struct CompletionRequest {
 #[derive(Debug, Deserialize)]
 pub(crate) struct CommonParams {
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     max_tokens: Option<u32>,
     #[serde(default)]
     max_completion_tokens: Option<u32>,
@@ -40,6 +42,11 @@ pub(crate) struct CommonParams {
 }
 
 impl CommonParams {
+    /// The `model` asked for (any is served).
+    pub(crate) fn model(&self) -> &str {
+        self.model.as_deref().unwrap_or_default()
+    }
+
     /// `max_completion_tokens`, else `max_tokens` (vLLM's precedence).
     pub(crate) fn max_tokens(&self) -> Option<u32> {
         self.max_completion_tokens.or(self.max_tokens)

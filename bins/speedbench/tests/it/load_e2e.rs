@@ -82,3 +82,95 @@ async fn two_thousand_requests_at_concurrency_512() {
         "peak {peak_fds} fds for {CONCURRENCY} in flight"
     );
 }
+
+/// Several models behind one server (`--model a,b,c`): row i asks for
+/// model i mod 3 on every turn and every pass, as the simulator saw; each
+/// record names its model; the summary and the console have each model's
+/// figures from its own records; `random` keeps each row's model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_share_out_several_models() {
+    let names = ["base", "lora-a", "lora-b"];
+    for strategy in ["round_robin", "random"] {
+        let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("run");
+        let url = server.url();
+        let fixture = fixture();
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "base,lora-a,lora-b",
+            "--model-selection-strategy",
+            strategy,
+            "--input-file",
+            fixture.to_str().unwrap(),
+            "--request-count",
+            "40",
+            "--concurrency",
+            "3",
+            "--streaming",
+            "--no-server-metrics",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = read_run(&out_dir).unwrap();
+        let dataset = speedbench_dataset::Dataset::from_jsonl_file(&fixture).unwrap();
+        let row_of = |id: &str| {
+            dataset
+                .conversations
+                .iter()
+                .position(|c| c.id == id)
+                .unwrap()
+        };
+        // The model of each row, as the simulator saw it asked.
+        let mut seen: std::collections::HashMap<&str, &str> = Default::default();
+        let truth = server.ground_truth();
+        for t in &truth.requests_log {
+            let first = seen
+                .entry(t.conversation.as_str())
+                .or_insert(t.model.as_str());
+            assert_eq!(*first, t.model, "a conversation changed model");
+        }
+        for r in &file.records {
+            let row = row_of(&r.conversation_id);
+            if strategy == "round_robin" {
+                assert_eq!(r.model, names[row % 3], "{}", r.conversation_id);
+            }
+            assert!(names.contains(&r.model.as_str()));
+            let asked = seen[dataset.conversations[row].turns[0].as_str()];
+            assert_eq!(r.model, asked, "the record names what was sent");
+        }
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+        let by_model = summary["metrics"]["by_model"]
+            .as_array()
+            .or_else(|| summary["by_model"].as_array())
+            .unwrap_or_else(|| panic!("no by_model in {summary}"));
+        let mut total = 0;
+        for m in by_model {
+            let name = m["model"].as_str().unwrap();
+            let own = file
+                .records
+                .iter()
+                .filter(|r| r.model == name && r.is_success())
+                .count();
+            assert_eq!(m["metrics"]["counts"]["succeeded"], own as u64, "{name}");
+            total += own;
+        }
+        assert_eq!(total, 40);
+        assert!(stdout.contains("Per Model"), "{stdout}");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(manifest["config"]["models"], serde_json::json!(names));
+        assert_eq!(manifest["config"]["model_selection_strategy"], strategy);
+    }
+}

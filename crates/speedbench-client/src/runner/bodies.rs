@@ -38,7 +38,8 @@ impl FirstTurnBodies {
         turn_index: usize,
         history: &[Message],
     ) -> Bytes {
-        let write = || Bytes::from(target.body_json_capped(history, row.max_output_tokens));
+        let model = target.model_for_row(row.index);
+        let write = || Bytes::from(target.body_json_for(model, history, row.max_output_tokens));
         match self.0.get(row.index) {
             Some(cell) if turn_index == 0 => cell.get_or_init(write).clone(),
             _ => write(),

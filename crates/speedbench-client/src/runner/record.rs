@@ -148,7 +148,7 @@ pub(super) fn base_record(
         turn_index: turn_index as u32,
         dataset: shared.run.dataset.name.clone(),
         category: conv.category.clone(),
-        model: shared.run.target.model.clone(),
+        model: shared.run.target.model_for_row(conv.index).to_string(),
         warmup,
         prompt_sha256: Some(shared.prompt_hashes.of(conv, turn_index)),
         ..Default::default()

@@ -487,3 +487,21 @@ fn multi_run_repeats_a_config_of_one_run_and_is_refused_beside_a_sweep() {
         "{err}"
     );
 }
+
+/// `models` with several items share out the rows (`--model a,b`) by their
+/// `strategy`; a weighted strategy is refused at its line.
+#[test]
+fn several_models_share_out_the_rows() {
+    let with_models = |strategy: &str| {
+        template("minimal").replace(
+            "  model: meta-llama/Llama-3.1-8B-Instruct\n",
+            &format!("  models:\n    strategy: {strategy}\n    items:\n      - name: base\n      - name: lora-a\n"),
+        )
+    };
+    let sweep = expand("minimal", &with_models("random"), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(spec.target.model.as_deref(), Some("base,lora-a"));
+    assert_eq!(spec.target.model_selection_strategy, "random");
+    let err = expand("minimal", &with_models("weighted"), &[]).unwrap_err();
+    assert!(err.contains("`models.strategy: weighted`"), "{err}");
+}

@@ -144,7 +144,8 @@ fn invalid(out: &Out<'_>, r: Refusal) -> RunError {
     RunError::invalid(at(out.source, r.0), r.1)
 }
 
-/// `models`: one model (a name, a list of one, or `items: [{name}]`).
+/// `models`: a name, a list, or `items: [{name}]` with a `strategy`
+/// (`round_robin`, `random`): `--model a,b` and `--model-selection-strategy`.
 fn models(out: &mut Out<'_>, key: &Key, value: &Node) -> Result<(), RunError> {
     let names: Vec<&Node> = match &value.value {
         Value::Str(_) => vec![value],
@@ -155,15 +156,25 @@ fn models(out: &mut Out<'_>, key: &Key, value: &Node) -> Result<(), RunError> {
         },
         _ => Vec::new(),
     };
-    match names.as_slice() {
-        [one] => out.one("model", one),
-        [] => Err(invalid(out, (key.line, "`models`: a model name".into()))),
-        _ => Err(invalid(
+    if names.is_empty() {
+        return Err(invalid(out, (key.line, "`models`: a model name".into())));
+    }
+    let joined: Vec<String> = names.iter().filter_map(|n| n.scalar_text()).collect();
+    out.set("model", vec![joined.join(",")], names[0].line)?;
+    let Some(strategy) = value.get("strategy") else {
+        return Ok(());
+    };
+    match strategy.scalar_text().as_deref() {
+        Some("round_robin" | "random") => out.one("model-selection-strategy", strategy),
+        other => Err(invalid(
             out,
-            unsupported(
-                key,
-                "models",
-                "it benchmarks one model per run (no round robin)",
+            (
+                strategy.line,
+                format!(
+                    "`models.strategy: {}`: speedbench shares rows out `round_robin` or \
+                     `random` (no weights)",
+                    other.unwrap_or_default()
+                ),
             ),
         )),
     }
