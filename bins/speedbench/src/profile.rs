@@ -47,7 +47,7 @@ pub(crate) fn arg(flag: &'static Flag, heading: Option<&'static str>) -> Arg {
     arg = match flag.kind {
         FlagKind::Switch => arg.action(ArgAction::SetTrue),
         FlagKind::One => arg.action(ArgAction::Set),
-        FlagKind::Many => arg.action(ArgAction::Append),
+        FlagKind::Many | FlagKind::List => arg.action(ArgAction::Append),
     };
     if flag.kind != FlagKind::Switch {
         arg = if flag.possible.is_empty() {
@@ -144,6 +144,11 @@ pub(crate) fn apply_matches(
     for flag in flags {
         let values: Vec<String> = match flag.kind {
             FlagKind::Switch => vec![m.get_flag(flag.long).to_string()],
+            // A repeated list flag is one value of them all.
+            FlagKind::List => m
+                .get_many::<String>(flag.long)
+                .map(|v| vec![v.cloned().collect::<Vec<_>>().join(",")])
+                .unwrap_or_default(),
             _ => m
                 .get_many::<String>(flag.long)
                 .map(|v| v.cloned().collect())

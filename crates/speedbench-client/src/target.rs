@@ -302,8 +302,12 @@ impl std::str::FromStr for HttpClientKind {
 /// Everything about how requests are made, shared by every request of a run.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The server.
+    /// The server (the first of several: [`Target::more_urls`]).
     pub base_url: BaseUrl,
+    /// More servers of the same model and engine (a fleet behind no load
+    /// balancer): conversations go to `base_url` and these in turn, every
+    /// turn of a conversation to the same one ([`Target::with_more_urls`]).
+    pub more_urls: Vec<BaseUrl>,
     /// Chat or completions API.
     pub api: ApiKind,
     /// The `model` field (the first of [`Target::models`] when set).
@@ -359,6 +363,7 @@ impl Target {
     pub fn new(base_url: BaseUrl, model: impl Into<String>) -> Target {
         Target {
             base_url,
+            more_urls: Vec::new(),
             api: ApiKind::Chat,
             model: model.into(),
             models: None,
@@ -384,6 +389,28 @@ impl Target {
         self.model = choice.names()[0].clone();
         self.models = Some(choice);
         self
+    }
+
+    /// Conversations share `urls` out with [`Target::base_url`] in turn
+    /// (round robin, AIPerf's `--url-strategy`); discovery, engine
+    /// detection, the preflight and `/tokenize` ask the first server.
+    pub fn with_more_urls(mut self, urls: Vec<BaseUrl>) -> Self {
+        self.more_urls = urls;
+        self
+    }
+
+    /// Every server: [`Target::base_url`], then [`Target::more_urls`].
+    pub fn urls(&self) -> impl Iterator<Item = &BaseUrl> {
+        std::iter::once(&self.base_url).chain(&self.more_urls)
+    }
+
+    /// This target with server `index` of [`Target::urls`] as its only
+    /// one.
+    pub fn for_server(&self, index: usize) -> Target {
+        let mut one = self.clone();
+        one.base_url = self.urls().nth(index).unwrap_or(&self.base_url).clone();
+        one.more_urls = Vec::new();
+        one
     }
 
     /// The model dataset row `index` asks for.

@@ -9,7 +9,7 @@
 //! use speedbench_record::columns;
 //! let wanted = [columns::CATEGORY, columns::WARMUP, columns::SPEC_VERIFY_STEPS];
 //! assert_eq!(wanted, ["category", "warmup", "spec_verify_steps"]);
-//! assert_eq!(columns::ALL.len(), 40);
+//! assert_eq!(columns::ALL.len(), 41);
 //! ```
 
 /// `run_id`: run identifier (utf8).
@@ -143,12 +143,23 @@ pub const TOKENS_PER_ITERATION: &str = "tokens_per_iteration";
 /// (uint32, nullable; null, in files written before it existed, reads as 0).
 pub const RESENDS: &str = "resends";
 
+/// `server_index`: which of a run's several `--url`s served the request
+/// (0-based, in the order given); null for a run of one server (uint32,
+/// nullable; absent from files written before it existed).
+pub const SERVER_INDEX: &str = "server_index";
+
 /// Columns added after the first schema: a file without them still reads,
 /// with nulls.
-pub const ADDED_LATER: [&str; 4] = [PROMPT_SHA256, SPEC_DROPPED, TOKENS_PER_ITERATION, RESENDS];
+pub const ADDED_LATER: [&str; 5] = [
+    PROMPT_SHA256,
+    SPEC_DROPPED,
+    TOKENS_PER_ITERATION,
+    RESENDS,
+    SERVER_INDEX,
+];
 
 /// Every column, in schema order.
-pub const ALL: [&str; 40] = [
+pub const ALL: [&str; 41] = [
     RUN_ID,
     REQUEST_INDEX,
     CONVERSATION_ID,
@@ -189,6 +200,7 @@ pub const ALL: [&str; 40] = [
     SPEC_DROPPED,
     TOKENS_PER_ITERATION,
     RESENDS,
+    SERVER_INDEX,
 ];
 
 #[cfg(all(test, feature = "parquet"))]

@@ -88,6 +88,10 @@ pub struct RequestRecord {
     /// before any byte of an answer); its times count from the first write.
     #[serde(default)]
     pub resends: u32,
+    /// Which of the run's several servers (`--url`, 0-based) served the
+    /// request; `None` for a run of one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_index: Option<u32>,
     /// Values of caller-defined columns (names start with `x_`; see
     /// [`crate::custom`]), by column name. Columns a record leaves out are
     /// stored as null.

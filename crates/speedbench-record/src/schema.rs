@@ -73,6 +73,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::SPEC_DROPPED, Utf8, true),
         f(columns::TOKENS_PER_ITERATION, Float64, true),
         f(columns::RESENDS, UInt32, true),
+        f(columns::SERVER_INDEX, UInt32, true),
     ]))
 });
 
@@ -113,6 +114,7 @@ pub(crate) struct BatchBuilder {
     spec_dropped: StringBuilder,
     tokens_per_iteration: Float64Builder,
     resends: UInt32Builder,
+    server_index: UInt32Builder,
     spec_source: StringBuilder,
     spec_accepted: UInt64Builder,
     spec_proposed: UInt64Builder,
@@ -234,6 +236,7 @@ impl BatchBuilder {
             spec_dropped: StringBuilder::new(),
             tokens_per_iteration: Float64Builder::new(),
             resends: UInt32Builder::new(),
+            server_index: UInt32Builder::new(),
             spec_source: StringBuilder::new(),
             spec_accepted: UInt64Builder::new(),
             spec_proposed: UInt64Builder::new(),
@@ -303,6 +306,7 @@ impl BatchBuilder {
         self.tokens_per_iteration
             .append_option(r.tokens_per_iteration);
         self.resends.append_value(r.resends);
+        self.server_index.append_option(r.server_index);
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
         self.len += 1;
@@ -423,6 +427,7 @@ impl BatchBuilder {
             Arc::new(self.spec_dropped.finish()),
             Arc::new(self.tokens_per_iteration.finish()),
             Arc::new(self.resends.finish()),
+            Arc::new(self.server_index.finish()),
         ];
         let mut columns = columns;
         columns.extend(self.custom.iter_mut().map(|(_, b)| b.finish()));
@@ -1160,6 +1165,7 @@ struct RowReader<'a> {
     spec_dropped: &'a arrow_array::StringArray,
     tokens_per_iteration: &'a arrow_array::Float64Array,
     resends: &'a arrow_array::UInt32Array,
+    server_index: &'a arrow_array::UInt32Array,
     prompt_tokens: &'a arrow_array::UInt64Array,
     completion_tokens: &'a arrow_array::UInt64Array,
     output_chunks: &'a arrow_array::UInt64Array,
@@ -1204,6 +1210,7 @@ impl<'a> RowReader<'a> {
             spec_dropped: c.strings(columns::SPEC_DROPPED)?,
             tokens_per_iteration: c.f64s(columns::TOKENS_PER_ITERATION)?,
             resends: c.u32s(columns::RESENDS)?,
+            server_index: c.u32s(columns::SERVER_INDEX)?,
             prompt_tokens: c.u64s(columns::PROMPT_TOKENS)?,
             completion_tokens: c.u64s(columns::COMPLETION_TOKENS)?,
             output_chunks: c.u64s(columns::OUTPUT_CHUNKS)?,
@@ -1266,6 +1273,7 @@ impl<'a> RowReader<'a> {
         assign_opt(&mut r.spec_dropped, self.spec_dropped, i);
         r.tokens_per_iteration = opt(self.tokens_per_iteration, i);
         r.resends = opt(self.resends, i).unwrap_or(0);
+        r.server_index = opt(self.server_index, i);
         r.custom.clear();
         for (name, col) in &self.custom {
             if let Some(value) = custom_value(col, i) {

@@ -7,7 +7,7 @@
 use serde_json::json;
 use speedbench_client::Target;
 use speedbench_metrics::SpeedBenchPyConfig;
-use speedbench_record::RunManifest;
+use speedbench_record::{RunManifest, redact_url};
 
 use crate::spec::{DatasetSource, RunSpec};
 use crate::valid_run::RunDescription;
@@ -64,6 +64,11 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
     });
     if let Some(synthetic) = synthetic {
         config["synthetic"] = synthetic;
+    }
+    if !target.more_urls.is_empty() {
+        let urls: Vec<String> = target.urls().map(|u| redact_url(&u.to_string())).collect();
+        config["urls"] = json!(urls);
+        config["url_strategy"] = json!(spec.target.url_strategy);
     }
     if let Some(choice) = &target.models {
         config["models"] = json!(choice.names());

@@ -38,6 +38,9 @@ pub enum FlagKind {
     One,
     /// Repeatable: each value is added to the ones before.
     Many,
+    /// One value that may name several, comma-separated; the command line
+    /// may also repeat the flag (its values are joined with commas).
+    List,
 }
 
 /// What a flag's value does to a spec; `Err` says why the text is no value
@@ -246,11 +249,20 @@ macro_rules! flag {
 
 /// The server and how each request is made.
 const TARGET: &[Flag] = &[
-    flag!("url", One, |s, v| s.target.url = v.to_string())
+    flag!("url", List, |s, v| s.target.url = v.to_string())
+        .short('u')
         .value("URL")
-        .help("Server URL: `host:port` or `http://host:port`, with or without `/v1`.")
+        .help("Server URL: `host:port` or `http://host:port`, with or without `/v1`. Several (repeated, or comma-separated): servers of the same model and engine, conversations shared out round robin (every turn of one to the same server); each record names its server (`server_index`), and the server metrics are every server's together.")
         .default("localhost:8000"),
-    flag!("model", One, |s, v| s.target.model = Some(v.to_string()))
+    flag!("url-strategy", One, |s, v| {
+        one_of(v, &["round_robin"])?;
+        s.target.url_strategy = v.to_string()
+    })
+    .value("STRATEGY")
+    .default("round_robin")
+    .possible(&["round_robin"])
+    .help("How conversations are shared out among several `--url`s: `round_robin` (AIPerf's only strategy), in the order the URLs are given."),
+    flag!("model", List, |s, v| s.target.model = Some(v.to_string()))
         .short('m')
         .aliases(&["model-names"])
         .value("MODEL")

@@ -126,8 +126,12 @@ impl std::str::FromStr for EngineChoice {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TargetSpec {
-    /// `--url`: `host:port` or `http://host:port`, with or without `/v1`.
+    /// `--url`: `host:port` or `http://host:port`, with or without `/v1`;
+    /// several, comma-separated, share out the conversations.
     pub url: String,
+    /// `--url-strategy`: how several `--url`s share the conversations
+    /// (`round_robin`, the only one).
+    pub url_strategy: String,
     /// `--model`: asked of `GET /v1/models` when `None`; several,
     /// comma-separated, share out the rows (LoRA adapters).
     pub model: Option<String>,
@@ -167,6 +171,7 @@ impl Default for TargetSpec {
     fn default() -> TargetSpec {
         TargetSpec {
             url: "localhost:8000".into(),
+            url_strategy: "round_robin".into(),
             model: None,
             model_selection_strategy: "round_robin".into(),
             endpoint_type: ApiKind::Chat,

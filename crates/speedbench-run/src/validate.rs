@@ -89,11 +89,11 @@ impl RunSpec {
             source: Box::new(e),
             hint: None,
         })?;
-        let base_url = BaseUrl::parse(&self.target.url).map_err(|e| RunError::Client {
-            context: "--url".into(),
-            source: e,
-        })?;
-        let target = self.request_target(base_url, place)?;
+        let mut urls = self.server_urls()?.into_iter();
+        let base_url = urls.next().expect("server_urls gives at least one");
+        let target = self
+            .request_target(base_url, place)?
+            .with_more_urls(urls.collect());
         let load = self.load_config()?;
         if place == Where::Elsewhere {
             check_any_process_holds(&load)?;
@@ -154,6 +154,26 @@ impl RunSpec {
             export_level: o.export_level,
             speed_bench_py: o.output.clone(),
         })
+    }
+
+    /// `--url`: one server, or several comma-separated, each parsed; the
+    /// same server twice is refused (its share would be counted twice).
+    fn server_urls(&self) -> Result<Vec<BaseUrl>, RunError> {
+        let mut urls: Vec<BaseUrl> = Vec::new();
+        for text in self.target.url.split(',').map(str::trim) {
+            let url = BaseUrl::parse(text).map_err(|e| RunError::Client {
+                context: "--url".into(),
+                source: e,
+            })?;
+            if urls.iter().any(|u| u.to_string() == url.to_string()) {
+                return Err(RunError::invalid(
+                    "--url",
+                    format!("{url} is given twice: name each server once"),
+                ));
+            }
+            urls.push(url);
+        }
+        Ok(urls)
     }
 
     /// `--header`s as `(name, value)`.

@@ -192,6 +192,7 @@ pub(crate) fn record_from_line(
         tokens_per_iteration: None,
         // AIPerf records no re-send.
         resends: 0,
+        server_index: None,
         custom: Default::default(),
     })
 }

@@ -174,3 +174,113 @@ async fn rows_share_out_several_models() {
         assert_eq!(manifest["config"]["model_selection_strategy"], strategy);
     }
 }
+
+/// Two servers (`--url A --url B`): conversations alternate between them
+/// (every turn of one to the same server), as each server's own log
+/// shows; each record names its server; the server metrics are both
+/// servers' counters together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_share_out_several_servers() {
+    let a = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let b = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let (url_a, url_b) = (a.url(), b.url());
+    let fixture = fixture();
+    let out = run(&[
+        "profile",
+        "--url",
+        &url_a,
+        "--url",
+        &url_b,
+        "--model",
+        "m",
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--num-conversations",
+        "20",
+        "--concurrency",
+        "3",
+        "--streaming",
+        "--server-metrics-shutdown-delay",
+        "0",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = read_run(&out_dir).unwrap().records;
+    let (ta, tb) = (a.ground_truth(), b.ground_truth());
+    let served = |i: u32| records.iter().filter(|r| r.server_index == Some(i)).count();
+    assert_eq!(served(0), ta.requests_log.len());
+    assert_eq!(served(1), tb.requests_log.len());
+    assert_eq!(
+        served(0) + served(1),
+        records.len(),
+        "every record names its server"
+    );
+    // Conversations alternate: the 20 sessions split 10 and 10, and a
+    // conversation's turns all went to one server.
+    for log in [&ta.requests_log, &tb.requests_log] {
+        for later in log.iter().filter(|t| t.turns > 1) {
+            assert!(
+                log.iter()
+                    .any(|t| t.turns == later.turns - 1 && t.conversation == later.conversation),
+                "turn {} of {:?} went to another server than the turn before",
+                later.turns,
+                later.conversation
+            );
+        }
+    }
+    assert!(
+        (ta.requests_log.iter()).any(|t| t.turns > 1),
+        "the fixture has conversations of several turns"
+    );
+    let firsts = |i: u32| {
+        records
+            .iter()
+            .filter(|r| r.turn_index == 0 && r.server_index == Some(i))
+            .count()
+    };
+    assert_eq!((firsts(0), firsts(1)), (10, 10));
+    let prompt_tokens = |i: u32| -> u64 {
+        (records.iter())
+            .filter(|r| r.server_index == Some(i))
+            .filter_map(|r| r.prompt_tokens)
+            .sum()
+    };
+    assert_eq!(prompt_tokens(0), ta.prompt_tokens);
+    assert_eq!(prompt_tokens(1), tb.prompt_tokens);
+    // The fleet's acceptance: both servers' counters, summed.
+    let export: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("server_metrics_export.json")).unwrap())
+            .unwrap();
+    let total = |name: &str| export["metrics"][name]["aggregate"]["total"].as_f64();
+    assert_eq!(
+        total("vllm:spec_decode_num_accepted_tokens"),
+        Some((ta.accepted + tb.accepted) as f64),
+        "{export}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(manifest["config"]["urls"].as_array().map(Vec::len), Some(2));
+    // One server named twice is refused before anything is sent.
+    let out = run(&[
+        "profile",
+        "--url",
+        &format!("{url_a},{url_a}"),
+        "--model",
+        "m",
+        "--input-file",
+        fixture.to_str().unwrap(),
+        "--output-artifact-dir",
+        dir.path().join("twice").to_str().unwrap(),
+    ])
+    .await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is given twice"));
+}

@@ -83,6 +83,7 @@ fn records() -> Vec<RequestRecord> {
                 spec_dropped: None,
                 tokens_per_iteration: None,
                 resends: u32::from(i == 5),
+                server_index: None,
                 // Caller-defined columns, some values left out (nulls).
                 custom: [
                     (

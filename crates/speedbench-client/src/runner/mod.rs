@@ -329,7 +329,8 @@ pub fn new_run_id() -> String {
 /// What every task of a run shares.
 struct Shared {
     run: ProfileRun,
-    client: HttpClient,
+    /// One client per server ([`Target::urls`], in order).
+    clients: Vec<HttpClient>,
     clock: Clock,
     stop: StopHandle,
     progress: Arc<Progress>,
@@ -340,6 +341,21 @@ struct Shared {
     prompt_hashes: record::PromptHashes,
     /// Each conversation's first-turn request body, once it was sent.
     first_turn_bodies: bodies::FirstTurnBodies,
+}
+
+impl Shared {
+    /// Which server a conversation goes to, with several: its session's
+    /// turn (round robin, AIPerf's `--url-strategy round_robin`); `None`
+    /// with one.
+    fn server_of(&self, conv: record::DatasetRow<'_>) -> Option<usize> {
+        let n = self.clients.len();
+        (n > 1).then(|| (conv.session % n as u64) as usize)
+    }
+
+    /// The client of a conversation's server.
+    fn client_of(&self, conv: record::DatasetRow<'_>) -> &HttpClient {
+        &self.clients[self.server_of(conv).unwrap_or(0)]
+    }
 }
 
 pub(crate) fn planned_requests(dataset: &Dataset, load: &Load) -> (Option<u64>, u64) {
@@ -540,14 +556,14 @@ fn open_run(
     let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, raw)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = connection_pool(&run.load, sessions);
-    let client = HttpClient::new(&run.target, pool)?.with_raw_capture(level.keeps_raw_responses());
+    let clients = server_clients(&run.target, pool, level.keeps_raw_responses())?;
     let scrapers = Scrapers {
         server: start_scraper(&run.server_metrics)?,
         gpu: start_scraper(&run.gpu_telemetry)?,
     };
     progress.planned.store(planned, Ordering::Relaxed);
     let shared = Arc::new(Shared {
-        client,
+        clients,
         clock,
         stop,
         progress,
@@ -567,6 +583,14 @@ fn open_run(
         paths,
         sessions,
     })
+}
+
+/// One client per server of `target`, each holding up to `pool`
+/// connections.
+fn server_clients(target: &Target, pool: usize, raw: bool) -> Result<Vec<HttpClient>, ClientError> {
+    (0..target.urls().count())
+        .map(|i| HttpClient::new(&target.for_server(i), pool).map(|c| c.with_raw_capture(raw)))
+        .collect()
 }
 
 /// A scraper of `scrape`'s endpoints, started; none without endpoints.

@@ -473,7 +473,8 @@ async fn send_turn(
         .filter(|c| !warmup && c.chooses(load.random_seed, request_index))
         .map(|c| c.delay);
     shared.progress.sending_one();
-    let exchanged = exchange_or_stop(shared, phase, body, cancel_after).await;
+    let client = shared.client_of(conv);
+    let exchanged = exchange_or_stop(shared, client, phase, body, cancel_after).await;
     shared.progress.answered_one();
     match exchanged {
         Ok(mut ex) => {
@@ -516,11 +517,12 @@ async fn send_turn(
 /// closing the tab would.
 async fn exchange_or_stop(
     shared: &Shared,
+    client: &crate::exchange::HttpClient,
     phase: &Phase,
     body: bytes::Bytes,
     cancel_after: Option<std::time::Duration>,
 ) -> Result<crate::exchange::Exchange, (ErrorKind, String)> {
-    let exchange = shared.client.exchange_body(&shared.run.target, body);
+    let exchange = client.exchange_body(&shared.run.target, body);
     tokio::pin!(exchange);
     let stopped = |why: &str| (ErrorKind::Cancelled, why.to_string());
     tokio::select! {

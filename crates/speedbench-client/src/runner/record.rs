@@ -40,6 +40,9 @@ impl Clock {
 #[derive(Clone, Copy)]
 pub(super) struct DatasetRow<'a> {
     pub(super) index: usize,
+    /// The session sending it (the dataset's rows are sent in turn, again
+    /// and again): which server it goes to, with several.
+    pub(super) session: u64,
     pub(super) conv: &'a Conversation,
 }
 
@@ -49,6 +52,7 @@ impl DatasetRow<'_> {
         let index = (session % dataset.conversations.len() as u64) as usize;
         DatasetRow {
             index,
+            session,
             conv: &dataset.conversations[index],
         }
     }
@@ -149,6 +153,7 @@ pub(super) fn base_record(
         dataset: shared.run.dataset.name.clone(),
         category: conv.category.clone(),
         model: shared.run.target.model_for_row(conv.index).to_string(),
+        server_index: shared.server_of(conv).map(|i| i as u32),
         warmup,
         prompt_sha256: Some(shared.prompt_hashes.of(conv, turn_index)),
         ..Default::default()

@@ -81,10 +81,10 @@ pub struct Scrape {
     /// Extra CA roots (PEM) for HTTPS endpoints.
     pub extra_roots_pem: Vec<Vec<u8>>,
     /// API key and `-H` headers, sent only to endpoints whose URL starts
-    /// with `key_origin` (the target's own server).
+    /// with one of `key_origins` (the target's own servers).
     api_key: Option<ApiKey>,
     headers: Vec<(String, String)>,
-    key_origin: String,
+    key_origins: Vec<String>,
 }
 
 impl Scrape {
@@ -101,13 +101,14 @@ impl Scrape {
             extra_roots_pem: Vec::new(),
             api_key: None,
             headers: Vec::new(),
-            key_origin: String::new(),
+            key_origins: Vec::new(),
         }
     }
 
-    /// Scrapes the target's own `/metrics` plus `extra` endpoints, with the
-    /// target's CA roots; the target's API key and `-H` headers go to its
-    /// own server only, as they do for inference requests.
+    /// Scrapes the target's own `/metrics` (every server's, with
+    /// [`Target::more_urls`]) plus `extra` endpoints, with the target's CA
+    /// roots; the target's API key and `-H` headers go to its own servers
+    /// only, as they do for inference requests.
     ///
     /// The target's own endpoints are its engine's
     /// ([`crate::Engine::metrics_paths`]: TensorRT-LLM's
@@ -117,7 +118,11 @@ impl Scrape {
         let paths = target
             .engine
             .map_or(&["/metrics"][..], |e| e.metrics_paths());
-        let mut endpoints: Vec<String> = paths.iter().map(|p| target.base_url.join(p)).collect();
+        // Every server's: counters are summed over endpoints, so a fleet's
+        // acceptance is its servers' tokens together.
+        let mut endpoints: Vec<String> = (target.urls())
+            .flat_map(|url| paths.iter().map(|p| url.join(p)))
+            .collect();
         endpoints.extend(extra.iter().cloned());
         let mut c = Scrape::new(endpoints);
         let mut seen = std::collections::HashSet::new();
@@ -126,7 +131,7 @@ impl Scrape {
         c.max_body = target.max_response_bytes;
         c.api_key = target.api_key.clone();
         c.headers = target.headers.clone();
-        c.key_origin = format!("{}/", target.base_url);
+        c.key_origins = target.urls().map(|url| format!("{url}/")).collect();
         c
     }
 
@@ -285,9 +290,10 @@ impl Scraper {
             .endpoints
             .iter()
             .map(|url| {
-                let same_origin = !config.key_origin.is_empty()
-                    && (url.starts_with(&config.key_origin)
-                        || format!("{url}/").starts_with(&config.key_origin));
+                let same_origin = config.key_origins.iter().any(|origin| {
+                    url.starts_with(origin.as_str())
+                        || format!("{url}/").starts_with(origin.as_str())
+                });
                 if same_origin { own.clone() } else { Vec::new() }
             })
             .collect();

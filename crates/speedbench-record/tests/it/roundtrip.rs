@@ -52,6 +52,7 @@ fn full_record(i: u64) -> RequestRecord {
         spec_dropped: (i == 3).then(|| "malformed vllm spec-decode payload: x".to_string()),
         tokens_per_iteration: (i == 5).then_some(2.75),
         resends: (i % 4 == 3) as u32,
+        server_index: (i % 3 == 1).then_some(i as u32 % 2),
         custom: Default::default(),
     }
 }

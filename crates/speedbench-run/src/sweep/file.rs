@@ -231,6 +231,15 @@ fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Sett
                 ),
             ));
         }
+        (FlagKind::List, Value::Array(items)) => {
+            let texts = items
+                .iter()
+                .map(scalar)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| fail(&at, format!("{key}: {e}")))?;
+            let text = texts.join(",");
+            (vec![text.clone()], text)
+        }
         (FlagKind::Many, Value::Array(items)) => {
             let texts = items
                 .iter()

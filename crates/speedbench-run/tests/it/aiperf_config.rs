@@ -505,3 +505,18 @@ fn several_models_share_out_the_rows() {
     let err = expand("minimal", &with_models("weighted"), &[]).unwrap_err();
     assert!(err.contains("`models.strategy: weighted`"), "{err}");
 }
+
+/// `endpoint.urls` with several servers is `--url a,b` (conversations
+/// shared out round robin, AIPerf's `urlStrategy`), each server's endpoint
+/// path taken off.
+#[test]
+fn several_urls_share_out_the_conversations() {
+    let text = template("minimal").replace(
+        "    url: http://localhost:8000",
+        "    urls:\n      - http://a:8000/v1/chat/completions\n      - http://b:9000/v1/chat/completions\n    urlStrategy: round_robin",
+    );
+    let sweep = expand("minimal", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(spec.target.url, "http://a:8000,http://b:9000");
+    assert!(spec.validate().is_ok());
+}

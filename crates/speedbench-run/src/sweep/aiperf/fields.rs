@@ -195,7 +195,7 @@ const ENDPOINT_FIELDS: [&str; 9] = [
 /// `endpoint`: the URL (with its `path`), API, streaming, timeout, body
 /// fields, headers and key.
 fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let why = "no counterpart for this endpoint field (speedbench pools connections, one URL, the server's token counts)";
+    let why = "no counterpart for this endpoint field (speedbench pools connections and reads the server's token counts)";
     let mut allowed = ENDPOINT_FIELDS.to_vec();
     // AIPerf's defaults, which are what speedbench does.
     for (field, default) in [
@@ -207,11 +207,11 @@ fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         }
     }
     let entries = only(node, "endpoint", &allowed, why).map_err(|r| invalid(out, r))?;
-    let mut url: Option<(String, usize)> = None;
+    let mut urls: Option<(Vec<String>, usize)> = None;
     for (key, value) in entries {
         match key.name.as_str() {
-            "url" => url = Some((value.scalar_text().unwrap_or_default(), value.line)),
-            "urls" => url = Some(one_url(key, value).map_err(|r| invalid(out, r))?),
+            "url" => urls = Some((vec![value.scalar_text().unwrap_or_default()], value.line)),
+            "urls" => urls = Some(url_list(value).map_err(|r| invalid(out, r))?),
             "type" => endpoint_type(out, key, value)?,
             "streaming" => out.set("streaming", vec![bool_text(value)], value.line)?,
             "timeout" => out.one("timeout", value)?,
@@ -221,15 +221,20 @@ fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             _ => {}
         }
     }
-    if let Some((mut url, line)) = url {
-        if let Some(path) = node.get("path").and_then(Node::scalar_text) {
-            url = format!(
-                "{}/{}",
-                url.trim_end_matches('/'),
-                path.trim_start_matches('/')
-            );
-        }
-        out.set("url", vec![server_of(&url)], line)?;
+    if let Some((urls, line)) = urls {
+        let path = node.get("path").and_then(Node::scalar_text);
+        let servers: Vec<String> = urls
+            .iter()
+            .map(|url| match &path {
+                Some(path) => server_of(&format!(
+                    "{}/{}",
+                    url.trim_end_matches('/'),
+                    path.trim_start_matches('/')
+                )),
+                None => server_of(url),
+            })
+            .collect();
+        out.set("url", vec![servers.join(",")], line)?;
     }
     Ok(())
 }
@@ -246,18 +251,19 @@ fn server_of(url: &str) -> String {
     url.to_string()
 }
 
-fn one_url(key: &Key, value: &Node) -> Result<(String, usize), Refusal> {
+/// `urls`: one or several servers (conversations shared out round robin,
+/// AIPerf's `url_strategy`).
+fn url_list(value: &Node) -> Result<(Vec<String>, usize), Refusal> {
     match &value.value {
-        Value::List(items) if items.len() == 1 => {
-            Ok((items[0].scalar_text().unwrap_or_default(), items[0].line))
-        }
-        Value::Str(s) => Ok((s.clone(), value.line)),
-        _ => Err(unsupported(
-            key,
-            "endpoint.urls",
-            "it drives one server URL per run (`kube manifest` shards one run over many \
-             clients)",
+        Value::List(items) if !items.is_empty() => Ok((
+            items
+                .iter()
+                .map(|i| i.scalar_text().unwrap_or_default())
+                .collect(),
+            items[0].line,
         )),
+        Value::Str(s) => Ok((vec![s.clone()], value.line)),
+        _ => Err((value.line, "`endpoint.urls`: a list of server URLs".into())),
     }
 }
 
