@@ -269,7 +269,7 @@ impl Iterator for ArrivalSchedule {
 /// Lateness is the time from an arrival's scheduled start to the moment its
 /// first request was handed to the HTTP client, including any wait for a
 /// free slot under [`Load::max_concurrency`](crate::Load::max_concurrency) (vLLM's client queue time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScheduleStats {
     /// Conversations started on the schedule.
     pub arrivals: u64,

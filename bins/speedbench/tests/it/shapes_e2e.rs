@@ -574,6 +574,15 @@ async fn a_trace_is_replayed_at_its_own_times() {
         said.contains("schedule: 4 arrivals, lateness p50"),
         "{said}"
     );
+    // And kept in summary.json, in order.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    let schedule = &summary["schedule"];
+    assert_eq!(schedule["arrivals"], 4, "{summary}");
+    let ns = |k: &str| schedule[k].as_u64().unwrap();
+    assert!(ns("lateness_p50_ns") <= ns("lateness_p99_ns"));
+    assert!(ns("lateness_p99_ns") <= ns("lateness_max_ns"));
+    assert!(ns("lateness_max_ns") < 20_000_000, "within 20 ms: {schedule}");
 
     // Rows that cannot be replayed are refused before anything is sent.
     let server = sim(quick()).await;

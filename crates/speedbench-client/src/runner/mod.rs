@@ -713,7 +713,7 @@ async fn close_run(
         recorder,
         &mut manifest,
         &paths,
-        (&shared.run, gpu.as_ref().map(|(_, export)| export)),
+        (&shared.run, gpu.as_ref().map(|(_, export)| export), schedule),
         &judged,
         &mut errors,
     );
@@ -763,7 +763,7 @@ fn close_files(
     recorder: Recorder,
     manifest: &mut RunManifest,
     paths: &RunPaths,
-    (run, gpu): (&ProfileRun, Option<&ServerMetricsExport>),
+    (run, gpu, schedule): (&ProfileRun, Option<&ServerMetricsExport>, Option<ScheduleStats>),
     judged: &dyn Fn(&[String]) -> outcome::Verdict,
     write_errors: &mut Vec<String>,
 ) -> ClosedFiles {
@@ -781,6 +781,7 @@ fn close_files(
         output_dir,
         figures: &run.figures,
         gpu,
+        schedule,
     };
     let (summary_path, mut read_back, gpu_telemetry) = write_summary(
         closed.readable,
@@ -967,6 +968,7 @@ fn write_summary(
         gpu_telemetry: inputs
             .gpu
             .and_then(|e| GpuTelemetry::from_export(e, output_tokens)),
+        schedule: inputs.schedule,
     };
     let path = inputs.output_dir.join(SUMMARY_FILE_NAME);
     let written = match write_json(&path, &summary) {
@@ -990,6 +992,8 @@ struct SummaryInputs<'a> {
     figures: &'a FigureOptions,
     /// The DCGM exporters' scrape, for the GPU figures.
     gpu: Option<&'a ServerMetricsExport>,
+    /// How late the arrival schedule's sends were.
+    schedule: Option<ScheduleStats>,
 }
 
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {

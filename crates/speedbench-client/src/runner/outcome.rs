@@ -40,6 +40,10 @@ pub struct RunSummary {
     /// the DCGM exporters scraped (`--gpu-telemetry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_telemetry: Option<speedbench_scrape::GpuTelemetry>,
+    /// How late the arrival schedule's sends were (a request rate, a
+    /// ramp, a series or a trace; none for a closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::ScheduleStats>,
 }
 
 /// The records file as the run read it back to write `summary.json`: every
