@@ -118,7 +118,14 @@ impl Args for ProfileArgs {
         )
         .group(
             ArgGroup::new("dataset_source")
-                .args(["input-file", "public-dataset", "bench", "isl", "config"])
+                .args([
+                    "input-file",
+                    "input-rows",
+                    "public-dataset",
+                    "bench",
+                    "isl",
+                    "config",
+                ])
                 .required(true)
                 .multiple(false),
         )

@@ -17,7 +17,9 @@ struct RawRow {
     category: Option<String>,
     messages: Option<Vec<Message>>,
     turns: Option<Vec<String>>,
-    /// A trace row's prompt (AIPerf's `mooncake_trace` with text).
+    /// A trace row's prompt (AIPerf's `mooncake_trace` with text; its
+    /// `single_turn` rows' `text`).
+    #[serde(alias = "text")]
     text_input: Option<String>,
     /// A trace row's send time, milliseconds.
     timestamp: Option<f64>,

@@ -91,6 +91,7 @@ impl DatasetSpec {
             Some(DatasetSource::PublicDataset(name)) => name.clone(),
             Some(DatasetSource::Bench(config)) => format!("speed_bench_{config}"),
             Some(DatasetSource::Synthetic) => "synthetic".into(),
+            Some(DatasetSource::InputRows(_)) => "inline".into(),
             None => "run".into(),
         }
     }
@@ -109,6 +110,10 @@ impl RunSpec {
         if d.source == Some(DatasetSource::Synthetic) {
             return self.synthetic_dataset(observer).await;
         }
+        if let Some(DatasetSource::InputRows(json)) = &d.source {
+            let rows = inline_rows(json)?;
+            return self.trace_prompts(rows, observer).await;
+        }
         let Some(name) = d.public_name()? else {
             return Err(RunError::invalid(
                 "profile",
@@ -121,6 +126,19 @@ impl RunSpec {
         observer.dataset_loaded(&loaded);
         Ok(loaded.dataset)
     }
+}
+
+/// `--input-rows`: a JSON array of rows, read as an input file's lines
+/// (errors name the row by its place, `--input-rows:N`).
+fn inline_rows(json: &str) -> Result<Dataset, RunError> {
+    let rows: Vec<serde_json::Value> = serde_json::from_str(json).map_err(|e| {
+        RunError::invalid("--input-rows", format!("a JSON array of row objects: {e}"))
+    })?;
+    let lines: Vec<String> = rows.iter().map(serde_json::Value::to_string).collect();
+    let mut dataset = Dataset::from_jsonl_str("--input-rows", &lines.join("\n"))
+        .map_err(|e| dataset_error("reading --input-rows", e))?;
+    dataset.name = "inline".into();
+    Ok(dataset)
 }
 
 /// Narrows `dataset` to the spec's categories and per-category limit.
@@ -139,4 +157,26 @@ pub(crate) fn select_rows(
         observer.rows_limited(limit.get(), dataset.conversations.len(), before);
     }
     Ok(dataset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_rows_read_as_a_files_lines_and_name_a_bad_one() {
+        let rows = inline_rows(r#"[{"text": "a"}, {"text": "b", "output_length": 7}]"#).unwrap();
+        assert_eq!(rows.name, "inline");
+        assert_eq!(rows.conversations[1].turns, ["b"]);
+        assert_eq!(rows.conversations[1].max_output_tokens, Some(7));
+        let bad = inline_rows(r#"[{"text": "a"}, {"nothing": 1}]"#)
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("--input-rows:2"), "{bad}");
+        let not_json = inline_rows("{").unwrap_err().to_string();
+        assert!(
+            not_json.contains("--input-rows") && not_json.contains("JSON array"),
+            "{not_json}"
+        );
+    }
 }

@@ -198,6 +198,7 @@ fn source(spec: &mut RunSpec, new: DatasetSource) -> Result<(), String> {
         DatasetSource::PublicDataset(_) => "--public-dataset",
         DatasetSource::Bench(_) => "--bench",
         DatasetSource::Synthetic => "--isl",
+        DatasetSource::InputRows(_) => "--input-rows",
     };
     match &spec.dataset.source {
         Some(old) if name(old) != name(&new) => Err(format!(
@@ -337,6 +338,9 @@ const DATASET: &[Flag] = &[
     flag!("input-file", One, |s, v| source(s, DatasetSource::InputFile(PathBuf::from(v)))?)
         .value("INPUT_FILE")
         .help("SPEED-Bench-shaped JSONL rows (`question_id`, `category`, `messages` or `turns`)."),
+    flag!("input-rows", One, |s, v| source(s, DatasetSource::InputRows(v.to_string()))?)
+        .value("JSON")
+        .help("The rows themselves: a JSON array of the objects an input file holds one per line (`text`, `turns`, `messages`, ...); an AIPerf config's inline `records`."),
     flag!("public-dataset", One, |s, v| source(s, DatasetSource::PublicDataset(v.to_string()))?)
         .value("NAME")
         .help("A registered dataset (`speedbench datasets` lists them), fetched from the Hugging Face Hub and cached; SPEED-Bench placeholders are resolved first."),

@@ -202,6 +202,9 @@ pub enum DatasetSource {
     Bench(String),
     /// `--isl`: prompts built to a token length ([`DatasetSpec::synthetic`]).
     Synthetic,
+    /// `--input-rows`: the rows themselves, a JSON array of the objects an
+    /// input file holds one per line (an AIPerf config's inline `records`).
+    InputRows(String),
 }
 
 /// `--isl` and its company: prompts of a known token length, counted by

@@ -399,3 +399,51 @@ async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
     let config = &run_json(&run_dir)["config"];
     assert_eq!(config["client"]["max_concurrency"], 100, "{config}");
 }
+
+/// AIPerf's `inline_dataset` template, unchanged (five `single_turn` rows
+/// written in the config, one with its `output_length`), against the
+/// simulator its `${INFERENCE_URL}` names: 50 requests over the five rows,
+/// ten each, the one with an output length cut at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_inline_dataset_template_sends_its_own_rows() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let template = configs().join("inline_dataset.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env(
+            "INFERENCE_URL",
+            format!("{}/v1/chat/completions", server.url()),
+        )
+        .env_remove("MODEL_NAME")
+        .args([
+            "profile",
+            "--config",
+            template.to_str().unwrap(),
+            "--no-server-metrics",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), 50);
+    let mut per_prompt: std::collections::BTreeMap<&str, usize> = Default::default();
+    for t in &truth.requests_log {
+        *per_prompt.entry(t.conversation.as_str()).or_default() += 1;
+        if t.conversation == "Explain GANs in two sentences." {
+            assert!(t.completion_tokens <= 200);
+        }
+    }
+    assert_eq!(per_prompt.len(), 5, "{per_prompt:?}");
+    assert!(per_prompt.values().all(|&n| n == 10), "{per_prompt:?}");
+    let records = read_run(&dir.path().join("artifacts/inline_dataset"))
+        .unwrap()
+        .records;
+    assert_eq!(records.len(), 50);
+    assert!(records.iter().all(|r| r.dataset == "inline"));
+}

@@ -582,7 +582,10 @@ async fn a_trace_is_replayed_at_its_own_times() {
     let ns = |k: &str| schedule[k].as_u64().unwrap();
     assert!(ns("lateness_p50_ns") <= ns("lateness_p99_ns"));
     assert!(ns("lateness_p99_ns") <= ns("lateness_max_ns"));
-    assert!(ns("lateness_max_ns") < 20_000_000, "within 20 ms: {schedule}");
+    assert!(
+        ns("lateness_max_ns") < 20_000_000,
+        "within 20 ms: {schedule}"
+    );
 
     // Rows that cannot be replayed are refused before anything is sent.
     let server = sim(quick()).await;

@@ -713,7 +713,11 @@ async fn close_run(
         recorder,
         &mut manifest,
         &paths,
-        (&shared.run, gpu.as_ref().map(|(_, export)| export), schedule),
+        (
+            &shared.run,
+            gpu.as_ref().map(|(_, export)| export),
+            schedule,
+        ),
         &judged,
         &mut errors,
     );
@@ -763,7 +767,11 @@ fn close_files(
     recorder: Recorder,
     manifest: &mut RunManifest,
     paths: &RunPaths,
-    (run, gpu, schedule): (&ProfileRun, Option<&ServerMetricsExport>, Option<ScheduleStats>),
+    (run, gpu, schedule): (
+        &ProfileRun,
+        Option<&ServerMetricsExport>,
+        Option<ScheduleStats>,
+    ),
     judged: &dyn Fn(&[String]) -> outcome::Verdict,
     write_errors: &mut Vec<String>,
 ) -> ClosedFiles {

@@ -420,19 +420,23 @@ fn sampling_ok(node: &Node) -> bool {
 }
 
 fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let mut allowed = vec!["name", "type", "path", "format"];
+    let mut allowed = vec!["name", "type", "path", "records", "format"];
     if sampling_ok(node) {
         allowed.push("sampling");
     }
     let why = "it reads a file dataset's rows in order, as given";
     only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
-    let path = node.get("path").ok_or_else(|| {
-        invalid(
-            out,
-            (node.line, "datasets[0]: a file dataset needs `path`".into()),
-        )
-    })?;
-    out.one("input-file", path)?;
+    match (node.get("path"), node.get("records")) {
+        (Some(path), None) => out.one("input-file", path)?,
+        // Inline rows travel as JSON, read as a file's lines.
+        (None, Some(records)) => {
+            out.set("input-rows", vec![json(records).to_string()], records.line)?
+        }
+        _ => {
+            let m = "datasets[0]: a file dataset needs `path` or inline `records` (one of them)";
+            return Err(invalid(out, (node.line, m.into())));
+        }
+    }
     let Some(format) = node.get("format") else {
         return Ok(());
     };
