@@ -709,18 +709,9 @@ async fn close_run(
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
     let level = shared.run.export_level;
-    let files = close_files(
-        recorder,
-        &mut manifest,
-        &paths,
-        (
-            &shared.run,
-            gpu.as_ref().map(|(_, export)| export),
-            schedule,
-        ),
-        &judged,
-        &mut errors,
-    );
+    let gpu_export = gpu.as_ref().map(|(_, export)| export);
+    let ran = (&shared.run, gpu_export, schedule);
+    let files = close_files(recorder, &mut manifest, &paths, ran, &judged, &mut errors);
     drop(lock);
     Ok(RunOutcome {
         records_path: files.records_path,
