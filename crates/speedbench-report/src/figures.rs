@@ -88,46 +88,84 @@ fn window_rows(w: &WindowFigures) -> Vec<Vec<String>> {
     .collect()
 }
 
+/// A table cell: the number, or `-` when there is none.
+fn cell(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), thousands)
+}
+
+/// The median of a distribution, as a cell.
+fn p50(s: &Option<Summary>) -> String {
+    cell(s.map(|s| s.p50))
+}
+
 /// One row per slice: its span, requests started, throughput, median
 /// latencies and acceptance length.
 pub(crate) fn time_slices(slices: &[TimeSlice]) -> Option<String> {
     let first = slices.first()?;
     let length = first.figures.end_s - first.figures.start_s;
     let header = [
-        "Slice",
-        "Start-End (s)",
-        "Started",
-        "Failed",
-        "Requests/s",
-        "Tokens/s",
-        "TTFT p50 (ms)",
-        "ITL p50 (ms)",
-        "Latency p50 (ms)",
-        "Accept len",
-    ];
-    let cell = |v: Option<f64>| v.map_or("-".to_string(), thousands);
-    let p50 = |s: &Option<Summary>| cell(s.map(|s| s.p50));
+        &["Slice", "Start-End (s)", "Started", "Failed"][..],
+        &RATE_COLUMNS,
+    ]
+    .concat();
     let rows: Vec<Vec<String>> = slices
         .iter()
         .map(|s| {
             let f = &s.figures;
             let partial = if s.complete { "" } else { " (partial)" };
-            vec![
+            let lead = [
                 s.index.to_string(),
                 format!("{:.2}-{:.2}{partial}", f.start_s, f.end_s),
                 f.requests.to_string(),
                 f.failed.to_string(),
-                cell(f.request_throughput),
-                cell(f.output_token_throughput),
-                p50(&f.ttft_ms),
-                p50(&f.inter_token_latency_ms),
-                p50(&f.request_latency_ms),
-                cell(f.acceptance_length),
-            ]
+            ];
+            let rates = RateCells {
+                requests: f.request_throughput,
+                tokens: f.output_token_throughput,
+                ttft: &f.ttft_ms,
+                itl: &f.inter_token_latency_ms,
+                latency: &f.request_latency_ms,
+                acceptance: f.acceptance_length,
+            };
+            lead.into_iter().chain(rates.cells()).collect()
         })
         .collect();
     let title = format!("speedbench | Time Slices ({} s each)", trim_float(length));
     Some(titled_table(&title, &header, &rows, FirstColumn::Right))
+}
+
+/// The columns a slice and a model share: throughputs, median latencies
+/// and acceptance length.
+const RATE_COLUMNS: [&str; 6] = [
+    "Requests/s",
+    "Tokens/s",
+    "TTFT p50 (ms)",
+    "ITL p50 (ms)",
+    "Latency p50 (ms)",
+    "Accept len",
+];
+
+/// The figures of [`RATE_COLUMNS`], in order.
+struct RateCells<'a> {
+    requests: Option<f64>,
+    tokens: Option<f64>,
+    ttft: &'a Option<Summary>,
+    itl: &'a Option<Summary>,
+    latency: &'a Option<Summary>,
+    acceptance: Option<f64>,
+}
+
+impl RateCells<'_> {
+    fn cells(&self) -> [String; 6] {
+        [
+            cell(self.requests),
+            cell(self.tokens),
+            p50(self.ttft),
+            p50(self.itl),
+            p50(self.latency),
+            cell(self.acceptance),
+        ]
+    }
 }
 
 /// One row per model of a run that asked for several
@@ -137,34 +175,25 @@ pub(crate) fn models(by_model: &[speedbench_metrics::ModelMetrics]) -> Option<St
     if by_model.is_empty() {
         return None;
     }
-    let header = [
-        "Model",
-        "Succeeded",
-        "Failed",
-        "Requests/s",
-        "Tokens/s",
-        "TTFT p50 (ms)",
-        "ITL p50 (ms)",
-        "Latency p50 (ms)",
-        "Accept len",
-    ];
-    let cell = |v: Option<f64>| v.map_or("-".to_string(), thousands);
-    let p50 = |s: &Option<Summary>| cell(s.map(|s| s.p50));
+    let header = [&["Model", "Succeeded", "Failed"][..], &RATE_COLUMNS].concat();
     let rows: Vec<Vec<String>> = by_model
         .iter()
         .map(|b| {
             let m = &b.metrics;
-            vec![
+            let lead = [
                 b.model.clone(),
                 m.counts.succeeded.to_string(),
                 m.counts.failed.to_string(),
-                cell(m.request_throughput),
-                cell(m.output_token_throughput),
-                p50(&m.ttft_ms),
-                p50(&m.inter_token_latency_ms),
-                p50(&m.request_latency_ms),
-                cell(m.spec_decode.token_weighted_acceptance_length()),
-            ]
+            ];
+            let rates = RateCells {
+                requests: m.request_throughput,
+                tokens: m.output_token_throughput,
+                ttft: &m.ttft_ms,
+                itl: &m.inter_token_latency_ms,
+                latency: &m.request_latency_ms,
+                acceptance: m.spec_decode.token_weighted_acceptance_length(),
+            };
+            lead.into_iter().chain(rates.cells()).collect()
         })
         .collect();
     let title = "speedbench | Per Model (each model's requests alone)";

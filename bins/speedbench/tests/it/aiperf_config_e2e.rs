@@ -309,27 +309,51 @@ async fn multi_run_repeats_the_run_of_a_config() {
     assert_eq!(server.ground_truth().requests, 12);
 }
 
+/// A fast simulator (1 ms to the first token, no step time) and AIPerf's
+/// template `name` run unchanged by `profile --config` in `dir` with
+/// `env` set and `extra` flags (`{url}` in either is the simulator's):
+/// the simulator, once the run succeeded.
+async fn run_template(
+    name: &str,
+    dir: &Path,
+    env: &[(&str, String)],
+    extra: &[&str],
+) -> speedbench_sim::SimServer {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let template = configs().join(format!("{name}.yaml"));
+    let url = server.url();
+    let mut cmd = bin();
+    cmd.current_dir(dir).env_remove("MODEL_NAME");
+    for (k, v) in env {
+        cmd.env(k, v.replace("{url}", &url));
+    }
+    let out = cmd
+        .args([
+            "profile",
+            "--config",
+            template.to_str().unwrap(),
+            "--no-server-metrics",
+        ])
+        .args(extra.iter().map(|a| a.replace("{url}", &url)))
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name}: {stderr}");
+    server
+}
+
 /// AIPerf's `minimal` template, unchanged (synthetic prompts of 512 tokens
 /// asking for 128, 100 of them at concurrency 8), against the simulator
 /// named by `--url`: every prompt the simulator read is 512 of its tokens,
 /// every answer 128, and the run says how its prompts were counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperfs_minimal_template_runs_its_synthetic_prompts_unchanged() {
-    let server = sim(SimConfig::speed_bench_demo()
-        .with_ttft_ms(1.0)
-        .with_step_ms(0.0))
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let template = configs().join("minimal.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--url", &server.url(), "--no-server-metrics"])
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
+    let server = run_template("minimal", dir.path(), &[], &["--url", "{url}"]).await;
     let run_dir = dir.path().join("artifacts/minimal");
     let records = read_run(&run_dir).unwrap().records;
     assert_eq!(records.len(), 100);
@@ -355,10 +379,6 @@ async fn aiperfs_minimal_template_runs_its_synthetic_prompts_unchanged() {
 /// `input_length` and asking for its `output_length`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
-    let server = sim(SimConfig::speed_bench_demo()
-        .with_ttft_ms(1.0)
-        .with_step_ms(0.0))
-    .await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let rows = [(5_000, 24, 3), (5_150, 40, 2), (5_300, 12, 4)];
@@ -371,16 +391,7 @@ async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
         })
         .collect();
     std::fs::write(dir.path().join("data/precise_schedule.jsonl"), trace).unwrap();
-    let template = configs().join("fixed_schedule.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--url", &server.url(), "--no-server-metrics"])
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
+    let server = run_template("fixed_schedule", dir.path(), &[], &["--url", "{url}"]).await;
     let truth = server.ground_truth();
     let lengths: Vec<u32> = truth.requests_log.iter().map(|t| t.prompt_tokens).collect();
     assert_eq!(lengths, [24, 40, 12], "in time order, each its length");
@@ -406,30 +417,9 @@ async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
 /// ten each, the one with an output length cut at it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperfs_inline_dataset_template_sends_its_own_rows() {
-    let server = sim(SimConfig::speed_bench_demo()
-        .with_ttft_ms(1.0)
-        .with_step_ms(0.0))
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let template = configs().join("inline_dataset.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env(
-            "INFERENCE_URL",
-            format!("{}/v1/chat/completions", server.url()),
-        )
-        .env_remove("MODEL_NAME")
-        .args([
-            "profile",
-            "--config",
-            template.to_str().unwrap(),
-            "--no-server-metrics",
-        ])
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
+    let env = [("INFERENCE_URL", "{url}/v1/chat/completions".to_string())];
+    let server = run_template("inline_dataset", dir.path(), &env, &[]).await;
     let truth = server.ground_truth();
     assert_eq!(truth.requests_log.len(), 50);
     let mut per_prompt: std::collections::BTreeMap<&str, usize> = Default::default();

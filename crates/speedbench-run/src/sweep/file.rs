@@ -231,23 +231,20 @@ fn setting(section: &str, flag: &Flag, value: &Value, at: String) -> Result<Sett
                 ),
             ));
         }
-        (FlagKind::List, Value::Array(items)) => {
+        (FlagKind::List | FlagKind::Many, Value::Array(items)) => {
             let texts = items
                 .iter()
                 .map(scalar)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| fail(&at, format!("{key}: {e}")))?;
-            let text = texts.join(",");
-            (vec![text.clone()], text)
-        }
-        (FlagKind::Many, Value::Array(items)) => {
-            let texts = items
-                .iter()
-                .map(scalar)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| fail(&at, format!("{key}: {e}")))?;
-            let text = texts.join("+");
-            (texts, text)
+            if flag.kind == FlagKind::List {
+                // One value naming several (servers, models).
+                let text = texts.join(",");
+                (vec![text.clone()], text)
+            } else {
+                let text = texts.join("+");
+                (texts, text)
+            }
         }
         (_, v) => {
             let text = scalar(v).map_err(|e| fail(&at, format!("{key}: {e}")))?;
