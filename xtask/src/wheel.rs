@@ -5,9 +5,11 @@
 //! speedbench` gives a user.
 //!
 //! Without `--release` the wheel holds the dev-profile binary, so CI reuses
-//! the test build instead of compiling everything again; a published wheel
-//! is `maturin build --release`. Maturin comes from PyPI into
-//! `target/wheel-build-venv` (made once).
+//! the test build instead of compiling everything again; with it, the
+//! `dist` profile's (the release build without debug info or symbol
+//! table: what users download), and the wheel's and binary's sizes are
+//! printed. Maturin comes from PyPI into `target/wheel-build-venv` (made
+//! once).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let target = root.join("target");
     let wheel = build(root, &target, release)?;
     eprintln!("built {}", wheel.display());
+    if release {
+        print_sizes(&target, &wheel);
+    }
     let venv = target.join("wheel-check-venv");
     fresh_venv(&venv)?;
     let pip = venv.join("bin/pip");
@@ -77,7 +82,7 @@ fn build(root: &Path, target: &Path, release: bool) -> Result<PathBuf, String> {
     }
     let out = target.join("wheels");
     let _ = std::fs::remove_dir_all(&out);
-    let profile = if release { "release" } else { "dev" };
+    let profile = if release { "dist" } else { "dev" };
     check(
         Command::new(&maturin)
             .current_dir(root)
@@ -98,6 +103,17 @@ fn build(root: &Path, target: &Path, release: bool) -> Result<PathBuf, String> {
             other.len()
         )),
     }
+}
+
+/// The sizes a user downloads and installs: the wheel and the binary in it.
+fn print_sizes(target: &Path, wheel: &Path) {
+    let mib = |p: &Path| std::fs::metadata(p).map_or(f64::NAN, |m| m.len() as f64 / 1048576.0);
+    println!(
+        "wheel {:.2} MiB ({}), binary {:.2} MiB (target/dist/speedbench)",
+        mib(wheel),
+        wheel.display(),
+        mib(&target.join("dist/speedbench"))
+    );
 }
 
 /// The installed command, run as a user without Rust runs it.
