@@ -226,6 +226,24 @@ pub fn parse_limit(s: &str) -> Result<NonZeroUsize, String> {
 }
 
 /// One of `names`, or an error listing them.
+/// `--server-metrics-formats`: whether `csv` is among them (each must be
+/// `json` or `csv`; AIPerf's list may be space-separated too).
+fn server_metrics_csv(value: &str) -> Result<bool, String> {
+    let mut csv = false;
+    for format in value.split([',', ' ']).filter(|f| !f.is_empty()) {
+        match format.to_ascii_lowercase().as_str() {
+            "json" => {}
+            "csv" => csv = true,
+            "parquet" => {
+                return Err("`parquet` is not written: speedbench keeps the scrape's statistics,                             not its raw samples (write `json,csv`)"
+                    .into());
+            }
+            other => return Err(format!("`{other}`: possible values: json, csv")),
+        }
+    }
+    Ok(csv)
+}
+
 fn one_of(value: &str, names: &[&str]) -> Result<(), String> {
     if names.contains(&value) {
         Ok(())
@@ -544,6 +562,10 @@ const OUTPUT: &[Flag] = &[
     flag!("gpu-telemetry", Many, |s, v| s.scrape.gpu_telemetry.push(v.to_string()))
         .value("URL")
         .help("NVIDIA DCGM exporter to scrape during the run (`http://gpu-host:9400/metrics`; repeat for several hosts): each GPU's power, utilisation and memory, and the energy per output token, in the summary, summary.json and `compare`. Checked before the first request."),
+    flag!("server-metrics-formats", List, |s, v| s.scrape.csv = server_metrics_csv(v)?)
+        .value("FORMATS")
+        .default("json")
+        .help("Files of the server-metrics scrape, comma-separated: `json` (server_metrics_export.json, always written: the report reads it) and `csv` (server_metrics_export.csv, in AIPerf's CSV layout: a section per metric type, a column per label, counters' rates per slice with --slice-duration). AIPerf's `parquet` of the raw samples is not written."),
     flag!("server-metrics-shutdown-delay", One, |s, v| s.scrape.shutdown_delay_s = parse(v)?)
         .value("SECONDS")
         .default("2")

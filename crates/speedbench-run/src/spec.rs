@@ -444,6 +444,9 @@ pub struct ScrapeSpec {
     pub shutdown_delay_s: f64,
     /// `--gpu-telemetry`: NVIDIA DCGM exporters scraped during the run.
     pub gpu_telemetry: Vec<String>,
+    /// `--server-metrics-formats` with `csv`: the export in AIPerf's CSV
+    /// layout too (`server_metrics_export.csv`; the JSON is always written).
+    pub csv: bool,
 }
 
 impl Default for ScrapeSpec {
@@ -453,6 +456,7 @@ impl Default for ScrapeSpec {
             server_metrics: Vec::new(),
             shutdown_delay_s: 2.0,
             gpu_telemetry: Vec::new(),
+            csv: false,
         }
     }
 }

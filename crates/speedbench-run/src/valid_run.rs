@@ -60,6 +60,10 @@ pub(crate) struct ScrapePlan {
     /// `--server-metrics`: endpoints besides the target's own.
     pub(crate) endpoints: Vec<String>,
     pub(crate) shutdown_delay: Duration,
+    /// `--slice-duration`: counters' rates per slice too.
+    pub(crate) slice: Option<Duration>,
+    /// `--server-metrics-formats csv`.
+    pub(crate) csv: bool,
 }
 
 /// `--gpu-telemetry`: the DCGM exporters, scraped during the run.
@@ -72,6 +76,8 @@ impl ScrapePlan {
     pub(crate) fn config_for(&self, target: &Target) -> Scrape {
         let mut config = Scrape::for_target(target, &self.endpoints);
         config.shutdown_delay = self.shutdown_delay;
+        config.slice = self.slice;
+        config.csv = self.csv;
         config
     }
 }

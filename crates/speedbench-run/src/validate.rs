@@ -404,14 +404,26 @@ impl RunSpec {
     /// `None` with `--no-server-metrics`.
     fn scrape_plan(&self) -> Result<Option<ScrapePlan>, RunError> {
         if !self.scrape.enabled {
+            if self.scrape.csv {
+                return Err(RunError::invalid(
+                    "--server-metrics-formats",
+                    "csv with --no-server-metrics: nothing is scraped to write",
+                ));
+            }
             return Ok(None);
         }
+        let slice = match self.figures.slice_duration_s {
+            Some(s) => Some(seconds("--slice-duration", s)?),
+            None => None,
+        };
         Ok(Some(ScrapePlan {
             endpoints: self.scrape.server_metrics.clone(),
             shutdown_delay: seconds(
                 "--server-metrics-shutdown-delay",
                 self.scrape.shutdown_delay_s,
             )?,
+            slice,
+            csv: self.scrape.csv,
         }))
     }
 

@@ -101,6 +101,20 @@ fn start_from_zero(points: &mut Points, ok_times: &[i64]) {
     }
 }
 
+impl EndpointSamples {
+    /// Every series in time order, counters and histogram parts from zero
+    /// where they appeared after the first scrape.
+    fn order_points(&mut self) {
+        self.ok_times.sort_unstable();
+        for ((_, role, _), points) in self.series.iter_mut() {
+            points.sort_by_key(|p| p.0);
+            if !matches!(role, Role::Gauge(_)) {
+                start_from_zero(points, &self.ok_times);
+            }
+        }
+    }
+}
+
 impl ServerMetricsExport {
     /// The export of a run: every endpoint's samples (by its URL, in the
     /// order configured) reduced over `window`, counters to their deltas
@@ -135,6 +149,20 @@ impl ServerMetricsExport {
         interval: Duration,
         tool: impl Into<String>,
     ) -> ServerMetricsExport {
+        ServerMetricsExport::from_samples_in_slices(endpoints, window, interval, tool, None)
+    }
+
+    /// [`from_samples`](ServerMetricsExport::from_samples), and with
+    /// `slice` (a run's `--slice-duration`) each counter's rate over the
+    /// window's complete slices as well ([`SliceRates`](crate::SliceRates): AIPerf's
+    /// `rate_avg`, `rate_min`, `rate_max`, `rate_std`).
+    pub fn from_samples_in_slices(
+        endpoints: Vec<(String, EndpointSamples)>,
+        window: Window,
+        interval: Duration,
+        tool: impl Into<String>,
+        slice: Option<Duration>,
+    ) -> ServerMetricsExport {
         let mut endpoints = endpoints;
         let mut families = BTreeMap::new();
         let mut endpoint_info = BTreeMap::new();
@@ -144,13 +172,7 @@ impl ServerMetricsExport {
             for (k, v) in &store.families {
                 families.entry(k.clone()).or_insert_with(|| v.clone());
             }
-            store.ok_times.sort_unstable();
-            for ((_, role, _), points) in store.series.iter_mut() {
-                points.sort_by_key(|p| p.0);
-                if !matches!(role, Role::Gauge(_)) {
-                    start_from_zero(points, &store.ok_times);
-                }
-            }
+            store.order_points();
             if store.ok_fetches > 0 {
                 successful.push(url.clone());
                 store.info.avg_fetch_latency_ms =
@@ -172,7 +194,7 @@ impl ServerMetricsExport {
                     points,
                 })
         });
-        let metrics = build_metrics(series, &families, window);
+        let metrics = build_metrics(series, &families, window, slice);
         ServerMetricsExport {
             schema_version: "1.0".into(),
             tool: tool.into(),

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use speedbench_metrics::percentile_sorted;
@@ -99,6 +100,7 @@ pub struct MetricExport {
 
 /// One series of a family.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SeriesWire")]
 pub struct SeriesExport {
     /// The endpoint scraped.
     #[serde(default)]
@@ -109,6 +111,36 @@ pub struct SeriesExport {
     /// Statistics over the window; `None` when no sample fell in it.
     #[serde(default)]
     pub stats: Option<SeriesStats>,
+}
+
+/// A series as either tool writes it: AIPerf keeps a histogram's bucket
+/// deltas beside its `stats`, speedbench inside them.
+#[derive(Deserialize)]
+struct SeriesWire {
+    #[serde(default)]
+    endpoint_url: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    stats: Option<SeriesStats>,
+    #[serde(default)]
+    buckets: Option<BTreeMap<String, f64>>,
+}
+
+impl From<SeriesWire> for SeriesExport {
+    fn from(wire: SeriesWire) -> SeriesExport {
+        let mut stats = wire.stats;
+        if let (Some(SeriesStats::Histogram(h)), Some(buckets)) = (&mut stats, wire.buckets)
+            && h.buckets.is_empty()
+        {
+            h.buckets = buckets;
+        }
+        SeriesExport {
+            endpoint_url: wire.endpoint_url,
+            labels: wire.labels,
+            stats,
+        }
+    }
 }
 
 /// The statistics of one series, by family type.
@@ -143,6 +175,34 @@ pub struct CounterStats {
     /// Decreases seen (counter resets, e.g. a server restart).
     #[serde(default)]
     pub resets: u32,
+    /// With time slices: the rate's spread over the window's complete
+    /// slices (AIPerf's `rate_avg` .. `rate_std`); `None` without slices.
+    #[serde(flatten)]
+    pub slice_rates: SliceRates,
+}
+
+/// A counter's rate in each complete time slice of the window, summarised
+/// as AIPerf does (`aiperf/server_metrics/export_stats.py`): the window
+/// `[start, end]` is cut into slices of the slice duration from its start
+/// (the last one partial when it does not divide); a slice's increase runs
+/// from the last sample at or before its start to the last at or before its
+/// end (a decrease counts as none), over its length; the partial slice is
+/// left out of these figures. Each is `None` where there are no slices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SliceRates {
+    /// Mean of the slices' rates, per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_avg: Option<f64>,
+    /// Smallest slice rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_min: Option<f64>,
+    /// Largest slice rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_max: Option<f64>,
+    /// Sample standard deviation of the slice rates (ddof 1; 0 for one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_std: Option<f64>,
 }
 
 /// Statistics of a gauge's samples inside the profiling window.
@@ -206,6 +266,12 @@ pub struct HistogramStats {
     pub sum: f64,
     /// `sum / count`, when there were observations.
     pub avg: Option<f64>,
+    /// `count` per second between the reference and last sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_rate: Option<f64>,
+    /// `sum` per second between the reference and last sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum_rate: Option<f64>,
     /// Cumulative observations per bucket upper bound (`le`; empty when
     /// read from an AIPerf export, which keeps them beside the stats).
     #[serde(default)]
@@ -301,7 +367,64 @@ pub(crate) fn counter_stats(points: &[(i64, f64)], window: Window) -> Option<Cou
         total,
         rate: (secs > 0.0).then(|| total / secs),
         resets,
+        slice_rates: SliceRates::default(),
     })
+}
+
+/// The window's slice boundaries, AIPerf's way: `(start, end, complete)`
+/// from the window's start every `slice_ns`, the last one cut at the
+/// window's end (and then not complete).
+fn slice_bounds(start: i64, end: i64, slice_ns: i64) -> Vec<(i64, i64, bool)> {
+    let mut out = Vec::new();
+    let mut from = start;
+    while from < end {
+        let to = from.saturating_add(slice_ns);
+        out.push((from, to.min(end), to <= end));
+        from = to;
+    }
+    out
+}
+
+/// A counter's rate per complete slice of `window`, summarised (see
+/// [`SliceRates`]); all `None` without a closed window, or with fewer than
+/// two samples from the reference on.
+pub(crate) fn slice_rates(points: &[(i64, f64)], window: Window, slice_ns: i64) -> SliceRates {
+    let (Some(start), Some(end)) = (window.start, window.end) else {
+        return SliceRates::default();
+    };
+    let first_in = points.partition_point(|(t, _)| *t < start);
+    let last_in = points.partition_point(|(t, _)| *t <= end);
+    if first_in == last_in || slice_ns <= 0 {
+        return SliceRates::default();
+    }
+    let from = first_in.saturating_sub(1);
+    let series = &points[from..last_in];
+    if series.len() < 2 {
+        return SliceRates::default();
+    }
+    // The last sample at or before `t` (the first one when none is).
+    let value_at = |t: i64| series[series.partition_point(|(s, _)| *s <= t).max(1) - 1].1;
+    let rates: Vec<f64> = slice_bounds(start, end, slice_ns)
+        .into_iter()
+        .filter(|(_, _, complete)| *complete)
+        .map(|(a, b, _)| (value_at(b) - value_at(a)).max(0.0) / ((b - a) as f64 / 1e9))
+        .collect();
+    if rates.is_empty() {
+        return SliceRates::default();
+    }
+    let n = rates.len() as f64;
+    let avg = rates.iter().sum::<f64>() / n;
+    let std = if rates.len() > 1 {
+        (rates.iter().map(|r| (r - avg).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    SliceRates {
+        rate_avg: Some(avg),
+        rate_min: rates.iter().copied().reduce(f64::min),
+        rate_max: rates.iter().copied().reduce(f64::max),
+        rate_std: Some(std),
+    }
 }
 
 /// Statistics of a gauge's samples inside `window`. A run shorter than one
@@ -367,7 +490,9 @@ pub(crate) fn build_metrics<'a>(
     series: impl Iterator<Item = StoredSeries<'a>>,
     families: &BTreeMap<String, (MetricType, Option<String>)>,
     window: Window,
+    slice: Option<Duration>,
 ) -> BTreeMap<String, MetricExport> {
+    let slice_ns = slice.map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let mut hists = HistogramParts::new();
     let mut out: BTreeMap<String, MetricExport> = BTreeMap::new();
     for s in series {
@@ -378,14 +503,9 @@ pub(crate) fn build_metrics<'a>(
         };
         match s.role {
             Role::Counter => {
-                let stats = counter_stats(s.points, window).map(SeriesStats::Counter);
-                push_series(
-                    &mut out,
-                    families,
-                    s.family,
-                    MetricType::Counter,
-                    export(stats),
-                );
+                let stats = counter_series_stats(s.points, window, slice_ns);
+                let series = export(stats.map(SeriesStats::Counter));
+                push_series(&mut out, families, s.family, MetricType::Counter, series);
             }
             Role::Gauge(kind) => {
                 let kind = match kind {
@@ -417,6 +537,20 @@ pub(crate) fn build_metrics<'a>(
         }
     }
     out
+}
+
+/// A counter's change over `window`, and with `slice_ns` its rate per
+/// slice.
+fn counter_series_stats(
+    points: &[(i64, f64)],
+    window: Window,
+    slice_ns: Option<i64>,
+) -> Option<CounterStats> {
+    let mut stats = counter_stats(points, window)?;
+    if let Some(ns) = slice_ns {
+        stats.slice_rates = slice_rates(points, window, ns);
+    }
+    Some(stats)
 }
 
 /// Adds `series` to its family's export, made on first use (of `kind`,
@@ -453,15 +587,19 @@ fn add_histogram_part(hists: &mut HistogramParts, s: &StoredSeries<'_>, window: 
         count: 0.0,
         sum: 0.0,
         avg: None,
+        count_rate: None,
+        sum_rate: None,
         buckets: BTreeMap::new(),
     });
-    let delta = counter_stats(s.points, window).map_or(0.0, |c| c.total);
+    let change = counter_stats(s.points, window);
+    let delta = change.as_ref().map_or(0.0, |c| c.total);
+    let rate = change.and_then(|c| c.rate);
     match s.role {
         Role::Bucket(le) => {
             h.buckets.insert(le.clone(), delta);
         }
-        Role::HistSum => h.sum = delta,
-        _ => h.count = delta,
+        Role::HistSum => (h.sum, h.sum_rate) = (delta, rate),
+        _ => (h.count, h.count_rate) = (delta, rate),
     }
 }
 
@@ -558,6 +696,58 @@ mod tests {
     }
 
     #[test]
+    fn slice_rates_by_hand() {
+        // Window 1.5 s .. 7.5 s in 2 s slices: [1.5, 3.5), [3.5, 5.5),
+        // [5.5, 7.5), no partial one. Samples every second; the reference
+        // is the one at 1 s (10). A slice's increase runs between the last
+        // samples at or before its bounds: 1.5 -> 10, 3.5 -> 14, 5.5 -> 14
+        // (after a reset to 2 at 4 s and 14 again at 5 s: a decrease is
+        // none), 7.5 -> 20.
+        let points = [
+            (0, 4.0),
+            (S, 10.0),
+            (2 * S, 12.0),
+            (3 * S, 14.0),
+            (4 * S, 2.0),
+            (5 * S, 14.0),
+            (6 * S, 17.0),
+            (7 * S, 20.0),
+            (8 * S, 30.0),
+        ];
+        let w = Window {
+            start: Some(S + S / 2),
+            end: Some(7 * S + S / 2),
+        };
+        let r = slice_rates(&points, w, 2 * S);
+        // Rates 4/2, 0/2, 6/2 per second.
+        assert_eq!(r.rate_avg, Some(5.0 / 3.0));
+        assert_eq!((r.rate_min, r.rate_max), (Some(0.0), Some(3.0)));
+        let std =
+            ((2.0f64 - 5.0 / 3.0).powi(2) + (5.0f64 / 3.0).powi(2) + (3.0f64 - 5.0 / 3.0).powi(2))
+                / 2.0;
+        assert!((r.rate_std.unwrap() - std.sqrt()).abs() < 1e-12);
+        // A window of 7 s in 2 s slices ends with a partial one, left out:
+        // [1, 3), [3, 5), [5, 7) (10 -> 14 -> 14 -> 20) but not [7, 8).
+        let w = Window {
+            start: Some(S),
+            end: Some(8 * S),
+        };
+        assert_eq!(
+            slice_bounds(S, 8 * S, 2 * S).last(),
+            Some(&(7 * S, 8 * S, false))
+        );
+        let r = slice_rates(&points, w, 2 * S);
+        assert_eq!((r.rate_avg, r.rate_max), (Some(5.0 / 3.0), Some(3.0)));
+        // No closed window, or a slice longer than it: nothing.
+        let open = Window {
+            start: Some(S),
+            end: None,
+        };
+        assert_eq!(slice_rates(&points, open, 2 * S), SliceRates::default());
+        assert_eq!(slice_rates(&points, w, 60 * S), SliceRates::default());
+    }
+
+    #[test]
     fn a_run_shorter_than_one_interval_takes_the_final_scrape() {
         // Scrapes at 0, 333 and (final) 700; the window is 100..400 with the
         // 333 sample in it, or 100..300 with none.
@@ -626,6 +816,18 @@ mod tests {
                 total: 1.0,
                 rate: Some(2.0),
                 resets: 0,
+                slice_rates: SliceRates::default(),
+            }),
+            SeriesStats::Counter(CounterStats {
+                total: 1.0,
+                rate: Some(2.0),
+                resets: 0,
+                slice_rates: SliceRates {
+                    rate_avg: Some(1.5),
+                    rate_min: Some(1.0),
+                    rate_max: Some(2.0),
+                    rate_std: Some(0.5),
+                },
             }),
             SeriesStats::Gauge(
                 gauge_stats(
@@ -641,6 +843,8 @@ mod tests {
                 count: 2.0,
                 sum: 3.0,
                 avg: Some(1.5),
+                count_rate: Some(0.5),
+                sum_rate: None,
                 buckets: [("+Inf".to_string(), 2.0)].into_iter().collect(),
             }),
         ] {

@@ -16,7 +16,9 @@
 //!   [`Window`] (AIPerf's rules: warmup excluded, resets counted from zero,
 //!   gauges' numpy-linear percentiles).
 //! - [`ServerMetricsExport`] is what `server_metrics_export.json` holds,
-//!   in AIPerf's layout; it reads AIPerf's own exports as well.
+//!   in AIPerf's layout; it reads AIPerf's own exports as well, and
+//!   [`ServerMetricsExport::to_csv`] writes AIPerf's CSV layout of it
+//!   (units by [`infer_unit`], AIPerf's rules).
 //! - [`ServerMetricsExport::acceptance_length`] and
 //!   [`acceptance_rate`](ServerMetricsExport::acceptance_rate) apply
 //!   AIPerf's precedence (acceptance gauges, then counters, then any gauge
@@ -73,19 +75,22 @@
 
 pub mod acceptance;
 mod collect;
+mod csv_export;
 mod error;
 mod export;
 pub mod gpu;
 pub mod iteration_stats;
 mod parse;
+mod units;
 
 pub use acceptance::{Acceptance, SpecDecodeSummary, Weighting};
 pub use collect::EndpointSamples;
 pub use error::ScrapeError;
 pub use export::{
     CounterAggregate, CounterStats, EndpointInfo, ExportSummary, GaugeStats, HistogramStats,
-    MetricExport, SeriesExport, SeriesStats, ServerMetricsExport, Window,
+    MetricExport, SeriesExport, SeriesStats, ServerMetricsExport, SliceRates, Window,
 };
 pub use gpu::{EnergyComparison, EnergySide, GpuFigures, GpuTelemetry, is_dcgm};
 pub use iteration_stats::{IterationStatsTotals, is_iteration_stats};
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};
+pub use units::infer_unit;

@@ -437,3 +437,102 @@ async fn aiperfs_inline_dataset_template_sends_its_own_rows() {
     assert_eq!(records.len(), 50);
     assert!(records.iter().all(|r| r.dataset == "inline"));
 }
+
+/// AIPerf's `request_cancellation` template, its file unchanged, sized down
+/// on the command line (the simulator's URL, 100 prompts, 8 warmup and 60
+/// profiled requests at 100/s): the requests its seeded 10 % picked are
+/// cancelled after its 0.5 s (the simulator abandoned exactly as many),
+/// and its `formats: [json, csv]` gives `server_metrics_export.csv` beside
+/// the JSON, a row for every series of the JSON export with its numbers;
+/// the template's own `localhost:8000` scrape URL, dead here, is counted as
+/// failing and has no row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_request_cancellation_template_cancels_and_writes_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 0.8 s per answer of ~512 tokens: the 0.5 s cancellation lands.
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(5.0))
+    .await;
+    let template = configs().join("request_cancellation.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env_remove("MODEL_NAME")
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--url", &server.url(), "--num-dataset-entries", "100"])
+        .args(["--warmup-request-count", "8", "--request-count", "60"])
+        .args(["--request-rate", "100"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_dir = dir.path().join("artifacts/request_cancellation");
+    let all = read_run(&run_dir).unwrap().records;
+    assert_eq!(all.iter().filter(|r| r.warmup).count(), 8);
+    let records: Vec<_> = all.into_iter().filter(|r| !r.warmup).collect();
+    assert_eq!(records.len(), 60);
+    let cancelled = records
+        .iter()
+        .filter(|r| r.error_kind == Some(speedbench_record::ErrorKind::ClientCancelled))
+        .count();
+    assert!(cancelled > 0, "the seeded 10 % picked none of 60");
+    assert_eq!(server.ground_truth().abandoned.len(), cancelled);
+    for r in records.iter().filter(|r| r.is_success()) {
+        assert!(r.ttft_ns.is_some_and(|t| t <= r.e2e_latency_ns));
+    }
+    let export = speedbench_client::scrape::ServerMetricsExport::read(
+        &run_dir.join("server_metrics_export.json"),
+    )
+    .unwrap();
+    let dead = "http://localhost:8000/metrics";
+    assert!(export.summary.endpoint_info[dead].failed_fetches > 0);
+    let csv = std::fs::read_to_string(run_dir.join("server_metrics_export.csv")).unwrap();
+    check_csv_holds_the_export(&csv, &export);
+}
+
+/// Every series of `export` has its row in `csv` (the endpoint as AIPerf
+/// shows it, the type, the name), counters with their total and rate and
+/// gauges with their mean, to four decimals; no row names another endpoint.
+fn check_csv_holds_the_export(csv: &str, export: &speedbench_client::scrape::ServerMetricsExport) {
+    use speedbench_client::scrape::SeriesStats;
+    let rows: Vec<Vec<&str>> = csv
+        .split("\r\n")
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(',').collect())
+        .collect();
+    let mut matched = 0;
+    for (name, family) in &export.metrics {
+        for series in &family.series {
+            let endpoint = series
+                .endpoint_url
+                .trim_start_matches("http://")
+                .trim_end_matches("/metrics");
+            let candidates: Vec<&Vec<&str>> = rows
+                .iter()
+                .filter(|r| r.len() > 4 && r[0] == endpoint && r[2] == name.as_str())
+                .collect();
+            assert!(!candidates.is_empty(), "no row for {name}");
+            let want = match &series.stats {
+                Some(SeriesStats::Counter(c)) => vec![format!("{:.4}", c.total)],
+                Some(SeriesStats::Gauge(_)) if name.ends_with("_info") => Vec::new(),
+                Some(SeriesStats::Gauge(g)) => vec![format!("{:.4}", g.avg)],
+                _ => Vec::new(),
+            };
+            if let Some(first) = want.first() {
+                assert!(
+                    candidates.iter().any(|r| r[4] == first),
+                    "{name}: {first} in none of {candidates:?}"
+                );
+            }
+            matched += 1;
+        }
+    }
+    assert!(matched > 5, "{matched} series");
+    for r in rows.iter().filter(|r| r.len() > 4 && r[0] != "Endpoint") {
+        assert!(!r[0].starts_with("localhost:8000"), "{r:?}");
+    }
+}

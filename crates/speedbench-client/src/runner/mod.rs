@@ -34,7 +34,7 @@ use crate::exchange::HttpClient;
 use crate::export::{ExportLevel, RawWriter};
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
-use crate::scrape::{SERVER_METRICS_FILE_NAME, Scrape, Scraper};
+use crate::scrape::{SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME, Scrape, Scraper};
 use crate::sink::{RecordSink, Sinks};
 use crate::target::Target;
 use outcome::judge;
@@ -861,7 +861,14 @@ async fn write_scrape(
     path: PathBuf,
     write_errors: &mut Vec<String>,
 ) -> Option<(PathBuf, ServerMetricsExport)> {
+    let csv = s.writes_csv();
     let export = s.finish(wait).await;
+    if csv {
+        let csv_path = path.with_file_name(SERVER_METRICS_CSV_FILE_NAME);
+        if let Err(e) = write_atomically(&csv_path, export.to_csv().as_bytes()) {
+            write_errors.push(e.to_string());
+        }
+    }
     match write_json(&path, &export) {
         Ok(()) => Some((path, export)),
         Err(e) => {
@@ -996,17 +1003,27 @@ struct SummaryInputs<'a> {
 }
 
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
-    let io = |source| ClientError::Io {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| ClientError::Io {
         path: path.to_path_buf(),
-        source,
-    };
-    let json = serde_json::to_vec_pretty(value).map_err(|e| io(e.into()))?;
-    let tmp = path.with_extension("json.tmp");
-    let written = std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, path));
+        source: e.into(),
+    })?;
+    write_atomically(path, &json)
+}
+
+/// `bytes` written to a temporary file beside `path`, then renamed over
+/// it: a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map_err(io)
+    written.map_err(|source| ClientError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

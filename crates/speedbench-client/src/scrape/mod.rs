@@ -42,13 +42,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hyper::header::{HeaderName, HeaderValue};
 use speedbench_http::{HttpClient, get_capped};
 
-/// The file name of the export in a run directory.
-pub use speedbench_record::SERVER_METRICS_FILE_NAME;
+/// The file names of the export in a run directory (JSON, and AIPerf's CSV).
+pub use speedbench_record::{SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME};
 pub use speedbench_scrape::{
     Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, EnergyComparison,
     EnergySide, ExportSummary, Exposition, GaugeStats, GpuFigures, GpuTelemetry, HistogramStats,
     IterationStatsTotals, MetricExport, MetricType, Sample, ScrapeError, SeriesExport, SeriesStats,
-    ServerMetricsExport, SpecDecodeSummary, Weighting, Window, is_iteration_stats,
+    ServerMetricsExport, SliceRates, SpecDecodeSummary, Weighting, Window, is_iteration_stats,
     parse_exposition,
 };
 
@@ -80,6 +80,12 @@ pub struct Scrape {
     pub max_body: usize,
     /// Extra CA roots (PEM) for HTTPS endpoints.
     pub extra_roots_pem: Vec<Vec<u8>>,
+    /// Counters' rates per time slice of this length as well
+    /// ([`speedbench_scrape::SliceRates`]; a run's `--slice-duration`).
+    pub slice: Option<Duration>,
+    /// Also write the export in AIPerf's CSV layout
+    /// ([`SERVER_METRICS_CSV_FILE_NAME`], beside the JSON).
+    pub csv: bool,
     /// API key and `-H` headers, sent only to endpoints whose URL starts
     /// with one of `key_origins` (the target's own servers).
     api_key: Option<ApiKey>,
@@ -99,6 +105,8 @@ impl Scrape {
             fetch_timeout: Duration::from_secs(5),
             max_body: 32 * 1024 * 1024,
             extra_roots_pem: Vec::new(),
+            slice: None,
+            csv: false,
             api_key: None,
             headers: Vec::new(),
             key_origins: Vec::new(),
@@ -346,6 +354,11 @@ impl Scraper {
         lock(&self.inner.window).end = Some(self.inner.unix_ns(Instant::now()));
     }
 
+    /// Whether the export is to be written in AIPerf's CSV layout too.
+    pub fn writes_csv(&self) -> bool {
+        self.inner.config.csv
+    }
+
     /// Stops the periodic scrapes and takes the last ones, then computes the
     /// export. With `wait`, late counter updates are waited for: scrapes
     /// every interval until two in a row show every endpoint's counters
@@ -371,11 +384,12 @@ impl Scraper {
             .zip(&inner.stores)
             .map(|(url, s)| (url.clone(), std::mem::take(&mut *lock(s))))
             .collect();
-        ServerMetricsExport::from_samples(
+        ServerMetricsExport::from_samples_in_slices(
             endpoints,
             window,
             inner.config.interval,
             format!("speedbench {}", env!("CARGO_PKG_VERSION")),
+            inner.config.slice,
         )
     }
 }

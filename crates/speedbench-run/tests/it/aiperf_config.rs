@@ -520,3 +520,43 @@ fn several_urls_share_out_the_conversations() {
     assert_eq!(spec.target.url, "http://a:8000,http://b:9000");
     assert!(spec.validate().is_ok());
 }
+
+/// `server_metrics.formats: [json, csv]` is `--server-metrics-formats
+/// json,csv`: `request_cancellation` and `multi_url_load_balancing` expand
+/// as shipped (their scrape URLs beside the servers' own), and AIPerf's
+/// `parquet` is refused by field and line, saying what to write.
+#[test]
+fn server_metrics_formats_csv_expand_as_shipped_and_parquet_is_refused() {
+    for name in ["request_cancellation", "multi_url_load_balancing"] {
+        let sweep = expand(name, &template(name), &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let spec = sweep.runs()[0].spec().unwrap();
+        assert!(spec.scrape.csv, "{name}");
+        assert!(spec.scrape.enabled, "{name}");
+        assert!(!spec.scrape.server_metrics.is_empty(), "{name}");
+        assert!(spec.validate().is_ok(), "{name}");
+    }
+    let sweep = expand(
+        "request_cancellation",
+        &template("request_cancellation"),
+        &[],
+    )
+    .unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(spec.load.request_cancellation_rate, Some(10.0));
+    let text = template("request_cancellation")
+        .replace("formats: [json, csv]", "formats: [json, csv, parquet]");
+    let err = expand("request_cancellation", &text, &[]).unwrap_err();
+    let line = line_of(&text, "serverMetrics", "formats:");
+    assert!(
+        err.contains(&format!(
+            "request_cancellation.yaml:{line}: `server_metrics.formats`"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("Parquet"), "{err}");
+    // Only JSON: no CSV.
+    let text = template("request_cancellation").replace("formats: [json, csv]", "formats: [json]");
+    let sweep = expand("request_cancellation", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert!(!spec.scrape.csv);
+}

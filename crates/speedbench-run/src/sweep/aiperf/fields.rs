@@ -503,16 +503,18 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     out.one("public-dataset", name)
 }
 
-/// `server_metrics`: on or off, the URLs to scrape; speedbench writes the
-/// scrape as `server_metrics.json` (AIPerf's `formats: [json]`).
+/// `server_metrics`: on or off, the URLs to scrape, and the files:
+/// `formats` of `json` and `csv` (`--server-metrics-formats`); AIPerf's
+/// `parquet` of the raw samples has no counterpart.
 fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let mut allowed = vec!["enabled", "urls"];
-    if matches!(node.get("formats").map(|f| &f.value), Some(Value::List(l)) if l.iter().all(|f| f.scalar_text().as_deref() == Some("json")))
+    if matches!(node.get("formats").map(|f| &f.value), Some(Value::List(l)) if l.iter().all(|f| matches!(f.scalar_text().as_deref(), Some("json" | "csv"))))
     {
         allowed.push("formats");
     }
-    let why = "it scrapes the URLs given, or the server's own `/metrics`, into one JSON \
-               export";
+    let why = "it scrapes the URLs given, or the server's own `/metrics`, into a JSON \
+               export and, with `formats: [json, csv]`, AIPerf's CSV layout of it; it keeps no \
+               raw samples for a Parquet file";
     let entries = only(node, "server_metrics", &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
         match (key.name.as_str(), &value.value) {
@@ -523,6 +525,10 @@ fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
                 for u in urls {
                     out.one("server-metrics", u)?;
                 }
+            }
+            ("formats", Value::List(formats)) => {
+                let names: Vec<String> = formats.iter().filter_map(|f| f.scalar_text()).collect();
+                out.set("server-metrics-formats", vec![names.join(",")], value.line)?
             }
             _ => {}
         }
