@@ -55,6 +55,8 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         "num_conversations": l.num_conversations,
         "warmup_request_count": l.warmup_request_count,
         "warmup_concurrency": l.warmup_concurrency,
+        "warmup_duration_s": l.warmup_duration_s,
+        "warmup_grace_period_s": l.warmup_grace_period_s,
         "osl": spec.sampling.osl,
         "extra_inputs": target.shown_extra_body(),
         "timeout_s": t.timeout_s,

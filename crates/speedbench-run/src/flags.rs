@@ -435,6 +435,12 @@ const LOAD: &[Flag] = &[
     flag!("warmup-concurrency", One, |s, v| s.load.warmup_concurrency = Some(parse(v)?))
         .value("WARMUP_CONCURRENCY")
         .help("Warm up closed-loop at this many requests in flight, whatever the measured load (AIPerf's warmup phase of `type: concurrency`); default: the measured load's shape."),
+    flag!("warmup-duration", One, |s, v| s.load.warmup_duration_s = Some(positive(v)?))
+        .value("SECONDS")
+        .help("Warm up for at most this long (with --warmup-request-count, whichever ends first): no warmup request starts after it, those in flight finish (see --warmup-grace-period). Without a count, the dataset's rows recycle until then."),
+    flag!("warmup-grace-period", One, |s, v| s.load.warmup_grace_period_s = Some(non_negative(v)?))
+        .value("SECONDS")
+        .help("With --warmup-duration: how long warmup requests still in flight when it ends may run before they are cancelled (recorded as cancelled warmup requests); default: wait for every one, as AIPerf does."),
     flag!("request-rate", One, |s, v| s.load.request_rate = Some(parse(v)?))
         .value("REQUEST_RATE")
         .help("Open-loop load: conversation starts per second (requests per second for single-turn rows); `--concurrency` is then unused."),

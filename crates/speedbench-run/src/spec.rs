@@ -279,6 +279,11 @@ pub struct LoadSpec {
     /// `--warmup-concurrency`: warm up closed-loop at this many requests in
     /// flight, whatever the measured load; `None` warms up in its shape.
     pub warmup_concurrency: Option<usize>,
+    /// `--warmup-duration`, seconds: warm up for at most this long.
+    pub warmup_duration_s: Option<f64>,
+    /// `--warmup-grace-period`, seconds: how long warmup requests in flight
+    /// at the end of `--warmup-duration` may still run; `None` waits for them.
+    pub warmup_grace_period_s: Option<f64>,
     /// `--request-rate`: open-loop arrivals per second.
     pub request_rate: Option<f64>,
     /// `--arrival`: poisson or constant gaps.
@@ -354,6 +359,8 @@ impl Default for LoadSpec {
             num_conversations: None,
             warmup_request_count: 0,
             warmup_concurrency: None,
+            warmup_duration_s: None,
+            warmup_grace_period_s: None,
             request_rate: None,
             arrival: Arrival::Poisson,
             random_seed: 0,

@@ -302,6 +302,11 @@ impl RunSpec {
                 "cannot be used with --server-metrics",
             ),
             (
+                self.load.warmup_grace_period_s.is_some() && self.load.warmup_duration_s.is_none(),
+                "--warmup-grace-period",
+                "needs --warmup-duration (a warmup counted in requests waits for every one)",
+            ),
+            (
                 self.shard.start_at.is_some() && self.shard.start_after_barrier.is_some(),
                 "--start-at",
                 "cannot be used with --start-after-barrier (one shared start)",
@@ -322,6 +327,12 @@ impl RunSpec {
         load.num_conversations = l.num_conversations;
         load.warmup_request_count = l.warmup_request_count;
         load.warmup_concurrency = l.warmup_concurrency;
+        load.warmup_duration = (l.warmup_duration_s)
+            .map(|d| crate::shaping::seconds("--warmup-duration", d))
+            .transpose()?;
+        load.warmup_grace_period = (l.warmup_grace_period_s)
+            .map(|d| crate::shaping::seconds("--warmup-grace-period", d))
+            .transpose()?;
         load.request_rate = l.request_rate;
         load.arrival = l.arrival;
         load.random_seed = l.random_seed;

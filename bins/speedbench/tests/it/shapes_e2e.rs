@@ -660,3 +660,65 @@ async fn a_trace_given_by_length_is_built_with_its_shared_blocks() {
     assert_eq!(records.len(), 4);
     assert!(records.iter().all(|r| r.is_success()));
 }
+
+/// A warmup by time (`--warmup-duration`, AIPerf's): closed-loop at its
+/// concurrency until it ends, the rows recycling; the simulator's log holds
+/// no warmup request that arrived after it; the ones in flight then finish
+/// and are recorded before the measured phase starts. With
+/// `--warmup-grace-period 0` those are cancelled instead: recorded as
+/// cancelled warmup requests, and abandoned by the simulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_by_time_sends_until_it_ends() {
+    for grace in [None, Some("0")] {
+        // About 0.2 s per answer: two workers in 1 s send some ten.
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_ttft_ms(30.0)
+            .with_step_ms(10.0))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut flags = vec!["--warmup-duration", "1", "--warmup-concurrency", "2"];
+        flags.extend(["--request-count", "3", "--concurrency", "1"]);
+        if let Some(g) = grace {
+            flags.extend(["--warmup-grace-period", g]);
+        }
+        let (out, run_dir) = profile(&server, dir.path(), 4, &flags).await;
+        assert!(out.status.success(), "{out:?}");
+        let records = read_run(&run_dir).unwrap().records;
+        let (warmup, measured): (Vec<_>, Vec<_>) = records.iter().partition(|r| r.warmup);
+        assert_eq!(measured.len(), 3);
+        assert!(warmup.len() >= 4, "{} warmup requests", warmup.len());
+        let first = warmup.iter().map(|r| r.start_unix_ns).min().unwrap();
+        let deadline = first + 1_000_000_000;
+        // Sent before the end (the first send may lag the phase's start).
+        assert!(
+            warmup
+                .iter()
+                .all(|r| r.start_unix_ns < deadline + 50_000_000)
+        );
+        let truth = server.ground_truth();
+        assert_eq!(truth.arrivals.len(), records.len(), "each sent once");
+        let measured_start = measured.iter().map(|r| r.start_unix_ns).min().unwrap();
+        let warmup_end = warmup.iter().map(|r| r.end_unix_ns).max().unwrap();
+        assert!(measured_start >= warmup_end, "the warmup drained first");
+        let cancelled: Vec<_> = warmup
+            .iter()
+            .filter(|r| r.error_kind == Some(ErrorKind::Cancelled))
+            .collect();
+        match grace {
+            None => assert!(warmup.iter().all(|r| r.is_success()), "waited for"),
+            Some(_) => {
+                // Both workers were mid-answer at the end.
+                assert!(!cancelled.is_empty());
+                assert!(
+                    cancelled
+                        .iter()
+                        .all(|r| r.end_unix_ns < deadline + 300_000_000)
+                );
+                assert_eq!(truth.abandoned.len(), cancelled.len());
+            }
+        }
+        for r in records.iter().filter(|r| r.is_success()) {
+            assert!(r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns));
+        }
+    }
+}

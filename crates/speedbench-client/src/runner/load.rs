@@ -56,6 +56,16 @@ pub struct Load {
     /// phase of `type: concurrency`); `None` warms up in the measured
     /// phase's own shape.
     pub warmup_concurrency: Option<usize>,
+    /// Warm up for at most this long (AIPerf's `--warmup-duration`): no
+    /// warmup request starts after it (nor after `warmup_request_count`
+    /// of them, when that is set too); without a count, conversations
+    /// recycle until then.
+    pub warmup_duration: Option<Duration>,
+    /// After `warmup_duration`, how long warmup requests still in flight
+    /// may run before they are cancelled (recorded as cancelled warmup
+    /// requests); `None` waits for every one (AIPerf's
+    /// `--warmup-grace-period` and its default).
+    pub warmup_grace_period: Option<Duration>,
     /// Run only this shard's share of the work described by the other
     /// fields, which keep their unsharded values (see [`Shard`] for the
     /// split); `None` runs all of it.
@@ -177,6 +187,8 @@ impl Default for Load {
             num_conversations: None,
             warmup_request_count: 0,
             warmup_concurrency: None,
+            warmup_duration: None,
+            warmup_grace_period: None,
             shard: None,
             start_barrier: None,
             rate_ramp: None,
@@ -241,6 +253,12 @@ impl Load {
     /// Warms up closed-loop at `concurrency` requests in flight.
     pub fn with_warmup_concurrency(mut self, concurrency: usize) -> Self {
         self.warmup_concurrency = Some(concurrency);
+        self
+    }
+
+    /// Warms up for at most `duration` (see [`Load::warmup_duration`]).
+    pub fn with_warmup_duration(mut self, duration: Duration) -> Self {
+        self.warmup_duration = Some(duration);
         self
     }
 

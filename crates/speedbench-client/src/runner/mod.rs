@@ -118,7 +118,12 @@ fn warmup_workers(load: &Load) -> usize {
         (None, None) => load.concurrency,
         (None, Some(_)) => return 0,
     };
-    worker_count(concurrency, None, Some(load.warmup_request_count))
+    // A warmup by time alone keeps every worker busy until it ends.
+    let count = (load.warmup_request_count > 0).then_some(load.warmup_request_count);
+    match (count, load.warmup_duration) {
+        (None, None) => 0,
+        (count, _) => worker_count(concurrency, None, count),
+    }
 }
 
 /// Checks that the requests `load` holds in flight fit the open-file
@@ -642,11 +647,15 @@ fn first_manifest(run: &ProfileRun, clock: &Clock, shard: Option<RunShard>) -> R
 async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<ScheduleStats> {
     let shared = opened.shared.clone();
     let shared = &shared;
-    if shared.run.load.warmup_request_count > 0 {
+    let load = &shared.run.load;
+    let warmup_count = (load.warmup_request_count > 0).then_some(load.warmup_request_count);
+    if warmup_count.is_some() || load.warmup_duration.is_some() {
+        let deadline = load.warmup_duration.map(|d| Instant::now() + d);
         let warmup = Phase {
-            dispatcher: Dispatcher::new(None, Some(shared.run.load.warmup_request_count), None),
+            dispatcher: Dispatcher::new(None, warmup_count, deadline),
             warmup: true,
-            closed_loop_at: shared.run.load.warmup_concurrency,
+            closed_loop_at: load.warmup_concurrency,
+            grace_period: load.warmup_grace_period,
             cancel: StopHandle::new(),
         };
         run_phase(shared, Arc::new(warmup)).await;
@@ -667,6 +676,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         dispatcher: Dispatcher::new(opened.sessions, shared.run.load.request_count, deadline),
         warmup: false,
         closed_loop_at: None,
+        grace_period: Some(shared.run.load.grace_period),
         cancel: StopHandle::new(),
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use speedbench_dataset::Message;
 use speedbench_record::{ErrorKind, RequestRecord};
@@ -86,6 +86,9 @@ pub(super) struct Phase {
     /// Closed-loop at this many requests in flight whatever the run's load
     /// shape (a warmup with its own concurrency); `None` follows the run's.
     pub(super) closed_loop_at: Option<usize>,
+    /// After the dispatcher's deadline, how long requests in flight may
+    /// still run; `None` waits for them all.
+    pub(super) grace_period: Option<Duration>,
     /// Triggered when the grace period after the duration runs out.
     pub(super) cancel: StopHandle,
 }
@@ -110,15 +113,13 @@ pub(super) fn worker_count(
 /// Runs one phase to its end and returns the arrivals' lateness (request-rate
 /// mode; empty otherwise).
 pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u64> {
-    let load = &shared.run.load;
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     let mut lateness = Vec::new();
     // The grace period starts when dispatching stops at the deadline.
-    let cancel_at = phase
-        .dispatcher
-        .deadline
-        .map(|d| tokio::time::Instant::from_std(d + load.grace_period));
+    let cancel_at = (phase.dispatcher.deadline)
+        .zip(phase.grace_period)
+        .map(|(d, grace)| tokio::time::Instant::from_std(d + grace));
     let (mut arrivals, slots, mut ramp) = start_phase(shared, &phase, &mut tasks, start);
     // Arrivals at or after the deadline never happen.
     let deadline = phase.dispatcher.deadline;
@@ -535,7 +536,11 @@ async fn exchange_or_stop(
         }
         _ = phase.cancel.stopped() => {
             tokio::time::timeout(STOP_DRAIN, &mut exchange).await.map_err(|_| {
-                stopped("still in flight when the grace period after the benchmark duration ended")
+                stopped(if phase.warmup {
+                    "still in flight when the grace period after the warmup duration ended"
+                } else {
+                    "still in flight when the grace period after the benchmark duration ended"
+                })
             })
         }
         _ = sleep_until_opt(cancel_after.map(|d| tokio::time::Instant::now() + d)), if cancel_after.is_some() => {

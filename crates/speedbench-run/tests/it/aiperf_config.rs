@@ -560,3 +560,48 @@ fn server_metrics_formats_csv_expand_as_shipped_and_parquet_is_refused() {
     let spec = sweep.runs()[0].spec().unwrap();
     assert!(!spec.scrape.csv);
 }
+
+/// `time_based_soak` expands as shipped: its warmup by time is
+/// `--warmup-duration` (AIPerf's expansion says 60 s at 16), its soak an
+/// hour at 32 with two minutes' grace, five-minute slices, the scrape in
+/// JSON and CSV. A warmup `gracePeriod` is `--warmup-grace-period`; one
+/// without a duration is refused by name.
+#[test]
+fn time_based_soak_expands_as_shipped() {
+    let sweep = expand("time_based_soak", &template("time_based_soak"), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let l = &spec.load;
+    assert_eq!(
+        (
+            l.warmup_duration_s,
+            l.warmup_concurrency,
+            l.warmup_request_count
+        ),
+        (Some(60.0), Some(16), 0)
+    );
+    assert_eq!((l.benchmark_duration_s, l.concurrency), (Some(3600.0), 32));
+    assert_eq!(l.benchmark_grace_period_s, 120.0);
+    assert_eq!(spec.figures.slice_duration_s, Some(300.0));
+    assert!(spec.scrape.csv);
+    assert!(spec.validate().is_ok());
+    let text = template("time_based_soak").replace(
+        "    duration: 60s",
+        "    duration: 60s\n    gracePeriod: 5s",
+    );
+    let sweep = expand("time_based_soak", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(spec.load.warmup_grace_period_s, Some(5.0));
+    let text = template("time_based_soak")
+        .replace("    duration: 60s", "    requests: 10\n    gracePeriod: 5s");
+    let sweep = expand("time_based_soak", &text, &[]).unwrap();
+    let err = sweep.runs()[0]
+        .spec()
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--warmup-grace-period") && err.contains("--warmup-duration"),
+        "{err}"
+    );
+}

@@ -681,25 +681,37 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             name: "type".into(),
             line: phase.line,
         });
-        let why = "it warms up closed-loop (`type: concurrency`), counted in requests";
+        let why = "it warms up closed-loop (`type: concurrency`), counted in requests or time";
         return Err(invalid(
             out,
             unsupported(&k, &format!("phases.{name}.type"), why),
         ));
     }
-    let why = "its warmup takes `requests` and `concurrency`";
-    let allowed = [&PHASE_ID[..], &["requests", "concurrency"]].concat();
+    let why = "its warmup takes `requests`, `duration`, `grace_period` and `concurrency`";
+    let allowed = [
+        &PHASE_ID[..],
+        &["requests", "duration", "grace_period", "concurrency"],
+    ]
+    .concat();
     let entries =
         only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
         match key.name.as_str() {
             "requests" => out.one("warmup-request-count", value)?,
+            "duration" => {
+                let s = seconds(out, value)?;
+                out.set("warmup-duration", vec![s], value.line)?
+            }
+            "grace_period" => {
+                let s = seconds(out, value)?;
+                out.set("warmup-grace-period", vec![s], value.line)?
+            }
             "concurrency" => out.one("warmup-concurrency", value)?,
             _ => {}
         }
     }
-    if phase.get("requests").is_none() {
-        let m = format!("phases.{name}: speedbench's warmup is a number of `requests`");
+    if phase.get("requests").is_none() && phase.get("duration").is_none() {
+        let m = format!("phases.{name}: a warmup needs `requests` or a `duration`");
         return Err(invalid(out, (phase.line, m)));
     }
     Ok(())
