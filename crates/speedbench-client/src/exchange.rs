@@ -83,7 +83,9 @@ impl HttpClient {
         // llama-server closes the connection after every streamed answer
         // while its headers say keep-alive: a request written to it in that
         // instant would be lost, so its connections are not reused.
-        let reuse = target.engine != Some(crate::Engine::LlamaCpp);
+        // `--connection-reuse-strategy never` asks the same of every server.
+        let reuse = target.engine != Some(crate::Engine::LlamaCpp)
+            && target.connection_reuse != crate::ConnectionReuse::Never;
         let options = ClientOptions {
             max_idle_per_host: if reuse { max_connections } else { 0 },
             extra_roots_pem: target.extra_roots_pem.clone(),
@@ -112,6 +114,38 @@ impl HttpClient {
             secrets: target.secrets(),
             capture_raw: false,
         })
+    }
+
+    /// A client of the same server and options with a pool of its own,
+    /// holding at most one idle connection: one conversation's, so that
+    /// its turns share a connection no other conversation uses, closed
+    /// when the conversation drops it (`sticky-user-sessions`). A server
+    /// whose connections are not reused (llama.cpp) keeps none.
+    pub(crate) fn for_one_session(&self) -> HttpClient {
+        let mut options = self.options.clone();
+        options.max_idle_per_host = options.max_idle_per_host.min(1);
+        // These options built a client already: a failure here cannot
+        // come from them, but is said rather than hidden.
+        let built = new_client(&options).and_then(|client| {
+            let lean = match &self.lean {
+                Some(_) => Some(H1Client::new(&self.url, &self.headers, &options)?),
+                None => None,
+            };
+            Ok((client, lean))
+        });
+        match built {
+            Ok((client, lean)) => HttpClient {
+                client,
+                unpooled: Arc::default(),
+                options,
+                lean,
+                ..self.clone()
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "a session's own connection could not be set up; it shares the pool");
+                self.clone()
+            }
+        }
     }
 
     /// Keeps every response's body bytes ([`Exchange::raw`]).

@@ -99,6 +99,6 @@ pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use shard::{Shard, StartBarrier};
 pub use sink::{ChannelSink, LiveSink, RecordSink, RecordsHandle, VecSink};
 pub use target::{
-    ApiKey, ApiKind, BaseUrl, DEFAULT_MAX_RESPONSE_BYTES, HttpClientKind, Target,
+    ApiKey, ApiKind, BaseUrl, ConnectionReuse, DEFAULT_MAX_RESPONSE_BYTES, HttpClientKind, Target,
     parse_extra_inputs, parse_header,
 };

@@ -276,6 +276,51 @@ pub enum HttpClientKind {
     Hyper,
 }
 
+/// How a run's connections are reused (AIPerf's
+/// `--connection-reuse-strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConnectionReuse {
+    /// Kept-alive connections pooled and reused by any request.
+    #[default]
+    Pooled,
+    /// A new connection for every request, closed after its response.
+    Never,
+    /// One connection per conversation, kept across its turns and closed
+    /// after the last (what a sticky load balancer needs to keep a
+    /// conversation on one replica and its KV cache).
+    StickyUserSessions,
+}
+
+impl ConnectionReuse {
+    /// Every name [`str::parse`] takes, AIPerf's words.
+    pub const NAMES: [&'static str; 3] = ["pooled", "never", "sticky-user-sessions"];
+
+    /// `pooled`, `never` or `sticky-user-sessions`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConnectionReuse::Pooled => "pooled",
+            ConnectionReuse::Never => "never",
+            ConnectionReuse::StickyUserSessions => "sticky-user-sessions",
+        }
+    }
+}
+
+impl std::str::FromStr for ConnectionReuse {
+    type Err = String;
+
+    /// One of [`ConnectionReuse::NAMES`].
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pooled" => Ok(ConnectionReuse::Pooled),
+            "never" => Ok(ConnectionReuse::Never),
+            "sticky-user-sessions" => Ok(ConnectionReuse::StickyUserSessions),
+            other => Err(format!(
+                "unknown connection reuse {other:?} (pooled, never or sticky-user-sessions)"
+            )),
+        }
+    }
+}
+
 impl HttpClientKind {
     /// `lean` or `hyper`, as [`str::parse`] takes it.
     pub fn name(self) -> &'static str {
@@ -342,6 +387,8 @@ pub struct Target {
     /// The client of requests to a plain `http://` server
     /// ([`Target::with_http_client`]).
     pub http_client: HttpClientKind,
+    /// How connections are reused ([`ConnectionReuse`]; pooled by default).
+    pub connection_reuse: ConnectionReuse,
     /// The engine behind the server, when known ([`Target::with_engine`]):
     /// its request fields go into every body, and its metrics paths into
     /// the server scrape.
@@ -377,6 +424,7 @@ impl Target {
             spec_adapters: Vec::new(),
             local_addrs: Vec::new(),
             http_client: HttpClientKind::default(),
+            connection_reuse: ConnectionReuse::default(),
             engine: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }

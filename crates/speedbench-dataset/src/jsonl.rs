@@ -95,6 +95,7 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             turns,
             timestamp_us: trace.0,
             max_output_tokens: trace.1,
+            turn_output_tokens: Vec::new(),
             prompt_to_build,
         });
     }

@@ -127,11 +127,28 @@ pub struct Conversation {
     /// its requests' `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// Each turn's own output length, when the turns differ (synthetic
+    /// multi-turn rows: AIPerf draws one per turn); turn `i` asks for
+    /// entry `i`, and `max_output_tokens` holds the first. Empty: every
+    /// turn asks for `max_output_tokens` ([`Conversation::output_tokens_of_turn`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turn_output_tokens: Vec<u32>,
     /// A trace row's prompt given as a token count, not text (AIPerf's
     /// `mooncake_trace` `input_length` and `hash_ids`): its `turns` are
     /// empty until it is built (`speedbench_client::synthetic::TracePrompts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_to_build: Option<PromptToBuild>,
+}
+
+impl Conversation {
+    /// The output length turn `turn_index` asks for: its own when the row
+    /// has one per turn, else the row's.
+    pub fn output_tokens_of_turn(&self, turn_index: usize) -> Option<u32> {
+        self.turn_output_tokens
+            .get(turn_index)
+            .copied()
+            .or(self.max_output_tokens)
+    }
 }
 
 /// A prompt a trace gives by length: `tokens` long, its first blocks

@@ -38,6 +38,8 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
             "osl": spec.sampling.osl,
             "osl_stddev": d.synthetic.osl_stddev,
             "entries": d.synthetic.entries,
+            "turns_mean": d.synthetic.turn_mean,
+            "turns_stddev": d.synthetic.turn_stddev,
             "tokens_counted_by": "the server's /tokenize",
         })
     });
@@ -56,6 +58,7 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         "warmup_request_count": l.warmup_request_count,
         "warmup_concurrency": l.warmup_concurrency,
         "warmup_duration_s": l.warmup_duration_s,
+        "warmup_sessions": l.warmup_sessions,
         "warmup_grace_period_s": l.warmup_grace_period_s,
         "osl": spec.sampling.osl,
         "extra_inputs": target.shown_extra_body(),
@@ -87,6 +90,7 @@ fn client_config(spec: &RunSpec) -> serde_json::Value {
         "ca_cert": t.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "local_addr": t.local_addr.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
         "http_client": t.http_client.name(),
+        "connection_reuse": t.connection_reuse.name(),
         "request_rate": l.request_rate,
         "arrival": l.arrival.name(),
         "arrival_smoothness": l.arrival_smoothness,

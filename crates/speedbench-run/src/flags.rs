@@ -22,7 +22,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use speedbench_client::ModelStrategy;
+use speedbench_client::{ConnectionReuse, ModelStrategy};
 use speedbench_dataset::Resolver;
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
 
@@ -326,6 +326,11 @@ const TARGET: &[Flag] = &[
         .value("CLIENT")
         .default("lean")
         .help("The HTTP client of requests to a plain http:// server: `lean` (speedbench's HTTP/1.1 client, a few KiB per request in flight) or `hyper` (about 21 KiB more per connection). https:// always uses hyper."),
+    flag!("connection-reuse-strategy", One, |s, v| s.target.connection_reuse = parse(v)?)
+        .value("STRATEGY")
+        .default("pooled")
+        .possible(&ConnectionReuse::NAMES)
+        .help("How connections are reused (AIPerf's): `pooled` (kept alive, any request takes any idle one), `never` (a new connection per request, closed after it) or `sticky-user-sessions` (one connection per conversation, kept across its turns and closed after the last: a sticky load balancer keeps the conversation on one replica)."),
     flag!("max-response-bytes", One, |s, v| s.target.max_response_bytes = parse(v)?)
         .value("BYTES")
         .default("33554432")
@@ -385,6 +390,16 @@ const DATASET: &[Flag] = &[
         .value("TOKENS")
         .default("512")
         .help("Tokens per `hash_ids` block of a trace row given by `input_length` (AIPerf's): rows naming the same id share that block's text, so a prefix cache sees the trace's reuse."),
+    flag!("conversation-turn-mean", One, |s, v| s.dataset.synthetic.turn_mean = parse(v)?)
+        .aliases(&["session-turns-mean"])
+        .value("TURNS")
+        .default("1")
+        .help("With `--isl`: user turns per synthetic conversation (normal around this, rounded, at least 1; AIPerf's). Each turn is a prompt of its own length asking for its own output length; later turns carry the conversation so far, replies included."),
+    flag!("conversation-turn-stddev", One, |s, v| s.dataset.synthetic.turn_stddev = parse(v)?)
+        .aliases(&["session-turns-stddev"])
+        .value("TURNS")
+        .default("0")
+        .help("With `--conversation-turn-mean`: the turn counts' standard deviation."),
     flag!("num-dataset-entries", One, |s, v| s.dataset.synthetic.entries = parse(v)?)
         .value("N")
         .default("100")
@@ -438,6 +453,9 @@ const LOAD: &[Flag] = &[
     flag!("warmup-duration", One, |s, v| s.load.warmup_duration_s = Some(positive(v)?))
         .value("SECONDS")
         .help("Warm up for at most this long (with --warmup-request-count, whichever ends first): no warmup request starts after it, those in flight finish (see --warmup-grace-period). Without a count, the dataset's rows recycle until then."),
+    flag!("num-warmup-sessions", One, |s, v| s.load.warmup_sessions = Some(parse(v)?))
+        .value("N")
+        .help("Warm up with N conversations, every turn of each (AIPerf's; with --warmup-request-count or --warmup-duration, whichever limit comes first)."),
     flag!("warmup-grace-period", One, |s, v| s.load.warmup_grace_period_s = Some(non_negative(v)?))
         .value("SECONDS")
         .help("With --warmup-duration: how long warmup requests still in flight when it ends may run before they are cancelled (recorded as cancelled warmup requests); default: wait for every one, as AIPerf does."),

@@ -6,7 +6,9 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use speedbench_client::{ApiKind, Arrival, Engine, ExportLevel, HttpClientKind, RampShape, Shard};
+use speedbench_client::{
+    ApiKind, Arrival, ConnectionReuse, Engine, ExportLevel, HttpClientKind, RampShape, Shard,
+};
 use speedbench_dataset::Resolver;
 
 use crate::words::by_name;
@@ -158,6 +160,9 @@ pub struct TargetSpec {
     /// `--http-client`: the client of plain http:// requests.
     #[serde(with = "by_name")]
     pub http_client: HttpClientKind,
+    /// `--connection-reuse-strategy`: pooled, never or sticky-user-sessions.
+    #[serde(with = "by_name")]
+    pub connection_reuse: ConnectionReuse,
     /// `--max-response-bytes`: the most bytes kept of a body or an SSE line.
     pub max_response_bytes: usize,
     /// `--engine`.
@@ -182,6 +187,7 @@ impl Default for TargetSpec {
             ca_cert: Vec::new(),
             local_addr: Vec::new(),
             http_client: HttpClientKind::default(),
+            connection_reuse: ConnectionReuse::default(),
             max_response_bytes: speedbench_client::DEFAULT_MAX_RESPONSE_BYTES,
             engine: EngineChoice::Auto,
             preflight: true,
@@ -220,8 +226,12 @@ pub struct SyntheticSpec {
     /// `--osl-stddev`: the output lengths' standard deviation around
     /// `--osl`, tokens.
     pub osl_stddev: f64,
-    /// `--num-dataset-entries`: how many prompts.
+    /// `--num-dataset-entries`: how many prompts (conversations).
     pub entries: usize,
+    /// `--conversation-turn-mean`: user turns per synthetic conversation.
+    pub turn_mean: u32,
+    /// `--conversation-turn-stddev`: their standard deviation.
+    pub turn_stddev: f64,
     /// `--isl-block-size`: tokens per `hash_ids` block of a trace's
     /// prompts given by length.
     pub block_size: u32,
@@ -234,6 +244,8 @@ impl Default for SyntheticSpec {
             isl_stddev: 0.0,
             osl_stddev: 0.0,
             entries: 100,
+            turn_mean: 1,
+            turn_stddev: 0.0,
             block_size: 512,
         }
     }
@@ -281,6 +293,8 @@ pub struct LoadSpec {
     pub warmup_concurrency: Option<usize>,
     /// `--warmup-duration`, seconds: warm up for at most this long.
     pub warmup_duration_s: Option<f64>,
+    /// `--num-warmup-sessions`: warm up with this many conversations.
+    pub warmup_sessions: Option<u64>,
     /// `--warmup-grace-period`, seconds: how long warmup requests in flight
     /// at the end of `--warmup-duration` may still run; `None` waits for them.
     pub warmup_grace_period_s: Option<f64>,
@@ -360,6 +374,7 @@ impl Default for LoadSpec {
             warmup_request_count: 0,
             warmup_concurrency: None,
             warmup_duration_s: None,
+            warmup_sessions: None,
             warmup_grace_period_s: None,
             request_rate: None,
             arrival: Arrival::Poisson,

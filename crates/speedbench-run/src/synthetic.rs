@@ -4,7 +4,7 @@
 use serde_json::Value;
 use speedbench_client::Target;
 use speedbench_client::synthetic::{
-    ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts,
+    ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts, TurnCount,
 };
 use speedbench_dataset::Dataset;
 
@@ -27,6 +27,8 @@ impl RunSpec {
                 (s.isl_stddev != 0.0, "--isl-stddev"),
                 (s.osl_stddev != 0.0, "--osl-stddev"),
                 (s.entries != 100, "--num-dataset-entries"),
+                (s.turn_mean != 1, "--conversation-turn-mean"),
+                (s.turn_stddev != 0.0, "--conversation-turn-stddev"),
             ];
             if let Some((_, flag)) = given.into_iter().find(|(set, _)| *set) {
                 return Err(RunError::invalid(
@@ -37,6 +39,10 @@ impl RunSpec {
             return Ok(None);
         };
         let mut prompts = SyntheticPrompts::new(s.entries, TokenLength::normal(isl, s.isl_stddev))
+            .with_turns(TurnCount {
+                mean: s.turn_mean,
+                stddev: s.turn_stddev,
+            })
             .with_seed(self.load.random_seed);
         if let Some(osl) = self.sampling.osl {
             prompts = prompts.with_output(TokenLength::normal(osl, s.osl_stddev));
@@ -61,8 +67,15 @@ impl RunSpec {
             ));
         };
         let tokenizer = self.server_tokenizer().await?;
+        let turns = match prompts.turns {
+            t if t.mean == 1 && t.stddev == 0.0 => String::new(),
+            t => format!(
+                " in conversations of {} turns (stddev {})",
+                t.mean, t.stddev
+            ),
+        };
         observer.waiting(&format!(
-            "building {} synthetic prompts of {} tokens (stddev {}) with {}",
+            "building {} synthetic prompts of {} tokens (stddev {}){turns} with {}",
             prompts.entries,
             prompts.input.mean,
             prompts.input.stddev,

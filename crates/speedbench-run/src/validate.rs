@@ -268,6 +268,7 @@ impl RunSpec {
         target.extra_roots_pem = extra_roots;
         target.local_addrs = t.local_addr.clone();
         target.http_client = t.http_client;
+        target.connection_reuse = t.connection_reuse;
         if t.max_response_bytes == 0 {
             return Err(RunError::invalid(
                 "--max-response-bytes",
@@ -330,6 +331,15 @@ impl RunSpec {
         load.warmup_duration = (l.warmup_duration_s)
             .map(|d| crate::shaping::seconds("--warmup-duration", d))
             .transpose()?;
+        load.warmup_sessions = match l.warmup_sessions {
+            Some(0) => {
+                return Err(RunError::invalid(
+                    "--num-warmup-sessions",
+                    "must be at least 1",
+                ));
+            }
+            n => n,
+        };
         load.warmup_grace_period = (l.warmup_grace_period_s)
             .map(|d| crate::shaping::seconds("--warmup-grace-period", d))
             .transpose()?;

@@ -5,7 +5,9 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
-use speedbench_client::{ApiKind, Arrival, ExportLevel, HttpClientKind, RampShape, Shard};
+use speedbench_client::{
+    ApiKind, Arrival, ConnectionReuse, ExportLevel, HttpClientKind, RampShape, Shard,
+};
 use speedbench_dataset::Resolver;
 
 /// A value with one word for it, the one its flag takes.
@@ -21,6 +23,12 @@ impl Word for ApiKind {
 }
 
 impl Word for HttpClientKind {
+    fn word(&self) -> String {
+        self.name().into()
+    }
+}
+
+impl Word for ConnectionReuse {
     fn word(&self) -> String {
         self.name().into()
     }

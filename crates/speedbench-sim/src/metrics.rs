@@ -97,6 +97,10 @@ pub struct RequestTruth {
     /// measurement error plus loopback transit, whatever the timer rounding
     /// of `ttft_ms` and however late hyper wrote the frame.
     pub first_content_sent_ns: Option<u64>,
+    /// The connection that carried the request: the server's count of
+    /// connections accepted when it was (1 for the first); 0 when unknown.
+    #[serde(default)]
+    pub connection: u64,
 }
 
 impl RequestTruth {
@@ -116,6 +120,7 @@ impl RequestTruth {
             ttft_ms: 0.0,
             truncated: false,
             first_content_sent_ns: None,
+            connection: 0,
         }
     }
 }
@@ -460,6 +465,7 @@ mod tests {
         RequestTruth {
             model: String::new(),
             first_content_sent_ns: None,
+            connection: 0,
             conversation: "c".into(),
             turns: 1,
             category: None,

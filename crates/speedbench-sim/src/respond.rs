@@ -141,6 +141,7 @@ impl Reply {
             proposed: generation.spec.proposed,
             ttft_ms: cfg.ttft_ms,
             truncated: generation.truncated,
+            connection: 0,
         };
         let id = match endpoint {
             Endpoint::Chat => format!("chatcmpl-sim{index}"),

@@ -61,6 +61,9 @@ struct Shared {
     content_sends: Mutex<Vec<ContentSend>>,
     /// Connections accepted, by the client's (source) address.
     peers: Mutex<BTreeMap<IpAddr, u64>>,
+    /// Connections accepted so far (each request logs its connection's
+    /// number, [`RequestTruth::connection`]).
+    connections: AtomicU64,
     /// The words `/tokenize` has numbered.
     vocab: Mutex<crate::tokenize::Vocab>,
 }
@@ -557,6 +560,11 @@ fn metrics_response(shared: &Shared) -> Response<SimBody> {
     text_response(text)
 }
 
+/// The number of the connection a request came on (1 for the server's
+/// first), put in each request's extensions.
+#[derive(Debug, Clone, Copy)]
+struct ConnectionNumber(u64);
+
 /// Serves one generation request: reads and checks it, injects its fault,
 /// simulates it and sends the response on its schedule.
 async fn generate(
@@ -565,6 +573,10 @@ async fn generate(
     req: Request<Incoming>,
 ) -> Response<SimBody> {
     let clock = req.extensions().get::<ConnectionClock>().cloned();
+    let connection = req
+        .extensions()
+        .get::<ConnectionNumber>()
+        .map_or(0, |c| c.0);
     let received = arrival(clock.as_ref());
     let body = match read_body(req).await {
         Ok(body) => body,
@@ -584,7 +596,7 @@ async fn generate(
         return fault_status_response(code);
     }
     let running = RunningGuard::new(&shared);
-    let reply = Reply::new(
+    let mut reply = Reply::new(
         &shared.config,
         endpoint,
         index,
@@ -594,6 +606,7 @@ async fn generate(
         unix_now(),
         shared.running.load(Ordering::Relaxed),
     );
+    reply.truth.connection = connection;
     if params.stream() {
         stream_response(
             &shared,
@@ -744,6 +757,8 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
                         .or_default() += 1;
                     // Small SSE frames must leave immediately for honest timing.
                     let _ = stream.set_nodelay(true);
+                    let connection =
+                        ConnectionNumber(shared.connections.fetch_add(1, Ordering::Relaxed) + 1);
                     let shared = Arc::clone(&shared);
                     conns.spawn(async move {
                         // Stamps when each request's first packet arrived
@@ -754,6 +769,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
                         let service = service_fn(move |mut req: Request<Incoming>| {
                             let shared = Arc::clone(&shared);
                             req.extensions_mut().insert(clock.clone());
+                            req.extensions_mut().insert(connection);
                             async move { Ok::<_, Infallible>(handle(shared, req).await) }
                         });
                         if let Err(e) = http1::Builder::new()
@@ -838,6 +854,7 @@ impl SimServer {
             iteration_reads: Mutex::new((0, GroundTruth::default())),
             content_sends: Mutex::new(Vec::new()),
             peers: Mutex::new(BTreeMap::new()),
+            connections: AtomicU64::new(0),
             vocab: Mutex::default(),
         });
         let (tx, rx) = oneshot::channel();

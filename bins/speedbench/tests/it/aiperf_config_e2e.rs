@@ -536,3 +536,103 @@ fn check_csv_holds_the_export(csv: &str, export: &speedbench_client::scrape::Ser
         assert!(!r[0].starts_with("localhost:8000"), "{r:?}");
     }
 }
+
+/// AIPerf's `multi_turn_conversation` template, its file unchanged, sized
+/// down on the command line (the simulator's URL, 12 entries, 2 warmup and
+/// 8 measured conversations, 20 ms of think time): synthetic conversations
+/// of their drawn turns, every turn carrying the conversation so far and
+/// asking for its own drawn output length, which the simulator gave
+/// exactly; each conversation on a connection of its own
+/// (`sticky-user-sessions`), every turn of it there and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_multi_turn_conversation_template_keeps_each_conversation_on_its_connection() {
+    use speedbench_client::synthetic::{SyntheticPrompts, TokenLength, TurnCount, WordCodec};
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let template = configs().join("multi_turn_conversation.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env_remove("MODEL_NAME")
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--url", &server.url(), "--num-dataset-entries", "12"])
+        .args(["--num-warmup-sessions", "2", "--num-conversations", "8"])
+        .args([
+            "--session-turn-delay-mean",
+            "20",
+            "--session-turn-delay-stddev",
+            "5",
+        ])
+        .args(["--no-preflight", "--no-server-metrics"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same draws (the template's seed 42) with the simulator's
+    // tokenizer, words: each entry's turns and output lengths.
+    let expected = SyntheticPrompts::new(12, TokenLength::normal(200, 50.0))
+        .with_output(TokenLength::normal(300, 75.0))
+        .with_turns(TurnCount {
+            mean: 5,
+            stddev: 2.0,
+        })
+        .with_seed(42);
+    let expected = expected.build(&WordCodec::default()).await.unwrap().dataset;
+    let records = read_run(&dir.path().join("artifacts/multi_turn"))
+        .unwrap()
+        .records;
+    // Warmup: rows 0 and 1; measured: rows 0 to 7, every turn of each.
+    let turns_of = |rows: std::ops::Range<usize>| -> usize {
+        expected.conversations[rows]
+            .iter()
+            .map(|c| c.turns.len())
+            .sum()
+    };
+    assert_eq!(records.iter().filter(|r| r.warmup).count(), turns_of(0..2));
+    assert_eq!(records.iter().filter(|r| !r.warmup).count(), turns_of(0..8));
+    assert!(
+        records.iter().all(|r| r.is_success()),
+        "every turn answered"
+    );
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), records.len());
+    // By connection: one conversation's turns, 1..n in order, each its
+    // drawn output length; ten conversations, ten connections.
+    let mut by_connection: std::collections::BTreeMap<u64, Vec<_>> = Default::default();
+    for t in &truth.requests_log {
+        assert!(t.connection > 0);
+        by_connection.entry(t.connection).or_default().push(t);
+    }
+    assert_eq!(by_connection.len(), 10, "one connection per conversation");
+    for requests in by_connection.values() {
+        let row = expected
+            .conversations
+            .iter()
+            .find(|c| c.turns[0] == requests[0].conversation)
+            .expect("a conversation of the dataset");
+        let turns: Vec<u32> = requests.iter().map(|t| t.turns).collect();
+        let want: Vec<u32> = (1..=row.turns.len() as u32).collect();
+        assert_eq!(
+            turns, want,
+            "{}: its turns in order on one connection",
+            row.id
+        );
+        let outputs: Vec<Option<u32>> =
+            requests.iter().map(|t| Some(t.completion_tokens)).collect();
+        let drawn: Vec<Option<u32>> = (0..row.turns.len())
+            .map(|t| row.output_tokens_of_turn(t))
+            .collect();
+        assert_eq!(outputs, drawn, "{}", row.id);
+    }
+    assert!(
+        expected.conversations[..8]
+            .iter()
+            .any(|c| c.turns.len() > 1)
+    );
+}

@@ -284,3 +284,81 @@ async fn conversations_share_out_several_servers() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is given twice"));
 }
+
+/// `--connection-reuse-strategy` against the simulator's own count of
+/// the connection each request came on: `never` opens one per request,
+/// the lean client and hyper alike; `pooled` (the default) reuses the
+/// closed loop's few; `sticky-user-sessions` keeps each conversation's
+/// turns on one connection that no other conversation uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_reused_as_asked() {
+    for (strategy, client) in [
+        ("never", "lean"),
+        ("never", "hyper"),
+        ("pooled", "lean"),
+        ("sticky-user-sessions", "lean"),
+        ("sticky-user-sessions", "hyper"),
+    ] {
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_ttft_ms(1.0)
+            .with_step_ms(0.0))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("run");
+        let url = server.url();
+        let fixture = fixture();
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--engine",
+            "vllm",
+            "--input-file",
+            fixture.to_str().unwrap(),
+            "--num-conversations",
+            "12",
+            "--concurrency",
+            "2",
+            "--connection-reuse-strategy",
+            strategy,
+            "--http-client",
+            client,
+            "--no-preflight",
+            "--no-server-metrics",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .await;
+        assert!(
+            out.status.success(),
+            "{strategy}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records = read_run(&out_dir).unwrap().records;
+        let log = server.ground_truth().requests_log;
+        assert_eq!(log.len(), records.len(), "{strategy}");
+        assert!(
+            log.iter().any(|t| t.turns > 1),
+            "the fixture has multi-turn rows"
+        );
+        let mut by_connection: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+        for t in &log {
+            by_connection.entry(t.connection).or_default().push(t.turns);
+        }
+        match strategy {
+            "never" => assert_eq!(by_connection.len(), log.len(), "{client}: one each"),
+            "pooled" => assert!(by_connection.len() <= 2, "{by_connection:?}"),
+            _ => {
+                // Twelve conversations, twelve connections, each carrying
+                // turns 1..n of one of them.
+                assert_eq!(by_connection.len(), 12, "{client}: {by_connection:?}");
+                for turns in by_connection.values() {
+                    let want: Vec<u32> = (1..=turns.len() as u32).collect();
+                    assert_eq!(turns, &want, "{client}");
+                }
+            }
+        }
+    }
+}

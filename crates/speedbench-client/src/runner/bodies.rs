@@ -39,7 +39,8 @@ impl FirstTurnBodies {
         history: &[Message],
     ) -> Bytes {
         let model = target.model_for_row(row.index);
-        let write = || Bytes::from(target.body_json_for(model, history, row.max_output_tokens));
+        let max_tokens = row.output_tokens_of_turn(turn_index);
+        let write = || Bytes::from(target.body_json_for(model, history, max_tokens));
         match self.0.get(row.index) {
             Some(cell) if turn_index == 0 => cell.get_or_init(write).clone(),
             _ => write(),

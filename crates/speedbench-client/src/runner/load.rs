@@ -61,6 +61,10 @@ pub struct Load {
     /// of them, when that is set too); without a count, conversations
     /// recycle until then.
     pub warmup_duration: Option<Duration>,
+    /// Warm up with this many conversations, every turn of each (AIPerf's
+    /// `--num-warmup-sessions`); with a count or a duration too, the first
+    /// limit reached ends the warmup.
+    pub warmup_sessions: Option<u64>,
     /// After `warmup_duration`, how long warmup requests still in flight
     /// may run before they are cancelled (recorded as cancelled warmup
     /// requests); `None` waits for every one (AIPerf's
@@ -188,6 +192,7 @@ impl Default for Load {
             warmup_request_count: 0,
             warmup_concurrency: None,
             warmup_duration: None,
+            warmup_sessions: None,
             warmup_grace_period: None,
             shard: None,
             start_barrier: None,

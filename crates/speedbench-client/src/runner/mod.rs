@@ -120,9 +120,9 @@ fn warmup_workers(load: &Load) -> usize {
     };
     // A warmup by time alone keeps every worker busy until it ends.
     let count = (load.warmup_request_count > 0).then_some(load.warmup_request_count);
-    match (count, load.warmup_duration) {
-        (None, None) => 0,
-        (count, _) => worker_count(concurrency, None, count),
+    match (count, load.warmup_sessions, load.warmup_duration) {
+        (None, None, None) => 0,
+        (count, sessions, _) => worker_count(concurrency, sessions, count),
     }
 }
 
@@ -649,10 +649,10 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
     let shared = &shared;
     let load = &shared.run.load;
     let warmup_count = (load.warmup_request_count > 0).then_some(load.warmup_request_count);
-    if warmup_count.is_some() || load.warmup_duration.is_some() {
+    if warmup_count.is_some() || load.warmup_sessions.is_some() || load.warmup_duration.is_some() {
         let deadline = load.warmup_duration.map(|d| Instant::now() + d);
         let warmup = Phase {
-            dispatcher: Dispatcher::new(None, warmup_count, deadline),
+            dispatcher: Dispatcher::new(load.warmup_sessions, warmup_count, deadline),
             warmup: true,
             closed_loop_at: load.warmup_concurrency,
             grace_period: load.warmup_grace_period,

@@ -19,6 +19,7 @@ use crate::pacing::RateCurve;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
 use crate::stop::StopHandle;
+use crate::target::ConnectionReuse;
 
 /// Hands out conversations and request slots to workers.
 pub(super) struct Dispatcher {
@@ -370,6 +371,11 @@ async fn worker(shared: &Shared, phase: &Phase) {
 /// Runs one conversation's turns in order; false when the worker must stop.
 async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) -> bool {
     let warmup = phase.warmup;
+    // `sticky-user-sessions`: the conversation's own connection, dropped
+    // (closed) when it ends.
+    let own = (shared.run.target.connection_reuse == ConnectionReuse::StickyUserSessions)
+        .then(|| shared.client_of(conv).for_one_session());
+    let client = own.as_ref().unwrap_or_else(|| shared.client_of(conv));
     let mut history: Vec<Message> = conv.preamble.clone();
     for (turn_index, turn) in conv.turns.iter().enumerate() {
         if turn_index > 0 && !think(shared, phase, conv, turn_index).await {
@@ -396,7 +402,7 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
             role: "user".into(),
             content: turn.clone(),
         });
-        let record = send_turn(shared, phase, conv, turn_index, &history).await;
+        let record = send_turn(shared, phase, client, (conv, turn_index), &history).await;
         let failed = !record.is_success();
         let reply = record.output_text.clone();
         shared.progress.finished_one(warmup, failed);
@@ -458,8 +464,8 @@ async fn think(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>, turn_index:
 async fn send_turn(
     shared: &Shared,
     phase: &Phase,
-    conv: DatasetRow<'_>,
-    turn_index: usize,
+    client: &crate::exchange::HttpClient,
+    (conv, turn_index): (DatasetRow<'_>, usize),
     history: &[Message],
 ) -> RequestRecord {
     let warmup = phase.warmup;
@@ -474,7 +480,6 @@ async fn send_turn(
         .filter(|c| !warmup && c.chooses(load.random_seed, request_index))
         .map(|c| c.delay);
     shared.progress.sending_one();
-    let client = shared.client_of(conv);
     let exchanged = exchange_or_stop(shared, client, phase, body, cancel_after).await;
     shared.progress.answered_one();
     match exchanged {

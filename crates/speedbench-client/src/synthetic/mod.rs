@@ -85,12 +85,7 @@ impl TokenLength {
 
     /// One draw: `round(mean + stddev·z)`, at least 1.
     fn draw(&self, rng: &mut SplitMix64) -> u32 {
-        if self.stddev <= 0.0 {
-            return self.mean.max(1);
-        }
-        let x = f64::from(self.mean) + self.stddev * standard_normal(rng);
-        // `as` saturates: a draw past u32::MAX is u32::MAX.
-        (x.round().max(1.0)) as u32
+        normal_count(self.mean, self.stddev, rng)
     }
 
     fn check(&self, what: &str) -> Result<(), ClientError> {
@@ -105,16 +100,51 @@ impl TokenLength {
     }
 }
 
-/// What to build: `entries` single-turn prompts of [`TokenLength`]
-/// `input` tokens, each asking for `output` tokens when given.
+/// `round(mean + stddev·z)` for a standard normal `z`, at least 1 (no
+/// draw at all without a spread, so a fixed count leaves the seed's
+/// sequence as it was).
+fn normal_count(mean: u32, stddev: f64, rng: &mut SplitMix64) -> u32 {
+    if stddev <= 0.0 {
+        return mean.max(1);
+    }
+    let x = f64::from(mean) + stddev * standard_normal(rng);
+    // `as` saturates: a draw past u32::MAX is u32::MAX.
+    (x.round().max(1.0)) as u32
+}
+
+/// How many turns each synthetic conversation has: normal around `mean`
+/// with `stddev`, rounded, at least 1 (AIPerf's `--conversation-turn-mean`
+/// and `--conversation-turn-stddev`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnCount {
+    /// The mean number of turns (at least 1).
+    pub mean: u32,
+    /// The standard deviation (0: every conversation `mean` turns).
+    pub stddev: f64,
+}
+
+impl TurnCount {
+    /// One turn per conversation.
+    pub const SINGLE: TurnCount = TurnCount {
+        mean: 1,
+        stddev: 0.0,
+    };
+}
+
+/// What to build: `entries` conversations of [`TurnCount`] `turns` user
+/// turns (one, unless asked), each turn a prompt of [`TokenLength`]
+/// `input` tokens asking for `output` tokens when given. Each turn draws
+/// its own lengths, as AIPerf's synthetic conversations do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticPrompts {
-    /// How many prompts (AIPerf's `--num-dataset-entries`).
+    /// How many conversations (AIPerf's `--num-dataset-entries`).
     pub entries: usize,
     /// Each prompt's length.
     pub input: TokenLength,
     /// Each prompt's output length (its requests' `max_tokens`), when set.
     pub output: Option<TokenLength>,
+    /// Turns per conversation.
+    pub turns: TurnCount,
     /// The seed of the lengths and the corpus offsets.
     pub seed: u64,
 }
@@ -122,9 +152,10 @@ pub struct SyntheticPrompts {
 /// The prompts built, with what the tokenizer counted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticDataset {
-    /// One single-turn conversation per entry, ids `synthetic-0`, ...
+    /// One conversation per entry, ids `synthetic-0`, ...
     pub dataset: Dataset,
-    /// Each entry's prompt length in tokens, as the tokenizer counted it.
+    /// Each prompt's length in tokens, as the tokenizer counted it: every
+    /// turn of every entry, in order.
     pub input_tokens: Vec<u32>,
     /// What counted them ([`TokenCodec::describe`]).
     pub tokenizer: String,
@@ -137,8 +168,15 @@ impl SyntheticPrompts {
             entries,
             input,
             output: None,
+            turns: TurnCount::SINGLE,
             seed: 0,
         }
+    }
+
+    /// Conversations of `turns` user turns each (drawn per entry).
+    pub fn with_turns(mut self, turns: TurnCount) -> Self {
+        self.turns = turns;
+        self
     }
 
     /// Each prompt asks for `output` tokens.
@@ -165,6 +203,15 @@ impl SyntheticPrompts {
         if let Some(output) = &self.output {
             output.check("the output length (--osl)")?;
         }
+        let turns = self.turns;
+        if turns.mean == 0 || !turns.stddev.is_finite() || turns.stddev < 0.0 {
+            return Err(ClientError::Synthesis(format!(
+                "the turns per conversation (--conversation-turn-mean): the mean must be at \
+                 least 1 and the standard deviation finite and not negative (got mean {}, \
+                 stddev {})",
+                turns.mean, turns.stddev
+            )));
+        }
         Ok(())
     }
 
@@ -178,22 +225,34 @@ impl SyntheticPrompts {
         let mut conversations = Vec::with_capacity(self.entries);
         let mut input_tokens = Vec::with_capacity(self.entries);
         for entry in 0..self.entries {
-            let wanted = self.input.draw(&mut rng);
-            let start = rng.below(corpus.len() as u64) as usize;
-            let max_output_tokens = self.output.map(|o| o.draw(&mut rng));
-            let text = exact_prompt(codec, &corpus, start, wanted)
-                .await
-                .map_err(|why| {
-                    ClientError::Synthesis(format!(
-                        "entry {entry}: {why} (tokens counted by {})",
-                        codec.describe()
-                    ))
-                })?;
-            input_tokens.push(wanted);
+            let n_turns = normal_count(self.turns.mean, self.turns.stddev, &mut rng);
+            let mut turns = Vec::with_capacity(n_turns as usize);
+            let mut outputs = Vec::new();
+            for turn in 0..n_turns {
+                let wanted = self.input.draw(&mut rng);
+                let start = rng.below(corpus.len() as u64) as usize;
+                outputs.extend(self.output.map(|o| o.draw(&mut rng)));
+                let text = exact_prompt(codec, &corpus, start, wanted)
+                    .await
+                    .map_err(|why| {
+                        let at = if n_turns > 1 {
+                            format!("entry {entry}, turn {}", turn + 1)
+                        } else {
+                            format!("entry {entry}")
+                        };
+                        ClientError::Synthesis(format!(
+                            "{at}: {why} (tokens counted by {})",
+                            codec.describe()
+                        ))
+                    })?;
+                input_tokens.push(wanted);
+                turns.push(text);
+            }
             conversations.push(Conversation {
                 id: format!("synthetic-{entry}"),
-                turns: vec![text],
-                max_output_tokens,
+                turns,
+                max_output_tokens: outputs.first().copied(),
+                turn_output_tokens: if n_turns > 1 { outputs } else { Vec::new() },
                 ..Conversation::default()
             });
         }

@@ -89,6 +89,91 @@ fn every_prompt_counts_exactly_its_drawn_length() {
 }
 
 #[test]
+fn conversations_have_their_drawn_turns_each_with_its_own_lengths() {
+    let turns = TurnCount {
+        mean: 4,
+        stddev: 1.5,
+    };
+    let spec = SyntheticPrompts::new(300, TokenLength::normal(20, 6.0))
+        .with_output(TokenLength::normal(9, 3.0))
+        .with_turns(turns)
+        .with_seed(11);
+    let codec = WordCodec::default();
+    let built = block_on(spec.build(&codec)).unwrap();
+    let convs = &built.dataset.conversations;
+    assert_eq!(convs.len(), 300);
+    // One length per prompt, every turn of every entry in order.
+    let prompts: Vec<&String> = convs.iter().flat_map(|c| &c.turns).collect();
+    assert_eq!(prompts.len(), built.input_tokens.len());
+    for (p, &n) in prompts.iter().zip(&built.input_tokens) {
+        assert_eq!(p.split_whitespace().count(), n as usize);
+    }
+    // Turn counts normal(4, 1.5), at least 1.
+    let counts: Vec<f64> = convs.iter().map(|c| c.turns.len() as f64).collect();
+    assert!(counts.iter().all(|&n| n >= 1.0));
+    let mean = counts.iter().sum::<f64>() / 300.0;
+    let sd = (counts.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 299.0).sqrt();
+    assert!((mean - 4.0).abs() < 0.3, "mean {mean}");
+    assert!((sd - 1.5).abs() < 0.3, "sd {sd}");
+    // Each turn asks for its own output length; the row's is the first.
+    let mut differ = 0;
+    for c in convs {
+        if c.turns.len() > 1 {
+            assert_eq!(c.turn_output_tokens.len(), c.turns.len(), "{}", c.id);
+            assert_eq!(c.max_output_tokens, c.turn_output_tokens.first().copied());
+            differ += usize::from(
+                c.turn_output_tokens
+                    .iter()
+                    .any(|&o| o != c.turn_output_tokens[0]),
+            );
+        } else {
+            assert!(c.turn_output_tokens.is_empty());
+        }
+        for t in 0..c.turns.len() {
+            assert!(c.output_tokens_of_turn(t).is_some_and(|o| o >= 1));
+        }
+    }
+    assert!(
+        differ > 100,
+        "{differ} conversations with differing outputs"
+    );
+}
+
+#[test]
+fn one_turn_per_conversation_is_the_single_turn_build() {
+    // Draw for draw: a fixed count of 1 draws nothing.
+    let codec = WordCodec::default();
+    let single = SyntheticPrompts::new(30, TokenLength::normal(20, 6.0))
+        .with_output(TokenLength::normal(9, 3.0))
+        .with_seed(11);
+    let explicit = single.clone().with_turns(TurnCount::SINGLE);
+    assert_eq!(
+        block_on(single.build(&codec)).unwrap(),
+        block_on(explicit.build(&codec)).unwrap()
+    );
+    // Three turns always: three prompts per entry.
+    let three = single.clone().with_turns(TurnCount {
+        mean: 3,
+        stddev: 0.0,
+    });
+    let built = block_on(three.build(&codec)).unwrap();
+    assert!(
+        built
+            .dataset
+            .conversations
+            .iter()
+            .all(|c| c.turns.len() == 3)
+    );
+    assert_eq!(built.input_tokens.len(), 90);
+    let bad = single.with_turns(TurnCount {
+        mean: 0,
+        stddev: 0.0,
+    });
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(err.contains("--conversation-turn-mean"), "{err}");
+}
+
+#[test]
 fn a_fixed_length_longer_than_the_corpus_wraps_around_it() {
     let codec = WordCodec::default();
     let corpus_words = CORPUS.split_whitespace().count() as u32;

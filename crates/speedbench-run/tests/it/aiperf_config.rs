@@ -116,9 +116,9 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
 /// without a counterpart: (template, the field as named, the line's text).
 const REFUSED: [(&str, &str, &str); 2] = [
     (
-        "multi_turn_conversation",
-        "`endpoint.connection_reuse`",
-        "connectionReuse:",
+        "kv_cache_test",
+        "`datasets[0].prefix_prompts`",
+        "prefixPrompts:",
     ),
     (
         "sweep_distributions",
@@ -264,14 +264,58 @@ fn adapted_templates_refuse_each_remaining_field_then_run_what_they_say() {
     );
     assert_eq!(spec.figures.slice_duration_s, Some(30.0));
 
-    // multi_turn_conversation: sessions per phase; a warmup of sessions is
-    // not speedbench's (it counts warmup requests).
+    // multi_turn_conversation with a SPEED-Bench file: sessions per phase,
+    // a warmup of sessions.
     let text = with_speed_bench_file(&without(
         &template("multi_turn_conversation"),
         "connectionReuse",
     ));
-    let err = expand("multi_turn_conversation", &text, &[]).unwrap_err();
-    assert!(err.contains("`phases.warmup.sessions`"), "{err}");
+    let sweep = expand("multi_turn_conversation", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        (spec.load.warmup_sessions, spec.load.num_conversations),
+        (Some(10), Some(100))
+    );
+}
+
+/// `multi_turn_conversation` expands as shipped: synthetic conversations
+/// of 5 ± 2 turns with 2 ± 0.5 s of think time, each on its own
+/// connection (`sticky-user-sessions`), a warmup of 10 conversations.
+#[test]
+fn multi_turn_conversation_expands_as_shipped() {
+    let name = "multi_turn_conversation";
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let s = &spec.dataset.synthetic;
+    assert_eq!((s.isl, s.isl_stddev, s.entries), (Some(200), 50.0, 500));
+    assert_eq!((s.turn_mean, s.turn_stddev), (5, 2.0));
+    assert_eq!((spec.sampling.osl, s.osl_stddev), (Some(300), 75.0));
+    let l = &spec.load;
+    assert_eq!(
+        (
+            l.session_turn_delay_mean_ms,
+            l.session_turn_delay_stddev_ms,
+            l.session_delay_ratio
+        ),
+        (2000.0, 500.0, 1.0)
+    );
+    assert_eq!(
+        (l.warmup_sessions, l.warmup_concurrency),
+        (Some(10), Some(4))
+    );
+    assert_eq!((l.num_conversations, l.concurrency), (Some(100), 20));
+    assert_eq!(
+        spec.target.connection_reuse,
+        speedbench_client::ConnectionReuse::StickyUserSessions
+    );
+    assert!(spec.validate().is_ok());
+    // Turns of a file dataset are the file's: refused with it.
+    let text = template(name).replace(
+        "type: synthetic",
+        "type: file
+    path: rows.jsonl",
+    );
+    assert!(expand(name, &text, &[]).is_err());
 }
 
 #[test]
@@ -406,22 +450,14 @@ fn gamma_phases_ramps_series_and_cancellation_run_unchanged() {
 
 #[test]
 fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
-    let text = template("multi_turn_conversation");
-    let err = expand("multi_turn_conversation", &text, &[]).unwrap_err();
-    // Three fields in three blocks, each with its line and what to do.
-    assert!(err.contains("3 fields speedbench cannot honour"), "{err}");
-    for needle in [
-        "`endpoint.connection_reuse`",
-        "`datasets[0].turns`",
-        "`phases.warmup.sessions`",
-    ] {
+    let text = template("kv_cache_test");
+    let err = expand("kv_cache_test", &text, &[]).unwrap_err();
+    // Two fields in two blocks, each with its line and what to do.
+    assert!(err.contains("2 fields speedbench cannot honour"), "{err}");
+    for needle in ["`datasets[0].prefix_prompts`", "`phases.warmup.type`"] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
-    assert_eq!(
-        err.matches("multi_turn_conversation.yaml:").count(),
-        4,
-        "{err}"
-    );
+    assert_eq!(err.matches("kv_cache_test.yaml:").count(), 3, "{err}");
     // Two unknown keys of one mapping are named together.
     let text = minimal_with_phase(
         "    type: concurrency\n    concurrency: 4\n    requests: 8\n    users: 3\n    prefill_concurrency: 2\n",

@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use speedbench_client::ConnectionReuse;
+
 use super::super::file::{Setting, Source};
 use super::shape::at;
 use super::unsupported;
@@ -195,14 +197,16 @@ const ENDPOINT_FIELDS: [&str; 9] = [
 /// `endpoint`: the URL (with its `path`), API, streaming, timeout, body
 /// fields, headers and key.
 fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let why = "no counterpart for this endpoint field (speedbench pools connections and reads the server's token counts)";
+    let why = "no counterpart for this endpoint field (speedbench reads the server's token counts; `connection_reuse` is `pooled`, `never` or `sticky-user-sessions`)";
     let mut allowed = ENDPOINT_FIELDS.to_vec();
-    // AIPerf's defaults, which are what speedbench does.
-    for (field, default) in [
-        ("connection_reuse", "pooled"),
-        ("url_strategy", "round_robin"),
+    // AIPerf's words, which speedbench takes.
+    for (field, words) in [
+        ("connection_reuse", &ConnectionReuse::NAMES[..]),
+        ("url_strategy", &["round_robin"][..]),
     ] {
-        if node.get(field).and_then(Node::scalar_text).as_deref() == Some(default) {
+        if (node.get(field).and_then(Node::scalar_text))
+            .is_some_and(|w| words.contains(&w.as_str()))
+        {
             allowed.push(field);
         }
     }
@@ -218,6 +222,7 @@ fn endpoint(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             "extra" => out.set("extra-inputs", vec![json(value).to_string()], value.line)?,
             "headers" => headers(out, value)?,
             "api_key" => out.one("api-key", value)?,
+            "connection_reuse" => out.one("connection-reuse-strategy", value)?,
             _ => {}
         }
     }
@@ -355,11 +360,24 @@ fn datasets(out: &mut Out<'_>, key: &Key, node: &Node) -> Result<(), RunError> {
 /// `type: synthetic`: prompts of `isl` tokens asking for `osl` (each a
 /// number or `{mean, stddev}`, under `prompts` or beside it), `entries` of
 /// them: `--isl`, `--isl-stddev`, `--osl`, `--osl-stddev`,
-/// `--num-dataset-entries`.
+/// `--num-dataset-entries`; conversations of `turns` turns
+/// (`--conversation-turn-mean`/`-stddev`) with `turnDelay` ms between them
+/// (`--session-turn-delay-mean`/`-stddev`, scaled by `turnDelayRatio`).
 fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let why = "speedbench builds single-turn synthetic prompts of a normal length \
-               (`isl`, `osl`: a number or `{mean, stddev}`) counted by the server's /tokenize";
-    let mut allowed = vec!["name", "type", "entries", "prompts", "isl", "osl"];
+    let why = "speedbench builds synthetic conversations of prompts of a normal length \
+               (`isl`, `osl`, `turns`, `turn_delay`: a number or `{mean, stddev}`) counted by \
+               the server's /tokenize";
+    let mut allowed = vec![
+        "name",
+        "type",
+        "entries",
+        "prompts",
+        "isl",
+        "osl",
+        "turns",
+        "turn_delay",
+        "turn_delay_ratio",
+    ];
     if sampling_ok(node) {
         allowed.push("sampling");
     }
@@ -378,19 +396,36 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             ),
         )
     })?;
-    token_length(out, isl, ("isl", "isl-stddev"))?;
+    token_length(out, isl, "prompts.isl", ("isl", "isl-stddev"))?;
     if let Some(osl) = length_of("osl") {
-        token_length(out, osl, ("osl", "osl-stddev"))?;
+        token_length(out, osl, "prompts.osl", ("osl", "osl-stddev"))?;
     }
     if let Some(entries) = node.get("entries") {
         out.one("num-dataset-entries", entries)?;
     }
+    let turns = ("conversation-turn-mean", "conversation-turn-stddev");
+    if let Some(n) = node.get("turns") {
+        token_length(out, n, "turns", turns)?;
+    }
+    let delay = ("session-turn-delay-mean", "session-turn-delay-stddev");
+    if let Some(d) = node.get("turn_delay") {
+        token_length(out, d, "turn_delay", delay)?;
+    }
+    if let Some(ratio) = node.get("turn_delay_ratio") {
+        out.one("session-delay-ratio", ratio)?;
+    }
     Ok(())
 }
 
-/// A synthetic length: a number (AIPerf's `{value}` too) or `{mean,
-/// stddev}`, as the `(mean, stddev)` flags.
-fn token_length(out: &mut Out<'_>, node: &Node, flags: (&str, &str)) -> Result<(), RunError> {
+/// A synthetic length or count: a number (AIPerf's `{value}` too) or
+/// `{mean, stddev}`, as the `(mean, stddev)` flags; `field` names it under
+/// `datasets[0]` in errors.
+fn token_length(
+    out: &mut Out<'_>,
+    node: &Node,
+    field: &str,
+    flags: (&str, &str),
+) -> Result<(), RunError> {
     let whole = |n: &Node| match n.value {
         Value::Float(f) if f.fract() == 0.0 && f >= 0.0 => Some(format!("{f:.0}")),
         _ => n.scalar_text(),
@@ -398,7 +433,7 @@ fn token_length(out: &mut Out<'_>, node: &Node, flags: (&str, &str)) -> Result<(
     if node.entries().is_none() {
         return out.set(flags.0, vec![whole(node).unwrap_or_default()], node.line);
     }
-    let prefix = format!("datasets[0].prompts.{}", flags.0);
+    let prefix = format!("datasets[0].{field}");
     let why = "a length is a number or `{mean, stddev}` (normal), rounded to whole tokens";
     only(node, &prefix, &["mean", "stddev", "value"], why).map_err(|r| invalid(out, r))?;
     let mean = node
@@ -687,10 +722,17 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             unsupported(&k, &format!("phases.{name}.type"), why),
         ));
     }
-    let why = "its warmup takes `requests`, `duration`, `grace_period` and `concurrency`";
+    let why =
+        "its warmup takes `requests`, `sessions`, `duration`, `grace_period` and `concurrency`";
     let allowed = [
         &PHASE_ID[..],
-        &["requests", "duration", "grace_period", "concurrency"],
+        &[
+            "requests",
+            "sessions",
+            "duration",
+            "grace_period",
+            "concurrency",
+        ],
     ]
     .concat();
     let entries =
@@ -698,6 +740,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
     for (key, value) in entries {
         match key.name.as_str() {
             "requests" => out.one("warmup-request-count", value)?,
+            "sessions" => out.one("num-warmup-sessions", value)?,
             "duration" => {
                 let s = seconds(out, value)?;
                 out.set("warmup-duration", vec![s], value.line)?
@@ -710,8 +753,11 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             _ => {}
         }
     }
-    if phase.get("requests").is_none() && phase.get("duration").is_none() {
-        let m = format!("phases.{name}: a warmup needs `requests` or a `duration`");
+    if ["requests", "sessions", "duration"]
+        .iter()
+        .all(|k| phase.get(k).is_none())
+    {
+        let m = format!("phases.{name}: a warmup needs `requests`, `sessions` or a `duration`");
         return Err(invalid(out, (phase.line, m)));
     }
     Ok(())
