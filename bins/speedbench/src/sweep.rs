@@ -49,13 +49,19 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let sweep = Sweep::read(path, &args.spec, &given)?;
     // An AIPerf config of one run with `multiRun.numRuns: N`: that run,
     // repeated, in its own directory, as `--num-profile-runs N`.
-    if let ([run], Some(trials)) = (sweep.runs(), sweep.trials())
-        && let Some(spec) = run.spec()
+    let repeated = match (sweep.runs(), sweep.trials()) {
+        ([run], Some(trials)) => run.spec().map(|spec| {
+            let mut spec = spec.clone();
+            spec.repeat = trials.clone();
+            spec.outputs.output_artifact_dir = Some(run.dir.clone());
+            spec
+        }),
+        _ => None,
+    };
+    if let Some(spec) = &repeated
+        && !args.dry_run
     {
-        let mut spec = spec.clone();
-        spec.repeat = trials.clone();
-        spec.outputs.output_artifact_dir = Some(run.dir.clone());
-        return run_repeated(&spec).await;
+        return run_repeated(spec).await;
     }
     ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
@@ -65,6 +71,12 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
         .iter()
         .for_each(|l| println!("{l}"));
     if args.dry_run {
+        if let Some(spec) = &repeated {
+            println!(
+                "the run repeats {} times (multiRun), into profile_runs/ under its directory",
+                spec.repeat.num_profile_runs
+            );
+        }
         println!("every variation checked; nothing was sent (--dry-run)");
         return Ok(Outcome::Done);
     }

@@ -636,3 +636,45 @@ async fn aiperfs_multi_turn_conversation_template_keeps_each_conversation_on_its
             .any(|c| c.turns.len() > 1)
     );
 }
+
+/// AIPerf's `jinja2_variables` template, unchanged: `--dry-run` checks its
+/// rendered run and its `multiRun` of three and sends nothing (the server
+/// it names is the simulator, which sees no request, not even /tokenize).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_of_a_repeated_config_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let template = configs().join("jinja2_variables.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env_remove("MODEL_NAME")
+        .env(
+            "INFERENCE_URL",
+            format!("{}/v1/chat/completions", server.url()),
+        )
+        .args([
+            "profile",
+            "--config",
+            template.to_str().unwrap(),
+            "--dry-run",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("--num-dataset-entries=160"), "{stdout}");
+    assert!(stdout.contains("--max-concurrency=64"), "{stdout}");
+    assert!(
+        stdout.contains("the run repeats 3 times (multiRun)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("nothing was sent (--dry-run)"), "{stdout}");
+    let truth = server.ground_truth();
+    assert_eq!((truth.requests, truth.arrivals.len()), (0, 0));
+    assert!(!dir.path().join("artifacts").exists());
+}

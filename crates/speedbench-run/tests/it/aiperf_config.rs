@@ -641,3 +641,55 @@ fn time_based_soak_expands_as_shipped() {
         "{err}"
     );
 }
+
+/// `jinja2_variables` expands as shipped, its `{{ expressions }}` over its
+/// `variables` giving the numbers AIPerf's own `config expand` gives
+/// (jinja2_variables.expand.json), and its `multiRun` of three trials.
+#[test]
+fn jinja2_variables_render_to_aiperfs_own_numbers() {
+    let name = "jinja2_variables";
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
+    )
+    .unwrap();
+    let b = &aiperf["variations"][0]["benchmark"];
+    let phase = |n: &str| {
+        b["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    let (warmup, profiling) = (phase("warmup"), phase("profiling"));
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    assert_eq!(sweep.trials().map(|t| t.num_profile_runs), Some(3));
+    let spec = sweep.runs()[0].spec().unwrap();
+    let (d, l) = (&spec.dataset.synthetic, &spec.load);
+    let prompts = &b["datasets"][0]["prompts"];
+    assert_eq!(Some(d.entries as u64), b["datasets"][0]["entries"].as_u64());
+    assert_eq!(d.isl.map(f64::from), prompts["isl"]["mean"].as_f64());
+    assert_eq!(Some(d.isl_stddev), prompts["isl"]["stddev"].as_f64());
+    assert_eq!(
+        spec.sampling.osl.map(f64::from),
+        prompts["osl"]["mean"].as_f64()
+    );
+    assert_eq!(Some(d.osl_stddev), prompts["osl"]["stddev"].as_f64());
+    assert_eq!(Some(l.warmup_request_count), warmup["requests"].as_u64());
+    assert_eq!(
+        l.warmup_concurrency.map(|c| c as u64),
+        warmup["concurrency"].as_u64()
+    );
+    assert_eq!(l.request_rate, profiling["rate"].as_f64());
+    assert_eq!(l.benchmark_duration_s, profiling["duration"].as_f64());
+    assert_eq!(
+        l.max_concurrency.map(|c| c as u64),
+        profiling["concurrency"].as_u64()
+    );
+    assert_eq!(
+        l.request_rate_ramp_duration_s,
+        profiling["rate_ramp"]["duration"].as_f64()
+    );
+    assert!(spec.validate().is_ok());
+}

@@ -10,6 +10,7 @@
 //! `format_speed_bench_coding`) for each combination of a sweep.
 
 mod fields;
+mod jinja;
 mod shape;
 
 use std::collections::BTreeSet;
@@ -68,7 +69,8 @@ pub(crate) fn expand(
         }
         value
     };
-    let root = snake_keys(substitute(root, &recording).map_err(|(l, m)| fail(l, m))?);
+    let root = substitute(root, &recording).map_err(|(l, m)| fail(l, m))?;
+    let root = snake_keys(jinja::render(root).map_err(|(l, m)| fail(l, m))?);
     let env_values = env_values.into_inner();
     let named = |text: String| super::named_not_valued(&text, &env_values);
     let expanded = expand_substituted(source, &root, cli).map_err(|e| match e {
@@ -182,6 +184,8 @@ impl<'a> Top<'a> {
                 "benchmark" => benchmark = Some(value),
                 "sweep" => sweep = Some(value),
                 "random_seed" => random_seed = Some(value),
+                // Rendered into the values that name them (module `jinja`).
+                "variables" => {}
                 "multi_run" => match multi_run(value) {
                     Ok(repeat) => trials = repeat,
                     Err(r) => refused.push(r),
@@ -278,7 +282,6 @@ fn multi_run(value: &Node) -> Result<Option<crate::RepeatSpec>, (usize, String)>
 
 fn top_level_why(name: &str) -> &'static str {
     match name {
-        "variables" => "template variables are not substituted; write ${VAR:default} in the value",
         "slos" => "it computes no goodput against SLOs; leave `slos` out",
         _ => "not a field of an AIPerf 0.13.0 config that speedbench has a counterpart for",
     }
