@@ -124,6 +124,7 @@ impl Args for ProfileArgs {
                     "public-dataset",
                     "bench",
                     "isl",
+                    "isl-distribution",
                     "config",
                 ])
                 .required(true)

@@ -31,18 +31,7 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         Some(DatasetSource::Bench(b)) => Some(b.clone()),
         _ => None,
     };
-    let synthetic = (d.source == Some(DatasetSource::Synthetic)).then(|| {
-        json!({
-            "isl": d.synthetic.isl,
-            "isl_stddev": d.synthetic.isl_stddev,
-            "osl": spec.sampling.osl,
-            "osl_stddev": d.synthetic.osl_stddev,
-            "entries": d.synthetic.entries,
-            "turns_mean": d.synthetic.turn_mean,
-            "turns_stddev": d.synthetic.turn_stddev,
-            "tokens_counted_by": "the server's /tokenize",
-        })
-    });
+    let synthetic = (d.source == Some(DatasetSource::Synthetic)).then(|| synthetic_config(spec));
     let mut config = json!({
         "url": target.base_url.to_string(),
         "endpoint_type": t.endpoint_type.name(),
@@ -148,4 +137,28 @@ fn speed_bench_py_config(spec: &RunSpec, target: &Target) -> SpeedBenchPyConfig 
         timeout: Some(spec.target.timeout_s),
         streaming: Some(spec.target.streaming),
     }
+}
+
+/// A flag's JSON text as JSON (checked before a run; as text otherwise).
+fn as_json(text: Option<&str>) -> serde_json::Value {
+    text.map_or(serde_json::Value::Null, |t| {
+        serde_json::from_str(t).unwrap_or_else(|_| t.into())
+    })
+}
+
+/// `config.synthetic`: what the synthetic prompts were asked to be.
+fn synthetic_config(spec: &RunSpec) -> serde_json::Value {
+    let d = &spec.dataset;
+    json!({
+        "isl": d.synthetic.isl,
+        "isl_stddev": d.synthetic.isl_stddev,
+        "osl": spec.sampling.osl,
+        "osl_stddev": d.synthetic.osl_stddev,
+        "isl_distribution": as_json(d.synthetic.isl_distribution.as_deref()),
+        "osl_distribution": as_json(d.synthetic.osl_distribution.as_deref()),
+        "entries": d.synthetic.entries,
+        "turns_mean": d.synthetic.turn_mean,
+        "turns_stddev": d.synthetic.turn_stddev,
+        "tokens_counted_by": "the server's /tokenize",
+    })
 }

@@ -52,7 +52,7 @@ pub async fn execute(
     let fields = valid.target.shown_extra_body();
     let forced = valid.spec.forced_output(&fields);
     observer.sampling(&match forced {
-        Some((mean, stddev)) => crate::text::forced_output_line(mean, stddev, &fields),
+        Some(output) => crate::text::forced_output_line(&output, &fields),
         None => crate::text::sampling_line(valid.target.max_tokens, &fields),
     });
     let mut valid = valid;

@@ -390,6 +390,15 @@ const DATASET: &[Flag] = &[
         .value("TOKENS")
         .default("512")
         .help("Tokens per `hash_ids` block of a trace row given by `input_length` (AIPerf's): rows naming the same id share that block's text, so a prefix cache sees the trace's reuse."),
+    flag!("isl-distribution", One, |s, v| {
+        source(s, DatasetSource::Synthetic)?;
+        s.dataset.synthetic.isl_distribution = Some(v.to_string())
+    })
+    .value("JSON")
+    .help("Synthetic prompts whose lengths follow a distribution in AIPerf's forms, as JSON: `{\"mean\": 512, \"median\": 400}` (log-normal), `{\"peaks\": [{\"mean\": 256, \"stddev\": 30, \"weight\": 70}, ...]}` (a weighted mixture), `{\"points\": [{\"value\": 128, \"weight\": 40}, ...]}`, any with `min`/`max`; instead of --isl/--isl-stddev."),
+    flag!("osl-distribution", One, |s, v| s.dataset.synthetic.osl_distribution = Some(v.to_string()))
+        .value("JSON")
+        .help("With synthetic prompts: the output lengths (forced, as --osl) drawn from a distribution in --isl-distribution's forms; instead of --osl/--osl-stddev."),
     flag!("conversation-turn-mean", One, |s, v| s.dataset.synthetic.turn_mean = parse(v)?)
         .aliases(&["session-turns-mean"])
         .value("TURNS")

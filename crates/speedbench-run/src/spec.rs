@@ -226,6 +226,12 @@ pub struct SyntheticSpec {
     /// `--osl-stddev`: the output lengths' standard deviation around
     /// `--osl`, tokens.
     pub osl_stddev: f64,
+    /// `--isl-distribution`: the prompts' lengths as a distribution in
+    /// AIPerf's forms (JSON: `{mean, median}`, `{peaks: [...]}`,
+    /// `{points: [...]}`, with `min`/`max`), instead of `--isl`'s normal.
+    pub isl_distribution: Option<String>,
+    /// `--osl-distribution`: the output lengths so, instead of `--osl`'s.
+    pub osl_distribution: Option<String>,
     /// `--num-dataset-entries`: how many prompts (conversations).
     pub entries: usize,
     /// `--conversation-turn-mean`: user turns per synthetic conversation.
@@ -243,6 +249,8 @@ impl Default for SyntheticSpec {
             isl: None,
             isl_stddev: 0.0,
             osl_stddev: 0.0,
+            isl_distribution: None,
+            osl_distribution: None,
             entries: 100,
             turn_mean: 1,
             turn_stddev: 0.0,

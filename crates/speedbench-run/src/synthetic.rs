@@ -4,7 +4,8 @@
 use serde_json::Value;
 use speedbench_client::Target;
 use speedbench_client::synthetic::{
-    ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts, TurnCount,
+    LengthDistribution, ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts,
+    TurnCount,
 };
 use speedbench_dataset::Dataset;
 
@@ -15,17 +16,16 @@ use crate::spec::{DatasetSource, EngineChoice, RunSpec};
 use crate::validate::hinted;
 
 impl RunSpec {
-    /// What `--isl` and its company ask for, checked; `None` without
-    /// `--isl`, where the synthetic flags are refused.
+    /// What `--isl` (or `--isl-distribution`) and its company ask for,
+    /// checked; `None` without either, where the synthetic flags are
+    /// refused.
     pub(crate) fn synthetic_prompts(&self) -> Result<Option<SyntheticPrompts>, RunError> {
         let s = &self.dataset.synthetic;
-        let Some(isl) = s
-            .isl
-            .filter(|_| self.dataset.source == Some(DatasetSource::Synthetic))
-        else {
+        let Some(input) = self.input_lengths()? else {
             let given = [
                 (s.isl_stddev != 0.0, "--isl-stddev"),
                 (s.osl_stddev != 0.0, "--osl-stddev"),
+                (s.osl_distribution.is_some(), "--osl-distribution"),
                 (s.entries != 100, "--num-dataset-entries"),
                 (s.turn_mean != 1, "--conversation-turn-mean"),
                 (s.turn_stddev != 0.0, "--conversation-turn-stddev"),
@@ -38,21 +38,59 @@ impl RunSpec {
             }
             return Ok(None);
         };
-        let mut prompts = SyntheticPrompts::new(s.entries, TokenLength::normal(isl, s.isl_stddev))
+        let mut prompts = SyntheticPrompts::new(s.entries, input)
             .with_turns(TurnCount {
                 mean: s.turn_mean,
                 stddev: s.turn_stddev,
             })
             .with_seed(self.load.random_seed);
-        if let Some(osl) = self.sampling.osl {
-            prompts = prompts.with_output(TokenLength::normal(osl, s.osl_stddev));
-        } else if s.osl_stddev != 0.0 {
-            return Err(RunError::invalid("--osl-stddev", "needs --osl (the mean)"));
+        if let Some(output) = self.output_lengths()? {
+            prompts = prompts.with_output(output);
         }
         prompts
             .validate()
             .map_err(|e| hinted("--isl and --osl", e))?;
         Ok(Some(prompts))
+    }
+
+    /// The synthetic prompts' lengths: `--isl` (with `--isl-stddev`) or
+    /// `--isl-distribution`; `None` without synthetic prompts.
+    fn input_lengths(&self) -> Result<Option<LengthDistribution>, RunError> {
+        let s = &self.dataset.synthetic;
+        if self.dataset.source != Some(DatasetSource::Synthetic) {
+            return Ok(None);
+        }
+        match (s.isl, &s.isl_distribution) {
+            (Some(_), Some(_)) => Err(RunError::invalid(
+                "--isl-distribution",
+                "replaces --isl and --isl-stddev: give one of them",
+            )),
+            (Some(isl), None) => Ok(Some(TokenLength::normal(isl, s.isl_stddev).into())),
+            (None, Some(_)) if s.isl_stddev != 0.0 => Err(RunError::invalid(
+                "--isl-stddev",
+                "with --isl-distribution: the distribution has its own spread",
+            )),
+            (None, Some(text)) => distribution("--isl-distribution", text).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The synthetic prompts' output lengths: `--osl` (with
+    /// `--osl-stddev`) or `--osl-distribution`; `None` for neither.
+    fn output_lengths(&self) -> Result<Option<LengthDistribution>, RunError> {
+        let s = &self.dataset.synthetic;
+        match (self.sampling.osl, &s.osl_distribution) {
+            (Some(_), Some(_)) => Err(RunError::invalid(
+                "--osl-distribution",
+                "replaces --osl and --osl-stddev: give one of them",
+            )),
+            (Some(osl), None) => Ok(Some(TokenLength::normal(osl, s.osl_stddev).into())),
+            (None, _) if s.osl_stddev != 0.0 => {
+                Err(RunError::invalid("--osl-stddev", "needs --osl (the mean)"))
+            }
+            (None, Some(text)) => distribution("--osl-distribution", text).map(Some),
+            (None, None) => Ok(None),
+        }
     }
 
     /// The prompts of `--isl`, counted by the server's tokenizer.
@@ -74,11 +112,13 @@ impl RunSpec {
                 t.mean, t.stddev
             ),
         };
+        let lengths = match &prompts.input {
+            LengthDistribution::Normal(t) => format!("{} tokens (stddev {})", t.mean, t.stddev),
+            other => format!("{other} tokens"),
+        };
         observer.waiting(&format!(
-            "building {} synthetic prompts of {} tokens (stddev {}){turns} with {}",
+            "building {} synthetic prompts of {lengths}{turns} with {}",
             prompts.entries,
-            prompts.input.mean,
-            prompts.input.stddev,
             tokenizer.describe()
         ));
         let built = prompts
@@ -138,16 +178,18 @@ impl RunSpec {
             .map_err(|e| hinted("asking the server's /tokenize", e))
     }
 
-    /// The output length's mean and deviation of synthetic prompts that
-    /// ask for one, where `extra_body` forces it (`ignore_eos: true`).
+    /// The output lengths of synthetic prompts that ask for one, where
+    /// `extra_body` forces them (`ignore_eos: true`).
     pub(crate) fn forced_output(
         &self,
         extra_body: &serde_json::Map<String, Value>,
-    ) -> Option<(u32, f64)> {
+    ) -> Option<LengthDistribution> {
         let synthetic = self.dataset.source == Some(DatasetSource::Synthetic);
         let forced = extra_body.get("ignore_eos") == Some(&Value::Bool(true));
-        let osl = self.sampling.osl.filter(|_| synthetic && forced)?;
-        Some((osl, self.dataset.synthetic.osl_stddev))
+        if !(synthetic && forced) {
+            return None;
+        }
+        self.output_lengths().ok().flatten()
     }
 
     /// Whether requests must produce exactly their output length: `--isl`
@@ -155,7 +197,14 @@ impl RunSpec {
     /// way), unless `--extra-inputs` says otherwise.
     pub(crate) fn forces_output_length(&self, extra_body: &serde_json::Map<String, Value>) -> bool {
         self.dataset.source == Some(DatasetSource::Synthetic)
-            && self.sampling.osl.is_some()
+            && (self.sampling.osl.is_some() || self.dataset.synthetic.osl_distribution.is_some())
             && !extra_body.contains_key("ignore_eos")
     }
+}
+
+/// A length distribution given as JSON to `flag`, checked.
+fn distribution(flag: &str, text: &str) -> Result<LengthDistribution, RunError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| RunError::invalid(flag, format!("is not JSON ({e}): {text}")))?;
+    LengthDistribution::from_json(&value).map_err(|why| RunError::invalid(flag, why))
 }

@@ -134,6 +134,91 @@ async fn prompts_and_outputs_have_their_drawn_lengths_by_the_servers_count() {
     }
 }
 
+/// Lengths from distributions (`--isl-distribution`, `--osl-distribution`,
+/// AIPerf's forms): 300 prompts whose lengths at the simulator are only
+/// the weighted points' values, in their weights' shares, each asking for
+/// an output from a log-normal of mean 20 and median 16 that the simulator
+/// generated exactly (the sample's mean and median near them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lengths_follow_aiperfs_distributions_by_the_servers_count() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let isl = r#"{"points": [{"value": 8, "weight": 1}, {"value": 24, "weight": 3}]}"#;
+    let osl = r#"{"mean": 20, "median": 16, "max": 80}"#;
+    let (out, run_dir) = synthetic_profile(
+        &server,
+        dir.path(),
+        &[
+            "--isl-distribution",
+            isl,
+            "--osl-distribution",
+            osl,
+            "--num-dataset-entries",
+            "300",
+            "--concurrency",
+            "8",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("drawn from lognormal(mean 20, median 16) in [-, 80] (--osl-distribution)"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), 300);
+    let eights = truth
+        .requests_log
+        .iter()
+        .filter(|t| t.prompt_tokens == 8)
+        .count();
+    assert!(
+        truth
+            .requests_log
+            .iter()
+            .all(|t| [8, 24].contains(&t.prompt_tokens))
+    );
+    assert!(
+        (45..=105).contains(&eights),
+        "{eights} of 300 at 8 tokens (want ~75)"
+    );
+    let mut outputs: Vec<f64> = truth
+        .requests_log
+        .iter()
+        .map(|t| f64::from(t.completion_tokens))
+        .collect();
+    let (mean, _) = mean_and_sd(&outputs);
+    outputs.sort_by(f64::total_cmp);
+    let median = outputs[outputs.len() / 2];
+    assert!((mean - 20.0).abs() < 2.5, "mean {mean}");
+    assert!((median - 16.0).abs() < 2.5, "median {median}");
+    assert!(outputs.iter().all(|&o| (1.0..=80.0).contains(&o)));
+    // Each record asked for what the simulator gave.
+    let records = read_run(&run_dir).unwrap().records;
+    let server_sum: u64 = truth
+        .requests_log
+        .iter()
+        .map(|t| u64::from(t.completion_tokens))
+        .sum();
+    assert_eq!(
+        records
+            .iter()
+            .filter_map(|r| r.completion_tokens)
+            .sum::<u64>(),
+        server_sum
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        config["config"]["synthetic"]["osl_distribution"]["median"],
+        16
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_tokenize_is_refused_before_any_request() {
     let server = sim(SimConfig::speed_bench_demo().with_flavor(SpecFlavor::TrtLlm)).await;
@@ -149,8 +234,17 @@ async fn a_server_without_tokenize_is_refused_before_any_request() {
 async fn bad_synthetic_flags_are_refused_before_anything_is_sent() {
     let server = sim(SimConfig::speed_bench_demo()).await;
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--isl", "0"], "--isl"),
+        (
+            &["--isl", "10", "--isl-distribution", r#"{"mean": 9}"#],
+            "cannot be used with",
+        ),
+        (
+            &["--isl-distribution", r#"{"mean": 9, "median": 12}"#],
+            "median <= mean",
+        ),
+        (&["--isl-distribution", "{peaks"], "is not JSON"),
         (&["--isl", "10", "--isl-stddev=-1"], "standard deviation"),
         (
             &["--isl", "10", "--osl-stddev", "4"],

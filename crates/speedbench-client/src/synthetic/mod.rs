@@ -25,6 +25,7 @@
 //! # }).unwrap();
 //! ```
 
+mod lengths;
 mod server;
 mod word;
 
@@ -37,6 +38,7 @@ use speedbench_metrics::SplitMix64;
 use crate::error::ClientError;
 use crate::schedule::standard_normal;
 
+pub use lengths::LengthDistribution;
 pub use server::ServerTokenizer;
 pub use word::WordCodec;
 
@@ -82,22 +84,6 @@ impl TokenLength {
     pub fn normal(mean: u32, stddev: f64) -> TokenLength {
         TokenLength { mean, stddev }
     }
-
-    /// One draw: `round(mean + stddev·z)`, at least 1.
-    fn draw(&self, rng: &mut SplitMix64) -> u32 {
-        normal_count(self.mean, self.stddev, rng)
-    }
-
-    fn check(&self, what: &str) -> Result<(), ClientError> {
-        if self.mean == 0 || !self.stddev.is_finite() || self.stddev < 0.0 {
-            return Err(ClientError::Synthesis(format!(
-                "{what}: the mean must be at least 1 token and the standard deviation finite \
-                 and not negative (got mean {}, stddev {})",
-                self.mean, self.stddev
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// `round(mean + stddev·z)` for a standard normal `z`, at least 1 (no
@@ -140,9 +126,9 @@ pub struct SyntheticPrompts {
     /// How many conversations (AIPerf's `--num-dataset-entries`).
     pub entries: usize,
     /// Each prompt's length.
-    pub input: TokenLength,
+    pub input: LengthDistribution,
     /// Each prompt's output length (its requests' `max_tokens`), when set.
-    pub output: Option<TokenLength>,
+    pub output: Option<LengthDistribution>,
     /// Turns per conversation.
     pub turns: TurnCount,
     /// The seed of the lengths and the corpus offsets.
@@ -163,10 +149,10 @@ pub struct SyntheticDataset {
 
 impl SyntheticPrompts {
     /// `entries` prompts of `input` tokens, seed 0, no output length.
-    pub fn new(entries: usize, input: TokenLength) -> SyntheticPrompts {
+    pub fn new(entries: usize, input: impl Into<LengthDistribution>) -> SyntheticPrompts {
         SyntheticPrompts {
             entries,
-            input,
+            input: input.into(),
             output: None,
             turns: TurnCount::SINGLE,
             seed: 0,
@@ -180,8 +166,8 @@ impl SyntheticPrompts {
     }
 
     /// Each prompt asks for `output` tokens.
-    pub fn with_output(mut self, output: TokenLength) -> Self {
-        self.output = Some(output);
+    pub fn with_output(mut self, output: impl Into<LengthDistribution>) -> Self {
+        self.output = Some(output.into());
         self
     }
 
@@ -199,9 +185,12 @@ impl SyntheticPrompts {
                 "at least one synthetic entry is needed".into(),
             ));
         }
-        self.input.check("the input length (--isl)")?;
+        let bad = |what: &str, why: String| ClientError::Synthesis(format!("{what}: {why}"));
+        (self.input.check()).map_err(|why| bad("the input length (--isl)", why))?;
         if let Some(output) = &self.output {
-            output.check("the output length (--osl)")?;
+            output
+                .check()
+                .map_err(|why| bad("the output length (--osl)", why))?;
         }
         let turns = self.turns;
         if turns.mean == 0 || !turns.stddev.is_finite() || turns.stddev < 0.0 {
@@ -231,7 +220,7 @@ impl SyntheticPrompts {
             for turn in 0..n_turns {
                 let wanted = self.input.draw(&mut rng);
                 let start = rng.below(corpus.len() as u64) as usize;
-                outputs.extend(self.output.map(|o| o.draw(&mut rng)));
+                outputs.extend(self.output.as_ref().map(|o| o.draw(&mut rng)));
                 let text = exact_prompt(codec, &corpus, start, wanted)
                     .await
                     .map_err(|why| {

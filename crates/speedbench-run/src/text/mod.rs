@@ -103,30 +103,35 @@ pub fn sampling_line(
 }
 
 /// [`sampling_line`] for synthetic prompts whose output length is forced
-/// (`--isl` with `--osl`): each prompt's own `max_tokens`, exactly `mean`
-/// or drawn around it, and the `ignore_eos` that forces it.
+/// (`--isl` with `--osl`): each prompt's own `max_tokens`, exactly `--osl`,
+/// drawn around it or from `--osl-distribution`, and the `ignore_eos` that
+/// forces it.
 ///
 /// ```
 /// use serde_json::json;
+/// use speedbench_client::synthetic::TokenLength;
 /// use speedbench_run::text::forced_output_line;
 ///
 /// let fields = json!({"ignore_eos": true, "temperature": 0}).as_object().unwrap().clone();
 /// assert_eq!(
-///     forced_output_line(16, 4.0, &fields),
+///     forced_output_line(&TokenLength::normal(16, 4.0).into(), &fields),
 ///     "sampling: max_tokens per prompt, drawn around 16 (stddev 4; --osl, --osl-stddev), \
 ///      ignore_eos true (--isl with --osl: every answer exactly its max_tokens), \
 ///      temperature 0 (--extra-inputs)"
 /// );
 /// ```
 pub fn forced_output_line(
-    mean: u32,
-    stddev: f64,
+    output: &speedbench_client::synthetic::LengthDistribution,
     fields: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
-    let cap = if stddev > 0.0 {
-        format!("max_tokens per prompt, drawn around {mean} (stddev {stddev}; --osl, --osl-stddev)")
-    } else {
-        format!("max_tokens {mean} (--osl)")
+    use speedbench_client::synthetic::LengthDistribution;
+    let cap = match output {
+        LengthDistribution::Normal(t) if t.stddev > 0.0 => format!(
+            "max_tokens per prompt, drawn around {} (stddev {}; --osl, --osl-stddev)",
+            t.mean, t.stddev
+        ),
+        LengthDistribution::Normal(t) => format!("max_tokens {} (--osl)", t.mean),
+        other => format!("max_tokens per prompt, drawn from {other} (--osl-distribution)"),
     };
     let mut rest = fields.clone();
     rest.remove("ignore_eos");

@@ -160,10 +160,18 @@ fn synthetic_templates_expand_as_shipped() {
         );
         assert_eq!(d.synthetic.entries, entries, "{name}");
     }
-    // A length speedbench cannot draw is refused by name and line.
+    // A log-normal length is `--isl-distribution`; an unknown field of a
+    // length is refused by name and line.
     let text = template("minimal").replace("isl: 512", "isl: {mean: 512, median: 400}");
+    let sweep = expand("minimal", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.dataset.synthetic.isl_distribution.as_deref(),
+        Some(r#"{"mean":512,"median":400}"#)
+    );
+    let text = template("minimal").replace("isl: 512", "isl: {mean: 512, spread: 400}");
     let err = expand("minimal", &text, &[]).unwrap_err();
-    assert!(err.contains("`datasets[0].prompts.isl.median`"), "{err}");
+    assert!(err.contains("`datasets[0].prompts.isl.spread`"), "{err}");
 }
 
 #[test]
@@ -691,5 +699,50 @@ fn jinja2_variables_render_to_aiperfs_own_numbers() {
         l.request_rate_ramp_duration_s,
         profiling["rate_ramp"]["duration"].as_f64()
     );
+    assert!(spec.validate().is_ok());
+}
+
+/// `env_var_production` expands as shipped: its bimodal prompt lengths
+/// (`peaks` of log-normals) and log-normal outputs are the distributions
+/// AIPerf's own `config expand` reads (peaks' weights and each peak's mean
+/// and median), its `multiRun` of three, SLOs and CSV scrape.
+#[test]
+fn env_var_production_keeps_its_length_distributions() {
+    use speedbench_client::synthetic::LengthDistribution;
+    let name = "env_var_production";
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
+    )
+    .unwrap();
+    let prompts = &aiperf["variations"][0]["benchmark"]["datasets"][0]["prompts"];
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    assert_eq!(sweep.trials().map(|t| t.num_profile_runs), Some(3));
+    let spec = sweep.runs()[0].spec().unwrap();
+    let read = |text: &Option<String>| {
+        LengthDistribution::from_json(&serde_json::from_str(text.as_deref().unwrap()).unwrap())
+            .unwrap()
+    };
+    let LengthDistribution::Peaks(peaks) = read(&spec.dataset.synthetic.isl_distribution) else {
+        panic!("not peaks");
+    };
+    let theirs = prompts["isl"]["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), theirs.len());
+    for ((weight, dist), t) in peaks.iter().zip(theirs) {
+        assert_eq!(Some(*weight), t["weight"].as_f64());
+        let want = LengthDistribution::LogNormal {
+            mean: t["distribution"]["mean"].as_f64().unwrap(),
+            median: t["distribution"]["median"].as_f64().unwrap(),
+        };
+        assert_eq!(dist, &want);
+    }
+    assert_eq!(
+        read(&spec.dataset.synthetic.osl_distribution),
+        LengthDistribution::LogNormal {
+            mean: prompts["osl"]["mean"].as_f64().unwrap(),
+            median: prompts["osl"]["median"].as_f64().unwrap(),
+        }
+    );
+    assert!(spec.scrape.csv);
+    assert_eq!(spec.figures.goodput.to_string().split(' ').count(), 4);
     assert!(spec.validate().is_ok());
 }

@@ -396,9 +396,15 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             ),
         )
     })?;
-    token_length(out, isl, "prompts.isl", ("isl", "isl-stddev"))?;
+    match is_distribution(isl) {
+        true => out.set("isl-distribution", vec![json(isl).to_string()], isl.line)?,
+        false => token_length(out, isl, "prompts.isl", ("isl", "isl-stddev"))?,
+    }
     if let Some(osl) = length_of("osl") {
-        token_length(out, osl, "prompts.osl", ("osl", "osl-stddev"))?;
+        match is_distribution(osl) {
+            true => out.set("osl-distribution", vec![json(osl).to_string()], osl.line)?,
+            false => token_length(out, osl, "prompts.osl", ("osl", "osl-stddev"))?,
+        }
     }
     if let Some(entries) = node.get("entries") {
         out.one("num-dataset-entries", entries)?;
@@ -415,6 +421,14 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         out.one("session-delay-ratio", ratio)?;
     }
     Ok(())
+}
+
+/// Whether a length is one of AIPerf's distributions beyond the normal
+/// (`median`, `peaks`, `points`, bounds): `--isl-distribution` takes it.
+fn is_distribution(node: &Node) -> bool {
+    ["median", "peaks", "points", "min", "max"]
+        .iter()
+        .any(|k| node.get(k).is_some())
 }
 
 /// A synthetic length or count: a number (AIPerf's `{value}` too) or

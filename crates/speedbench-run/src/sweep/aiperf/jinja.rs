@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use minijinja::{Environment, UndefinedBehavior, Value as Jinja};
 
-use crate::yaml::{Node, Value};
+use crate::yaml::{Key, Node, Value};
 
 /// Fields whose strings AIPerf renders later, with their own context.
 const SKIPPED_FIELDS: [&str; 3] = ["template", "body", "payload_template"];
@@ -136,8 +136,30 @@ fn resolve_variables(
         context.remove(&key.name);
     }
     context.remove("variables");
-    let mut pending: Vec<&(crate::yaml::Key, Node)> = entries.iter().collect();
-    let mut done: Vec<(crate::yaml::Key, Node)> = Vec::new();
+    let mut done = render_in_dependency_order(env, entries, context, block.line)?;
+    let order: Vec<&str> = entries.iter().map(|(k, _)| k.name.as_str()).collect();
+    done.sort_by_key(|(k, _)| order.iter().position(|n| *n == k.name));
+    let resolved: BTreeMap<String, Jinja> = (done.iter())
+        .map(|(k, v)| (k.name.clone(), jinja_value(v, true)))
+        .collect();
+    context.insert("variables".into(), Jinja::from(resolved));
+    Ok(Some(Node {
+        line: block.line,
+        value: Value::Map(done),
+    }))
+}
+
+/// Each variable rendered once every variable it names is: passes over
+/// the ones left until a pass renders none (then a name is undefined, or
+/// they name each other in a circle: refused, naming them).
+fn render_in_dependency_order(
+    env: &Environment<'_>,
+    entries: &[(Key, Node)],
+    context: &mut BTreeMap<String, Jinja>,
+    block_line: usize,
+) -> Result<Vec<(Key, Node)>, (usize, String)> {
+    let mut pending: Vec<&(Key, Node)> = entries.iter().collect();
+    let mut done: Vec<(Key, Node)> = Vec::new();
     while !pending.is_empty() {
         let mut waiting = Vec::new();
         let mut last_error = None;
@@ -160,7 +182,7 @@ fn resolve_variables(
         }
         if waiting.len() == pending.len() {
             let names: Vec<&str> = waiting.iter().map(|(k, _)| k.name.as_str()).collect();
-            let (line, why) = last_error.unwrap_or((block.line, String::new()));
+            let (line, why) = last_error.unwrap_or((block_line, String::new()));
             return Err((
                 line,
                 format!(
@@ -172,16 +194,7 @@ fn resolve_variables(
         }
         pending = waiting;
     }
-    let order: Vec<&str> = entries.iter().map(|(k, _)| k.name.as_str()).collect();
-    done.sort_by_key(|(k, _)| order.iter().position(|n| *n == k.name));
-    let resolved: BTreeMap<String, Jinja> = (done.iter())
-        .map(|(k, v)| (k.name.clone(), jinja_value(v, true)))
-        .collect();
-    context.insert("variables".into(), Jinja::from(resolved));
-    Ok(Some(Node {
-        line: block.line,
-        value: Value::Map(done),
-    }))
+    Ok(done)
 }
 
 /// `node` with its template strings rendered; `path` is its dotted place
