@@ -125,6 +125,7 @@ impl Args for ProfileArgs {
                     "bench",
                     "isl",
                     "isl-distribution",
+                    "sequence-distribution",
                     "config",
                 ])
                 .required(true)

@@ -66,6 +66,17 @@ pub(crate) struct Exchange {
     pub spec: Result<Option<SpecDecodeStats>, MalformedSpec>,
     /// TensorRT-LLM's tokens per iteration, likewise.
     pub tokens_per_iteration: Result<Option<f64>, MalformedSpec>,
+    /// A `--prefill-concurrency` slot, given back at the first output.
+    prefill_slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Exchange {
+    /// The first output is here: the prefill slot is given back.
+    fn release_prefill_at_first_output(&mut self) {
+        if self.prefill_slot.is_some() && self.state.first_output.is_some() {
+            self.prefill_slot = None;
+        }
+    }
 }
 
 impl HttpClient {
@@ -165,6 +176,17 @@ impl HttpClient {
     /// [`HttpClient::exchange`] of a body already written
     /// ([`Target::body_json`]).
     pub(crate) async fn exchange_body(&self, target: &Target, body: Bytes) -> Exchange {
+        self.exchange_holding(target, body, None).await
+    }
+
+    /// [`HttpClient::exchange_body`] holding `prefill_slot` until the first
+    /// output arrives (or the response ends).
+    pub(crate) async fn exchange_holding(
+        &self,
+        target: &Target,
+        body: Bytes,
+        prefill_slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Exchange {
         let sent_at = Instant::now();
         let mut ex = Exchange {
             sent_at,
@@ -180,8 +202,10 @@ impl HttpClient {
             max_response_bytes: target.max_response_bytes,
             spec: Ok(None),
             tokens_per_iteration: Ok(None),
+            prefill_slot,
         };
         let result = tokio::time::timeout(target.timeout, self.run(body, &mut ex)).await;
+        ex.prefill_slot = None;
         let now = Instant::now();
         ex.ended_at = match (&result, &ex.clock) {
             // A complete response ended when its last bytes were read.
@@ -497,6 +521,7 @@ impl BodyFold {
         if let Some(e) = failed {
             return Err(e);
         }
+        ex.release_prefill_at_first_output();
         Ok(())
     }
 

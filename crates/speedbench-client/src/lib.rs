@@ -90,9 +90,9 @@ pub type LoadConfig = Load;
 
 pub use pacing::{RampShape, RateCurve, RatePoint, RequestRamp};
 pub use runner::{
-    Cancellation, FixedSchedule, Load, ProfileRun, Progress, RESERVED_OPEN_FILES, ReadBack,
-    RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle, TurnDelay, check_open_files,
-    new_run_id, run_profile,
+    Cancellation, FixedSchedule, Load, PrefillLimit, ProfileRun, Progress, RESERVED_OPEN_FILES,
+    ReadBack, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle, TurnDelay,
+    check_open_files, new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

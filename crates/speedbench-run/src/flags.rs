@@ -396,6 +396,13 @@ const DATASET: &[Flag] = &[
     })
     .value("JSON")
     .help("Synthetic prompts whose lengths follow a distribution in AIPerf's forms, as JSON: `{\"mean\": 512, \"median\": 400}` (log-normal), `{\"peaks\": [{\"mean\": 256, \"stddev\": 30, \"weight\": 70}, ...]}` (a weighted mixture), `{\"points\": [{\"value\": 128, \"weight\": 40}, ...]}`, any with `min`/`max`; instead of --isl/--isl-stddev."),
+    flag!("sequence-distribution", One, |s, v| {
+        source(s, DatasetSource::Synthetic)?;
+        s.dataset.synthetic.sequence_distribution = Some(v.to_string())
+    })
+    .aliases(&["seq-dist"])
+    .value("PAIRS")
+    .help("Synthetic prompts whose input and output lengths are drawn together (AIPerf's): `256,128:40;512|20,256|10:60` is 40 % of 256 in and 128 out, 60 % of 512 ± 20 in and 256 ± 10 out (percentages adding up to 100); also `[(256,128):40,...]` or JSON `{\"pairs\": [{\"isl\", \"isl_stddev\", \"osl\", \"osl_stddev\", \"prob\"}]}`. Instead of --isl and --osl; outputs forced as with them."),
     flag!("osl-distribution", One, |s, v| s.dataset.synthetic.osl_distribution = Some(v.to_string()))
         .value("JSON")
         .help("With synthetic prompts: the output lengths (forced, as --osl) drawn from a distribution in --isl-distribution's forms; instead of --osl/--osl-stddev."),
@@ -498,6 +505,18 @@ const LOAD: &[Flag] = &[
     flag!("concurrency-ramp-duration", One, |s, v| s.load.concurrency_ramp_duration_s = Some(parse(v)?))
         .value("SECONDS")
         .help("Open the concurrency (or --max-concurrency's slots) one at a time, from 1 to the target evenly over this many seconds (AIPerf's)."),
+    flag!("prefill-concurrency", One, |s, v| s.load.prefill_concurrency = Some(parse(v)?))
+        .value("N")
+        .help("At most N requests waiting for their first output at once (AIPerf's): a request takes a slot before it is sent and gives it back at its first streamed output (or its end); the wait for a slot is not part of its latency. Limits concurrent prefills of long prompts."),
+    flag!("prefill-concurrency-ramp-duration", One, |s, v| s.load.prefill_concurrency_ramp_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("With --prefill-concurrency: open its slots one at a time, from 1 to N evenly over this many seconds."),
+    flag!("warmup-prefill-concurrency", One, |s, v| s.load.warmup_prefill_concurrency = Some(parse(v)?))
+        .value("N")
+        .help("The warmup's own --prefill-concurrency (default: the measured phase's)."),
+    flag!("warmup-prefill-concurrency-ramp-duration", One, |s, v| s.load.warmup_prefill_concurrency_ramp_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("The warmup's own --prefill-concurrency-ramp-duration."),
     flag!("request-cancellation-rate", One, |s, v| s.load.request_cancellation_rate = Some(parse(v)?))
         .value("PERCENT")
         .help("Cancel this percentage (0-100] of the measured requests on purpose, --request-cancellation-delay after sending: recorded as `client_cancelled`, counted apart from failures, out of every latency figure."),

@@ -57,6 +57,20 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
     }
     load.cancellation = cancellation(l)?;
     load.turn_delay = turn_delay(l)?;
+    load.prefill = prefill_limit(
+        ("--prefill-concurrency", l.prefill_concurrency),
+        (
+            "--prefill-concurrency-ramp-duration",
+            l.prefill_concurrency_ramp_duration_s,
+        ),
+    )?;
+    load.warmup_prefill = prefill_limit(
+        ("--warmup-prefill-concurrency", l.warmup_prefill_concurrency),
+        (
+            "--warmup-prefill-concurrency-ramp-duration",
+            l.warmup_prefill_concurrency_ramp_duration_s,
+        ),
+    )?;
     Ok(())
 }
 
@@ -331,5 +345,23 @@ impl TraceWindow {
         load.num_conversations = Some(kept as u64);
         load.fixed_schedule = Some(FixedSchedule { zero_us });
         Ok(dataset)
+    }
+}
+
+/// A prefill limit and its ramp, checked: at least 1; a ramp needs the
+/// limit and lasts more than 0 s.
+fn prefill_limit(
+    (limit_flag, limit): (&str, Option<usize>),
+    (ramp_flag, ramp): (&str, Option<f64>),
+) -> Result<Option<speedbench_client::PrefillLimit>, RunError> {
+    let ramp = ramp.map(|d| positive_seconds(ramp_flag, d)).transpose()?;
+    match (limit, ramp) {
+        (Some(0), _) => Err(RunError::invalid(limit_flag, "must be at least 1")),
+        (Some(limit), ramp) => Ok(Some(speedbench_client::PrefillLimit { limit, ramp })),
+        (None, Some(_)) => Err(RunError::invalid(
+            ramp_flag,
+            format!("ramps {limit_flag}: give it too"),
+        )),
+        (None, None) => Ok(None),
     }
 }

@@ -232,6 +232,9 @@ pub struct SyntheticSpec {
     pub isl_distribution: Option<String>,
     /// `--osl-distribution`: the output lengths so, instead of `--osl`'s.
     pub osl_distribution: Option<String>,
+    /// `--sequence-distribution`: input and output lengths drawn together
+    /// (AIPerf's `256,128:40;512|20,256|10:60` and its other forms).
+    pub sequence_distribution: Option<String>,
     /// `--num-dataset-entries`: how many prompts (conversations).
     pub entries: usize,
     /// `--conversation-turn-mean`: user turns per synthetic conversation.
@@ -251,6 +254,7 @@ impl Default for SyntheticSpec {
             osl_stddev: 0.0,
             isl_distribution: None,
             osl_distribution: None,
+            sequence_distribution: None,
             entries: 100,
             turn_mean: 1,
             turn_stddev: 0.0,
@@ -337,6 +341,15 @@ pub struct LoadSpec {
     pub ramp_up_end_rps: Option<f64>,
     /// `--concurrency-ramp-duration`, seconds.
     pub concurrency_ramp_duration_s: Option<f64>,
+    /// `--prefill-concurrency`: requests waiting for their first output
+    /// at once, at most.
+    pub prefill_concurrency: Option<usize>,
+    /// `--prefill-concurrency-ramp-duration`, seconds.
+    pub prefill_concurrency_ramp_duration_s: Option<f64>,
+    /// `--warmup-prefill-concurrency`: the warmup's own.
+    pub warmup_prefill_concurrency: Option<usize>,
+    /// `--warmup-prefill-concurrency-ramp-duration`, seconds.
+    pub warmup_prefill_concurrency_ramp_duration_s: Option<f64>,
     /// `--request-cancellation-rate`: the percentage of requests cancelled.
     pub request_cancellation_rate: Option<f64>,
     /// `--request-cancellation-delay`, seconds after sending.
@@ -398,6 +411,10 @@ impl Default for LoadSpec {
             ramp_up_start_rps: None,
             ramp_up_end_rps: None,
             concurrency_ramp_duration_s: None,
+            prefill_concurrency: None,
+            prefill_concurrency_ramp_duration_s: None,
+            warmup_prefill_concurrency: None,
+            warmup_prefill_concurrency_ramp_duration_s: None,
             request_cancellation_rate: None,
             request_cancellation_delay_s: 0.0,
             session_turn_delay_mean_ms: 0.0,

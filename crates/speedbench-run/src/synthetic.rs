@@ -4,8 +4,8 @@
 use serde_json::Value;
 use speedbench_client::Target;
 use speedbench_client::synthetic::{
-    LengthDistribution, ServerTokenizer, SyntheticPrompts, TokenCodec, TokenLength, TracePrompts,
-    TurnCount,
+    LengthDistribution, SequenceDistribution, ServerTokenizer, SyntheticPrompts, TokenCodec,
+    TokenLength, TracePrompts, TurnCount,
 };
 use speedbench_dataset::Dataset;
 
@@ -21,6 +21,20 @@ impl RunSpec {
     /// refused.
     pub(crate) fn synthetic_prompts(&self) -> Result<Option<SyntheticPrompts>, RunError> {
         let s = &self.dataset.synthetic;
+        if let Some(sequence) = self.sequence_lengths()? {
+            let mean = sequence_marginals(&sequence).0.expected_value().round() as u32;
+            let prompts = SyntheticPrompts::new(s.entries, TokenLength::fixed(mean.max(1)))
+                .with_sequence(sequence)
+                .with_turns(TurnCount {
+                    mean: s.turn_mean,
+                    stddev: s.turn_stddev,
+                })
+                .with_seed(self.load.random_seed);
+            prompts
+                .validate()
+                .map_err(|e| hinted("--sequence-distribution", e))?;
+            return Ok(Some(prompts));
+        }
         let Some(input) = self.input_lengths()? else {
             let given = [
                 (s.isl_stddev != 0.0, "--isl-stddev"),
@@ -51,6 +65,35 @@ impl RunSpec {
             .validate()
             .map_err(|e| hinted("--isl and --osl", e))?;
         Ok(Some(prompts))
+    }
+
+    /// `--sequence-distribution`, checked alone: it draws both lengths.
+    fn sequence_lengths(&self) -> Result<Option<SequenceDistribution>, RunError> {
+        let s = &self.dataset.synthetic;
+        let Some(text) = s
+            .sequence_distribution
+            .as_deref()
+            .filter(|_| self.dataset.source == Some(DatasetSource::Synthetic))
+        else {
+            return Ok(None);
+        };
+        let given = [
+            (s.isl.is_some(), "--isl"),
+            (s.isl_distribution.is_some(), "--isl-distribution"),
+            (s.isl_stddev != 0.0, "--isl-stddev"),
+            (self.sampling.osl.is_some(), "--osl"),
+            (s.osl_distribution.is_some(), "--osl-distribution"),
+            (s.osl_stddev != 0.0, "--osl-stddev"),
+        ];
+        if let Some((_, flag)) = given.into_iter().find(|(set, _)| *set) {
+            return Err(RunError::invalid(
+                "--sequence-distribution",
+                format!("draws the input and output lengths together: leave {flag} out"),
+            ));
+        }
+        SequenceDistribution::parse(text)
+            .map(Some)
+            .map_err(|why| RunError::invalid("--sequence-distribution", why))
     }
 
     /// The synthetic prompts' lengths: `--isl` (with `--isl-stddev`) or
@@ -112,9 +155,12 @@ impl RunSpec {
                 t.mean, t.stddev
             ),
         };
-        let lengths = match &prompts.input {
-            LengthDistribution::Normal(t) => format!("{} tokens (stddev {})", t.mean, t.stddev),
-            other => format!("{other} tokens"),
+        let lengths = match (&prompts.sequence, &prompts.input) {
+            (Some(seq), _) => format!("lengths drawn in pairs ({seq})"),
+            (None, LengthDistribution::Normal(t)) => {
+                format!("{} tokens (stddev {})", t.mean, t.stddev)
+            }
+            (None, other) => format!("{other} tokens"),
         };
         observer.waiting(&format!(
             "building {} synthetic prompts of {lengths}{turns} with {}",
@@ -189,6 +235,9 @@ impl RunSpec {
         if !(synthetic && forced) {
             return None;
         }
+        if let Ok(Some(sequence)) = self.sequence_lengths() {
+            return Some(sequence_marginals(&sequence).1);
+        }
         self.output_lengths().ok().flatten()
     }
 
@@ -197,7 +246,9 @@ impl RunSpec {
     /// way), unless `--extra-inputs` says otherwise.
     pub(crate) fn forces_output_length(&self, extra_body: &serde_json::Map<String, Value>) -> bool {
         self.dataset.source == Some(DatasetSource::Synthetic)
-            && (self.sampling.osl.is_some() || self.dataset.synthetic.osl_distribution.is_some())
+            && (self.sampling.osl.is_some()
+                || self.dataset.synthetic.osl_distribution.is_some()
+                || self.dataset.synthetic.sequence_distribution.is_some())
             && !extra_body.contains_key("ignore_eos")
     }
 }
@@ -207,4 +258,19 @@ fn distribution(flag: &str, text: &str) -> Result<LengthDistribution, RunError> 
     let value: Value = serde_json::from_str(text)
         .map_err(|e| RunError::invalid(flag, format!("is not JSON ({e}): {text}")))?;
     LengthDistribution::from_json(&value).map_err(|why| RunError::invalid(flag, why))
+}
+
+/// The input and output lengths of a sequence distribution each on its
+/// own: the mixture of its pairs' sides, weighted by their percentages.
+fn sequence_marginals(sequence: &SequenceDistribution) -> (LengthDistribution, LengthDistribution) {
+    let side = |pick: fn(&(f64, TokenLength, TokenLength)) -> TokenLength| {
+        let peaks: Vec<(f64, LengthDistribution)> = (sequence.pairs.iter())
+            .map(|p| (p.0, pick(p).into()))
+            .collect();
+        match peaks.as_slice() {
+            [(_, one)] => one.clone(),
+            _ => LengthDistribution::Peaks(peaks),
+        }
+    };
+    (side(|p| p.1), side(|p| p.2))
 }

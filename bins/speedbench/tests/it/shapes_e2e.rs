@@ -722,3 +722,62 @@ async fn a_warmup_by_time_sends_until_it_ends() {
         }
     }
 }
+
+/// `--prefill-concurrency 2` (AIPerf's) at concurrency 8 against a
+/// simulator that takes 150 ms to the first token: by the simulator's own
+/// clock (each request's arrival to its first content's write), never more
+/// than two requests are before their first output at once; without the
+/// limit all eight are. The wait for a slot is not in a request's TTFT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefill_concurrency_caps_requests_before_their_first_output() {
+    for limit in [Some("2"), None] {
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_ttft_ms(150.0)
+            .with_step_ms(1.0))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut flags = vec!["--concurrency", "8", "--streaming", "--request-count", "16"];
+        if let Some(n) = limit {
+            flags.extend(["--prefill-concurrency", n]);
+        }
+        let (out, run_dir) = profile(&server, dir.path(), 16, &flags).await;
+        assert!(out.status.success(), "{out:?}");
+        let truth = server.ground_truth();
+        assert_eq!(truth.requests_log.len(), 16);
+        let most = most_before_first_output(&truth);
+        match limit {
+            Some(_) => assert!(most <= 2, "{most} before their first output at once"),
+            None => assert!(most >= 6, "{most} without a limit"),
+        }
+        for r in read_run(&run_dir).unwrap().records {
+            assert!(r.is_success());
+            let ttft = r.ttft_ns.unwrap();
+            assert!(ttft <= r.e2e_latency_ns);
+            assert!(ttft < 400_000_000, "TTFT {ttft} ns holds a wait for a slot");
+        }
+    }
+}
+
+/// The most requests the simulator had between arrival and its first
+/// content's write at any instant.
+fn most_before_first_output(truth: &GroundTruth) -> usize {
+    let mut events: Vec<(u64, i32)> = Vec::new();
+    for t in &truth.requests_log {
+        let arrival = truth
+            .arrivals
+            .iter()
+            .find(|a| a.conversation == t.conversation)
+            .expect("its arrival")
+            .at_unix_ns;
+        let first = arrival + t.first_content_sent_ns.expect("streamed");
+        events.extend([(arrival, 1), (first, -1)]);
+    }
+    // Ends before starts at the same instant.
+    events.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in events {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}

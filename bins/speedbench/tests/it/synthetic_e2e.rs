@@ -219,6 +219,54 @@ async fn lengths_follow_aiperfs_distributions_by_the_servers_count() {
     );
 }
 
+/// `--sequence-distribution` (AIPerf's): input and output lengths drawn
+/// together, so every request the simulator served is one of the pairs
+/// (8 in and 4 out, or 24 in and 12 out), never a mix, in about their
+/// shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lengths_drawn_in_pairs_stay_paired() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = synthetic_profile(
+        &server,
+        dir.path(),
+        &[
+            "--sequence-distribution",
+            "8,4:25;24,12:75",
+            "--num-dataset-entries",
+            "200",
+            "--concurrency",
+            "8",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("lengths drawn in pairs (8,4:25;24,12:75)"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), 200);
+    let pairs: Vec<(u32, u32)> = truth
+        .requests_log
+        .iter()
+        .map(|t| (t.prompt_tokens, t.completion_tokens))
+        .collect();
+    assert!(
+        pairs.iter().all(|p| *p == (8, 4) || *p == (24, 12)),
+        "{pairs:?}"
+    );
+    let short = pairs.iter().filter(|p| p.0 == 8).count();
+    assert!(
+        (25..=75).contains(&short),
+        "{short} of 200 short (want ~50)"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_tokenize_is_refused_before_any_request() {
     let server = sim(SimConfig::speed_bench_demo().with_flavor(SpecFlavor::TrtLlm)).await;

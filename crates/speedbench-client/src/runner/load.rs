@@ -70,6 +70,13 @@ pub struct Load {
     /// requests); `None` waits for every one (AIPerf's
     /// `--warmup-grace-period` and its default).
     pub warmup_grace_period: Option<Duration>,
+    /// At most this many requests waiting for their first output at once
+    /// (AIPerf's `--prefill-concurrency`, with its ramp), in the measured
+    /// phase and, unless `warmup_prefill` says otherwise, the warmup.
+    pub prefill: Option<PrefillLimit>,
+    /// The warmup's own prefill limit (AIPerf's
+    /// `--warmup-prefill-concurrency`).
+    pub warmup_prefill: Option<PrefillLimit>,
     /// Run only this shard's share of the work described by the other
     /// fields, which keep their unsharded values (see [`Shard`] for the
     /// split); `None` runs all of it.
@@ -106,6 +113,19 @@ pub struct Load {
     /// warmup; the trace's mean rate is a fair value). AIPerf's
     /// `--fixed-schedule`.
     pub fixed_schedule: Option<FixedSchedule>,
+}
+
+/// How many requests may wait for their first output at once: a slot is
+/// taken before a request is sent and given back at its first output (a
+/// streamed one) or its end; with `ramp`, the slots open one at a time from
+/// 1 to `limit` over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefillLimit {
+    /// The most requests before their first output (at least 1).
+    pub limit: usize,
+    /// Open the slots over this long (AIPerf's
+    /// `--prefill-concurrency-ramp-duration`).
+    pub ramp: Option<Duration>,
 }
 
 /// A trace replayed at its own times (see [`Load::fixed_schedule`]).
@@ -194,6 +214,8 @@ impl Default for Load {
             warmup_duration: None,
             warmup_sessions: None,
             warmup_grace_period: None,
+            prefill: None,
+            warmup_prefill: None,
             shard: None,
             start_barrier: None,
             rate_ramp: None,

@@ -5,6 +5,7 @@ mod control;
 mod load;
 mod outcome;
 mod phase;
+mod prefill;
 mod record;
 mod shard_plan;
 
@@ -24,7 +25,7 @@ use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
 pub use crate::stop::StopHandle;
 pub use control::Progress;
-pub use load::{Cancellation, FixedSchedule, Load, TurnDelay};
+pub use load::{Cancellation, FixedSchedule, Load, PrefillLimit, TurnDelay};
 pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
 pub use speedbench_record::RunStatus;
 
@@ -656,6 +657,8 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
             warmup: true,
             closed_loop_at: load.warmup_concurrency,
             grace_period: load.warmup_grace_period,
+            prefill: (load.warmup_prefill.or(load.prefill))
+                .map(|p| prefill::PrefillGate::new(p.limit, p.ramp)),
             cancel: StopHandle::new(),
         };
         run_phase(shared, Arc::new(warmup)).await;
@@ -677,6 +680,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         warmup: false,
         closed_loop_at: None,
         grace_period: Some(shared.run.load.grace_period),
+        prefill: (shared.run.load.prefill).map(|p| prefill::PrefillGate::new(p.limit, p.ramp)),
         cancel: StopHandle::new(),
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);

@@ -90,6 +90,9 @@ pub(super) struct Phase {
     /// After the dispatcher's deadline, how long requests in flight may
     /// still run; `None` waits for them all.
     pub(super) grace_period: Option<Duration>,
+    /// `--prefill-concurrency`: the slots a request takes until its first
+    /// output.
+    pub(super) prefill: Option<super::prefill::PrefillGate>,
     /// Triggered when the grace period after the duration runs out.
     pub(super) cancel: StopHandle,
 }
@@ -479,26 +482,28 @@ async fn send_turn(
         .cancellation
         .filter(|c| !warmup && c.chooses(load.random_seed, request_index))
         .map(|c| c.delay);
+    let slot = match &phase.prefill {
+        Some(gate) => match prefill_slot(shared, phase, gate).await {
+            Some(slot) => Some(slot),
+            None => {
+                let at = (conv, turn_index, request_index, warmup, started);
+                return not_sent_for_a_slot(shared, at);
+            }
+        },
+        None => None,
+    };
+    // The wait for a slot is the client's, not the request's.
+    let started = if slot.is_some() {
+        Instant::now()
+    } else {
+        started
+    };
     shared.progress.sending_one();
-    let exchanged = exchange_or_stop(shared, client, phase, body, cancel_after).await;
+    let exchanged = exchange_or_stop(shared, client, phase, (body, slot), cancel_after).await;
     shared.progress.answered_one();
     match exchanged {
         Ok(mut ex) => {
-            if let Some(body) = ex.raw.take() {
-                send_raw(
-                    shared,
-                    RawResponse {
-                        run_id: shared.run.run_id.clone(),
-                        request_index,
-                        conversation_id: conv.id.clone(),
-                        turn_index: turn_index as u32,
-                        warmup,
-                        http_status: ex.status,
-                        content_type: ex.content_type.take(),
-                        body,
-                    },
-                );
-            }
+            export_raw(shared, &mut ex, (conv, turn_index, request_index, warmup));
             to_record(shared, conv, turn_index, request_index, warmup, ex)
         }
         Err((kind, why)) => cancelled_record(
@@ -525,10 +530,10 @@ async fn exchange_or_stop(
     shared: &Shared,
     client: &crate::exchange::HttpClient,
     phase: &Phase,
-    body: bytes::Bytes,
+    (body, slot): (bytes::Bytes, Option<tokio::sync::OwnedSemaphorePermit>),
     cancel_after: Option<std::time::Duration>,
 ) -> Result<crate::exchange::Exchange, (ErrorKind, String)> {
-    let exchange = client.exchange_body(&shared.run.target, body);
+    let exchange = client.exchange_holding(&shared.run.target, body, slot);
     tokio::pin!(exchange);
     let stopped = |why: &str| (ErrorKind::Cancelled, why.to_string());
     tokio::select! {
@@ -555,6 +560,62 @@ async fn exchange_or_stop(
                 format!("cancelled on purpose {after:.3} s after it was sent (--request-cancellation-rate)"),
             ))
         }
+    }
+}
+
+/// The exchange's raw body (`--export-level raw`), exported as it came.
+fn export_raw(
+    shared: &Shared,
+    ex: &mut crate::exchange::Exchange,
+    (conv, turn_index, request_index, warmup): (DatasetRow<'_>, usize, u64, bool),
+) {
+    if let Some(body) = ex.raw.take() {
+        send_raw(
+            shared,
+            RawResponse {
+                run_id: shared.run.run_id.clone(),
+                request_index,
+                conversation_id: conv.id.clone(),
+                turn_index: turn_index as u32,
+                warmup,
+                http_status: ex.status,
+                content_type: ex.content_type.take(),
+                body,
+            },
+        );
+    }
+}
+
+/// The record of a turn the run stopped while it waited for a prefill
+/// slot: claimed, never sent.
+fn not_sent_for_a_slot(
+    shared: &Shared,
+    (conv, turn_index, request_index, warmup, started): (DatasetRow<'_>, usize, u64, bool, Instant),
+) -> RequestRecord {
+    let why = "the run stopped before a prefill slot was free (--prefill-concurrency): not sent";
+    let kind = (ErrorKind::Cancelled, why);
+    cancelled_record(
+        shared,
+        conv,
+        turn_index,
+        request_index,
+        warmup,
+        started,
+        kind,
+    )
+}
+
+/// A prefill slot of `gate`; `None` when the run stops or the grace period
+/// ends first.
+async fn prefill_slot(
+    shared: &Shared,
+    phase: &Phase,
+    gate: &super::prefill::PrefillGate,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    tokio::select! {
+        slot = gate.enter() => Some(slot),
+        _ = shared.stop.stopped() => None,
+        _ = phase.cancel.stopped() => None,
     }
 }
 

@@ -398,6 +398,47 @@ mod tests {
     }
 
     #[test]
+    fn pairs_are_drawn_together_by_their_percentages() {
+        let d = SequenceDistribution::parse("100,10:20;400|40,50:80").unwrap();
+        let mut rng = SplitMix64::new(9);
+        let draws: Vec<(u32, u32)> = (0..10_000).map(|_| d.draw(&mut rng)).collect();
+        let short: Vec<_> = draws.iter().filter(|(_, o)| *o == 10).collect();
+        assert!(
+            short.iter().all(|(i, _)| *i == 100),
+            "a short output has its short input"
+        );
+        assert!(
+            (short.len() as f64 / 1e4 - 0.2).abs() < 0.02,
+            "{}",
+            short.len()
+        );
+        let long: Vec<f64> = (draws.iter())
+            .filter(|(_, o)| *o == 50)
+            .map(|(i, _)| f64::from(*i))
+            .collect();
+        let mean = long.iter().sum::<f64>() / long.len() as f64;
+        let sd = (long.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / long.len() as f64).sqrt();
+        assert!(
+            (mean - 400.0).abs() < 3.0 && (sd - 40.0).abs() < 3.0,
+            "{mean} {sd}"
+        );
+        // AIPerf's YAML form of a side, and its display.
+        let yaml = r#"{"pairs": [{"isl": {"mean": 400, "stddev": 40}, "osl": {"value": 50}, "probability": 80},
+                                {"isl": 100, "osl": 10, "prob": 20}]}"#;
+        let y = SequenceDistribution::parse(yaml).unwrap();
+        assert_eq!(y.to_string(), "400|40,50:80;100,10:20");
+        for bad in [
+            "100,10:20",
+            "100:20",
+            "a,b:100",
+            "[(100,10):50,(200,20):40]",
+            r#"{"pairs": []}"#,
+        ] {
+            assert!(SequenceDistribution::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn peaks_and_points_are_drawn_by_weight_and_bounds_clamp() {
         let d = parsed(r#"{"peaks": [{"mean": 100, "weight": 70}, {"mean": 1000, "weight": 30}]}"#)
             .unwrap();
@@ -416,4 +457,165 @@ mod tests {
         assert!(x.iter().all(|&v| (50.0..=120.0).contains(&v)), "{x:?}");
         assert!(x.contains(&50.0) && x.contains(&120.0));
     }
+}
+
+/// Input and output lengths drawn together (AIPerf's
+/// `--sequence-distribution`): each draw picks a pair by its probability,
+/// then each length normal around the pair's (when it has a deviation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceDistribution {
+    /// The pairs: (probability in percent, input length, output length).
+    pub pairs: Vec<(f64, TokenLength, TokenLength)>,
+}
+
+impl SequenceDistribution {
+    /// Reads AIPerf's three forms: `"256,128:40;512|20,256|10:60"`
+    /// (`isl[|stddev],osl[|stddev]:percent`, `;` between pairs),
+    /// `"[(256,128):40,(512,256):60]"`, and JSON `{"pairs": [{"isl": 256,
+    /// "isl_stddev": 10, "osl": 128, "osl_stddev": 5, "prob": 40}, ...]}`.
+    /// The percentages add up to 100.
+    ///
+    /// ```
+    /// use speedbench_client::synthetic::SequenceDistribution;
+    ///
+    /// let a = SequenceDistribution::parse("256,128:40;512|20,256|10:60").unwrap();
+    /// let b = SequenceDistribution::parse("[(256,128):40,(512|20,256|10):60]").unwrap();
+    /// let c = SequenceDistribution::parse(r#"{"pairs": [{"isl": 256, "osl": 128, "prob": 40},
+    ///     {"isl": 512, "isl_stddev": 20, "osl": 256, "osl_stddev": 10, "prob": 60}]}"#).unwrap();
+    /// assert!(a == b && b == c);
+    /// assert!(SequenceDistribution::parse("256,128:40;512,256:50").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<SequenceDistribution, String> {
+        let text = text.trim();
+        let pairs = if text.starts_with('{') {
+            json_pairs(text)?
+        } else {
+            let body = text.trim_start_matches('[').trim_end_matches(']');
+            let items: Vec<&str> = if text.starts_with('[') {
+                body.split(",(").collect()
+            } else {
+                body.split(';').collect()
+            };
+            items
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| text_pair(&p.replace(['(', ')'], "")))
+                .collect::<Result<_, _>>()?
+        };
+        let dist = SequenceDistribution { pairs };
+        dist.check()?;
+        Ok(dist)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.pairs.is_empty() {
+            return Err("a sequence distribution needs at least one pair".into());
+        }
+        let total: f64 = self.pairs.iter().map(|p| p.0).sum();
+        if let Some(p) = self.pairs.iter().find(|p| !(p.0.is_finite() && p.0 >= 0.0)) {
+            return Err(format!("a probability must be a percentage, not {}", p.0));
+        }
+        if (total - 100.0).abs() > 1e-6 {
+            return Err(format!(
+                "the probabilities add up to {total}, not 100 (percentages)"
+            ));
+        }
+        for (_, input, output) in &self.pairs {
+            LengthDistribution::Normal(*input).check()?;
+            LengthDistribution::Normal(*output).check()?;
+        }
+        Ok(())
+    }
+
+    /// One (input, output) draw.
+    pub(super) fn draw(&self, rng: &mut SplitMix64) -> (u32, u32) {
+        let (_, input, output) = pick(&self.pairs, |p| p.0, rng);
+        (
+            normal_count(input.mean, input.stddev, rng),
+            normal_count(output.mean, output.stddev, rng),
+        )
+    }
+}
+
+impl fmt::Display for SequenceDistribution {
+    /// `256,128:40;512|20,256|10:60`, AIPerf's own form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = |t: &TokenLength| match t.stddev {
+            s if s > 0.0 => format!("{}|{s}", t.mean),
+            _ => t.mean.to_string(),
+        };
+        let parts: Vec<String> = (self.pairs.iter())
+            .map(|(p, i, o)| format!("{},{}:{p}", side(i), side(o)))
+            .collect();
+        write!(f, "{}", parts.join(";"))
+    }
+}
+
+/// `isl[|stddev],osl[|stddev]:percent`.
+fn text_pair(text: &str) -> Result<(f64, TokenLength, TokenLength), String> {
+    let bad = || {
+        format!(
+            "`{}`: a pair is isl[|stddev],osl[|stddev]:percent",
+            text.trim()
+        )
+    };
+    let (lengths, prob) = text.rsplit_once(':').ok_or_else(bad)?;
+    let (isl, osl) = lengths.split_once(',').ok_or_else(bad)?;
+    let side = |s: &str| -> Result<TokenLength, String> {
+        let (mean, stddev) = s.split_once('|').unwrap_or((s, "0"));
+        let mean = mean.trim().parse::<f64>().map_err(|_| bad())?;
+        Ok(TokenLength::normal(
+            whole(mean)?,
+            stddev.trim().parse().map_err(|_| bad())?,
+        ))
+    };
+    Ok((
+        prob.trim().parse().map_err(|_| bad())?,
+        side(isl)?,
+        side(osl)?,
+    ))
+}
+
+/// `{"pairs": [{"isl", "isl_stddev", "osl", "osl_stddev", "prob"}, ...]}`
+/// (`probability` too, as AIPerf's YAML writes it).
+fn json_pairs(text: &str) -> Result<Vec<(f64, TokenLength, TokenLength)>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let items = v
+        .get("pairs")
+        .and_then(Value::as_array)
+        .ok_or("JSON needs `pairs`: a list")?;
+    items
+        .iter()
+        .map(|p| {
+            let n = |k: &str| p.get(k).map(|v| number(v, k)).transpose();
+            let prob = match n("prob")? {
+                Some(p) => p,
+                None => n("probability")?.ok_or("a pair needs `prob`")?,
+            };
+            Ok((prob, pair_side(p, "isl")?, pair_side(p, "osl")?))
+        })
+        .collect()
+}
+
+/// A pair's `isl` or `osl`: a number (with `isl_stddev`/`osl_stddev`
+/// beside it), or `{value}` / `{mean, stddev}` as AIPerf's YAML and its
+/// expansion write it.
+fn pair_side(pair: &Value, key: &str) -> Result<TokenLength, String> {
+    let given = pair
+        .get(key)
+        .ok_or_else(|| format!("a pair needs `{key}`"))?;
+    let beside = pair.get(format!("{key}_stddev"));
+    let (mean, stddev) = match given {
+        Value::Object(o) => {
+            let mean = (o.get("value").or(o.get("mean")))
+                .ok_or_else(|| format!("`{key}` needs `value` or `mean`"))?;
+            (mean, o.get("stddev").or(beside))
+        }
+        v => (v, beside),
+    };
+    let stddev = stddev.map(|v| number(v, "stddev")).transpose()?;
+    Ok(TokenLength::normal(
+        whole(number(mean, key)?)?,
+        stddev.unwrap_or(0.0),
+    ))
 }

@@ -38,7 +38,7 @@ use speedbench_metrics::SplitMix64;
 use crate::error::ClientError;
 use crate::schedule::standard_normal;
 
-pub use lengths::LengthDistribution;
+pub use lengths::{LengthDistribution, SequenceDistribution};
 pub use server::ServerTokenizer;
 pub use word::WordCodec;
 
@@ -131,6 +131,9 @@ pub struct SyntheticPrompts {
     pub output: Option<LengthDistribution>,
     /// Turns per conversation.
     pub turns: TurnCount,
+    /// Input and output lengths drawn together, in place of `input` and
+    /// `output` (AIPerf's `--sequence-distribution`).
+    pub sequence: Option<SequenceDistribution>,
     /// The seed of the lengths and the corpus offsets.
     pub seed: u64,
 }
@@ -155,8 +158,16 @@ impl SyntheticPrompts {
             input: input.into(),
             output: None,
             turns: TurnCount::SINGLE,
+            sequence: None,
             seed: 0,
         }
+    }
+
+    /// Each prompt's input and output lengths drawn together from
+    /// `sequence`, in place of `input` and `output`.
+    pub fn with_sequence(mut self, sequence: SequenceDistribution) -> Self {
+        self.sequence = Some(sequence);
+        self
     }
 
     /// Conversations of `turns` user turns each (drawn per entry).
@@ -218,9 +229,19 @@ impl SyntheticPrompts {
             let mut turns = Vec::with_capacity(n_turns as usize);
             let mut outputs = Vec::new();
             for turn in 0..n_turns {
-                let wanted = self.input.draw(&mut rng);
-                let start = rng.below(corpus.len() as u64) as usize;
-                outputs.extend(self.output.as_ref().map(|o| o.draw(&mut rng)));
+                let (wanted, start) = match &self.sequence {
+                    Some(seq) => {
+                        let (input, output) = seq.draw(&mut rng);
+                        outputs.push(output);
+                        (input, rng.below(corpus.len() as u64) as usize)
+                    }
+                    None => {
+                        let wanted = self.input.draw(&mut rng);
+                        let start = rng.below(corpus.len() as u64) as usize;
+                        outputs.extend(self.output.as_ref().map(|o| o.draw(&mut rng)));
+                        (wanted, start)
+                    }
+                };
                 let text = exact_prompt(codec, &corpus, start, wanted)
                     .await
                     .map_err(|why| {

@@ -468,12 +468,12 @@ fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
     assert_eq!(err.matches("kv_cache_test.yaml:").count(), 3, "{err}");
     // Two unknown keys of one mapping are named together.
     let text = minimal_with_phase(
-        "    type: concurrency\n    concurrency: 4\n    requests: 8\n    users: 3\n    prefill_concurrency: 2\n",
+        "    type: concurrency\n    concurrency: 4\n    requests: 8\n    users: 3\n    seamless: true\n",
     );
     let err = expand("minimal", &text, &[]).unwrap_err();
     assert!(
         err.contains("`phases.profiling.users` (line")
-            && err.contains("`phases.profiling.prefill_concurrency` (line"),
+            && err.contains("`phases.profiling.seamless` (line"),
         "{err}"
     );
 }
@@ -744,5 +744,63 @@ fn env_var_production_keeps_its_length_distributions() {
     );
     assert!(spec.scrape.csv);
     assert_eq!(spec.figures.goodput.to_string().split(' ').count(), 4);
+    assert!(spec.validate().is_ok());
+}
+
+/// `long_context` expands as shipped: its sequence distribution is AIPerf's
+/// own expansion's pairs (each input and output length and percentage),
+/// its prefill limits the phases' (`prefillConcurrency`, `prefillRamp`).
+#[test]
+fn long_context_keeps_its_pairs_and_prefill_limits() {
+    use speedbench_client::synthetic::SequenceDistribution;
+    let name = "long_context";
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
+    )
+    .unwrap();
+    let b = &aiperf["variations"][0]["benchmark"];
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let text = spec
+        .dataset
+        .synthetic
+        .sequence_distribution
+        .as_deref()
+        .unwrap();
+    let ours = SequenceDistribution::parse(text).unwrap();
+    let theirs = b["datasets"][0]["prompts"]["sequence_distribution"]
+        .as_array()
+        .unwrap();
+    assert_eq!(ours.pairs.len(), theirs.len());
+    for ((prob, input, output), t) in ours.pairs.iter().zip(theirs) {
+        assert_eq!(Some(*prob), t["probability"].as_f64());
+        assert_eq!(Some(f64::from(input.mean)), t["isl"]["value"].as_f64());
+        assert_eq!(Some(f64::from(output.mean)), t["osl"]["value"].as_f64());
+    }
+    // AIPerf's expansion, read back, is the same distribution.
+    let expanded = serde_json::json!({ "pairs": theirs }).to_string();
+    assert_eq!(SequenceDistribution::parse(&expanded).unwrap(), ours);
+    let phase = |n: &str| {
+        b["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    let l = &spec.load;
+    assert_eq!(
+        l.prefill_concurrency.map(|p| p as u64),
+        phase("profiling")["prefill_concurrency"].as_u64()
+    );
+    assert_eq!(
+        l.prefill_concurrency_ramp_duration_s,
+        phase("profiling")["prefill_ramp"]["duration"].as_f64()
+    );
+    assert_eq!(
+        l.warmup_prefill_concurrency.map(|p| p as u64),
+        phase("warmup")["prefill_concurrency"].as_u64()
+    );
     assert!(spec.validate().is_ok());
 }

@@ -384,9 +384,17 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
     let prompts = node.get("prompts");
     if let Some(p) = prompts {
-        only(p, "datasets[0].prompts", &["isl", "osl"], why).map_err(|r| invalid(out, r))?;
+        let allowed = ["isl", "osl", "sequence_distribution"];
+        only(p, "datasets[0].prompts", &allowed, why).map_err(|r| invalid(out, r))?;
     }
     let length_of = |name: &str| prompts.and_then(|p| p.get(name)).or(node.get(name));
+    if let Some(pairs) = length_of("sequence_distribution") {
+        sequence_distribution(out, pairs)?;
+        if let Some(entries) = node.get("entries") {
+            out.one("num-dataset-entries", entries)?;
+        }
+        return conversation_shape(out, node);
+    }
     let isl = length_of("isl").ok_or_else(|| {
         invalid(
             out,
@@ -409,6 +417,11 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     if let Some(entries) = node.get("entries") {
         out.one("num-dataset-entries", entries)?;
     }
+    conversation_shape(out, node)
+}
+
+/// A synthetic dataset's `turns`, `turn_delay` and `turn_delay_ratio`.
+fn conversation_shape(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let turns = ("conversation-turn-mean", "conversation-turn-stddev");
     if let Some(n) = node.get("turns") {
         token_length(out, n, "turns", turns)?;
@@ -421,6 +434,18 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         out.one("session-delay-ratio", ratio)?;
     }
     Ok(())
+}
+
+/// `prompts.sequence_distribution`: a list of `{isl, osl, probability}`
+/// (with `isl_stddev`, `osl_stddev`), as `--sequence-distribution`'s JSON.
+fn sequence_distribution(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let Value::List(items) = &node.value else {
+        let m = "`datasets[0].prompts.sequence_distribution`: a list of `{isl, osl, probability}`";
+        return Err(invalid(out, (node.line, m.into())));
+    };
+    let pairs: Vec<serde_json::Value> = items.iter().map(json).collect();
+    let text = serde_json::json!({ "pairs": pairs }).to_string();
+    out.set("sequence-distribution", vec![text], node.line)
 }
 
 /// Whether a length is one of AIPerf's distributions beyond the normal
@@ -736,8 +761,8 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             unsupported(&k, &format!("phases.{name}.type"), why),
         ));
     }
-    let why =
-        "its warmup takes `requests`, `sessions`, `duration`, `grace_period` and `concurrency`";
+    let why = "its warmup takes `requests`, `sessions`, `duration`, `grace_period`, \
+               `concurrency`, `prefill_concurrency` and `prefill_ramp`";
     let allowed = [
         &PHASE_ID[..],
         &[
@@ -746,6 +771,8 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             "duration",
             "grace_period",
             "concurrency",
+            "prefill_concurrency",
+            "prefill_ramp",
         ],
     ]
     .concat();
@@ -764,6 +791,8 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
                 out.set("warmup-grace-period", vec![s], value.line)?
             }
             "concurrency" => out.one("warmup-concurrency", value)?,
+            "prefill_concurrency" => out.one("warmup-prefill-concurrency", value)?,
+            "prefill_ramp" => ramp(out, "warmup-prefill-concurrency-ramp-duration", value)?,
             _ => {}
         }
     }
@@ -800,15 +829,19 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         ],
     ]
     .concat();
-    allowed.extend(["concurrency_ramp", "cancellation"]);
+    allowed.extend([
+        "concurrency_ramp",
+        "cancellation",
+        "prefill_concurrency",
+        "prefill_ramp",
+    ]);
     if arrival.is_some() {
         allowed.extend(["rate", "rate_ramp", "rate_series"]);
     }
     if kind == "gamma" {
         allowed.push("smoothness");
     }
-    let why = "no counterpart for this phase field (user-centric schedules, prefill \
-               limits)";
+    let why = "no counterpart for this phase field (user-centric schedules)";
     let entries =
         only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     let concurrency_flag = if arrival.is_some() {
@@ -888,6 +921,8 @@ fn measured_field(
         "smoothness" => out.one("arrival-smoothness", value),
         "rate_ramp" => ramp(out, "request-rate-ramp-duration", value),
         "concurrency_ramp" => ramp(out, "concurrency-ramp-duration", value),
+        "prefill_concurrency" => out.one("prefill-concurrency", value),
+        "prefill_ramp" => ramp(out, "prefill-concurrency-ramp-duration", value),
         "rate_series" => rate_series(out, value),
         "cancellation" => cancellation(out, value),
         _ => Ok(()),
