@@ -89,6 +89,7 @@ fn client_config(spec: &RunSpec) -> serde_json::Value {
         "ramp_up_start_rps": l.ramp_up_start_rps,
         "ramp_up_end_rps": l.ramp_up_end_rps,
         "concurrency_ramp_duration_s": l.concurrency_ramp_duration_s,
+        "warmup_concurrency_ramp_duration_s": l.warmup_concurrency_ramp_duration_s,
         "prefill_concurrency": l.prefill_concurrency,
         "prefill_concurrency_ramp_duration_s": l.prefill_concurrency_ramp_duration_s,
         "warmup_prefill_concurrency": l.warmup_prefill_concurrency,

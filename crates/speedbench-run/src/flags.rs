@@ -505,6 +505,9 @@ const LOAD: &[Flag] = &[
     flag!("concurrency-ramp-duration", One, |s, v| s.load.concurrency_ramp_duration_s = Some(parse(v)?))
         .value("SECONDS")
         .help("Open the concurrency (or --max-concurrency's slots) one at a time, from 1 to the target evenly over this many seconds (AIPerf's)."),
+    flag!("warmup-concurrency-ramp-duration", One, |s, v| s.load.warmup_concurrency_ramp_duration_s = Some(parse(v)?))
+        .value("SECONDS")
+        .help("The warmup's own --concurrency-ramp-duration (default: the measured phase's)."),
     flag!("prefill-concurrency", One, |s, v| s.load.prefill_concurrency = Some(parse(v)?))
         .value("N")
         .help("At most N requests waiting for their first output at once (AIPerf's): a request takes a slot before it is sent and gives it back at its first streamed output (or its end); the wait for a slot is not part of its latency. Limits concurrent prefills of long prompts."),

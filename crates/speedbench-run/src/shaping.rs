@@ -40,6 +40,10 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
         .concurrency_ramp_duration_s
         .map(|d| positive_seconds("--concurrency-ramp-duration", d))
         .transpose()?;
+    load.warmup_concurrency_ramp = l
+        .warmup_concurrency_ramp_duration_s
+        .map(|d| positive_seconds("--warmup-concurrency-ramp-duration", d))
+        .transpose()?;
     if let Some(path) = &l.request_rate_series {
         let series = read_series(path)?;
         load.request_rate = load.request_rate.or(Some(series.points()[0].rate));
@@ -348,20 +352,42 @@ impl TraceWindow {
     }
 }
 
-/// A prefill limit and its ramp, checked: at least 1; a ramp needs the
-/// limit and lasts more than 0 s.
+/// A prefill limit and its ramp, checked: at least 1, a ramp of more than
+/// 0 s. A ramp without a limit ramps nothing (AIPerf takes it so; the run
+/// says so, [`prefill_warnings`]).
 fn prefill_limit(
     (limit_flag, limit): (&str, Option<usize>),
     (ramp_flag, ramp): (&str, Option<f64>),
 ) -> Result<Option<speedbench_client::PrefillLimit>, RunError> {
     let ramp = ramp.map(|d| positive_seconds(ramp_flag, d)).transpose()?;
-    match (limit, ramp) {
-        (Some(0), _) => Err(RunError::invalid(limit_flag, "must be at least 1")),
-        (Some(limit), ramp) => Ok(Some(speedbench_client::PrefillLimit { limit, ramp })),
-        (None, Some(_)) => Err(RunError::invalid(
-            ramp_flag,
-            format!("ramps {limit_flag}: give it too"),
-        )),
-        (None, None) => Ok(None),
+    match limit {
+        Some(0) => Err(RunError::invalid(limit_flag, "must be at least 1")),
+        Some(limit) => Ok(Some(speedbench_client::PrefillLimit { limit, ramp })),
+        None => Ok(None),
     }
+}
+
+/// What the run says of prefill ramps without a limit to ramp.
+pub(crate) fn prefill_warnings(l: &LoadSpec) -> Vec<String> {
+    let pairs = [
+        (
+            l.prefill_concurrency_ramp_duration_s,
+            l.prefill_concurrency,
+            "--prefill-concurrency-ramp-duration",
+            "--prefill-concurrency",
+        ),
+        (
+            l.warmup_prefill_concurrency_ramp_duration_s,
+            l.warmup_prefill_concurrency.or(l.prefill_concurrency),
+            "--warmup-prefill-concurrency-ramp-duration",
+            "--warmup-prefill-concurrency",
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(ramp, limit, _, _)| ramp.is_some() && limit.is_none())
+        .map(|(_, _, ramp, limit)| {
+            format!("{ramp} without {limit}: there is no prefill limit to ramp, so it does nothing")
+        })
+        .collect()
 }

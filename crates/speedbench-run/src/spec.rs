@@ -341,6 +341,8 @@ pub struct LoadSpec {
     pub ramp_up_end_rps: Option<f64>,
     /// `--concurrency-ramp-duration`, seconds.
     pub concurrency_ramp_duration_s: Option<f64>,
+    /// `--warmup-concurrency-ramp-duration`, seconds: the warmup's own.
+    pub warmup_concurrency_ramp_duration_s: Option<f64>,
     /// `--prefill-concurrency`: requests waiting for their first output
     /// at once, at most.
     pub prefill_concurrency: Option<usize>,
@@ -411,6 +413,7 @@ impl Default for LoadSpec {
             ramp_up_start_rps: None,
             ramp_up_end_rps: None,
             concurrency_ramp_duration_s: None,
+            warmup_concurrency_ramp_duration_s: None,
             prefill_concurrency: None,
             prefill_concurrency_ramp_duration_s: None,
             warmup_prefill_concurrency: None,

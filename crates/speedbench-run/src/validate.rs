@@ -124,7 +124,9 @@ impl RunSpec {
             preflight: self.target.preflight,
             scrape,
             outputs,
-            warnings: start_warnings(&self.shard, unix_now_s()),
+            warnings: (start_warnings(&self.shard, unix_now_s()).into_iter())
+                .chain(crate::shaping::prefill_warnings(&self.load))
+                .collect(),
             extensions: Extensions::default(),
         })
     }

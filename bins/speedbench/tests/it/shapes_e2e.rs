@@ -781,3 +781,39 @@ fn most_before_first_output(truth: &GroundTruth) -> usize {
     }
     most as usize
 }
+
+/// The warmup's own concurrency ramp (`--warmup-concurrency-ramp-duration`,
+/// AIPerf's warmup `concurrencyRamp`): against a simulator taking about
+/// 0.5 s per request, the warmup's four workers open at 0, 0.1, 0.2 and
+/// 0.3 s, so its four requests arrive that far apart; the measured phase,
+/// without a ramp of its own, opens its four at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warmup_ramps_its_own_concurrency() {
+    let server = sim(quick().with_ttft_ms(500.0).with_step_ms(0.0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--warmup-request-count",
+        "4",
+        "--warmup-concurrency",
+        "4",
+        "--warmup-concurrency-ramp-duration",
+        "0.3",
+        "--concurrency",
+        "4",
+    ];
+    let (out, run_dir) = profile(&server, dir.path(), 4, &flags).await;
+    assert!(out.status.success(), "{out:?}");
+    let truth = server.ground_truth();
+    let at = arrival_offsets(&truth);
+    assert_eq!(at.len(), 8);
+    assert_on_schedule(&at[..4], &[0.0, 0.1, 0.2, 0.3], 0.05);
+    // The measured four arrive together, after the warmup drained.
+    let measured = &at[4..];
+    assert!(
+        measured.iter().all(|t| (t - measured[0]).abs() < 0.05),
+        "{at:?}"
+    );
+    assert!(measured[0] > 0.75, "{at:?}");
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.iter().filter(|r| r.warmup).count(), 4);
+}

@@ -101,6 +101,10 @@ pub struct Load {
     /// `max_concurrency` slots, one at a time over this long (AIPerf's
     /// `--concurrency-ramp-duration`: from 1 to the target, evenly).
     pub concurrency_ramp: Option<Duration>,
+    /// The warmup's own concurrency ramp (AIPerf's
+    /// `--warmup-concurrency-ramp-duration`); `None` takes
+    /// `concurrency_ramp`.
+    pub warmup_concurrency_ramp: Option<Duration>,
     /// Cancel a share of the measured phase's requests on purpose
     /// (AIPerf's `--request-cancellation-rate`).
     pub cancellation: Option<Cancellation>,
@@ -213,6 +217,7 @@ impl Default for Load {
             warmup_concurrency: None,
             warmup_duration: None,
             warmup_sessions: None,
+            warmup_concurrency_ramp: None,
             warmup_grace_period: None,
             prefill: None,
             warmup_prefill: None,

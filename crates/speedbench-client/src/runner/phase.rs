@@ -212,8 +212,11 @@ fn start_phase(
         None => (worker_count(concurrency, d.sessions, d.requests), true),
         Some(_) => (max_concurrency.unwrap_or(0), max_concurrency.is_some()),
     };
-    let ramp = load
-        .concurrency_ramp
+    let over = match phase.warmup {
+        true => load.warmup_concurrency_ramp.or(load.concurrency_ramp),
+        false => load.concurrency_ramp,
+    };
+    let ramp = over
         .filter(|_| ramping && width > 1)
         .map(|over| ConcurrencyRamp::new(start, over, width));
     let opened = if ramp.is_some() { 1 } else { width };

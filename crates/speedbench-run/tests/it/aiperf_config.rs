@@ -804,3 +804,51 @@ fn long_context_keeps_its_pairs_and_prefill_limits() {
     );
     assert!(spec.validate().is_ok());
 }
+
+/// `ramping` expands as shipped, each ramp AIPerf's expansion's: the
+/// warmup's own concurrency ramp, the measured phase's concurrency and rate
+/// ramps, and its prefill ramp without a prefill limit (which ramps
+/// nothing: the run says so).
+#[test]
+fn ramping_keeps_every_ramp() {
+    let name = "ramping";
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
+    )
+    .unwrap();
+    let phases = aiperf["variations"][0]["benchmark"]["phases"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let phase = |n: &str| phases.iter().find(|p| p["name"] == n).unwrap().clone();
+    let ramp = |p: &Value, k: &str| p[k]["duration"].as_f64();
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let l = &spec.load;
+    assert_eq!(
+        l.warmup_concurrency_ramp_duration_s,
+        ramp(&phase("warmup"), "concurrency_ramp")
+    );
+    let profiling = phase("profiling");
+    assert_eq!(
+        l.concurrency_ramp_duration_s,
+        ramp(&profiling, "concurrency_ramp")
+    );
+    assert_eq!(
+        l.request_rate_ramp_duration_s,
+        ramp(&profiling, "rate_ramp")
+    );
+    assert_eq!(
+        l.prefill_concurrency_ramp_duration_s,
+        ramp(&profiling, "prefill_ramp")
+    );
+    assert_eq!(l.prefill_concurrency, None);
+    let valid = spec.validate().unwrap();
+    assert!(
+        valid.warnings().iter().any(
+            |w| w.contains("--prefill-concurrency-ramp-duration without --prefill-concurrency")
+        ),
+        "{:?}",
+        valid.warnings()
+    );
+}

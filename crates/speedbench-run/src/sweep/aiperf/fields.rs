@@ -762,7 +762,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         ));
     }
     let why = "its warmup takes `requests`, `sessions`, `duration`, `grace_period`, \
-               `concurrency`, `prefill_concurrency` and `prefill_ramp`";
+               `concurrency`, `concurrency_ramp`, `prefill_concurrency` and `prefill_ramp`";
     let allowed = [
         &PHASE_ID[..],
         &[
@@ -771,6 +771,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
             "duration",
             "grace_period",
             "concurrency",
+            "concurrency_ramp",
             "prefill_concurrency",
             "prefill_ramp",
         ],
@@ -791,6 +792,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
                 out.set("warmup-grace-period", vec![s], value.line)?
             }
             "concurrency" => out.one("warmup-concurrency", value)?,
+            "concurrency_ramp" => ramp(out, "warmup-concurrency-ramp-duration", value)?,
             "prefill_concurrency" => out.one("warmup-prefill-concurrency", value)?,
             "prefill_ramp" => ramp(out, "warmup-prefill-concurrency-ramp-duration", value)?,
             _ => {}
