@@ -32,18 +32,16 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
         }
         load.arrival = Arrival::Gamma { smoothness: k };
     }
-    load.rate_ramp = l
-        .request_rate_ramp_duration_s
-        .map(|d| positive_seconds("--request-rate-ramp-duration", d))
-        .transpose()?;
-    load.concurrency_ramp = l
-        .concurrency_ramp_duration_s
-        .map(|d| positive_seconds("--concurrency-ramp-duration", d))
-        .transpose()?;
-    load.warmup_concurrency_ramp = l
-        .warmup_concurrency_ramp_duration_s
-        .map(|d| positive_seconds("--warmup-concurrency-ramp-duration", d))
-        .transpose()?;
+    let ramp = |flag: &str, d: Option<f64>| d.map(|d| positive_seconds(flag, d)).transpose();
+    load.rate_ramp = ramp(
+        "--request-rate-ramp-duration",
+        l.request_rate_ramp_duration_s,
+    )?;
+    load.concurrency_ramp = ramp("--concurrency-ramp-duration", l.concurrency_ramp_duration_s)?;
+    load.warmup_concurrency_ramp = ramp(
+        "--warmup-concurrency-ramp-duration",
+        l.warmup_concurrency_ramp_duration_s,
+    )?;
     if let Some(path) = &l.request_rate_series {
         let series = read_series(path)?;
         load.request_rate = load.request_rate.or(Some(series.points()[0].rate));

@@ -780,23 +780,7 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
     let entries =
         only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
-        match key.name.as_str() {
-            "requests" => out.one("warmup-request-count", value)?,
-            "sessions" => out.one("num-warmup-sessions", value)?,
-            "duration" => {
-                let s = seconds(out, value)?;
-                out.set("warmup-duration", vec![s], value.line)?
-            }
-            "grace_period" => {
-                let s = seconds(out, value)?;
-                out.set("warmup-grace-period", vec![s], value.line)?
-            }
-            "concurrency" => out.one("warmup-concurrency", value)?,
-            "concurrency_ramp" => ramp(out, "warmup-concurrency-ramp-duration", value)?,
-            "prefill_concurrency" => out.one("warmup-prefill-concurrency", value)?,
-            "prefill_ramp" => ramp(out, "warmup-prefill-concurrency-ramp-duration", value)?,
-            _ => {}
-        }
+        warmup_field(out, &key.name, value)?;
     }
     if ["requests", "sessions", "duration"]
         .iter()
@@ -806,6 +790,27 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         return Err(invalid(out, (phase.line, m)));
     }
     Ok(())
+}
+
+/// One field of the warmup phase as its flag.
+fn warmup_field(out: &mut Out<'_>, name: &str, value: &Node) -> Result<(), RunError> {
+    match name {
+        "requests" => out.one("warmup-request-count", value),
+        "sessions" => out.one("num-warmup-sessions", value),
+        "duration" => {
+            let s = seconds(out, value)?;
+            out.set("warmup-duration", vec![s], value.line)
+        }
+        "grace_period" => {
+            let s = seconds(out, value)?;
+            out.set("warmup-grace-period", vec![s], value.line)
+        }
+        "concurrency" => out.one("warmup-concurrency", value),
+        "concurrency_ramp" => ramp(out, "warmup-concurrency-ramp-duration", value),
+        "prefill_concurrency" => out.one("warmup-prefill-concurrency", value),
+        "prefill_ramp" => ramp(out, "warmup-prefill-concurrency-ramp-duration", value),
+        _ => Ok(()),
+    }
 }
 
 /// The measured phase: closed-loop (`concurrency`) or at a rate
