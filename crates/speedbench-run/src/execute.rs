@@ -118,10 +118,9 @@ async fn prepare(
     // the run's counters; the engine decides what is scraped.
     let engine = know_engine(engine, preflight, &mut target, stop, observer).await?;
     let scrape = scrape.map(|plan| plan.config_for(&target));
-    if let Some(gpu) = &gpu_telemetry {
-        speedbench_client::scrape::check_dcgm(gpu)
-            .await
-            .map_err(|why| RunError::invalid("--gpu-telemetry", why))?;
+    check_gpu_telemetry(gpu_telemetry.as_ref()).await?;
+    if let Some(files) = &outputs.user_files {
+        write_user_files(files, &output_dir, &target, observer)?;
     }
     let config = description.config(&target.model, engine);
     let py_config = description.speed_bench_py(&target.model, &dataset.name);
@@ -468,4 +467,38 @@ fn summary_only(outcome: &RunOutcome) -> Result<RunResults, RunError> {
         metrics: summary.metrics,
         path: path.clone(),
     })
+}
+
+/// `--user-files` rendered into the run directory, each said.
+fn write_user_files(
+    files: &crate::user_files::UserFiles,
+    dir: &std::path::Path,
+    target: &Target,
+    observer: &mut dyn Observer,
+) -> Result<(), RunError> {
+    let epoch_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let run = crate::user_files::RunContext {
+        dir,
+        model: &target.model,
+        endpoint_url: &target.base_url.to_string(),
+        epoch_s,
+    };
+    for path in files.write(&run)? {
+        observer.waiting(&format!("wrote {} (--user-files)", path.display()));
+    }
+    Ok(())
+}
+
+/// `--gpu-telemetry`: each exporter answers as DCGM's does.
+async fn check_gpu_telemetry(
+    gpu: Option<&speedbench_client::scrape::Scrape>,
+) -> Result<(), RunError> {
+    match gpu {
+        Some(gpu) => speedbench_client::scrape::check_dcgm(gpu)
+            .await
+            .map_err(|why| RunError::invalid("--gpu-telemetry", why)),
+        None => Ok(()),
+    }
 }

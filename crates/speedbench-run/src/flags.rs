@@ -592,6 +592,9 @@ const OUTPUT: &[Flag] = &[
     flag!("run-id", One, |s, v| s.outputs.run_id = Some(v.to_string()))
         .value("RUN_ID")
         .help("Run identifier; generated when omitted."),
+    flag!("user-files", One, |s, v| s.outputs.user_files = Some(v.to_string()))
+        .value("JSON")
+        .help("Files rendered with Jinja2 into the run directory before the first request (AIPerf's artifacts.user_files): a JSON array of {\"path\", \"format\": json|yaml|text, \"content\"}, or {\"files\": [...], \"variables\": {...}}; the templates see the variables and the run's epoch, job_name, namespace, model, endpoint_url and artifact_dir."),
     flag!("shard", One, |s, v| s.shard.shard = Some(parse(v)?))
         .value("I/N")
         .help("Run shard I of N (I from 0) of the work the other flags describe: conversations k with k mod N == I, concurrency and counts divided, request-rate arrivals thinned. Every shard needs the same --run-id; `speedbench report` merges them (docs/distributed.md). Wins over --shard-count and --shard-index."),

@@ -72,6 +72,7 @@ pub mod sweep;
 mod synthetic;
 pub mod text;
 pub mod tune;
+mod user_files;
 mod valid_run;
 mod validate;
 mod words;

@@ -461,6 +461,9 @@ pub struct OutputSpec {
     pub export_level: ExportLevel,
     /// `--run-id`; generated when `None`.
     pub run_id: Option<String>,
+    /// `--user-files`: files rendered into the run directory before the
+    /// first request (AIPerf's `artifacts.user_files`), as JSON.
+    pub user_files: Option<String>,
 }
 
 /// This process's part of a sharded run, and when it starts.

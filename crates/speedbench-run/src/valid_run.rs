@@ -94,6 +94,8 @@ pub(crate) struct ValidOutputs {
     pub(crate) export_level: ExportLevel,
     /// `--output`: speed_bench.py's JSON, checked free.
     pub(crate) speed_bench_py: Option<PathBuf>,
+    /// `--user-files`, checked.
+    pub(crate) user_files: Option<crate::user_files::UserFiles>,
 }
 
 /// The run directory.

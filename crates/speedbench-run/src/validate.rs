@@ -155,6 +155,9 @@ impl RunSpec {
             overwrite: o.overwrite,
             export_level: o.export_level,
             speed_bench_py: o.output.clone(),
+            user_files: (o.user_files.as_deref())
+                .map(crate::user_files::UserFiles::parse)
+                .transpose()?,
         })
     }
 

@@ -678,3 +678,90 @@ async fn a_dry_run_of_a_repeated_config_sends_nothing() {
     assert_eq!((truth.requests, truth.arrivals.len()), (0, 0));
     assert!(!dir.path().join("artifacts").exists());
 }
+
+/// AIPerf's `user_files` template, its file unchanged, sized down on the
+/// command line, against the simulator its `${INFERENCE_URL}` names: its
+/// three files are in the run directory, each rendered with the template's
+/// variables (`total_concurrency` = 32 × 4 through another variable) and
+/// the run's own names (model, endpoint, job name, directory, epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_user_files_template_writes_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let template = configs().join("user_files.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env("MODEL_NAME", "sim-model")
+        .env(
+            "INFERENCE_URL",
+            format!("{}/v1/chat/completions", server.url()),
+        )
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--num-dataset-entries", "4"])
+        .args([
+            "--warmup-request-count",
+            "2",
+            "--request-count",
+            "4",
+            "--concurrency",
+            "2",
+        ])
+        .args(["--no-server-metrics"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_dir = dir.path().join("artifacts/user_files_demo");
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("input_config.json")).unwrap()).unwrap();
+    assert_eq!(config["scenario"], "dense-agg");
+    assert_eq!(config["total_concurrency"], 128);
+    assert_eq!(
+        (config["isl"].clone(), config["gpu_count"].clone()),
+        (json!(1024), json!(4))
+    );
+    assert_eq!(config["model"], "sim-model");
+    assert_eq!(config["endpoint"], server.url());
+    assert_eq!(config["run"]["job_name"], "user_files_demo");
+    assert_eq!(config["run"]["namespace"], "");
+    let epoch = config["run"]["epoch"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(now - epoch < 120, "{epoch}");
+    let meta = std::fs::read_to_string(run_dir.join("meta/run.yaml")).unwrap();
+    assert!(
+        meta.starts_with(&format!(
+            "artifact_dir: {}",
+            run_dir.canonicalize().unwrap().display()
+        )) || meta.contains("artifact_dir: "),
+        "{meta}"
+    );
+    assert!(
+        meta.contains(&format!("run_id: user_files_demo-{epoch}\n")),
+        "{meta}"
+    );
+    assert!(
+        meta.contains("tags:\n- dense-agg\n- isl=1024\n- osl=1024\n"),
+        "{meta}"
+    );
+    let readme = std::fs::read_to_string(run_dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("- Concurrency: 128 (32/GPU x 4 GPUs)\n"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains(&format!("- Started: epoch {epoch}")),
+        "{readme}"
+    );
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.iter().filter(|r| !r.warmup).count(), 4);
+}

@@ -658,7 +658,7 @@ fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         Some(Value::List(l)) => l.iter().all(|f| f.scalar_text().as_deref() == Some(word)),
         _ => false,
     };
-    let mut allowed = vec!["dir", "slice_duration"];
+    let mut allowed = vec!["dir", "slice_duration", "user_files"];
     if is("summary", "json") {
         allowed.push("summary");
     }
@@ -670,6 +670,9 @@ fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     only(node, "artifacts", &allowed, why).map_err(|r| invalid(out, r))?;
     if let Some(slice) = node.get("slice_duration") {
         out.set("slice-duration", vec![seconds(out, slice)?], slice.line)?;
+    }
+    if let Some(files) = node.get("user_files") {
+        out.set("user-files", vec![json(files).to_string()], files.line)?;
     }
     Ok(())
 }

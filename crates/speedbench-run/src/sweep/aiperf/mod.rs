@@ -99,6 +99,7 @@ fn expand_substituted(
         None => Vec::new(),
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
+    let base = with_user_file_variables(base, root.get("variables"));
     refuse_top_level(source, &top, &base)?;
     // The same cap as a TOML sweep's, checked before anything is expanded.
     let total = dimensions
@@ -117,14 +118,11 @@ fn expand_substituted(
         for (d, value) in dimensions.iter().zip(&chosen) {
             shape::set_path(&mut benchmark, &d.path, value.clone()).map_err(|(l, m)| fail(l, m))?;
         }
-        let mut settings = fields::settings(source, &benchmark)?;
-        if let Some(seed) = top.random_seed {
-            settings.push(Setting::new(
-                "random-seed",
-                vec![text(seed)],
-                at(source, seed.line),
-            )?);
-        }
+        let settings = seeded(
+            source,
+            fields::settings(source, &benchmark)?,
+            top.random_seed,
+        )?;
         variations.push(variation(
             source,
             index,
@@ -146,6 +144,19 @@ fn expand_substituted(
         env_values: Vec::new(),
         trials: top.trials,
     })
+}
+
+/// A run's flags with the config's `randomSeed`, where it has one.
+fn seeded(
+    source: &Source<'_>,
+    mut settings: Vec<Setting>,
+    seed: Option<&Node>,
+) -> Result<Vec<Setting>, RunError> {
+    if let Some(seed) = seed {
+        let line = at(source, seed.line);
+        settings.push(Setting::new("random-seed", vec![text(seed)], line)?);
+    }
+    Ok(settings)
 }
 
 /// A refused top-level field, named with every refused field of the
@@ -293,6 +304,45 @@ pub(super) fn unsupported(key: &Key, name: &str, why: &str) -> (usize, String) {
         key.line,
         format!("`{name}` is not run by speedbench: {why}"),
     )
+}
+
+/// `artifacts.user_files` with the config's `variables` beside them
+/// (`{files, variables}`): they are rendered when the run starts, with the
+/// run's own names too (`--user-files`).
+fn with_user_file_variables(mut benchmark: Node, variables: Option<&Node>) -> Node {
+    let (Some(vars), Value::Map(entries)) = (variables, &mut benchmark.value) else {
+        return benchmark;
+    };
+    let artifacts = entries.iter_mut().find(|(k, _)| k.name == "artifacts");
+    let Some((
+        _,
+        Node {
+            value: Value::Map(fields),
+            ..
+        },
+    )) = artifacts
+    else {
+        return benchmark;
+    };
+    if let Some((key, files)) = fields.iter_mut().find(|(k, _)| k.name == "user_files") {
+        let line = files.line;
+        let list = std::mem::replace(
+            files,
+            Node {
+                line,
+                value: Value::Null,
+            },
+        );
+        let key = |name: &str| Key {
+            name: name.into(),
+            line: key.line,
+        };
+        *files = Node {
+            line,
+            value: Value::Map(vec![(key("files"), list), (key("variables"), vars.clone())]),
+        };
+    }
+    benchmark
 }
 
 /// `sweep:`: a grid over dotted parameters.

@@ -28,8 +28,9 @@ pub(super) fn snake(name: &str) -> String {
 }
 
 /// Every key as snake_case, except inside the maps whose keys are the
-/// user's own (request body fields, header names, sweep paths' segments
-/// are converted where they are read).
+/// user's own (request body fields, header names, template variables,
+/// user files' content; sweep paths' segments are converted where they
+/// are read).
 pub(crate) fn snake_keys(node: Node) -> Node {
     let value = match node.value {
         Value::Map(entries) => Value::Map(
@@ -37,7 +38,8 @@ pub(crate) fn snake_keys(node: Node) -> Node {
                 .into_iter()
                 .map(|(k, v)| {
                     let name = snake(&k.name);
-                    let v = if matches!(name.as_str(), "extra" | "headers" | "parameters") {
+                    let users_own = ["extra", "headers", "parameters", "variables", "user_files"];
+                    let v = if users_own.contains(&name.as_str()) {
                         v
                     } else {
                         snake_keys(v)
