@@ -454,17 +454,20 @@ async fn aiperfs_request_cancellation_template_cancels_and_writes_the_csv() {
         .with_ttft_ms(1.0)
         .with_step_ms(5.0))
     .await;
-    let template = configs().join("request_cancellation.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env_remove("MODEL_NAME")
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--url", &server.url(), "--num-dataset-entries", "100"])
-        .args(["--warmup-request-count", "8", "--request-count", "60"])
-        .args(["--request-rate", "100"])
-        .output()
-        .await
-        .unwrap();
+    let url = server.url();
+    let flags = [
+        "--url",
+        &url,
+        "--num-dataset-entries",
+        "100",
+        "--warmup-request-count",
+        "8",
+        "--request-count",
+        "60",
+        "--request-rate",
+        "100",
+    ];
+    let out = template_run(dir.path(), "request_cancellation", &[], &flags).await;
     assert!(
         out.status.success(),
         "{}",
@@ -552,23 +555,24 @@ async fn aiperfs_multi_turn_conversation_template_keeps_each_conversation_on_its
         .with_ttft_ms(1.0)
         .with_step_ms(0.0))
     .await;
-    let template = configs().join("multi_turn_conversation.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env_remove("MODEL_NAME")
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--url", &server.url(), "--num-dataset-entries", "12"])
-        .args(["--num-warmup-sessions", "2", "--num-conversations", "8"])
-        .args([
-            "--session-turn-delay-mean",
-            "20",
-            "--session-turn-delay-stddev",
-            "5",
-        ])
-        .args(["--no-preflight", "--no-server-metrics"])
-        .output()
-        .await
-        .unwrap();
+    let url = server.url();
+    let flags = [
+        "--url",
+        &url,
+        "--num-dataset-entries",
+        "12",
+        "--num-warmup-sessions",
+        "2",
+        "--num-conversations",
+        "8",
+        "--session-turn-delay-mean",
+        "20",
+        "--session-turn-delay-stddev",
+        "5",
+        "--no-preflight",
+        "--no-server-metrics",
+    ];
+    let out = template_run(dir.path(), "multi_turn_conversation", &[], &flags).await;
     assert!(
         out.status.success(),
         "{}",
@@ -644,23 +648,11 @@ async fn aiperfs_multi_turn_conversation_template_keeps_each_conversation_on_its
 async fn a_dry_run_of_a_repeated_config_sends_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = sim(SimConfig::speed_bench_demo()).await;
-    let template = configs().join("jinja2_variables.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env_remove("MODEL_NAME")
-        .env(
-            "INFERENCE_URL",
-            format!("{}/v1/chat/completions", server.url()),
-        )
-        .args([
-            "profile",
-            "--config",
-            template.to_str().unwrap(),
-            "--dry-run",
-        ])
-        .output()
-        .await
-        .unwrap();
+    let env = [(
+        "INFERENCE_URL",
+        format!("{}/v1/chat/completions", server.url()),
+    )];
+    let out = template_run(dir.path(), "jinja2_variables", &env, &["--dry-run"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -691,28 +683,25 @@ async fn aiperfs_user_files_template_writes_its_files() {
         .with_ttft_ms(1.0)
         .with_step_ms(0.0))
     .await;
-    let template = configs().join("user_files.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env("MODEL_NAME", "sim-model")
-        .env(
+    let env = [
+        ("MODEL_NAME", "sim-model".to_string()),
+        (
             "INFERENCE_URL",
             format!("{}/v1/chat/completions", server.url()),
-        )
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--num-dataset-entries", "4"])
-        .args([
-            "--warmup-request-count",
-            "2",
-            "--request-count",
-            "4",
-            "--concurrency",
-            "2",
-        ])
-        .args(["--no-server-metrics"])
-        .output()
-        .await
-        .unwrap();
+        ),
+    ];
+    let flags = [
+        "--num-dataset-entries",
+        "4",
+        "--warmup-request-count",
+        "2",
+        "--request-count",
+        "4",
+        "--concurrency",
+        "2",
+        "--no-server-metrics",
+    ];
+    let out = template_run(dir.path(), "user_files", &env, &flags).await;
     assert!(
         out.status.success(),
         "{}",
@@ -764,4 +753,25 @@ async fn aiperfs_user_files_template_writes_its_files() {
     );
     let records = read_run(&run_dir).unwrap().records;
     assert_eq!(records.iter().filter(|r| !r.warmup).count(), 4);
+}
+
+/// `profile --config` of AIPerf's template `name`, unchanged, in `dir` with
+/// `env` set (`MODEL_NAME` unset unless given) and `flags` after it.
+async fn template_run(
+    dir: &Path,
+    name: &str,
+    env: &[(&str, String)],
+    flags: &[&str],
+) -> std::process::Output {
+    let template = configs().join(format!("{name}.yaml"));
+    let mut cmd = bin();
+    cmd.current_dir(dir).env_remove("MODEL_NAME");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(["profile", "--config", template.to_str().unwrap()])
+        .args(flags)
+        .output()
+        .await
+        .unwrap()
 }

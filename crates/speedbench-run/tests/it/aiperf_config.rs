@@ -20,6 +20,20 @@ fn template(name: &str) -> String {
     std::fs::read_to_string(configs().join(format!("{name}.yaml"))).unwrap()
 }
 
+/// AIPerf's own `config expand --full` of template `name`.
+fn aiperf_expansion(name: &str) -> Value {
+    let path = configs().join(format!("{name}.expand.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The phase named `name` of AIPerf's expansion's first variation.
+fn aiperf_phase(aiperf: &Value, name: &str) -> Value {
+    let phases = aiperf["variations"][0]["benchmark"]["phases"]
+        .as_array()
+        .unwrap();
+    phases.iter().find(|p| p["name"] == name).unwrap().clone()
+}
+
 fn expand(name: &str, text: &str, cli: &[&str]) -> Result<Sweep, String> {
     let given: BTreeSet<String> = cli.iter().map(|s| s.to_string()).collect();
     let mut base = RunSpec::default();
@@ -656,20 +670,9 @@ fn time_based_soak_expands_as_shipped() {
 #[test]
 fn jinja2_variables_render_to_aiperfs_own_numbers() {
     let name = "jinja2_variables";
-    let aiperf: Value = serde_json::from_str(
-        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
-    )
-    .unwrap();
+    let aiperf = aiperf_expansion(name);
     let b = &aiperf["variations"][0]["benchmark"];
-    let phase = |n: &str| {
-        b["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == n)
-            .unwrap()
-            .clone()
-    };
+    let phase = |n: &str| aiperf_phase(&aiperf, n);
     let (warmup, profiling) = (phase("warmup"), phase("profiling"));
     let sweep = expand(name, &template(name), &[]).unwrap();
     assert_eq!(sweep.trials().map(|t| t.num_profile_runs), Some(3));
@@ -710,10 +713,7 @@ fn jinja2_variables_render_to_aiperfs_own_numbers() {
 fn env_var_production_keeps_its_length_distributions() {
     use speedbench_client::synthetic::LengthDistribution;
     let name = "env_var_production";
-    let aiperf: Value = serde_json::from_str(
-        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
-    )
-    .unwrap();
+    let aiperf = aiperf_expansion(name);
     let prompts = &aiperf["variations"][0]["benchmark"]["datasets"][0]["prompts"];
     let sweep = expand(name, &template(name), &[]).unwrap();
     assert_eq!(sweep.trials().map(|t| t.num_profile_runs), Some(3));
@@ -754,10 +754,7 @@ fn env_var_production_keeps_its_length_distributions() {
 fn long_context_keeps_its_pairs_and_prefill_limits() {
     use speedbench_client::synthetic::SequenceDistribution;
     let name = "long_context";
-    let aiperf: Value = serde_json::from_str(
-        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
-    )
-    .unwrap();
+    let aiperf = aiperf_expansion(name);
     let b = &aiperf["variations"][0]["benchmark"];
     let sweep = expand(name, &template(name), &[]).unwrap();
     let spec = sweep.runs()[0].spec().unwrap();
@@ -780,15 +777,7 @@ fn long_context_keeps_its_pairs_and_prefill_limits() {
     // AIPerf's expansion, read back, is the same distribution.
     let expanded = serde_json::json!({ "pairs": theirs }).to_string();
     assert_eq!(SequenceDistribution::parse(&expanded).unwrap(), ours);
-    let phase = |n: &str| {
-        b["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == n)
-            .unwrap()
-            .clone()
-    };
+    let phase = |n: &str| aiperf_phase(&aiperf, n);
     let l = &spec.load;
     assert_eq!(
         l.prefill_concurrency.map(|p| p as u64),
@@ -812,10 +801,7 @@ fn long_context_keeps_its_pairs_and_prefill_limits() {
 #[test]
 fn ramping_keeps_every_ramp() {
     let name = "ramping";
-    let aiperf: Value = serde_json::from_str(
-        &std::fs::read_to_string(configs().join(format!("{name}.expand.json"))).unwrap(),
-    )
-    .unwrap();
+    let aiperf = aiperf_expansion(name);
     let phases = aiperf["variations"][0]["benchmark"]["phases"]
         .as_array()
         .unwrap()

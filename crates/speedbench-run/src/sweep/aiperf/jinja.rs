@@ -248,22 +248,12 @@ fn leaf(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
 }
 
-/// A rendered string read as AIPerf does: `true`/`false` (any case), an
-/// integer, a number, else the string.
+/// A rendered string read as AIPerf does (`_coerce_rendered`): `true` or
+/// `false` (any case), an integer, a number, else the string as rendered.
 fn coerce(rendered: String) -> Value {
-    let text = rendered.trim();
-    if text.eq_ignore_ascii_case("true") {
-        return Value::Bool(true);
-    }
-    if text.eq_ignore_ascii_case("false") {
-        return Value::Bool(false);
-    }
-    if let Ok(i) = text.parse::<i64>() {
-        return Value::Int(i);
-    }
-    match text.parse::<f64>() {
-        Ok(f) => Value::Float(f),
-        Err(_) => Value::Str(rendered),
+    match super::shape::coerce(rendered.trim().to_string()) {
+        Value::Str(_) => Value::Str(rendered),
+        other => other,
     }
 }
 

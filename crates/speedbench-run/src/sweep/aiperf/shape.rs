@@ -130,7 +130,7 @@ fn substitute_text(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<V
 
 /// AIPerf's `_coerce_scalar_string`: `true`/`false`, an integer, a float,
 /// else the text.
-fn coerce(text: String) -> Value {
+pub(super) fn coerce(text: String) -> Value {
     if text.eq_ignore_ascii_case("true") {
         return Value::Bool(true);
     }
