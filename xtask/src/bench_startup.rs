@@ -1,4 +1,4 @@
-//! `cargo xtask bench startup [--runs N] [--no-aiperf]`: what a run of one
+//! `cargo xtask bench startup [--runs N] [--no-aiperf] [--no-build]`: what a run of one
 //! request costs from process start to exit (issue #39 point 5: keep it
 //! near the ~11.5 ms of CPU it was while features are added).
 //!
@@ -31,6 +31,7 @@ struct ChildCost {
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let mut runs = DEFAULT_RUNS;
     let mut aiperf = true;
+    let mut build = true;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -40,10 +41,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                     .map_err(|e| format!("--runs: {e}"))?;
             }
             "--no-aiperf" => aiperf = false,
+            "--no-build" => build = false,
             other => return Err(format!("bench startup: unknown argument {other}")),
         }
     }
-    let bin = build_release(root)?;
+    let bin = match build {
+        true => build_release(root)?,
+        false => root.join("target/release/speedbench"),
+    };
     let sim = SimProcess::start(0.0)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let rows = dir.path().join("one.jsonl");

@@ -27,7 +27,7 @@
 //!   simulator, client CPU time per request over 10 s of load (both tools),
 //!   TTFT error against an injected delay, and the ratio to AIPerf on the
 //!   same server; a worker thread per core on either side.
-//! - `bench startup [--runs N] [--no-aiperf]`: CPU, wall time and peak RSS
+//! - `bench startup [--runs N] [--no-aiperf] [--no-build]`: CPU, wall time and peak RSS
 //!   of a one-request `speedbench profile`, process start to exit (the
 //!   kernel's `wait4` accounting), beside AIPerf's.
 //! - `bench dataset [--mb N]`: time loading a throughput_32k-sized file.
@@ -92,7 +92,7 @@ fn main() -> ExitCode {
             bench_vllm::run(&workspace_root(), &args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only]\n  bench startup [--runs N] [--no-aiperf]\n  bench dataset [--mb N]\n  bench sse\n  bench vllm [--concurrency C] [--rounds N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only]\n  bench startup [--runs N] [--no-aiperf] [--no-build]\n  bench dataset [--mb N]\n  bench sse\n  bench vllm [--concurrency C] [--rounds N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
         )),
     };
     match result {
