@@ -60,14 +60,15 @@ async fn profile_file(
     (out, out_dir)
 }
 
-/// The simulator's arrival times, seconds from the first.
+/// The simulator's arrival times in time order, seconds from the first.
+/// (Its log is in the order it handled them: two requests arriving within
+/// microseconds of each other, as bursty arrivals do, may be logged the
+/// other way round.)
 fn arrival_offsets(truth: &GroundTruth) -> Vec<f64> {
-    let first = truth.arrivals[0].at_unix_ns;
-    truth
-        .arrivals
-        .iter()
-        .map(|a| (a.at_unix_ns - first) as f64 / 1e9)
-        .collect()
+    let mut at: Vec<u64> = truth.arrivals.iter().map(|a| a.at_unix_ns).collect();
+    at.sort_unstable();
+    let first = at.first().copied().unwrap_or(0);
+    at.iter().map(|t| (t - first) as f64 / 1e9).collect()
 }
 
 /// Each arrival within `tolerance_s` of its scheduled offset.

@@ -219,53 +219,51 @@ impl SyntheticPrompts {
     /// each prompt cut, decoded and counted again (two calls of `codec`
     /// per adjustment).
     pub async fn build(&self, codec: &dyn TokenCodec) -> Result<SyntheticDataset, ClientError> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
         self.validate()?;
         let corpus = tokenized_corpus(codec).await?;
-        let mut rng = SplitMix64::new(self.seed ^ 0x5359_4E54_4845_5449); // "SYNTHETI"
-        let mut conversations = Vec::with_capacity(self.entries);
-        let mut input_tokens = Vec::with_capacity(self.entries);
-        for entry in 0..self.entries {
-            let n_turns = normal_count(self.turns.mean, self.turns.stddev, &mut rng);
-            let mut turns = Vec::with_capacity(n_turns as usize);
-            let mut outputs = Vec::new();
-            for turn in 0..n_turns {
-                let (wanted, start) = match &self.sequence {
-                    Some(seq) => {
-                        let (input, output) = seq.draw(&mut rng);
-                        outputs.push(output);
-                        (input, rng.below(corpus.len() as u64) as usize)
-                    }
-                    None => {
-                        let wanted = self.input.draw(&mut rng);
-                        let start = rng.below(corpus.len() as u64) as usize;
-                        outputs.extend(self.output.as_ref().map(|o| o.draw(&mut rng)));
-                        (wanted, start)
-                    }
-                };
-                let text = exact_prompt(codec, &corpus, start, wanted)
-                    .await
-                    .map_err(|why| {
-                        let at = if n_turns > 1 {
-                            format!("entry {entry}, turn {}", turn + 1)
-                        } else {
-                            format!("entry {entry}")
-                        };
-                        ClientError::Synthesis(format!(
-                            "{at}: {why} (tokens counted by {})",
-                            codec.describe()
-                        ))
-                    })?;
-                input_tokens.push(wanted);
-                turns.push(text);
-            }
-            conversations.push(Conversation {
-                id: format!("synthetic-{entry}"),
-                turns,
-                max_output_tokens: outputs.first().copied(),
-                turn_output_tokens: if n_turns > 1 { outputs } else { Vec::new() },
-                ..Conversation::default()
-            });
-        }
+        let plan = self.plan(corpus.len());
+        // The prompts are cut independently: several at once, so a
+        // server's tokenizer is not asked one call at a time.
+        let prompts = plan.iter().flat_map(|entry| {
+            (entry.turns.iter().enumerate()).map(move |(turn, t)| (entry, turn, t))
+        });
+        let texts: Vec<String> = stream::iter(prompts)
+            .map(|(entry, turn, t)| {
+                let corpus = &corpus;
+                async move {
+                    exact_prompt(codec, corpus, t.start, t.input)
+                        .await
+                        .map_err(|why| {
+                            let at = match entry.turns.len() {
+                                1 => format!("entry {}", entry.index),
+                                _ => format!("entry {}, turn {}", entry.index, turn + 1),
+                            };
+                            let by = codec.describe();
+                            ClientError::Synthesis(format!("{at}: {why} (tokens counted by {by})"))
+                        })
+                }
+            })
+            .buffered(CONCURRENT_PROMPTS)
+            .try_collect()
+            .await?;
+        let mut texts = texts.into_iter();
+        let mut input_tokens = Vec::with_capacity(texts.len());
+        let conversations = plan
+            .into_iter()
+            .map(|entry| {
+                let n = entry.turns.len();
+                input_tokens.extend(entry.turns.iter().map(|t| t.input));
+                let outputs: Vec<u32> = entry.turns.iter().filter_map(|t| t.output).collect();
+                Conversation {
+                    id: format!("synthetic-{}", entry.index),
+                    turns: texts.by_ref().take(n).collect(),
+                    max_output_tokens: outputs.first().copied(),
+                    turn_output_tokens: if n > 1 { outputs } else { Vec::new() },
+                    ..Conversation::default()
+                }
+            })
+            .collect();
         Ok(SyntheticDataset {
             dataset: Dataset {
                 name: "synthetic".into(),
@@ -275,6 +273,59 @@ impl SyntheticPrompts {
             tokenizer: codec.describe(),
         })
     }
+
+    /// Every entry's turns, each turn's lengths and corpus offset drawn
+    /// from the seed in order (the same plan for a seed, whatever counts
+    /// the tokens).
+    fn plan(&self, corpus_len: usize) -> Vec<PlannedEntry> {
+        let mut rng = SplitMix64::new(self.seed ^ 0x5359_4E54_4845_5449); // "SYNTHETI"
+        (0..self.entries)
+            .map(|index| {
+                let n_turns = normal_count(self.turns.mean, self.turns.stddev, &mut rng);
+                let turns = (0..n_turns)
+                    .map(|_| match &self.sequence {
+                        Some(seq) => {
+                            let (input, output) = seq.draw(&mut rng);
+                            let start = rng.below(corpus_len as u64) as usize;
+                            PlannedTurn {
+                                input,
+                                start,
+                                output: Some(output),
+                            }
+                        }
+                        None => {
+                            let input = self.input.draw(&mut rng);
+                            let start = rng.below(corpus_len as u64) as usize;
+                            let output = self.output.as_ref().map(|o| o.draw(&mut rng));
+                            PlannedTurn {
+                                input,
+                                start,
+                                output,
+                            }
+                        }
+                    })
+                    .collect();
+                PlannedEntry { index, turns }
+            })
+            .collect()
+    }
+}
+
+/// Prompts cut at once while a dataset is built (tokenizer calls in
+/// flight, two per adjustment).
+const CONCURRENT_PROMPTS: usize = 16;
+
+/// One synthetic conversation as drawn, before its text is cut.
+struct PlannedEntry {
+    index: usize,
+    turns: Vec<PlannedTurn>,
+}
+
+/// One turn as drawn: its prompt's length and corpus offset, its output.
+struct PlannedTurn {
+    input: u32,
+    start: usize,
+    output: Option<u32>,
 }
 
 /// `wanted` tokens of `corpus` from `start` (wrapping), decoded, adjusted

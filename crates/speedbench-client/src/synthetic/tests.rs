@@ -278,3 +278,57 @@ fn trace_prompts_share_their_blocks_and_count_their_length() {
         .to_string();
     assert!(err.contains("row r0 (1 tokens)"), "{err}");
 }
+
+/// Words, but each call yields before it answers, counting how many calls
+/// are in flight at once.
+#[derive(Default)]
+struct SlowCodec {
+    words: WordCodec,
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl SlowCodec {
+    async fn call<T>(&self, f: impl Future<Output = T>) -> T {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        let out = f.await;
+        self.in_flight.fetch_sub(1, SeqCst);
+        out
+    }
+}
+
+impl TokenCodec for SlowCodec {
+    fn describe(&self) -> String {
+        "slow words".into()
+    }
+    fn encode<'a>(&'a self, text: &'a str) -> TokenFuture<'a, Vec<u32>> {
+        Box::pin(self.call(self.words.encode(text)))
+    }
+    fn decode<'a>(&'a self, tokens: &'a [u32]) -> TokenFuture<'a, String> {
+        Box::pin(self.call(self.words.decode(tokens)))
+    }
+}
+
+#[test]
+fn prompts_are_cut_several_at_once_and_come_out_the_same() {
+    let spec = SyntheticPrompts::new(40, TokenLength::normal(30, 10.0))
+        .with_output(TokenLength::fixed(5))
+        .with_turns(TurnCount {
+            mean: 2,
+            stddev: 1.0,
+        })
+        .with_seed(4);
+    let slow = SlowCodec::default();
+    let built = block_on(spec.build(&slow)).unwrap();
+    let most = slow.most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most > 4, "{most} tokenizer calls in flight at most");
+    // The same prompts, in the same order, as a tokenizer answering at once.
+    let direct = block_on(spec.build(&WordCodec::default())).unwrap();
+    assert_eq!(built.dataset, direct.dataset);
+    assert_eq!(built.input_tokens, direct.input_tokens);
+}
