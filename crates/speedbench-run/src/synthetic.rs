@@ -21,50 +21,52 @@ impl RunSpec {
     /// refused.
     pub(crate) fn synthetic_prompts(&self) -> Result<Option<SyntheticPrompts>, RunError> {
         let s = &self.dataset.synthetic;
-        if let Some(sequence) = self.sequence_lengths()? {
-            let mean = sequence_marginals(&sequence).0.expected_value().round() as u32;
-            let prompts = SyntheticPrompts::new(s.entries, TokenLength::fixed(mean.max(1)))
-                .with_sequence(sequence)
-                .with_turns(TurnCount {
-                    mean: s.turn_mean,
-                    stddev: s.turn_stddev,
-                })
-                .with_seed(self.load.random_seed);
-            prompts
-                .validate()
-                .map_err(|e| hinted("--sequence-distribution", e))?;
-            return Ok(Some(prompts));
-        }
-        let Some(input) = self.input_lengths()? else {
-            let given = [
-                (s.isl_stddev != 0.0, "--isl-stddev"),
-                (s.osl_stddev != 0.0, "--osl-stddev"),
-                (s.osl_distribution.is_some(), "--osl-distribution"),
-                (s.entries != 100, "--num-dataset-entries"),
-                (s.turn_mean != 1, "--conversation-turn-mean"),
-                (s.turn_stddev != 0.0, "--conversation-turn-stddev"),
-            ];
-            if let Some((_, flag)) = given.into_iter().find(|(set, _)| *set) {
-                return Err(RunError::invalid(
-                    flag,
-                    "shapes synthetic prompts: give --isl too",
-                ));
+        let (prompts, flags) = match self.sequence_lengths()? {
+            Some(sequence) => {
+                let mean = sequence_marginals(&sequence).0.expected_value().round() as u32;
+                let prompts = SyntheticPrompts::new(s.entries, TokenLength::fixed(mean.max(1)));
+                (prompts.with_sequence(sequence), "--sequence-distribution")
             }
-            return Ok(None);
+            None => {
+                let Some(input) = self.input_lengths()? else {
+                    return self.refuse_shaping_without_prompts();
+                };
+                let mut prompts = SyntheticPrompts::new(s.entries, input);
+                if let Some(output) = self.output_lengths()? {
+                    prompts = prompts.with_output(output);
+                }
+                (prompts, "--isl and --osl")
+            }
         };
-        let mut prompts = SyntheticPrompts::new(s.entries, input)
+        let prompts = prompts
             .with_turns(TurnCount {
                 mean: s.turn_mean,
                 stddev: s.turn_stddev,
             })
             .with_seed(self.load.random_seed);
-        if let Some(output) = self.output_lengths()? {
-            prompts = prompts.with_output(output);
-        }
-        prompts
-            .validate()
-            .map_err(|e| hinted("--isl and --osl", e))?;
+        prompts.validate().map_err(|e| hinted(flags, e))?;
         Ok(Some(prompts))
+    }
+
+    /// Without synthetic prompts: `None`, unless a flag that shapes them
+    /// was given (refused by name).
+    fn refuse_shaping_without_prompts(&self) -> Result<Option<SyntheticPrompts>, RunError> {
+        let s = &self.dataset.synthetic;
+        let given = [
+            (s.isl_stddev != 0.0, "--isl-stddev"),
+            (s.osl_stddev != 0.0, "--osl-stddev"),
+            (s.osl_distribution.is_some(), "--osl-distribution"),
+            (s.entries != 100, "--num-dataset-entries"),
+            (s.turn_mean != 1, "--conversation-turn-mean"),
+            (s.turn_stddev != 0.0, "--conversation-turn-stddev"),
+        ];
+        match given.into_iter().find(|(set, _)| *set) {
+            Some((_, flag)) => Err(RunError::invalid(
+                flag,
+                "shapes synthetic prompts: give --isl too",
+            )),
+            None => Ok(None),
+        }
     }
 
     /// `--sequence-distribution`, checked alone: it draws both lengths.
