@@ -26,9 +26,17 @@
 //! The CPU section (module `bench_cpu`) gives the client's CPU time per
 //! request for both tools over 10 s of load per level.
 //!
+//! The Rust peer section (module `bench_peer`) runs vLLM's `vllm-bench`
+//! and the release `speedbench` binary as processes, alternating, and
+//! prints rate, CPU per request and peak RSS with their ratios; it runs
+//! when `--peer-vllm-bench PATH` names a vllm-bench binary.
+//!
 //! Options: `--requests N` (requests per concurrency level, default 5000),
 //! `--no-aiperf`, `--memory-only` (only the memory section), `--ttft-only`
-//! (only the TTFT section, at c = 1, 64, 1024 and 4096).
+//! (only the TTFT section, at c = 1, 64, 1024 and 4096), `--cpu-only`,
+//! `--peer-vllm-bench PATH` with `--peer-requests N` (per run, default
+//! 10000) and `--peer-rounds N` (runs of each tool per level, default 3),
+//! `--peer-only` (only the Rust peer section).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,6 +68,14 @@ struct Options {
     ttft_only: bool,
     /// Only the CPU section (CPU per request, with each level's rate).
     cpu_only: bool,
+    /// A vllm-bench binary: the Rust peer section runs.
+    peer_vllm_bench: Option<PathBuf>,
+    /// Requests per run of each tool in the Rust peer section.
+    peer_requests: u64,
+    /// Runs of each tool per level in the Rust peer section.
+    peer_rounds: usize,
+    /// Only the Rust peer section.
+    peer_only: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -71,6 +87,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
         memory_only: false,
         ttft_only: false,
         cpu_only: false,
+        peer_vllm_bench: None,
+        peer_requests: 10_000,
+        peer_rounds: 3,
+        peer_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -86,6 +106,24 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--memory-only" => o.memory_only = true,
             "--ttft-only" => o.ttft_only = true,
             "--cpu-only" => o.cpu_only = true,
+            "--peer-only" => o.peer_only = true,
+            "--peer-vllm-bench" => {
+                o.peer_vllm_bench = Some(it.next().ok_or("--peer-vllm-bench needs a path")?.into())
+            }
+            "--peer-requests" => {
+                o.peer_requests = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("--peer-requests needs a positive number")?;
+            }
+            "--peer-rounds" => {
+                o.peer_rounds = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("--peer-rounds needs a positive number")?;
+            }
             "--serve-sim" => {
                 o.serve_sim = Some(
                     it.next()
@@ -336,6 +374,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     if o.cpu_only {
         return runtime.block_on(crate::bench_cpu::cpu_section(root, &out, o.aiperf));
     }
+    if o.peer_only {
+        return peer_section(root, &o, &out);
+    }
     runtime.block_on(async {
         let server = SimServer::start(sim_config(0.0), ([127, 0, 0, 1], 0).into())
             .await
@@ -440,9 +481,33 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         server.shutdown().await;
         crate::bench_cpu::cpu_section(root, &out, o.aiperf).await?;
         memory_section(root)?;
-
         ttft_sections(&out).await
-    })
+    })?;
+    peer_section(root, &o, &out)
+}
+
+/// The Rust peer section where `--peer-vllm-bench` names a binary; where it
+/// does not, a line saying so.
+fn peer_section(root: &Path, o: &Options, out: &Path) -> Result<(), String> {
+    let Some(path) = &o.peer_vllm_bench else {
+        if o.peer_only {
+            return Err("--peer-only needs --peer-vllm-bench PATH".into());
+        }
+        println!();
+        println!(
+            "the Rust peer (vllm-bench): not measured, no --peer-vllm-bench PATH given (docs/benchmarks.md says how to build it)"
+        );
+        return Ok(());
+    };
+    let vllm_bench = crate::bench_peer::VllmBench::new(path)?;
+    let speedbench = crate::bench_startup::build_release(root)?;
+    let bench = crate::bench_peer::PeerBench {
+        speedbench: &speedbench,
+        vllm_bench: &vllm_bench,
+        requests: o.peer_requests,
+        rounds: o.peer_rounds,
+    };
+    crate::bench_peer::peer_section(&bench, &out.join("peer"))
 }
 
 /// The TTFT section twice: the simulator on this runtime, then in its own

@@ -1,4 +1,5 @@
-//! `cargo xtask bench startup [--runs N] [--no-aiperf] [--no-build]`: what a run of one
+//! `cargo xtask bench startup [--runs N] [--no-aiperf] [--no-build]
+//! [--peer-vllm-bench PATH]`: what a run of one
 //! request costs from process start to exit (issue #39 point 5: keep it
 //! near the ~11.5 ms of CPU it was while features are added).
 //!
@@ -8,89 +9,139 @@
 //! of that child (microseconds, not `/proc`'s 10 ms ticks), and its wall
 //! time from start to exit. AIPerf's one-request `aiperf profile` is the
 //! peer measured in the same run (where `target/bench-venv` has it or pip
-//! can install it); vLLM's Rust client `vllm-bench` is not built here (no
-//! source or tokenizer offline), which the output says.
+//! can install it), and vLLM's Rust client `vllm-bench` where
+//! `--peer-vllm-bench` names a binary (the same one-request run from its
+//! custom JSONL, measured the same way and as many times, alternating with
+//! speedbench's runs); the output says which peers were not measured.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
 use crate::bench::{SimProcess, aiperf_profile};
+use crate::bench_peer::VllmBench;
+use crate::child_cost::{ChildCost, measure, median};
 
 /// Runs of each tool by default.
 const DEFAULT_RUNS: usize = 20;
 
-/// One finished child: CPU (user + system) and wall milliseconds, peak RSS.
-#[derive(Debug, Clone, Copy)]
-struct ChildCost {
-    cpu_ms: f64,
-    wall_ms: f64,
-    max_rss_mib: f64,
+/// Parsed options.
+struct Options {
+    runs: usize,
+    aiperf: bool,
+    build: bool,
+    vllm_bench: Option<VllmBench>,
 }
 
-pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
-    let mut runs = DEFAULT_RUNS;
-    let mut aiperf = true;
-    let mut build = true;
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        runs: DEFAULT_RUNS,
+        aiperf: true,
+        build: true,
+        vllm_bench: None,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--runs" => {
-                runs = (it.next().ok_or("--runs needs a number")?)
+                o.runs = (it.next().ok_or("--runs needs a number")?)
                     .parse()
                     .map_err(|e| format!("--runs: {e}"))?;
             }
-            "--no-aiperf" => aiperf = false,
-            "--no-build" => build = false,
+            "--no-aiperf" => o.aiperf = false,
+            "--no-build" => o.build = false,
+            "--peer-vllm-bench" => {
+                let path = it.next().ok_or("--peer-vllm-bench needs a path")?;
+                o.vllm_bench = Some(VllmBench::new(Path::new(path))?);
+            }
             other => return Err(format!("bench startup: unknown argument {other}")),
         }
     }
-    let bin = match build {
+    Ok(o)
+}
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let o = parse(args)?;
+    let bin = match o.build {
         true => build_release(root)?,
         false => root.join("target/release/speedbench"),
     };
     let sim = SimProcess::start(0.0)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let rows = dir.path().join("one.jsonl");
-    std::fs::write(
-        &rows,
-        "{\"question_id\": \"q\", \"turns\": [\"Say hi.\"]}\n",
-    )
-    .map_err(|e| e.to_string())?;
-    // One run first, unmeasured: the page cache holds the binary after it.
-    speedbench_once(&bin, &sim.url, &rows, &dir.path().join("warm"))?;
-    let ours: Vec<ChildCost> = (0..runs)
-        .map(|i| speedbench_once(&bin, &sim.url, &rows, &dir.path().join(format!("run{i}"))))
-        .collect::<Result<_, _>>()?;
+    let (ours, rust_peer) = rust_runs(&o, &bin, &sim.url, dir.path())?;
     println!(
-        "start-up: one streamed request, process start to exit, {runs} runs each, {} cores:",
+        "start-up: one streamed request, process start to exit, {} runs each, {} cores:",
+        o.runs,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     print_costs("speedbench", &ours);
-    let peer = if aiperf {
-        aiperf_costs(root, &sim.url, runs.min(5), dir.path())
+    let peer = if o.aiperf {
+        aiperf_costs(root, &sim.url, o.runs.min(5), dir.path())
     } else {
         Err("--no-aiperf".into())
     };
+    let ratio =
+        |theirs: &[ChildCost]| median(&ours, ChildCost::cpu_ms) / median(theirs, ChildCost::cpu_ms);
     match peer {
         Ok(theirs) => {
             print_costs("AIPerf 0.13.0", &theirs);
             println!(
                 "  speedbench's CPU per one-request run is {:.3}x AIPerf's (median over median)",
-                median(&ours, |c| c.cpu_ms) / median(&theirs, |c| c.cpu_ms)
+                ratio(&theirs)
             );
         }
         Err(why) => println!("  AIPerf not measured: {why}"),
     }
-    println!(
-        "  vllm-bench not measured: its source and a tokenizer are not at hand offline \
-         (issue #39's figure for it: ~24 ms of CPU)"
-    );
+    match rust_peer {
+        Some(theirs) => {
+            print_costs("vllm-bench", &theirs);
+            println!(
+                "  speedbench's CPU per one-request run is {:.3}x vllm-bench's (median over median)",
+                ratio(&theirs)
+            );
+        }
+        None => println!(
+            "  vllm-bench not measured: no --peer-vllm-bench PATH (docs/benchmarks.md says how to build it)"
+        ),
+    }
     Ok(())
 }
 
+/// speedbench's one-request runs and, with `--peer-vllm-bench`,
+/// vllm-bench's, alternating (each tool's first run unmeasured: the page
+/// cache holds its binary after it).
+fn rust_runs(
+    o: &Options,
+    bin: &Path,
+    url: &str,
+    dir: &Path,
+) -> Result<(Vec<ChildCost>, Option<Vec<ChildCost>>), String> {
+    let rows = dir.join("one.jsonl");
+    std::fs::write(
+        &rows,
+        "{\"question_id\": \"q\", \"turns\": [\"Say hi.\"]}\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let custom = dir.join("one-custom.jsonl");
+    std::fs::write(&custom, "{\"prompt\": \"Say hi.\"}\n").map_err(|e| e.to_string())?;
+    let ours = |i: usize| speedbench_once(bin, url, &rows, &dir.join(format!("run{i}")));
+    let theirs =
+        |v: &VllmBench, i: usize| v.run_once(url, &custom, &dir.join(format!("vllm-bench{i}")));
+    ours(o.runs)?;
+    if let Some(v) = &o.vllm_bench {
+        theirs(v, o.runs)?;
+    }
+    let (mut mine, mut peer) = (Vec::new(), Vec::new());
+    for i in 0..o.runs {
+        mine.push(ours(i)?);
+        if let Some(v) = &o.vllm_bench {
+            peer.push(theirs(v, i)?);
+        }
+    }
+    Ok((mine, o.vllm_bench.as_ref().map(|_| peer)))
+}
+
 /// `target/release/speedbench`, built now.
-fn build_release(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn build_release(root: &Path) -> Result<PathBuf, String> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
         .args(["build", "--release", "-q", "-p", "speedbench-cli"])
@@ -117,7 +168,8 @@ fn speedbench_once(bin: &Path, url: &str, rows: &Path, out: &Path) -> Result<Chi
         ])
         .arg("--output-artifact-dir")
         .arg(out);
-    measure(cmd, "speedbench")
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    measure(cmd, "speedbench", &out.join("stderr.log"))
 }
 
 /// AIPerf's one-request profile against the same simulator, `runs` times.
@@ -126,61 +178,9 @@ fn aiperf_costs(root: &Path, url: &str, runs: usize, dir: &Path) -> Result<Vec<C
         .map(|i| {
             let mut cmd = aiperf_profile(root, url, 1, &dir.join(format!("aiperf{i}")))?;
             cmd.args(["--request-count", "1"]);
-            measure(cmd, "aiperf")
+            measure(cmd, "aiperf", &dir.join(format!("aiperf{i}.stderr.log")))
         })
         .collect()
-}
-
-/// Runs `cmd` to its end; its CPU and peak RSS by `wait4`, its wall time.
-fn measure(mut cmd: Command, what: &str) -> Result<ChildCost, String> {
-    let started = Instant::now();
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{what}: {e}"))?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for; the pointers are to
-    // live locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
-    if waited != pid {
-        return Err(format!(
-            "{what}: wait4 failed: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr {
-            use std::io::Read;
-            let _ = e.read_to_string(&mut err);
-        }
-        let tail: Vec<&str> = err.lines().rev().take(3).collect();
-        return Err(format!(
-            "{what} failed (wait status {status}): {}",
-            tail.join(" | ")
-        ));
-    }
-    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
-    Ok(ChildCost {
-        cpu_ms: ms(usage.ru_utime) + ms(usage.ru_stime),
-        wall_ms,
-        max_rss_mib: usage.ru_maxrss as f64 / 1024.0,
-    })
-}
-
-fn median(costs: &[ChildCost], field: impl Fn(&ChildCost) -> f64) -> f64 {
-    let mut v: Vec<f64> = costs.iter().map(field).collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn print_costs(name: &str, costs: &[ChildCost]) {
@@ -189,7 +189,7 @@ fn print_costs(name: &str, costs: &[ChildCost]) {
         let hi = costs.iter().map(f).fold(f64::NEG_INFINITY, f64::max);
         (lo, median(costs, f), hi)
     };
-    let (cpu_lo, cpu, cpu_hi) = range(&|c| c.cpu_ms);
+    let (cpu_lo, cpu, cpu_hi) = range(&|c| c.cpu_ms());
     let (_, wall, _) = range(&|c| c.wall_ms);
     let (_, rss, rss_hi) = range(&|c| c.max_rss_mib);
     println!(
@@ -197,36 +197,4 @@ fn print_costs(name: &str, costs: &[ChildCost]) {
          peak RSS {rss:.1} MiB (max {rss_hi:.1}) over {} runs",
         costs.len()
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        let c = |cpu_ms| ChildCost {
-            cpu_ms,
-            wall_ms: 0.0,
-            max_rss_mib: 0.0,
-        };
-        assert_eq!(median(&[c(3.0), c(1.0), c(2.0)], |x| x.cpu_ms), 2.0);
-        assert_eq!(median(&[c(4.0), c(1.0), c(2.0), c(3.0)], |x| x.cpu_ms), 2.5);
-    }
-
-    #[test]
-    fn a_child_is_measured_by_the_kernel() {
-        // `sh` burning a little CPU: measured above 0, its exit checked.
-        let mut busy = Command::new("sh");
-        busy.args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]);
-        let cost = measure(busy, "sh").unwrap();
-        assert!(
-            cost.cpu_ms > 0.0 && cost.wall_ms >= cost.cpu_ms * 0.5,
-            "{cost:?}"
-        );
-        assert!(cost.max_rss_mib > 0.0);
-        let mut failing = Command::new("sh");
-        failing.args(["-c", "echo nope >&2; exit 3"]);
-        assert!(measure(failing, "sh").unwrap_err().contains("nope"));
-    }
 }
