@@ -48,15 +48,14 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rustls::RootCertStore;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpSocket;
 
 pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteStamp};
 
 mod h1;
+mod tls;
 pub use h1::{H1Client, H1Response, READ_BUF, Sends};
+use tls::tls_config;
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
 /// with each connection's reads stamping a [`ConnectionClock`] that every response
@@ -428,68 +427,6 @@ impl Default for ClientOptions {
             local_addrs: Vec::new(),
         }
     }
-}
-
-fn add_pem(roots: &mut RootCertStore, pem: &[u8], origin: &str) -> Result<(), HttpError> {
-    let bad = |message: String| HttpError::CaBundle {
-        path: PathBuf::from(origin),
-        message,
-    };
-    let mut added = 0;
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        let cert = cert.map_err(|e| bad(e.to_string()))?;
-        roots.add(cert).map_err(|e| bad(e.to_string()))?;
-        added += 1;
-    }
-    if added == 0 {
-        return Err(bad("no PEM certificate found".into()));
-    }
-    Ok(())
-}
-
-/// Mozilla's roots and the system's, read once per process: reading and
-/// parsing the system store (PEM files, base64) took ~40 million
-/// instructions for every client built, and one run builds several (the
-/// load's, the control plane's, the metrics scraper's), https or not.
-fn base_roots() -> &'static RootCertStore {
-    static ROOTS: std::sync::OnceLock<RootCertStore> = std::sync::OnceLock::new();
-    ROOTS.get_or_init(|| {
-        let mut roots = RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        for cert in rustls_native_certs::load_native_certs().certs {
-            // A malformed system certificate must not stop every HTTPS request.
-            let _ = roots.add(cert);
-        }
-        roots
-    })
-}
-
-/// The TLS configuration: Mozilla roots, system roots, then extra roots.
-fn tls_config(options: &ClientOptions) -> Result<rustls::ClientConfig, HttpError> {
-    let mut roots = base_roots().clone();
-    if options.use_ssl_cert_file
-        && let Some(path) = std::env::var_os("SSL_CERT_FILE")
-    {
-        let path = PathBuf::from(path);
-        let pem = std::fs::read(&path).map_err(|e| HttpError::CaBundle {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        add_pem(&mut roots, &pem, &path.display().to_string())?;
-    }
-    for (i, pem) in options.extra_roots_pem.iter().enumerate() {
-        add_pem(&mut roots, pem, &format!("<extra root {i}>"))?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| HttpError::CaBundle {
-            path: PathBuf::new(),
-            message: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
 }
 
 /// Builds the HTTP/HTTPS connector with `TCP_NODELAY` (latency matters more
