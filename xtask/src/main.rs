@@ -65,6 +65,7 @@ mod wheel;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some(child_cost::HELPER) => child_cost::helper_main(&args[1..]),
         Some("fixtures") => fixtures::run(&workspace_root(), args.iter().any(|a| a == "--check")),
         Some("prestage") => prestage::run(&args[1..]),
         Some("prepare-venv") => prepare_venv::run(&workspace_root(), &args[1..]),

@@ -134,6 +134,27 @@ impl ServerCertVerifier for DeferredRootsVerifier {
     }
 }
 
+/// The roots of the `SSL_CERT_FILE` bundle at `path`, read and parsed once
+/// per process (a run builds several clients; a system bundle of ~150
+/// certificates costs a parse of its base64 each time): a later call with
+/// another path reads that one.
+fn ssl_cert_file_roots(path: PathBuf) -> Result<RootCertStore, HttpError> {
+    static PARSED: OnceLock<(PathBuf, RootCertStore)> = OnceLock::new();
+    if let Some((parsed, roots)) = PARSED.get()
+        && *parsed == path
+    {
+        return Ok(roots.clone());
+    }
+    let pem = std::fs::read(&path).map_err(|e| HttpError::CaBundle {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let mut roots = RootCertStore::empty();
+    add_pem(&mut roots, &pem, &path.display().to_string())?;
+    let _ = PARSED.set((path, roots.clone()));
+    Ok(roots)
+}
+
 /// The TLS configuration: Mozilla roots, system roots (both read on the
 /// first handshake), then the roots of `SSL_CERT_FILE` and the options'
 /// extra roots (read now: a bad bundle is an error here).
@@ -142,12 +163,7 @@ pub(crate) fn tls_config(options: &ClientOptions) -> Result<rustls::ClientConfig
     if options.use_ssl_cert_file
         && let Some(path) = std::env::var_os("SSL_CERT_FILE")
     {
-        let path = PathBuf::from(path);
-        let pem = std::fs::read(&path).map_err(|e| HttpError::CaBundle {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        add_pem(&mut own, &pem, &path.display().to_string())?;
+        own = ssl_cert_file_roots(PathBuf::from(path))?;
     }
     for (i, pem) in options.extra_roots_pem.iter().enumerate() {
         add_pem(&mut own, pem, &format!("<extra root {i}>"))?;
@@ -188,5 +204,28 @@ mod tests {
         };
         let err = tls_config(&bad).unwrap_err().to_string();
         assert!(err.contains("extra root 0"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_ssl_cert_file_is_named_every_time() {
+        let dir = std::env::temp_dir().join(format!("sb-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.pem");
+        let err = ssl_cert_file_roots(missing.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing.pem"), "{err}");
+        let garbage = dir.join("garbage.pem");
+        std::fs::write(&garbage, "no certificates here").unwrap();
+        for _ in 0..2 {
+            let err = ssl_cert_file_roots(garbage.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("garbage.pem") && err.contains("no PEM"),
+                "{err}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
