@@ -6,13 +6,13 @@
 //! run before the first request, the runs); this module gives it the
 //! command line's flags and prints what happens.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_report::render_repeated;
-use speedbench_run::repeat::{repeated_runs, repetitions};
+use speedbench_run::repeat::{repeated_runs, repetitions, trial_aggregates};
 use speedbench_run::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
 use speedbench_run::{RunError, RunSpec};
 
@@ -41,42 +41,87 @@ pub(crate) fn clap_message(e: &clap::Error) -> String {
         .join("; ")
 }
 
+/// What an AIPerf config's `multiRun` of more than one trial makes of its
+/// sweep.
+enum Trials {
+    /// No `multiRun` (or of one trial): each run once.
+    None,
+    /// A config of one run: that run repeated, in its own directory, as
+    /// `--num-profile-runs N`.
+    OneRun(Box<RunSpec>),
+    /// A sweep of several runs: the sweep in N trials, then each run's
+    /// figures across its trials under `parent`.
+    Sweep {
+        variations: usize,
+        trials: speedbench_run::RepeatSpec,
+        parent: PathBuf,
+    },
+}
+
+impl Trials {
+    fn of(sweep: &Sweep) -> Trials {
+        match (sweep.runs(), sweep.trials()) {
+            ([run], Some(trials)) => run.spec().map_or(Trials::None, |spec| {
+                let mut spec = spec.clone();
+                spec.repeat = trials.clone();
+                spec.outputs.output_artifact_dir = Some(run.dir.clone());
+                Trials::OneRun(Box::new(spec))
+            }),
+            (runs, Some(trials)) if runs.len() > 1 => Trials::Sweep {
+                variations: runs.len(),
+                trials: trials.clone(),
+                parent: sweep.parent().to_path_buf(),
+            },
+            _ => Trials::None,
+        }
+    }
+
+    /// What a dry run says of the repetition.
+    fn plan_line(&self) -> Option<String> {
+        match self {
+            Trials::None => None,
+            Trials::OneRun(spec) => Some(format!(
+                "the run repeats {} times (multiRun), into profile_runs/ under its directory",
+                spec.repeat.num_profile_runs
+            )),
+            Trials::Sweep {
+                variations,
+                trials,
+                parent,
+            } => Some(format!(
+                "the {variations} runs of the sweep run in {} trials (multiRun), trials outer; each run's figures across its trials go to aggregate/<run>/ under {}",
+                trials.num_profile_runs,
+                parent.display()
+            )),
+        }
+    }
+}
+
 /// Runs `speedbench profile --config FILE`.
 pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliError> {
     // The parent is the sweep's; every other flag given applies to each run.
     let mut given = args.given.clone();
     given.remove("output-artifact-dir");
     let sweep = Sweep::read(path, &args.spec, &given)?;
-    // An AIPerf config of one run with `multiRun.numRuns: N`: that run,
-    // repeated, in its own directory, as `--num-profile-runs N`.
-    let repeated = match (sweep.runs(), sweep.trials()) {
-        ([run], Some(trials)) => run.spec().map(|spec| {
-            let mut spec = spec.clone();
-            spec.repeat = trials.clone();
-            spec.outputs.output_artifact_dir = Some(run.dir.clone());
-            spec
-        }),
-        _ => None,
-    };
-    if let Some(spec) = &repeated
+    let trials = Trials::of(&sweep);
+    if let Trials::OneRun(spec) = &trials
         && !args.dry_run
     {
         return run_repeated(spec).await;
     }
     ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
         .map_err(|e| fail("[report]", clap_message(&e)))?;
+    let sweep = match &trials {
+        Trials::Sweep { trials, .. } => sweep.in_trials(trials)?,
+        _ => sweep,
+    };
     let sweep = sweep.check().await.map_err(refused)?;
     sweep
         .plan_lines(args.dry_run)
         .iter()
         .for_each(|l| println!("{l}"));
     if args.dry_run {
-        if let Some(spec) = &repeated {
-            println!(
-                "the run repeats {} times (multiRun), into profile_runs/ under its directory",
-                spec.repeat.num_profile_runs
-            );
-        }
+        trials.plan_line().iter().for_each(|l| println!("{l}"));
         println!("every variation checked; nothing was sent (--dry-run)");
         return Ok(Outcome::Done);
     }
@@ -88,7 +133,15 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
     let outcome = sweep.run(&stop, &mut Console::default()).await;
-    let report_failed = report_over(&outcome).await;
+    let aggregates_failed = match &trials {
+        Trials::Sweep {
+            variations,
+            trials,
+            parent,
+        } => write_trial_aggregates(&outcome, parent, *variations, trials),
+        _ => None,
+    };
+    let report_failed = report_over(&outcome).await.or(aggregates_failed);
     summarize(
         path,
         &outcome,
@@ -172,6 +225,33 @@ impl SweepObserver for Console {
             eprintln!("error: {}", speedbench_run::error_message(e));
         }
     }
+}
+
+/// Each run's figures across its trials, in `parent/aggregate/<run>/`;
+/// why one could not be written, if one could not.
+fn write_trial_aggregates(
+    outcome: &SweepOutcome,
+    parent: &Path,
+    variations: usize,
+    trials: &speedbench_run::RepeatSpec,
+) -> Option<String> {
+    let mut failed = None;
+    println!();
+    for (dir, runs) in trial_aggregates(outcome, parent, variations, trials.confidence_level) {
+        for l in &runs.left_out {
+            println!("left out of the figures: {}: {}", l.run, l.why);
+        }
+        match runs.write(&dir) {
+            Ok(path) => println!(
+                "figures of {} of {} trials in {}",
+                runs.num_successful_runs,
+                runs.num_runs,
+                path.display()
+            ),
+            Err(e) => failed = Some(format!("writing {}: {e}", dir.display())),
+        }
+    }
+    failed
 }
 
 /// The report over every run that left records; why it failed, if it did.

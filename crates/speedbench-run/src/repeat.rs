@@ -5,7 +5,7 @@
 //! ([`RepeatedMetrics`]). A run that failed, was interrupted or never
 //! started is left out of the figures and named in the file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use speedbench_metrics::RepeatedMetrics;
@@ -13,7 +13,7 @@ pub use speedbench_runs::{AGGREGATE_FILE_NAME, LeftOut, RepeatedRuns};
 
 use crate::error::RunError;
 use crate::spec::RunSpec;
-use crate::sweep::{RunEnd, Sweep, SweepOutcome};
+use crate::sweep::{RunEnd, Sweep, SweepOutcome, SweepRun};
 
 /// The sweep of `spec`'s repeated runs: under `--output-artifact-dir`, or
 /// `artifacts/<dataset>-<run id>`; each run waits out the cooldown before
@@ -52,6 +52,36 @@ pub fn repetitions(spec: &RunSpec) -> Result<Sweep, RunError> {
 /// The figures of the completed runs of `outcome` (repeated runs under
 /// `parent`) at `confidence`: `aggregate.json`'s content.
 pub fn repeated_runs(outcome: &SweepOutcome, parent: &Path, confidence: f64) -> RepeatedRuns {
+    figures_of(&outcome.runs.iter().collect::<Vec<_>>(), parent, confidence)
+}
+
+/// Where [`trial_aggregates`] writes each run's figures across trials:
+/// `parent/aggregate/<run's directory name>/` (AIPerf's place for them).
+pub const TRIAL_AGGREGATES_DIR: &str = "aggregate";
+
+/// The figures across trials of each run of a sweep run in trials
+/// ([`Sweep::in_trials`], `variations` runs per trial), in the sweep's
+/// order: each with the directory its `aggregate.json` belongs in
+/// (`parent/aggregate/<dir name>`, [`RepeatedRuns::write`]). Run names in
+/// them are relative to `parent` (`profile_runs/trial_0002/2-c-4`).
+pub fn trial_aggregates(
+    outcome: &SweepOutcome,
+    parent: &Path,
+    variations: usize,
+    confidence: f64,
+) -> Vec<(PathBuf, RepeatedRuns)> {
+    (0..variations.min(outcome.runs.len()))
+        .map(|v| {
+            let runs: Vec<_> = outcome.runs.iter().skip(v).step_by(variations).collect();
+            let dir = parent.join(TRIAL_AGGREGATES_DIR).join(&runs[0].0.dir_name);
+            (dir, figures_of(&runs, parent, confidence))
+        })
+        .collect()
+}
+
+/// The figures of the completed runs among `runs`, named relative to
+/// `parent`; the others named with why they were left out.
+fn figures_of(runs: &[&(SweepRun, RunEnd)], parent: &Path, confidence: f64) -> RepeatedRuns {
     let name = |dir: &Path| {
         dir.strip_prefix(parent)
             .unwrap_or(dir)
@@ -60,7 +90,7 @@ pub fn repeated_runs(outcome: &SweepOutcome, parent: &Path, confidence: f64) -> 
     };
     let mut kept = Vec::new();
     let mut left_out = Vec::new();
-    for (run, end) in &outcome.runs {
+    for (run, end) in runs.iter().copied() {
         match (end, end.metrics()) {
             (RunEnd::Completed(_), Some(m)) => kept.push(m),
             (RunEnd::Completed(_), None) => left_out.push(LeftOut {
@@ -74,9 +104,9 @@ pub fn repeated_runs(outcome: &SweepOutcome, parent: &Path, confidence: f64) -> 
         }
     }
     RepeatedRuns {
-        num_runs: outcome.runs.len(),
+        num_runs: runs.len(),
         num_successful_runs: kept.len(),
-        run_dirs: outcome.runs.iter().map(|(r, _)| name(&r.dir)).collect(),
+        run_dirs: runs.iter().map(|(r, _)| name(&r.dir)).collect(),
         left_out,
         metrics: RepeatedMetrics::of(&kept, confidence),
     }

@@ -386,6 +386,20 @@ impl LoadSpec {
             || self.request_rate_series.is_some()
             || self.ramp_up_strategy.is_some()
     }
+
+    /// No warmup of any kind (by requests, by time, by conversations) and
+    /// none of its shaping: a repeated run after the first, unless each
+    /// warms up.
+    pub fn without_warmup(&mut self) {
+        self.warmup_request_count = 0;
+        self.warmup_duration_s = None;
+        self.warmup_sessions = None;
+        self.warmup_grace_period_s = None;
+        self.warmup_concurrency = None;
+        self.warmup_concurrency_ramp_duration_s = None;
+        self.warmup_prefill_concurrency = None;
+        self.warmup_prefill_concurrency_ramp_duration_s = None;
+    }
 }
 
 impl Default for LoadSpec {

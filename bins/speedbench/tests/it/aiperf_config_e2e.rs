@@ -309,6 +309,83 @@ async fn multi_run_repeats_the_run_of_a_config() {
     assert_eq!(server.ground_truth().requests, 12);
 }
 
+/// A config with a sweep of two runs and `multiRun.numRuns: 2` runs the
+/// sweep twice, trials outer (AIPerf's `repeated` order): four run
+/// directories under `profile_runs/trial_000N/`, only the first trial
+/// warming up (`disableWarmupAfterFirst`), each run's figures across its
+/// two trials in `aggregate/<run>/`, and the simulator served every
+/// request of every trial, in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_run_beside_a_sweep_runs_the_sweep_in_trials() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
+    let config = dir.path().join("trials.yaml");
+    std::fs::write(
+        &config,
+        "schemaVersion: \"2.0\"\nmultiRun:\n  numRuns: 2\n  cooldownSeconds: 0\n  disableWarmupAfterFirst: true\nsweep:\n  type: grid\n  parameters:\n    concurrency: [1, 2]\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    - name: warmup\n      type: concurrency\n      requests: 2\n      concurrency: 1\n      excludeFromResults: true\n    - name: profiling\n      type: concurrency\n      concurrency: 1\n      requests: 4\n  artifacts:\n    dir: ./artifacts/trials\n",
+    )
+    .unwrap();
+    let url = server.url();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--config",
+            config.to_str().unwrap(),
+            "--url",
+            &url,
+        ])
+        .args(["--server-metrics-shutdown-delay", "0"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parent = dir.path().join("artifacts/trials");
+    let mut starts = Vec::new();
+    for (trial, warmups) in [("trial_0001", 2), ("trial_0002", 0)] {
+        for run in ["concurrency_1", "concurrency_2"] {
+            let path = parent.join("profile_runs").join(trial).join(run);
+            let records = read_run(&path).unwrap().records;
+            let warm = records.iter().filter(|r| r.warmup).count();
+            assert_eq!(
+                (records.len(), warm),
+                (4 + warmups, warmups),
+                "{trial}/{run}"
+            );
+            assert!(
+                records
+                    .iter()
+                    .all(|r| r.is_success() && r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns))
+            );
+            starts.push(records.iter().map(|r| r.start_unix_ns).min().unwrap());
+        }
+    }
+    assert!(
+        starts.windows(2).all(|w| w[0] < w[1]),
+        "trials outer: {starts:?}"
+    );
+    for run in ["concurrency_1", "concurrency_2"] {
+        let path = parent.join("aggregate").join(run).join("aggregate.json");
+        let aggregate: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(aggregate["num_runs"], 2, "{aggregate}");
+        assert_eq!(aggregate["num_successful_runs"], 2, "{aggregate}");
+        assert!(
+            stdout.contains(&format!(
+                "figures of 2 of 2 trials in ./artifacts/trials/aggregate/{run}/aggregate.json"
+            )),
+            "{stdout}"
+        );
+    }
+    assert_eq!(server.ground_truth().requests, 2 * 2 + 4 * 4);
+}
+
 /// A fast simulator (1 ms to the first token, no step time) and AIPerf's
 /// template `name` run unchanged by `profile --config` in `dir` with
 /// `env` set and `extra` flags (`{url}` in either is the simulator's):

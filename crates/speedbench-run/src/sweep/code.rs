@@ -83,7 +83,7 @@ impl Sweep {
                 spec.repeat = crate::RepeatSpec::default();
                 spec.outputs.output_artifact_dir = Some(dir.clone());
                 if index > 1 && !warmup_every_run {
-                    spec.load.warmup_request_count = 0;
+                    spec.load.without_warmup();
                 }
                 SweepRun {
                     index,
@@ -97,6 +97,66 @@ impl Sweep {
             })
             .collect();
         Ok(Sweep::in_code(parent, runs))
+    }
+
+    /// Every run of the sweep `trials.num_profile_runs` times, trials
+    /// outer and the runs in their order inside each (AIPerf's `repeated`
+    /// order, its default for a sweep with `multiRun`): run `v` of trial
+    /// `t` goes to `parent/profile_runs/trial_000t/<v's directory name>`.
+    /// Only trial 1 warms up unless `trials.warmup_every_run`; the
+    /// cooldown (`trials.cooldown_s`) is waited between trials, not between
+    /// the runs of one. [`crate::repeat::trial_aggregates`] gives each run's
+    /// figures across its trials. A sweep of one run is refused (that is
+    /// [`Sweep::repeated`]), as is one of more than [`MAX_VARIATIONS`]
+    /// runs in all.
+    ///
+    /// ```
+    /// use speedbench_run::{RepeatSpec, RunSpec, sweep::Sweep};
+    /// let base = RunSpec::default().with("url", "http://127.0.0.1:8000")?;
+    /// let grid = Sweep::grid(&base, "artifacts/grid", &[("concurrency", &["1", "4"])])?;
+    /// let mut trials = RepeatSpec::default();
+    /// trials.num_profile_runs = 3;
+    /// let sweep = grid.in_trials(&trials)?;
+    /// assert_eq!(sweep.runs().len(), 6);
+    /// assert_eq!(
+    ///     sweep.runs()[3].dir,
+    ///     std::path::Path::new("artifacts/grid/profile_runs/trial_0002/2-concurrency-4")
+    /// );
+    /// # Ok::<(), speedbench_run::RunError>(())
+    /// ```
+    pub fn in_trials(self, trials: &crate::RepeatSpec) -> Result<Sweep, RunError> {
+        let (n, variations) = (trials.num_profile_runs, self.runs.len());
+        let max = crate::RepeatSpec::MAX_RUNS;
+        if !(1..=max).contains(&n) {
+            return Err(RunError::invalid(
+                "multiRun.numRuns",
+                format!("{n} runs asked for: from 1 to {max}"),
+            ));
+        }
+        if variations < 2 {
+            return Err(RunError::invalid(
+                "multiRun",
+                "trials of a sweep need two runs or more; one run is repeated as --num-profile-runs",
+            ));
+        }
+        if n * variations > MAX_VARIATIONS {
+            return Err(too_many(&format!("{n} trials of {variations} runs")));
+        }
+        let runs = (1..=n)
+            .flat_map(|trial| {
+                let parent = &self.parent;
+                let index = move |v: usize| (trial - 1) * variations + v + 1;
+                (self.runs.iter().enumerate())
+                    .map(move |(v, run)| trial_run(parent, run, (index(v), trial, n), trials))
+            })
+            .collect();
+        Ok(Sweep {
+            runs,
+            cooldown: std::time::Duration::from_secs_f64(trials.cooldown_s),
+            cooldown_every: variations,
+            trials: None,
+            ..self
+        })
     }
 
     /// Waits `cooldown` before every run but the first (a stop cuts the
@@ -161,8 +221,41 @@ impl Sweep {
             runs,
             report_tokens: Vec::new(),
             cooldown: std::time::Duration::ZERO,
+            cooldown_every: 1,
             trials: None,
         }
+    }
+}
+
+/// `run` as trial `trial` of `n`, in `parent/profile_runs/trial_000t/`,
+/// the sweep's `index`-th run.
+fn trial_run(
+    parent: &Path,
+    run: &SweepRun,
+    (index, trial, n): (usize, usize, usize),
+    trials: &crate::RepeatSpec,
+) -> SweepRun {
+    let dir = (parent.join(REPEATED_RUNS_DIR))
+        .join(format!("trial_{trial:04}"))
+        .join(&run.dir_name);
+    let cold = trial > 1 && !trials.warmup_every_run;
+    let spec = run.spec.clone().map(|mut spec| {
+        spec.repeat = crate::RepeatSpec::default();
+        spec.outputs.output_artifact_dir = Some(dir.clone());
+        if cold {
+            spec.load.without_warmup();
+        }
+        spec
+    });
+    let no_warmup = if cold { ", no warmup" } else { "" };
+    SweepRun {
+        index,
+        dir_name: run.dir_name.clone(),
+        description: format!("{} (trial {trial} of {n}{no_warmup})", run.description),
+        origin: run.origin.clone(),
+        dir,
+        file_flags: run.file_flags.clone(),
+        spec,
     }
 }
 

@@ -81,8 +81,11 @@ pub struct Sweep {
     parent: PathBuf,
     runs: Vec<SweepRun>,
     report_tokens: Vec<String>,
-    /// A pause before every run but the first ([`Sweep::with_cooldown`]).
+    /// A pause before every run but the first ([`Sweep::with_cooldown`]),
+    /// or only before every `cooldown_every`-th (the first run of each
+    /// trial, [`Sweep::in_trials`]).
     cooldown: std::time::Duration,
+    cooldown_every: usize,
     /// An AIPerf config's `multiRun`: its one run, repeated ([`Sweep::trials`]).
     trials: Option<crate::RepeatSpec>,
 }
@@ -134,6 +137,7 @@ impl Sweep {
             runs,
             report_tokens: expanded.report_tokens,
             cooldown: std::time::Duration::ZERO,
+            cooldown_every: 1,
             trials: expanded.trials,
         })
     }
@@ -141,8 +145,9 @@ impl Sweep {
     /// An AIPerf config's `multiRun` of more than one trial (`numRuns`,
     /// `cooldownSeconds`, `confidenceLevel`, `disableWarmupAfterFirst`):
     /// the sweep's one run is to be repeated so (see
-    /// [`crate::repeat::repetitions`]). `None` for every other sweep, whose
-    /// runs each run once.
+    /// [`crate::repeat::repetitions`]), or, with a `sweep` of several runs,
+    /// the whole sweep run in as many trials ([`Sweep::in_trials`]). `None`
+    /// for every other sweep, whose runs each run once.
     pub fn trials(&self) -> Option<&crate::RepeatSpec> {
         self.trials.as_ref()
     }
@@ -540,7 +545,8 @@ impl CheckedSweep {
         let mut sweep_runs = std::mem::take(&mut self.sweep.runs).into_iter();
         for (i, p) in self.prepared.into_iter().enumerate() {
             let run = sweep_runs.next().expect("one prepared per run");
-            if i > 0 && !self.sweep.cooldown.is_zero() && !stop.is_stopped() {
+            let cools = i > 0 && i % self.sweep.cooldown_every.max(1) == 0;
+            if cools && !self.sweep.cooldown.is_zero() && !stop.is_stopped() {
                 observer.waiting(&format!(
                     "cooling down {:?} before run {} of {total}",
                     self.sweep.cooldown, run.index

@@ -176,7 +176,8 @@ struct Top<'a> {
     benchmark: &'a Node,
     sweep: Option<&'a Node>,
     random_seed: Option<&'a Node>,
-    /// `multiRun` of more than one trial: the one run repeated so.
+    /// `multiRun` of more than one trial: the one run repeated so, or
+    /// each run of the sweep in as many trials.
     trials: Option<crate::RepeatSpec>,
     /// Top-level fields speedbench cannot honour.
     refused: Vec<(usize, String)>,
@@ -204,17 +205,6 @@ impl<'a> Top<'a> {
                 other => refused.push(unsupported(key, other, top_level_why(other))),
             }
         }
-        if let (Some(_), Some(repeat)) = (sweep, &trials) {
-            let line = value_line(entries, "multi_run");
-            refused.push((
-                line,
-                format!(
-                    "`multi_run.num_runs: {}` with a `sweep`: repeated trials are of a config \
-                     of one run; leave `multiRun` out, or the `sweep` (one config per value)",
-                    repeat.num_profile_runs
-                ),
-            ));
-        }
         Ok(Top {
             benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
             sweep,
@@ -237,14 +227,6 @@ fn check_schema(value: &Node) -> Result<(), (usize, String)> {
             ),
         )),
     }
-}
-
-/// The line of `name`'s value among `entries` (1 when absent).
-fn value_line(entries: &[(Key, Node)], name: &str) -> usize {
-    entries
-        .iter()
-        .find(|(k, _)| k.name == name)
-        .map_or(1, |(k, _)| k.line)
 }
 
 /// `multiRun`: `numRuns` (1 to 10: one is a plain run), `cooldownSeconds`,
