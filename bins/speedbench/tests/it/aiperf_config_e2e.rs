@@ -386,6 +386,61 @@ async fn multi_run_beside_a_sweep_runs_the_sweep_in_trials() {
     assert_eq!(server.ground_truth().requests, 2 * 2 + 4 * 4);
 }
 
+/// A scenario sweep runs each scenario's fields over the config's, each
+/// into a directory named after it: one scenario keeps the base's request
+/// count and changes the concurrency, the other changes the count; the
+/// simulator served exactly their sum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_sweep_runs_each_scenario_over_the_config() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
+    let config = dir.path().join("scenarios.yaml");
+    std::fs::write(
+        &config,
+        "schemaVersion: \"2.0\"\nsweep:\n  type: scenarios\n  runs:\n    - name: wide\n      benchmark:\n        phases:\n          - name: profiling\n            concurrency: 3\n    - name: long\n      benchmark:\n        phases:\n          - name: profiling\n            requests: 7\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    - name: profiling\n      type: concurrency\n      concurrency: 1\n      requests: 4\n  artifacts:\n    dir: ./artifacts/scenarios\n",
+    )
+    .unwrap();
+    let url = server.url();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--config",
+            config.to_str().unwrap(),
+            "--url",
+            &url,
+        ])
+        .args(["--server-metrics-shutdown-delay", "0"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parent = dir.path().join("artifacts/scenarios");
+    for (run, requests, concurrency) in [("wide", 4, 3), ("long", 7, 1)] {
+        let records = read_run(&parent.join(run)).unwrap().records;
+        assert_eq!(records.len(), requests, "{run}");
+        assert!(
+            records
+                .iter()
+                .all(|r| r.is_success() && r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns))
+        );
+        let run_json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(parent.join(run).join("run.json")).unwrap())
+                .unwrap();
+        let text = run_json.to_string();
+        assert!(
+            text.contains(&format!("\"concurrency\":{concurrency}")),
+            "{run}: {text}"
+        );
+    }
+    assert_eq!(server.ground_truth().requests, 4 + 7);
+}
+
 /// A fast simulator (1 ms to the first token, no step time) and AIPerf's
 /// template `name` run unchanged by `profile --config` in `dir` with
 /// `env` set and `extra` flags (`{url}` in either is the simulator's):

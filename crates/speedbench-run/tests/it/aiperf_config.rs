@@ -881,3 +881,97 @@ fn ramping_keeps_every_ramp() {
         valid.warnings()
     );
 }
+
+/// `scenario_workload_profiles` expands as shipped: its five named
+/// scenarios, each its fields laid over the config's as AIPerf's own
+/// `config expand` lays them (scenario_workload_profiles.expand.json): the
+/// directory names, each scenario's prompt and output lengths (a normal
+/// kept normal, a log-normal or `peaks` replacing the base's normal whole),
+/// its rate and concurrency over the base's poisson phase of 180 s, the
+/// base's warmup and SLOs kept; then `multiRun`'s three trials.
+#[test]
+fn scenario_workload_profiles_lay_each_scenario_over_the_config() {
+    use speedbench_client::synthetic::{LengthDistribution, TokenLength};
+    let name = "scenario_workload_profiles";
+    let aiperf = aiperf_expansion(name);
+    let theirs = aiperf["variations"].as_array().unwrap();
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    assert_eq!(sweep.runs().len(), theirs.len());
+    let length = |spec_mean: Option<u32>, stddev: f64, text: &Option<String>| match text {
+        Some(t) => LengthDistribution::from_json(&serde_json::from_str(t).unwrap()).unwrap(),
+        None => LengthDistribution::Normal(TokenLength {
+            mean: spec_mean.unwrap(),
+            stddev,
+        }),
+    };
+    let aiperfs = |v: &Value| match (v.get("peaks"), v.get("median")) {
+        (Some(peaks), _) => LengthDistribution::Peaks(
+            (peaks.as_array().unwrap().iter())
+                .map(|p| {
+                    (
+                        p["weight"].as_f64().unwrap(),
+                        aiperf_length(&p["distribution"]),
+                    )
+                })
+                .collect(),
+        ),
+        _ => aiperf_length(v),
+    };
+    for (run, t) in sweep.runs().iter().zip(theirs) {
+        assert_eq!(run.dir_name, t["dir_name"].as_str().unwrap());
+        let spec = run.spec().unwrap();
+        let b = &t["benchmark"];
+        let (d, l) = (&spec.dataset.synthetic, &spec.load);
+        let prompts = &b["datasets"][0]["prompts"];
+        assert_eq!(Some(d.entries as u64), b["datasets"][0]["entries"].as_u64());
+        assert_eq!(
+            length(d.isl, d.isl_stddev, &d.isl_distribution),
+            aiperfs(&prompts["isl"]),
+            "{}",
+            run.dir_name
+        );
+        assert_eq!(
+            length(spec.sampling.osl, d.osl_stddev, &d.osl_distribution),
+            aiperfs(&prompts["osl"]),
+            "{}",
+            run.dir_name
+        );
+        let phases = b["phases"].as_array().unwrap();
+        let phase = |n: &str| phases.iter().find(|p| p["name"] == n).unwrap();
+        assert_eq!(l.request_rate, phase("profiling")["rate"].as_f64());
+        assert_eq!(
+            l.max_concurrency.map(|c| c as u64),
+            phase("profiling")["concurrency"].as_u64()
+        );
+        assert_eq!(
+            l.benchmark_duration_s,
+            phase("profiling")["duration"].as_f64()
+        );
+        assert_eq!(
+            Some(l.warmup_request_count),
+            phase("warmup")["requests"].as_u64()
+        );
+        assert_eq!(spec.figures.goodput.to_string().split(' ').count(), 2);
+        assert!(spec.validate().is_ok(), "{}", run.dir_name);
+    }
+    let trials = sweep.trials().unwrap().clone();
+    assert_eq!((trials.num_profile_runs, trials.cooldown_s), (3, 30.0));
+    assert_eq!(sweep.in_trials(&trials).unwrap().runs().len(), 15);
+}
+
+/// One of AIPerf's expanded length distributions: `{mean, stddev}` or
+/// `{mean, median}`.
+fn aiperf_length(v: &Value) -> speedbench_client::synthetic::LengthDistribution {
+    use speedbench_client::synthetic::LengthDistribution;
+    let mean = v["mean"].as_f64().unwrap();
+    match v.get("median") {
+        Some(median) => LengthDistribution::LogNormal {
+            mean,
+            median: median.as_f64().unwrap(),
+        },
+        None => LengthDistribution::Normal(speedbench_client::synthetic::TokenLength {
+            mean: mean as u32,
+            stddev: v["stddev"].as_f64().unwrap_or(0.0),
+        }),
+    }
+}

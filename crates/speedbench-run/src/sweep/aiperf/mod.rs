@@ -11,6 +11,7 @@
 
 mod fields;
 mod jinja;
+mod merge;
 mod shape;
 
 use std::collections::BTreeSet;
@@ -47,6 +48,22 @@ pub(crate) fn is_aiperf_config(root: &Node) -> bool {
 struct Dimension {
     path: String,
     values: Vec<Node>,
+}
+
+/// One run of a `sweep: {type: scenarios}`: its name and the `benchmark`
+/// fields it lays over the config's.
+struct Scenario {
+    name: String,
+    benchmark: Node,
+    line: usize,
+}
+
+/// What a `sweep:` asks for.
+enum SweepPlan {
+    /// Every combination of the dimensions (none: the config's one run).
+    Grid(Vec<Dimension>),
+    /// Each scenario's fields over the config's, one run each.
+    Scenarios(Vec<Scenario>),
 }
 
 /// Expands an AIPerf config into its runs, reading `${VAR}` from `env`.
@@ -94,44 +111,17 @@ fn expand_substituted(
 ) -> Result<Expanded, RunError> {
     let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
     let top = Top::read(root).map_err(|(l, m)| fail(l, m))?;
-    let dimensions = match top.sweep {
-        Some(s) => dimensions(s).map_err(|(l, m)| fail(l, m))?,
-        None => Vec::new(),
+    let plan = match top.sweep {
+        Some(s) => sweep_plan(s).map_err(|(l, m)| fail(l, m))?,
+        None => SweepPlan::Grid(Vec::new()),
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
     let base = with_user_file_variables(base, root.get("variables"));
     refuse_top_level(source, &top, &base)?;
-    // The same cap as a TOML sweep's, checked before anything is expanded.
-    let total = dimensions
-        .iter()
-        .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()));
-    match total {
-        None => return Err(super::file::too_many(source, "more than 2^64")),
-        Some(n) if n > super::file::MAX_VARIATIONS => {
-            return Err(super::file::too_many(source, &n.to_string()));
-        }
-        Some(_) => {}
-    }
-    let mut variations = Vec::new();
-    for (index, chosen) in combinations(&dimensions).into_iter().enumerate() {
-        let mut benchmark = base.clone();
-        for (d, value) in dimensions.iter().zip(&chosen) {
-            shape::set_path(&mut benchmark, &d.path, value.clone()).map_err(|(l, m)| fail(l, m))?;
-        }
-        let settings = seeded(
-            source,
-            fields::settings(source, &benchmark)?,
-            top.random_seed,
-        )?;
-        variations.push(variation(
-            source,
-            index,
-            &dimensions,
-            &chosen,
-            settings,
-            &top,
-        ));
-    }
+    let mut variations = match &plan {
+        SweepPlan::Grid(dimensions) => grid_variations(source, &top, &base, dimensions)?,
+        SweepPlan::Scenarios(scenarios) => scenario_variations(source, &top, root, scenarios)?,
+    };
     refuse_swept_cli_flags(&variations, cli)?;
     for v in &mut variations {
         v.settings.retain(|s| !cli.contains(s.flag.long));
@@ -144,6 +134,82 @@ fn expand_substituted(
         env_values: Vec::new(),
         trials: top.trials,
     })
+}
+
+/// One run per combination of the grid's values over `base`; the same
+/// cap as a TOML sweep's, checked before anything is expanded.
+fn grid_variations(
+    source: &Source<'_>,
+    top: &Top<'_>,
+    base: &Node,
+    dimensions: &[Dimension],
+) -> Result<Vec<Variation>, RunError> {
+    let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
+    let total = dimensions
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()));
+    match total {
+        None => return Err(super::file::too_many(source, "more than 2^64")),
+        Some(n) if n > super::file::MAX_VARIATIONS => {
+            return Err(super::file::too_many(source, &n.to_string()));
+        }
+        Some(_) => {}
+    }
+    let mut variations = Vec::new();
+    for (index, chosen) in combinations(dimensions).into_iter().enumerate() {
+        let mut benchmark = base.clone();
+        for (d, value) in dimensions.iter().zip(&chosen) {
+            shape::set_path(&mut benchmark, &d.path, value.clone()).map_err(|(l, m)| fail(l, m))?;
+        }
+        let settings = seeded(
+            source,
+            fields::settings(source, &benchmark)?,
+            top.random_seed,
+        )?;
+        variations.push(variation(source, index, dimensions, &chosen, settings, top));
+    }
+    Ok(variations)
+}
+
+/// One run per scenario: its `benchmark` fields laid over the config's
+/// (module `merge`), then read as any config's; its directory its name.
+fn scenario_variations(
+    source: &Source<'_>,
+    top: &Top<'_>,
+    root: &Node,
+    scenarios: &[Scenario],
+) -> Result<Vec<Variation>, RunError> {
+    let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
+    if scenarios.len() > super::file::MAX_VARIATIONS {
+        return Err(super::file::too_many(source, &scenarios.len().to_string()));
+    }
+    let mut variations = Vec::new();
+    for (index, scenario) in scenarios.iter().enumerate() {
+        let mut overlay = scenario.benchmark.clone();
+        merge::dataset_as_list_entry(&mut overlay, top.benchmark);
+        let mut merged = top.benchmark.clone();
+        merge::deep_merge(&mut merged, &overlay);
+        let benchmark = normalize_benchmark(merged).map_err(|(l, m)| fail(l, m))?;
+        let benchmark = with_user_file_variables(benchmark, root.get("variables"));
+        let settings = seeded(
+            source,
+            fields::settings(source, &benchmark)?,
+            top.random_seed,
+        )?;
+        let mut dir_name = scenario.name.replace(['/', '\\'], "").replace("..", "");
+        dir_name.retain(|c| !"<>:\"|?*".contains(c));
+        if dir_name.trim_matches('.').is_empty() {
+            dir_name = format!("variation_{index}");
+        }
+        variations.push(Variation {
+            index: index + 1,
+            dir_name,
+            description: format!("scenario {}", scenario.name),
+            origin: format!("sweep run {} at {}", index + 1, at(source, scenario.line)),
+            settings,
+        });
+    }
+    Ok(variations)
 }
 
 /// A run's flags with the config's `randomSeed`, where it has one.
@@ -327,30 +393,72 @@ fn with_user_file_variables(mut benchmark: Node, variables: Option<&Node>) -> No
     benchmark
 }
 
-/// `sweep:`: a grid over dotted parameters.
-fn dimensions(sweep: &Node) -> Result<Vec<Dimension>, (usize, String)> {
-    let mut kind_ok = false;
-    let mut parameters = None;
-    for (key, value) in sweep.entries().unwrap_or_default() {
-        match key.name.as_str() {
-            "type" if value.scalar_text().as_deref() == Some("grid") => kind_ok = true,
-            "type" => {
-                let why = "it expands grid sweeps (every combination of the lists)";
-                return Err(unsupported(key, "sweep.type", why));
-            }
-            "parameters" => parameters = Some(value),
-            other => {
-                let why = "its grid sweeps take `type` and `parameters`";
-                return Err(unsupported(key, &format!("sweep.{other}"), why));
-            }
+/// `sweep:`: a grid over dotted parameters, or named scenarios.
+fn sweep_plan(sweep: &Node) -> Result<SweepPlan, (usize, String)> {
+    let kind = sweep.get("type").and_then(Node::scalar_text);
+    let (fields, why): (&[&str], _) = match kind.as_deref() {
+        Some("grid") => (
+            &["type", "parameters"],
+            "its grid sweeps take `type` and `parameters`",
+        ),
+        Some("scenarios") => (
+            &["type", "runs"],
+            "its scenario sweeps take `type` and `runs`",
+        ),
+        _ => {
+            let line = sweep.key("type").map_or(sweep.line, |k| k.line);
+            return Err((
+                line,
+                "sweep: `type: grid` (every combination of the lists) or `type: scenarios` \
+                 (named runs over the config) are the sweeps speedbench expands"
+                    .into(),
+            ));
+        }
+    };
+    for (key, _) in sweep.entries().unwrap_or_default() {
+        if !fields.contains(&key.name.as_str()) {
+            return Err(unsupported(key, &format!("sweep.{}", key.name), why));
         }
     }
-    if !kind_ok {
-        return Err((
-            sweep.line,
-            "sweep: `type: grid` is the sweep speedbench expands".into(),
-        ));
+    match kind.as_deref() {
+        Some("scenarios") => scenarios(sweep).map(SweepPlan::Scenarios),
+        _ => dimensions(sweep).map(SweepPlan::Grid),
     }
+}
+
+/// `sweep: {type: scenarios, runs}`: each run's `name` and `benchmark`.
+fn scenarios(sweep: &Node) -> Result<Vec<Scenario>, (usize, String)> {
+    let Some(Value::List(runs)) = sweep.get("runs").map(|r| &r.value) else {
+        return Err((sweep.line, "sweep: `runs`, a list of scenarios".to_string()));
+    };
+    let mut out = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let (mut name, mut benchmark) = (None, None);
+        for (key, value) in run.entries().unwrap_or_default() {
+            match key.name.as_str() {
+                "name" => name = value.scalar_text(),
+                "benchmark" => benchmark = Some(value.clone()),
+                other => {
+                    let why = "a scenario takes `name` and `benchmark` (the fields it changes)";
+                    return Err(unsupported(key, &format!("sweep.runs[{i}].{other}"), why));
+                }
+            }
+        }
+        out.push(Scenario {
+            name: name.unwrap_or_else(|| format!("scenario_{i}")),
+            benchmark: benchmark.ok_or((run.line, format!("sweep.runs[{i}]: no `benchmark`")))?,
+            line: run.line,
+        });
+    }
+    if out.is_empty() {
+        return Err((sweep.line, "sweep: `runs` is empty".to_string()));
+    }
+    Ok(out)
+}
+
+/// `sweep: {type: grid, parameters}`: the dimensions.
+fn dimensions(sweep: &Node) -> Result<Vec<Dimension>, (usize, String)> {
+    let parameters = sweep.get("parameters");
     let parameters = parameters.ok_or((sweep.line, "sweep: no `parameters`".to_string()))?;
     let mut out: Vec<Dimension> = Vec::new();
     for (key, value) in parameters.entries().unwrap_or_default() {
