@@ -136,7 +136,8 @@ impl VllmBench {
 }
 
 /// `speedbench profile` of `requests` streamed chat completions at
-/// `concurrency` from the rows at `rows`, artifacts into `out`.
+/// `concurrency` from the rows at `rows`, artifacts into `out`; the caller
+/// says whether `/metrics` is scraped.
 pub(crate) fn speedbench_command(
     bin: &Path,
     url: &str,
@@ -159,13 +160,7 @@ pub(crate) fn speedbench_command(
     .args(["--request-count", &requests.to_string()])
     .args(["--concurrency", &concurrency.to_string()])
     .args(["--osl", &OUTPUT_TOKENS.to_string()])
-    .args([
-        "--streaming",
-        "--no-preflight",
-        "--no-server-metrics",
-        "--ui-type",
-        "none",
-    ])
+    .args(["--streaming", "--no-preflight", "--ui-type", "none"])
     .arg("--output-artifact-dir")
     .arg(out);
     cmd
@@ -180,11 +175,11 @@ fn speedbench_run(
     out: &Path,
 ) -> Result<PeerRun, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let cost = measure(
-        speedbench_command(bin, url, rows, load, out),
-        "speedbench",
-        &out.join("stderr.log"),
-    )?;
+    let mut cmd = speedbench_command(bin, url, rows, load, out);
+    // /metrics scraped as by default (vllm-bench reads it before and after
+    // its run too), without waiting after the run.
+    cmd.args(["--server-metrics-shutdown-delay", "0"]);
+    let cost = measure(cmd, "speedbench", &out.join("stderr.log"))?;
     let path = out.join("summary.json");
     let (completed, failed, rate) =
         speedbench_figures(&read_json(&path)?).map_err(|e| format!("{}: {e}", path.display()))?;

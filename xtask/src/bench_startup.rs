@@ -153,21 +153,11 @@ pub(crate) fn build_release(root: &Path) -> Result<PathBuf, String> {
     Ok(root.join("target/release/speedbench"))
 }
 
-/// One `speedbench profile` of the single row, as a user types it.
+/// One `speedbench profile` of the single row, as a user types it
+/// (without `/metrics`, as this figure has been measured from the first).
 fn speedbench_once(bin: &Path, url: &str, rows: &Path, out: &Path) -> Result<ChildCost, String> {
-    let mut cmd = Command::new(bin);
-    cmd.args(["profile", "--url", url, "--model", "m", "--engine", "vllm"])
-        .arg("--input-file")
-        .arg(rows)
-        .args([
-            "--streaming",
-            "--no-preflight",
-            "--no-server-metrics",
-            "--ui-type",
-            "none",
-        ])
-        .arg("--output-artifact-dir")
-        .arg(out);
+    let mut cmd = crate::bench_peer::speedbench_command(bin, url, rows, (1, 1), out);
+    cmd.arg("--no-server-metrics");
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     measure(cmd, "speedbench", &out.join("stderr.log"))
 }
