@@ -259,20 +259,17 @@ async fn env_values_are_named_not_shown_and_tags_are_refused() {
     );
 }
 
-/// A config of one run with `multiRun.numRuns: 2` runs it twice, as
-/// `profile --num-profile-runs 2` does: two run directories, the figures
-/// across them, and the simulator served every request of both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_run_repeats_the_run_of_a_config() {
+/// `yaml` (a config over `qualitative.jsonl`, the mini fixture) run by
+/// `profile --config` in a fresh directory against a fresh simulator; the
+/// simulator, the directory and the run's stdout, once it succeeded.
+async fn run_config_over_the_fixture(
+    yaml: &str,
+) -> (speedbench_sim::SimServer, tempfile::TempDir, String) {
     let server = sim(SimConfig::speed_bench_demo()).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
-    let config = dir.path().join("trials.yaml");
-    std::fs::write(
-        &config,
-        "schemaVersion: \"2.0\"\nmultiRun:\n  numRuns: 2\n  cooldownSeconds: 0\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    type: concurrency\n    concurrency: 2\n    requests: 6\n  artifacts:\n    dir: ./artifacts/trials\n",
-    )
-    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, yaml).unwrap();
     let url = server.url();
     let out = bin()
         .current_dir(dir.path())
@@ -282,9 +279,8 @@ async fn multi_run_repeats_the_run_of_a_config() {
             config.to_str().unwrap(),
             "--url",
             &url,
-            "--server-metrics-shutdown-delay",
-            "0",
         ])
+        .args(["--server-metrics-shutdown-delay", "0"])
         .output()
         .await
         .unwrap();
@@ -293,6 +289,22 @@ async fn multi_run_repeats_the_run_of_a_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (
+        server,
+        dir,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A config of one run with `multiRun.numRuns: 2` runs it twice, as
+/// `profile --num-profile-runs 2` does: two run directories, the figures
+/// across them, and the simulator served every request of both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_run_repeats_the_run_of_a_config() {
+    let (server, dir, _) = run_config_over_the_fixture(
+        "schemaVersion: \"2.0\"\nmultiRun:\n  numRuns: 2\n  cooldownSeconds: 0\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    type: concurrency\n    concurrency: 2\n    requests: 6\n  artifacts:\n    dir: ./artifacts/trials\n",
+    )
+    .await;
     let parent = dir.path().join("artifacts/trials");
     for run in ["run_0001", "run_0002"] {
         let records = read_run(&parent.join("profile_runs").join(run))
@@ -317,35 +329,10 @@ async fn multi_run_repeats_the_run_of_a_config() {
 /// request of every trial, in that order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_run_beside_a_sweep_runs_the_sweep_in_trials() {
-    let server = sim(SimConfig::speed_bench_demo()).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
-    let config = dir.path().join("trials.yaml");
-    std::fs::write(
-        &config,
+    let (server, dir, stdout) = run_config_over_the_fixture(
         "schemaVersion: \"2.0\"\nmultiRun:\n  numRuns: 2\n  cooldownSeconds: 0\n  disableWarmupAfterFirst: true\nsweep:\n  type: grid\n  parameters:\n    concurrency: [1, 2]\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    - name: warmup\n      type: concurrency\n      requests: 2\n      concurrency: 1\n      excludeFromResults: true\n    - name: profiling\n      type: concurrency\n      concurrency: 1\n      requests: 4\n  artifacts:\n    dir: ./artifacts/trials\n",
     )
-    .unwrap();
-    let url = server.url();
-    let out = bin()
-        .current_dir(dir.path())
-        .args([
-            "profile",
-            "--config",
-            config.to_str().unwrap(),
-            "--url",
-            &url,
-        ])
-        .args(["--server-metrics-shutdown-delay", "0"])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     let parent = dir.path().join("artifacts/trials");
     let mut starts = Vec::new();
     for (trial, warmups) in [("trial_0001", 2), ("trial_0002", 0)] {
@@ -392,34 +379,10 @@ async fn multi_run_beside_a_sweep_runs_the_sweep_in_trials() {
 /// simulator served exactly their sum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_sweep_runs_each_scenario_over_the_config() {
-    let server = sim(SimConfig::speed_bench_demo()).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
-    let config = dir.path().join("scenarios.yaml");
-    std::fs::write(
-        &config,
+    let (server, dir, _) = run_config_over_the_fixture(
         "schemaVersion: \"2.0\"\nsweep:\n  type: scenarios\n  runs:\n    - name: wide\n      benchmark:\n        phases:\n          - name: profiling\n            concurrency: 3\n    - name: long\n      benchmark:\n        phases:\n          - name: profiling\n            requests: 7\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    - name: profiling\n      type: concurrency\n      concurrency: 1\n      requests: 4\n  artifacts:\n    dir: ./artifacts/scenarios\n",
     )
-    .unwrap();
-    let url = server.url();
-    let out = bin()
-        .current_dir(dir.path())
-        .args([
-            "profile",
-            "--config",
-            config.to_str().unwrap(),
-            "--url",
-            &url,
-        ])
-        .args(["--server-metrics-shutdown-delay", "0"])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     let parent = dir.path().join("artifacts/scenarios");
     for (run, requests, concurrency) in [("wide", 4, 3), ("long", 7, 1)] {
         let records = read_run(&parent.join(run)).unwrap().records;

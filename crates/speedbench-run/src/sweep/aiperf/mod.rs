@@ -196,8 +196,7 @@ fn scenario_variations(
             fields::settings(source, &benchmark)?,
             top.random_seed,
         )?;
-        let mut dir_name = scenario.name.replace(['/', '\\'], "").replace("..", "");
-        dir_name.retain(|c| !"<>:\"|?*".contains(c));
+        let mut dir_name = safe_segment(&scenario.name);
         if dir_name.trim_matches('.').is_empty() {
             dir_name = format!("variation_{index}");
         }
@@ -551,7 +550,13 @@ fn dir_name(dimensions: &[Dimension], chosen: &[Node]) -> String {
         })
         .collect::<Vec<_>>()
         .join("__");
-    let mut safe = joined.replace(['/', '\\'], "").replace("..", "");
+    safe_segment(&joined)
+}
+
+/// `segment` with `/`, `\`, `..` and `<>:"|?*` taken out (AIPerf's
+/// `_sanitize_dir_segment`): a name from the file never leaves the parent.
+fn safe_segment(segment: &str) -> String {
+    let mut safe = segment.replace(['/', '\\'], "").replace("..", "");
     safe.retain(|c| !"<>:\"|?*".contains(c));
     safe
 }
