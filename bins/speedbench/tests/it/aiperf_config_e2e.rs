@@ -90,7 +90,9 @@ async fn aiperfs_speed_bench_sweep_template_runs_unchanged_and_reports_one_row()
         assert_eq!(config["warmup_concurrency"], warmup["concurrency"]);
         assert_eq!(config["request_count"], profiling["requests"]);
         assert_eq!(config["concurrency"], profiling["concurrency"]);
-        assert_eq!(config["client"]["random_seed"], expansion_seed(&template));
+        // AIPerf gives variation i the seed `randomSeed + i`.
+        let seed = expansion_seed(&template) + v["index"].as_u64().unwrap();
+        assert_eq!(config["client"]["random_seed"], json!(seed));
         let metrics_urls = &config["client"]["server_metrics"];
         assert_eq!(metrics_urls, &json!([format!("{url}/metrics")]), "{config}");
         // Every record of the run: the warmup and the 80 profiled requests
@@ -134,10 +136,10 @@ async fn aiperfs_speed_bench_sweep_template_runs_unchanged_and_reports_one_row()
 }
 
 /// The template's `randomSeed`.
-fn expansion_seed(template: &Path) -> Value {
+fn expansion_seed(template: &Path) -> u64 {
     let text = std::fs::read_to_string(template).unwrap();
     let line = text.lines().find(|l| l.starts_with("randomSeed:")).unwrap();
-    json!(line["randomSeed:".len()..].trim().parse::<u64>().unwrap())
+    line["randomSeed:".len()..].trim().parse::<u64>().unwrap()
 }
 
 /// AIPerf's `goodput_slo` template as a SPEED-Bench user adapts it (its

@@ -67,7 +67,7 @@ fn the_speed_bench_sweep_is_the_runs_aiperf_expands_with_the_equivalent_flags() 
     let variations = aiperf["variations"].as_array().unwrap();
     assert_eq!(sweep.runs().len(), variations.len());
     assert_eq!(sweep.parent(), Path::new("./artifacts/speed_bench_sweep"));
-    for (run, v) in sweep.runs().iter().zip(variations) {
+    for (i, (run, v)) in sweep.runs().iter().zip(variations).enumerate() {
         assert_eq!(run.dir_name, v["dir_name"].as_str().unwrap());
         assert_eq!(run.description, v["label"].as_str().unwrap());
         assert_eq!(run.dir, sweep.parent().join(&run.dir_name));
@@ -93,7 +93,11 @@ fn the_speed_bench_sweep_is_the_runs_aiperf_expands_with_the_equivalent_flags() 
             ("request-count", "80"),
             ("concurrency", "16"),
             ("server-metrics", "http://localhost:8000/metrics"),
-            ("random-seed", "42"),
+            // Each variation's seed is `randomSeed + its index` unless the
+            // sweep says `sameSeed: true` (AIPerf 0.13.0's
+            // `_apply_sweep_seed_derivation`; its expansion does not show
+            // seeds).
+            ("random-seed", &(42 + i).to_string()),
         ] {
             flags = flags.with(flag, value).unwrap();
         }
@@ -974,4 +978,33 @@ fn aiperf_length(v: &Value) -> speedbench_client::synthetic::LengthDistribution 
             stddev: v["stddev"].as_f64().unwrap_or(0.0),
         }),
     }
+}
+
+/// A sweep's runs take `randomSeed + index` (AIPerf's derivation), or the
+/// seed itself with `sameSeed: true`; `iterationOrder: repeated` (AIPerf's
+/// default) is read, `independent` refused at its line.
+#[test]
+fn a_sweeps_runs_derive_their_seeds_as_aiperf_does() {
+    let text = template("speed_bench_sweep");
+    let seeds = |text: &str| -> Vec<u64> {
+        let sweep = expand("speed_bench_sweep", text, &[]).unwrap();
+        (sweep.runs().iter())
+            .map(|r| r.spec().unwrap().load.random_seed)
+            .collect()
+    };
+    let derived = seeds(&text);
+    assert_eq!(derived, (42..42 + derived.len() as u64).collect::<Vec<_>>());
+    let with = |extra: &str| text.replacen("sweep:\n", &format!("sweep:\n{extra}"), 1);
+    let same = seeds(&with("  sameSeed: true\n  iterationOrder: repeated\n"));
+    assert!(same.len() > 1 && same.iter().all(|&s| s == 42), "{same:?}");
+    let err = expand(
+        "speed_bench_sweep",
+        &with("  iterationOrder: independent\n"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("sweep.iteration_order") && err.contains("repeated"),
+        "{err}"
+    );
 }

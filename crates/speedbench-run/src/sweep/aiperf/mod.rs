@@ -58,7 +58,14 @@ struct Scenario {
     line: usize,
 }
 
-/// What a `sweep:` asks for.
+/// What a `sweep:` asks for, and whether every run takes the config's
+/// `randomSeed` as it is (`sameSeed: true`, or no sweep) or plus its index.
+struct Plan {
+    runs: SweepPlan,
+    same_seed: bool,
+}
+
+/// The runs a `sweep:` asks for.
 enum SweepPlan {
     /// Every combination of the dimensions (none: the config's one run).
     Grid(Vec<Dimension>),
@@ -113,14 +120,23 @@ fn expand_substituted(
     let top = Top::read(root).map_err(|(l, m)| fail(l, m))?;
     let plan = match top.sweep {
         Some(s) => sweep_plan(s).map_err(|(l, m)| fail(l, m))?,
-        None => SweepPlan::Grid(Vec::new()),
+        None => Plan {
+            runs: SweepPlan::Grid(Vec::new()),
+            same_seed: true,
+        },
     };
     let base = normalize_benchmark(top.benchmark.clone()).map_err(|(l, m)| fail(l, m))?;
     let base = with_user_file_variables(base, root.get("variables"));
     refuse_top_level(source, &top, &base)?;
-    let mut variations = match &plan {
-        SweepPlan::Grid(dimensions) => grid_variations(source, &top, &base, dimensions)?,
-        SweepPlan::Scenarios(scenarios) => scenario_variations(source, &top, root, scenarios)?,
+    let seeds = Seeds {
+        seed: top.random_seed,
+        same: plan.same_seed,
+    };
+    let mut variations = match &plan.runs {
+        SweepPlan::Grid(dimensions) => grid_variations(source, &top, &base, dimensions, seeds)?,
+        SweepPlan::Scenarios(scenarios) => {
+            scenario_variations(source, &top, root, scenarios, seeds)?
+        }
     };
     refuse_swept_cli_flags(&variations, cli)?;
     for v in &mut variations {
@@ -143,6 +159,7 @@ fn grid_variations(
     top: &Top<'_>,
     base: &Node,
     dimensions: &[Dimension],
+    seeds: Seeds<'_>,
 ) -> Result<Vec<Variation>, RunError> {
     let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
     let total = dimensions
@@ -164,7 +181,8 @@ fn grid_variations(
         let settings = seeded(
             source,
             fields::settings(source, &benchmark)?,
-            top.random_seed,
+            seeds.seed,
+            seeds.offset(index),
         )?;
         variations.push(variation(source, index, dimensions, &chosen, settings, top));
     }
@@ -178,6 +196,7 @@ fn scenario_variations(
     top: &Top<'_>,
     root: &Node,
     scenarios: &[Scenario],
+    seeds: Seeds<'_>,
 ) -> Result<Vec<Variation>, RunError> {
     let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
     if scenarios.len() > super::file::MAX_VARIATIONS {
@@ -194,7 +213,8 @@ fn scenario_variations(
         let settings = seeded(
             source,
             fields::settings(source, &benchmark)?,
-            top.random_seed,
+            seeds.seed,
+            seeds.offset(index),
         )?;
         let mut dir_name = safe_segment(&scenario.name);
         if dir_name.trim_matches('.').is_empty() {
@@ -211,16 +231,44 @@ fn scenario_variations(
     Ok(variations)
 }
 
+/// The config's `randomSeed` and whether a sweep's runs share it.
+#[derive(Clone, Copy)]
+struct Seeds<'a> {
+    seed: Option<&'a Node>,
+    same: bool,
+}
+
+impl Seeds<'_> {
+    /// What run `index` (from 0) adds to the seed.
+    fn offset(&self, index: usize) -> usize {
+        if self.same { 0 } else { index }
+    }
+}
+
 /// A run's flags with the config's `randomSeed`, where it has one.
+///
+/// In a sweep, run `offset` (from 0) takes `randomSeed + offset`, as AIPerf
+/// derives each variation's seed, unless the sweep says `sameSeed: true`
+/// (then `offset` is 0).
 fn seeded(
     source: &Source<'_>,
     mut settings: Vec<Setting>,
     seed: Option<&Node>,
+    offset: usize,
 ) -> Result<Vec<Setting>, RunError> {
-    if let Some(seed) = seed {
-        let line = at(source, seed.line);
-        settings.push(Setting::new("random-seed", vec![text(seed)], line)?);
-    }
+    let Some(seed) = seed else {
+        return Ok(settings);
+    };
+    let line = at(source, seed.line);
+    let value = match (&seed.value, offset) {
+        (_, 0) => text(seed),
+        (Value::Int(base), _) if *base >= 0 => (*base as u64 + offset as u64).to_string(),
+        _ => {
+            let m = "randomSeed: a whole number (each run of a sweep takes it plus its index)";
+            return Err(RunError::invalid(line, m));
+        }
+    };
+    settings.push(Setting::new("random-seed", vec![value], line)?);
     Ok(settings)
 }
 
@@ -393,16 +441,16 @@ fn with_user_file_variables(mut benchmark: Node, variables: Option<&Node>) -> No
 }
 
 /// `sweep:`: a grid over dotted parameters, or named scenarios.
-fn sweep_plan(sweep: &Node) -> Result<SweepPlan, (usize, String)> {
+fn sweep_plan(sweep: &Node) -> Result<Plan, (usize, String)> {
     let kind = sweep.get("type").and_then(Node::scalar_text);
     let (fields, why): (&[&str], _) = match kind.as_deref() {
         Some("grid") => (
-            &["type", "parameters"],
-            "its grid sweeps take `type` and `parameters`",
+            &["type", "parameters", "same_seed", "iteration_order"],
+            "its grid sweeps take `type`, `parameters`, `sameSeed` and `iterationOrder: repeated`",
         ),
         Some("scenarios") => (
-            &["type", "runs"],
-            "its scenario sweeps take `type` and `runs`",
+            &["type", "runs", "same_seed", "iteration_order"],
+            "its scenario sweeps take `type`, `runs`, `sameSeed` and `iterationOrder: repeated`",
         ),
         _ => {
             let line = sweep.key("type").map_or(sweep.line, |k| k.line);
@@ -414,15 +462,27 @@ fn sweep_plan(sweep: &Node) -> Result<SweepPlan, (usize, String)> {
             ));
         }
     };
-    for (key, _) in sweep.entries().unwrap_or_default() {
-        if !fields.contains(&key.name.as_str()) {
-            return Err(unsupported(key, &format!("sweep.{}", key.name), why));
+    let mut same_seed = false;
+    for (key, value) in sweep.entries().unwrap_or_default() {
+        match (key.name.as_str(), &value.value) {
+            ("same_seed", Value::Bool(b)) => same_seed = *b,
+            ("iteration_order", _) if value.scalar_text().as_deref() == Some("repeated") => {}
+            ("iteration_order", _) => {
+                let why = "trials run outer, the sweep's runs inner (`repeated`, AIPerf's default)";
+                return Err(unsupported(key, "sweep.iteration_order", why));
+            }
+            ("same_seed", _) => return Err((key.line, "sweep.sameSeed: true or false".into())),
+            (name, _) if !fields.contains(&name) => {
+                return Err(unsupported(key, &format!("sweep.{name}"), why));
+            }
+            _ => {}
         }
     }
-    match kind.as_deref() {
-        Some("scenarios") => scenarios(sweep).map(SweepPlan::Scenarios),
-        _ => dimensions(sweep).map(SweepPlan::Grid),
-    }
+    let runs = match kind.as_deref() {
+        Some("scenarios") => SweepPlan::Scenarios(scenarios(sweep)?),
+        _ => SweepPlan::Grid(dimensions(sweep)?),
+    };
+    Ok(Plan { runs, same_seed })
 }
 
 /// `sweep: {type: scenarios, runs}`: each run's `name` and `benchmark`.
