@@ -38,13 +38,13 @@ const CPU_RATIO_GOAL: f64 = 0.40;
 
 /// One tool's run: what the kernel accounted and what the tool reported.
 #[derive(Debug, Clone, Copy)]
-struct PeerRun {
-    cost: ChildCost,
+pub(crate) struct PeerRun {
+    pub(crate) cost: ChildCost,
     /// Requests the tool reports as completed.
-    completed: u64,
-    failed: u64,
+    pub(crate) completed: u64,
+    pub(crate) failed: u64,
     /// Requests per second, as the tool computes it for its own run.
-    rate: f64,
+    pub(crate) rate: f64,
 }
 
 impl PeerRun {
@@ -167,7 +167,7 @@ pub(crate) fn speedbench_command(
 }
 
 /// One measured speedbench run.
-fn speedbench_run(
+pub(crate) fn speedbench_run(
     bin: &Path,
     url: &str,
     rows: &Path,
@@ -224,7 +224,7 @@ fn read_json(path: &Path) -> Result<serde_json::Value, String> {
 
 /// The same prompts in each tool's format: speedbench's rows (`turns`) and
 /// vllm-bench's custom JSONL (`prompt`).
-fn write_prompts(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+pub(crate) fn write_prompts(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let mut rows = String::new();
     let mut custom = String::new();
     for i in 0..PROMPTS {

@@ -50,6 +50,7 @@ mod bench_dataset;
 mod bench_load;
 mod bench_peer;
 mod bench_report;
+mod bench_soak;
 mod bench_sse;
 mod bench_startup;
 mod bench_vllm;
@@ -85,6 +86,9 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("client") => {
             bench::run(&workspace_root(), &args[2..])
         }
+        Some("bench") if args.get(1).map(String::as_str) == Some("soak") => {
+            bench_soak::run(&workspace_root(), &args[2..])
+        }
         Some("bench") if args.get(1).map(String::as_str) == Some("sse") => {
             bench_sse::run(&args[2..])
         }
@@ -95,7 +99,7 @@ fn main() -> ExitCode {
             bench_vllm::run(&workspace_root(), &args[2..])
         }
         _ => Err(format!(
-            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only | --peer-only] [--peer-vllm-bench PATH [--peer-requests N] [--peer-rounds N]]\n  bench startup [--runs N] [--no-aiperf] [--no-build] [--peer-vllm-bench PATH]\n  bench dataset [--mb N]\n  bench sse\n  bench vllm [--concurrency C] [--rounds N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
+            "usage: cargo xtask <task>\n\ntasks:\n  fixtures [--check]   regenerate (or verify) fixtures/\n  prestage --dataset NAME --out DIR [--resolver auto|native|upstream] [--python PATH] [--prepare-script PATH]\n  prepare-venv         create target/prepare-venv for the prepare-step tests\n  bench client [--requests N] [--no-aiperf] [--cpu-only | --ttft-only | --memory-only | --peer-only] [--peer-vllm-bench PATH [--peer-requests N] [--peer-rounds N]]\n  bench startup [--runs N] [--no-aiperf] [--no-build] [--peer-vllm-bench PATH]\n  bench soak [--requests 10000,1000000] [--concurrency C] [--no-build]\n  bench dataset [--mb N]\n  bench sse\n  bench vllm [--concurrency C] [--rounds N]\n  bench load [--requests N] [--concurrency C] [--no-build]\n  fuzz [--seconds N] [--target NAME]\n  downstream           build and run the facade's examples from a crate outside the workspace\n  circles              fail on an import circle between a crate's modules\n  wheel [--release]    build the Python wheel, install it in a fresh venv, run demo and profile from it\n\ngot: {args:?}"
         )),
     };
     match result {
