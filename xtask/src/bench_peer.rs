@@ -48,9 +48,15 @@ pub(crate) struct PeerRun {
 }
 
 impl PeerRun {
+    /// `ms` of the run's CPU as microseconds per request sent (failed ones
+    /// included).
+    fn per_request_us(&self, ms: f64) -> f64 {
+        ms * 1e3 / (self.completed + self.failed).max(1) as f64
+    }
+
     /// CPU microseconds per request sent (user + system, start-up included).
     fn cpu_us_per_request(&self) -> f64 {
-        self.cost.cpu_ms() * 1e3 / (self.completed + self.failed).max(1) as f64
+        self.per_request_us(self.cost.cpu_ms())
     }
 }
 
@@ -117,7 +123,6 @@ impl VllmBench {
         load: (u64, usize),
         out: &Path,
     ) -> Result<PeerRun, String> {
-        std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
         let cost = measure(
             self.command(url, prompts, load, out),
             "vllm-bench",
@@ -174,7 +179,6 @@ pub(crate) fn speedbench_run(
     load: (u64, usize),
     out: &Path,
 ) -> Result<PeerRun, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut cmd = speedbench_command(bin, url, rows, load, out);
     // /metrics scraped as by default (vllm-bench reads it before and after
     // its run too), without waiting after the run.
@@ -316,12 +320,8 @@ fn print_level(c: usize, ours: &[PeerRun], theirs: &[PeerRun]) {
     let rate = |runs: &[PeerRun]| median(runs, |r| r.rate);
     let cpu = |runs: &[PeerRun]| median(runs, PeerRun::cpu_us_per_request);
     let split = |runs: &[PeerRun]| {
-        let user = median(runs, |r| {
-            r.cost.user_ms * 1e3 / (r.completed + r.failed).max(1) as f64
-        });
-        let system = median(runs, |r| {
-            r.cost.system_ms * 1e3 / (r.completed + r.failed).max(1) as f64
-        });
+        let user = median(runs, |r| r.per_request_us(r.cost.user_ms));
+        let system = median(runs, |r| r.per_request_us(r.cost.system_ms));
         format!("{user:.1}+{system:.1}")
     };
     let rss = |runs: &[PeerRun]| median(runs, |r| r.cost.max_rss_mib);

@@ -158,7 +158,6 @@ pub(crate) fn build_release(root: &Path) -> Result<PathBuf, String> {
 fn speedbench_once(bin: &Path, url: &str, rows: &Path, out: &Path) -> Result<ChildCost, String> {
     let mut cmd = crate::bench_peer::speedbench_command(bin, url, rows, (1, 1), out);
     cmd.arg("--no-server-metrics");
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     measure(cmd, "speedbench", &out.join("stderr.log"))
 }
 

@@ -29,7 +29,7 @@ impl ChildCost {
 pub(crate) const HELPER: &str = "__measure-child";
 
 /// Runs `cmd` to its end, its stdout discarded and its stderr written to
-/// `stderr_log` (a file, never a pipe: a long run's stderr would fill a
+/// `stderr_log` (its directory made if missing; a file, never a pipe: a long run's stderr would fill a
 /// pipe nobody reads and stall the child); its CPU and peak RSS by `wait4`,
 /// its wall time. A failed exit is an error holding stderr's last lines.
 ///
@@ -56,7 +56,10 @@ pub(crate) fn measure(cmd: Command, what: &str, stderr_log: &Path) -> Result<Chi
     if let Some(dir) = cmd.get_current_dir() {
         helper.current_dir(dir);
     }
-    let log = std::fs::File::create(stderr_log)
+    // The log's directory is the run's output directory: made here, once
+    // for every caller.
+    let log = (stderr_log.parent().map_or(Ok(()), std::fs::create_dir_all))
+        .and_then(|()| std::fs::File::create(stderr_log))
         .map_err(|e| format!("{what}: {}: {e}", stderr_log.display()))?;
     let out = helper
         .stdout(Stdio::piped())
