@@ -79,12 +79,7 @@ impl Sweep {
             .map(|index| {
                 let dir_name = format!("run_{index:04}");
                 let dir = parent.join(REPEATED_RUNS_DIR).join(&dir_name);
-                let mut spec = spec.clone();
-                spec.repeat = crate::RepeatSpec::default();
-                spec.outputs.output_artifact_dir = Some(dir.clone());
-                if index > 1 && !warmup_every_run {
-                    spec.load.without_warmup();
-                }
+                let spec = one_repetition(spec.clone(), &dir, index > 1 && !warmup_every_run);
                 SweepRun {
                     index,
                     description: format!("run {index} of {n}"),
@@ -227,6 +222,17 @@ impl Sweep {
     }
 }
 
+/// `spec` as one run of a repetition (a repeated run, or a trial of a
+/// sweep): repeated no further, into `dir`, without warmup when `cold`.
+fn one_repetition(mut spec: RunSpec, dir: &Path, cold: bool) -> RunSpec {
+    spec.repeat = crate::RepeatSpec::default();
+    spec.outputs.output_artifact_dir = Some(dir.to_path_buf());
+    if cold {
+        spec.load.without_warmup();
+    }
+    spec
+}
+
 /// `run` as trial `trial` of `n`, in `parent/profile_runs/trial_000t/`,
 /// the sweep's `index`-th run.
 fn trial_run(
@@ -239,14 +245,10 @@ fn trial_run(
         .join(format!("trial_{trial:04}"))
         .join(&run.dir_name);
     let cold = trial > 1 && !trials.warmup_every_run;
-    let spec = run.spec.clone().map(|mut spec| {
-        spec.repeat = crate::RepeatSpec::default();
-        spec.outputs.output_artifact_dir = Some(dir.clone());
-        if cold {
-            spec.load.without_warmup();
-        }
-        spec
-    });
+    let spec = run
+        .spec
+        .clone()
+        .map(|spec| one_repetition(spec, &dir, cold));
     let no_warmup = if cold { ", no warmup" } else { "" };
     SweepRun {
         index,
