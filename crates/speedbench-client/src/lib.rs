@@ -68,6 +68,7 @@ mod stop;
 pub mod synthetic;
 mod target;
 mod typed_chunk;
+mod users;
 
 pub use annotate::RecordAnnotator;
 pub use detect::PROBE_PATHS;
@@ -102,3 +103,4 @@ pub use target::{
     ApiKey, ApiKind, BaseUrl, ConnectionReuse, DEFAULT_MAX_RESPONSE_BYTES, HttpClientKind, Target,
     parse_extra_inputs, parse_header,
 };
+pub use users::{UserCentric, UserSchedule, UserStart};

@@ -103,6 +103,10 @@ fn client_config(spec: &RunSpec) -> serde_json::Value {
         "fixed_schedule_auto_offset": l.fixed_schedule_auto_offset,
         "fixed_schedule_start_offset_ms": l.fixed_schedule_start_offset_ms,
         "fixed_schedule_end_offset_ms": l.fixed_schedule_end_offset_ms,
+        "user_centric_rate": l.user_centric_rate,
+        "num_users": l.num_users,
+        "warmup_user_centric_rate": l.warmup_user_centric_rate,
+        "warmup_num_users": l.warmup_num_users,
         "random_seed": l.random_seed,
         "max_concurrency": l.max_concurrency,
         "benchmark_duration_s": l.benchmark_duration_s,
@@ -165,6 +169,8 @@ fn synthetic_config(spec: &RunSpec) -> serde_json::Value {
         "entries": d.synthetic.entries,
         "turns_mean": d.synthetic.turn_mean,
         "turns_stddev": d.synthetic.turn_stddev,
+        "prefix_prompts": d.synthetic.prefix_prompts,
+        "prefix_prompt_length": d.synthetic.prefix_length,
         "tokens_counted_by": "the server's /tokenize",
     })
 }

@@ -416,6 +416,16 @@ const DATASET: &[Flag] = &[
         .value("TURNS")
         .default("0")
         .help("With `--conversation-turn-mean`: the turn counts' standard deviation."),
+    flag!("num-prefix-prompts", One, |s, v| s.dataset.synthetic.prefix_prompts = parse(v)?)
+        .aliases(&["prefix-prompt-pool-size", "prompt-prefix-pool-size"])
+        .value("N")
+        .default("0")
+        .help("With synthetic prompts: a pool of this many shared prefixes (AIPerf's), one drawn per conversation and put before its first prompt, on top of its --isl, so a prefix cache has something to find."),
+    flag!("prefix-prompt-length", One, |s, v| s.dataset.synthetic.prefix_length = parse(v)?)
+        .aliases(&["prompt-prefix-length"])
+        .value("TOKENS")
+        .default("0")
+        .help("With --num-prefix-prompts: each prefix's length, tokens (counted as the prompts are)."),
     flag!("num-dataset-entries", One, |s, v| s.dataset.synthetic.entries = parse(v)?)
         .value("N")
         .default("100")
@@ -523,6 +533,18 @@ const LOAD: &[Flag] = &[
     flag!("request-cancellation-rate", One, |s, v| s.load.request_cancellation_rate = Some(parse(v)?))
         .value("PERCENT")
         .help("Cancel this percentage (0-100] of the measured requests on purpose, --request-cancellation-delay after sending: recorded as `client_cancelled`, counted apart from failures, out of every latency figure."),
+    flag!("user-centric-rate", One, |s, v| s.load.user_centric_rate = Some(parse(v)?))
+        .value("QPS")
+        .help("User-centric pacing (AIPerf's, for prefix-cache tests): --num-users users share this many requests per second, each sending its conversation's turns num-users/QPS seconds apart (or at its reply, if later); the run opens mid-flight, users at every stage of their sessions, and a new user joins as one leaves. Replaces --concurrency and --request-rate; the turn gap replaces --session-turn-delay-*."),
+    flag!("num-users", One, |s, v| s.load.num_users = Some(parse(v)?))
+        .value("N")
+        .help("With --user-centric-rate: the users at once."),
+    flag!("warmup-user-centric-rate", One, |s, v| s.load.warmup_user_centric_rate = Some(parse(v)?))
+        .value("QPS")
+        .help("The warmup's own user-centric rate (with --warmup-num-users); without it a warmup follows --user-centric-rate."),
+    flag!("warmup-num-users", One, |s, v| s.load.warmup_num_users = Some(parse(v)?))
+        .value("N")
+        .help("With --warmup-user-centric-rate: the warmup's users."),
     flag!("session-turn-delay-mean", One, |s, v| s.load.session_turn_delay_mean_ms = parse(v)?)
         .aliases(&["conversation-turn-delay-mean"])
         .default("0")

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 use speedbench_client::{
     Arrival, Cancellation, FixedSchedule, Load, RateCurve, RatePoint, RequestRamp, TurnDelay,
+    UserCentric,
 };
 
 use crate::error::RunError;
@@ -59,6 +60,7 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
     }
     load.cancellation = cancellation(l)?;
     load.turn_delay = turn_delay(l)?;
+    apply_users(l, load)?;
     load.prefill = prefill_limit(
         ("--prefill-concurrency", l.prefill_concurrency),
         (
@@ -74,6 +76,66 @@ pub(crate) fn apply(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
         ),
     )?;
     Ok(())
+}
+
+/// The measured phase's and the warmup's user-centric pacing.
+fn apply_users(l: &LoadSpec, load: &mut Load) -> Result<(), RunError> {
+    load.user_centric = user_centric(
+        ("--user-centric-rate", l.user_centric_rate),
+        ("--num-users", l.num_users),
+    )?;
+    load.warmup_user_centric = user_centric(
+        ("--warmup-user-centric-rate", l.warmup_user_centric_rate),
+        ("--warmup-num-users", l.warmup_num_users),
+    )?;
+    match load.user_centric {
+        Some(_) => users_alone(l),
+        None => Ok(()),
+    }
+}
+
+/// A user-centric rate with its users, both or neither, checked.
+fn user_centric(
+    (rate_flag, rate): (&str, Option<f64>),
+    (users_flag, users): (&str, Option<usize>),
+) -> Result<Option<UserCentric>, RunError> {
+    let (rate, users) = match (rate, users) {
+        (None, None) => return Ok(None),
+        (Some(rate), Some(users)) => (rate, users),
+        (Some(_), None) => return Err(RunError::invalid(rate_flag, format!("needs {users_flag}"))),
+        (None, Some(_)) => return Err(RunError::invalid(users_flag, format!("needs {rate_flag}"))),
+    };
+    let u = UserCentric { users, rate };
+    u.check().map_err(|why| RunError::invalid(rate_flag, why))?;
+    Ok(Some(u))
+}
+
+/// User-centric pacing sets the measured phase's load alone: the flags
+/// that would shape it too are refused by name.
+fn users_alone(l: &LoadSpec) -> Result<(), RunError> {
+    let clashes = [
+        (l.request_rate.is_some(), "--request-rate"),
+        (l.request_rate_series.is_some(), "--request-rate-series"),
+        (l.ramp_up_strategy.is_some(), "--ramp-up-strategy"),
+        (l.fixed_schedule, "--fixed-schedule"),
+        (l.max_concurrency.is_some(), "--max-concurrency"),
+        (l.concurrency != 1, "--concurrency"),
+        (
+            l.concurrency_ramp_duration_s.is_some(),
+            "--concurrency-ramp-duration",
+        ),
+        (
+            l.request_rate_ramp_duration_s.is_some(),
+            "--request-rate-ramp-duration",
+        ),
+    ];
+    match clashes.into_iter().find(|c| c.0) {
+        Some((_, flag)) => Err(RunError::invalid(
+            flag,
+            "cannot be used with --user-centric-rate, which paces the run by its users alone",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The think time between turns, scaled by the ratio; `None` when it is 0.

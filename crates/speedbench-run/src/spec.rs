@@ -244,6 +244,11 @@ pub struct SyntheticSpec {
     /// `--isl-block-size`: tokens per `hash_ids` block of a trace's
     /// prompts given by length.
     pub block_size: u32,
+    /// `--num-prefix-prompts`: distinct shared prefixes, one before each
+    /// conversation's first prompt (0: none).
+    pub prefix_prompts: usize,
+    /// `--prefix-prompt-length`: each prefix's length, tokens.
+    pub prefix_length: u32,
 }
 
 impl Default for SyntheticSpec {
@@ -259,6 +264,8 @@ impl Default for SyntheticSpec {
             turn_mean: 1,
             turn_stddev: 0.0,
             block_size: 512,
+            prefix_prompts: 0,
+            prefix_length: 0,
         }
     }
 }
@@ -374,14 +381,24 @@ pub struct LoadSpec {
     /// `--fixed-schedule-end-offset`, milliseconds: rows after it are not
     /// sent.
     pub fixed_schedule_end_offset_ms: Option<u64>,
+    /// `--user-centric-rate`: requests per second over `--num-users` users
+    /// holding multi-turn conversations, each a fixed gap between turns.
+    pub user_centric_rate: Option<f64>,
+    /// `--num-users`: the users of `--user-centric-rate`.
+    pub num_users: Option<usize>,
+    /// `--warmup-user-centric-rate`: the warmup's own user-centric rate.
+    pub warmup_user_centric_rate: Option<f64>,
+    /// `--warmup-num-users`: the warmup's own users.
+    pub warmup_num_users: Option<usize>,
 }
 
 impl LoadSpec {
     /// Whether requests arrive on a schedule (a request rate, a rate
-    /// series, vLLM's ramp or a trace's times) rather than in a closed
+    /// series, vLLM's ramp, a trace's times or users' turns) rather than in a closed
     /// loop.
     pub fn open_loop(&self) -> bool {
         self.fixed_schedule
+            || self.user_centric_rate.is_some()
             || self.request_rate.is_some()
             || self.request_rate_series.is_some()
             || self.ramp_up_strategy.is_some()
@@ -399,6 +416,8 @@ impl LoadSpec {
         self.warmup_concurrency_ramp_duration_s = None;
         self.warmup_prefill_concurrency = None;
         self.warmup_prefill_concurrency_ramp_duration_s = None;
+        self.warmup_user_centric_rate = None;
+        self.warmup_num_users = None;
     }
 }
 
@@ -441,6 +460,10 @@ impl Default for LoadSpec {
             fixed_schedule_auto_offset: false,
             fixed_schedule_start_offset_ms: None,
             fixed_schedule_end_offset_ms: None,
+            user_centric_rate: None,
+            num_users: None,
+            warmup_user_centric_rate: None,
+            warmup_num_users: None,
         }
     }
 }

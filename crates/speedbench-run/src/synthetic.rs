@@ -4,8 +4,8 @@
 use serde_json::Value;
 use speedbench_client::Target;
 use speedbench_client::synthetic::{
-    LengthDistribution, SequenceDistribution, ServerTokenizer, SyntheticPrompts, TokenCodec,
-    TokenLength, TracePrompts, TurnCount,
+    LengthDistribution, PrefixPool, SequenceDistribution, ServerTokenizer, SyntheticPrompts,
+    TokenCodec, TokenLength, TracePrompts, TurnCount,
 };
 use speedbench_dataset::Dataset;
 
@@ -44,8 +44,30 @@ impl RunSpec {
                 stddev: s.turn_stddev,
             })
             .with_seed(self.load.random_seed);
+        let prompts = match self.prefix_pool()? {
+            Some(pool) => prompts.with_prefix(pool),
+            None => prompts,
+        };
         prompts.validate().map_err(|e| hinted(flags, e))?;
         Ok(Some(prompts))
+    }
+
+    /// `--num-prefix-prompts` with `--prefix-prompt-length`, both or
+    /// neither.
+    fn prefix_pool(&self) -> Result<Option<PrefixPool>, RunError> {
+        let s = &self.dataset.synthetic;
+        match (s.prefix_prompts, s.prefix_length) {
+            (0, 0) => Ok(None),
+            (0, _) => Err(RunError::invalid(
+                "--prefix-prompt-length",
+                "needs --num-prefix-prompts (how many prefixes)",
+            )),
+            (_, 0) => Err(RunError::invalid(
+                "--num-prefix-prompts",
+                "needs --prefix-prompt-length (each prefix's tokens)",
+            )),
+            (prompts, length) => Ok(Some(PrefixPool { prompts, length })),
+        }
     }
 
     /// Without synthetic prompts: `None`, unless a flag that shapes them
@@ -59,6 +81,8 @@ impl RunSpec {
             (s.entries != 100, "--num-dataset-entries"),
             (s.turn_mean != 1, "--conversation-turn-mean"),
             (s.turn_stddev != 0.0, "--conversation-turn-stddev"),
+            (s.prefix_prompts != 0, "--num-prefix-prompts"),
+            (s.prefix_length != 0, "--prefix-prompt-length"),
         ];
         match given.into_iter().find(|(set, _)| *set) {
             Some((_, flag)) => Err(RunError::invalid(
@@ -164,8 +188,14 @@ impl RunSpec {
             }
             (None, other) => format!("{other} tokens"),
         };
+        let prefixes = prompts.prefix.map_or(String::new(), |p| {
+            format!(
+                ", each conversation's first after one of {} shared prefixes of {} tokens",
+                p.prompts, p.length
+            )
+        });
         observer.waiting(&format!(
-            "building {} synthetic prompts of {lengths}{turns} with {}",
+            "building {} synthetic prompts of {lengths}{turns}{prefixes} with {}",
             prompts.entries,
             tokenizer.describe()
         ));

@@ -872,3 +872,116 @@ async fn template_run(
         .await
         .unwrap()
 }
+
+/// AIPerf's `kv_cache_test` template, its file unchanged, sized down on
+/// the command line (the simulator's URL and `/metrics`, 24 entries, a
+/// 0.6 s warmup of 3 users at 6 requests/s, 2.5 s measured in 1 s slices
+/// with 6 users at 12 requests/s: a gap of 0.5 s between a user's turns): every conversation's first
+/// prompt opens with one of the pool's 512-token prefixes (several
+/// conversations sharing each) and counts 512 more tokens than its own
+/// text; each conversation's later turns reach the simulator a gap apart
+/// (the template's turn delay of 1.5 s is replaced by the gap, as AIPerf
+/// does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_kv_cache_test_template_paces_users_over_shared_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let url = server.url();
+    let metrics = format!("{url}/metrics");
+    let flags = [
+        "--url",
+        &url,
+        "--num-dataset-entries",
+        "24",
+        "--warmup-duration",
+        "0.6",
+        "--warmup-num-users",
+        "3",
+        "--warmup-user-centric-rate",
+        "6",
+        "--benchmark-duration",
+        "2.5",
+        "--slice-duration",
+        "1",
+        "--benchmark-grace-period",
+        "5",
+        "--num-users",
+        "6",
+        "--user-centric-rate",
+        "12",
+        "--no-preflight",
+        "--server-metrics",
+        &metrics,
+    ];
+    let out = template_run(dir.path(), "kv_cache_test", &[], &flags).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("10 shared prefixes of 512 tokens"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    // The first prompt of each conversation, as the simulator read it.
+    let mut prefixes = std::collections::BTreeMap::<String, usize>::new();
+    let mut firsts = std::collections::BTreeSet::new();
+    for t in &truth.requests_log {
+        let words: Vec<&str> = t.conversation.split_whitespace().collect();
+        assert!(words.len() > 512, "{} words", words.len());
+        *prefixes.entry(words[..512].join(" ")).or_default() += 1;
+        firsts.insert(t.conversation.clone());
+    }
+    assert!(
+        prefixes.len() <= 10 && prefixes.len() > 1,
+        "{} prefixes",
+        prefixes.len()
+    );
+    assert!(
+        firsts.len() > prefixes.len(),
+        "conversations share prefixes"
+    );
+    // Each conversation's turns in the measured phase a gap apart (the
+    // warmup's users hold the same rows: their arrivals come before the
+    // measured phase's first send).
+    let records = read_run(&dir.path().join("artifacts/kv_cache_test"))
+        .unwrap()
+        .records;
+    let measured_from = (records.iter().filter(|r| !r.warmup))
+        .map(|r| r.start_unix_ns as u64)
+        .min()
+        .unwrap();
+    let mut at = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    for a in truth
+        .arrivals
+        .iter()
+        .filter(|a| a.at_unix_ns >= measured_from)
+    {
+        at.entry(a.conversation.clone())
+            .or_default()
+            .push(a.at_unix_ns);
+    }
+    let mut gaps = 0;
+    for times in at.values_mut() {
+        times.sort_unstable();
+        for w in times.windows(2) {
+            let s = (w[1] - w[0]) as f64 / 1e9;
+            assert!((0.45..0.75).contains(&s), "turns {s:.3} s apart");
+            gaps += 1;
+        }
+    }
+    assert!(gaps >= 6, "{gaps} later turns");
+    assert!(records.iter().any(|r| r.warmup) && records.iter().any(|r| !r.warmup));
+    // Each first turn counted 512 + its own words.
+    for r in records
+        .iter()
+        .filter(|r| r.turn_index == 0 && r.is_success())
+    {
+        assert!(
+            r.prompt_tokens.is_some_and(|n| n > 512),
+            "{:?}",
+            r.prompt_tokens
+        );
+    }
+}

@@ -42,4 +42,5 @@ mod speed_bench_py_e2e;
 mod sweep_e2e;
 mod synthetic_e2e;
 mod tune_e2e;
+mod users_e2e;
 mod vllm_e2e;

@@ -282,7 +282,7 @@ async fn a_server_without_tokenize_is_refused_before_any_request() {
 async fn bad_synthetic_flags_are_refused_before_anything_is_sent() {
     let server = sim(SimConfig::speed_bench_demo()).await;
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--isl", "0"], "--isl"),
         (
             &["--isl", "10", "--isl-distribution", r#"{"mean": 9}"#],
@@ -301,6 +301,14 @@ async fn bad_synthetic_flags_are_refused_before_anything_is_sent() {
         (
             &["--isl", "10", "--num-dataset-entries", "0"],
             "at least one",
+        ),
+        (
+            &["--isl", "10", "--num-prefix-prompts", "3"],
+            "--num-prefix-prompts: needs --prefix-prompt-length",
+        ),
+        (
+            &["--isl", "10", "--prefix-prompt-length", "30"],
+            "--prefix-prompt-length: needs --num-prefix-prompts",
         ),
     ];
     for (flags, says) in cases {

@@ -6,6 +6,7 @@ use crate::error::ClientError;
 use crate::pacing::{RateCurve, RequestRamp};
 use crate::schedule::Arrival;
 use crate::shard::{Shard, StartBarrier};
+use crate::users::UserCentric;
 
 /// How much load to apply and for how long.
 ///
@@ -117,6 +118,15 @@ pub struct Load {
     /// warmup; the trace's mean rate is a fair value). AIPerf's
     /// `--fixed-schedule`.
     pub fixed_schedule: Option<FixedSchedule>,
+    /// User-centric pacing of the measured phase (AIPerf's
+    /// `--user-centric-rate` with `--num-users`, see [`UserCentric`]): in
+    /// place of `concurrency` and `request_rate`; the turn gap replaces
+    /// `turn_delay`.
+    pub user_centric: Option<UserCentric>,
+    /// The warmup's own user-centric pacing (an AIPerf config's warmup
+    /// phase of `type: user_centric`); `None` warms up as the measured
+    /// phase does (unless `warmup_concurrency` is set).
+    pub warmup_user_centric: Option<UserCentric>,
 }
 
 /// How many requests may wait for their first output at once: a slot is
@@ -230,6 +240,8 @@ impl Default for Load {
             cancellation: None,
             turn_delay: None,
             fixed_schedule: None,
+            user_centric: None,
+            warmup_user_centric: None,
         }
     }
 }
@@ -388,7 +400,66 @@ impl Load {
         if self.benchmark_duration == Some(Duration::ZERO) {
             return bad("the benchmark duration must be positive");
         }
+        self.validate_users()?;
         self.validate_shaping()
+    }
+
+    /// User-centric pacing: its values, and nothing else that paces the
+    /// same phase.
+    fn validate_users(&self) -> Result<(), ClientError> {
+        let bad = |m: String| Err(ClientError::InvalidLoad(m));
+        for (u, phase) in [
+            (self.user_centric, "the measured phase"),
+            (self.warmup_user_centric, "the warmup"),
+        ] {
+            if let Some(Err(why)) = u.map(|u| u.check()) {
+                return bad(format!("user-centric pacing of {phase}: {why}"));
+            }
+        }
+        if self.warmup_user_centric.is_some() && self.warmup_concurrency.is_some() {
+            return bad(
+                "the warmup is either closed-loop (a warmup concurrency) or user-centric, not both"
+                    .into(),
+            );
+        }
+        let users = self.user_centric.is_some() || self.warmup_user_centric.is_some();
+        let clashes = [
+            (
+                self.user_centric.is_some() && self.request_rate.is_some(),
+                "a request rate",
+            ),
+            (
+                self.user_centric.is_some() && self.max_concurrency.is_some(),
+                "a maximum concurrency (a user holds no slot between its turns)",
+            ),
+            (
+                self.user_centric.is_some() && self.fixed_schedule.is_some(),
+                "a fixed schedule",
+            ),
+            (
+                self.user_centric.is_some() && self.request_ramp.is_some(),
+                "vLLM's ramp over the requests",
+            ),
+            (
+                self.user_centric.is_some()
+                    && (self.rate_ramp.is_some() || self.rate_series.is_some()),
+                "a request-rate ramp or series",
+            ),
+            (
+                self.user_centric.is_some() && self.concurrency_ramp.is_some(),
+                "a concurrency ramp",
+            ),
+            (
+                users && self.shard.is_some(),
+                "shards (the users' schedule is one population)",
+            ),
+        ];
+        match clashes.into_iter().find(|c| c.0) {
+            Some((_, what)) => bad(format!(
+                "user-centric pacing paces its phase alone: no {what} with it"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The ramps, series and cancellations against the rest of the load.

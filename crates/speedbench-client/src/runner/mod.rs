@@ -660,6 +660,10 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
             prefill: (load.warmup_prefill.or(load.prefill))
                 .map(|p| prefill::PrefillGate::new(p.limit, p.ramp)),
             cancel: StopHandle::new(),
+            users: match load.warmup_concurrency {
+                Some(_) => None,
+                None => load.warmup_user_centric.or(load.user_centric),
+            },
         };
         run_phase(shared, Arc::new(warmup)).await;
     }
@@ -682,6 +686,7 @@ async fn run_phases(opened: &mut OpenedRun, stop: &StopHandle) -> Option<Schedul
         grace_period: Some(shared.run.load.grace_period),
         prefill: (shared.run.load.prefill).map(|p| prefill::PrefillGate::new(p.limit, p.ramp)),
         cancel: StopHandle::new(),
+        users: shared.run.load.user_centric,
     };
     let schedule = ScheduleStats::from_lateness(run_phase(shared, Arc::new(profile)).await);
     for s in opened.scrapers.iter() {

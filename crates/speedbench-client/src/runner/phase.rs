@@ -95,6 +95,33 @@ pub(super) struct Phase {
     pub(super) prefill: Option<super::prefill::PrefillGate>,
     /// Triggered when the grace period after the duration runs out.
     pub(super) cancel: StopHandle,
+    /// User-centric pacing of this phase, in place of the run's shape.
+    pub(super) users: Option<crate::users::UserCentric>,
+}
+
+/// What starts conversations in an open-loop phase.
+enum Arrivals {
+    /// A rate's schedule: each arrival starts the next conversation.
+    Rate(ArrivalSchedule),
+    /// User-centric pacing: each start a user with its turns.
+    Users(crate::users::UserSchedule),
+}
+
+/// An arrival due: when, and under user-centric pacing how many turns
+/// its user sends.
+#[derive(Clone, Copy)]
+struct Due {
+    at: Instant,
+    turns: Option<usize>,
+}
+
+/// A user's pacing through its conversation: each turn `gap` after the
+/// last one's planned send, or at its reply if that came later; at most
+/// `turns` turns.
+struct UserPace {
+    next_send: Instant,
+    gap: Duration,
+    turns: usize,
 }
 
 /// Closed-loop workers: never more than the work can keep busy, so a huge
@@ -127,13 +154,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
     let (mut arrivals, slots, mut ramp) = start_phase(shared, &phase, &mut tasks, start);
     // Arrivals at or after the deadline never happen.
     let deadline = phase.dispatcher.deadline;
-    let mut upcoming = move || {
-        arrivals
-            .as_mut()
-            .and_then(Iterator::next)
-            .map(|o| start + o)
-            .filter(|at| deadline.is_none_or(|d| *at < d))
-    };
+    let mut upcoming = move || next_due(arrivals.as_mut()?, start, deadline);
     let mut next_at = upcoming();
     loop {
         // The next worker or slot to open, while any conversation is left.
@@ -141,7 +162,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
             .as_ref()
             .and_then(ConcurrencyRamp::next_at)
             .filter(|_| !phase.dispatcher.done());
-        let arrival = arrival_with_slot(next_at, slots.as_ref());
+        let arrival = arrival_with_slot(next_at.map(|due| due.at), slots.as_ref());
         tokio::select! {
             biased;
             _ = sleep_until_opt(cancel_at),
@@ -159,7 +180,8 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             Some((at, permit)) = arrival, if next_at.is_some() => {
-                let Some(late) = start_arrival(shared, &phase, permit, &mut tasks) else {
+                let pace = next_at.and_then(|due| user_pace(&phase, due));
+                let Some(late) = start_arrival(shared, &phase, (permit, pace), &mut tasks) else {
                     next_at = None;
                     continue;
                 };
@@ -172,6 +194,31 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
         }
     }
     lateness
+}
+
+/// The next arrival of a phase that started at `start`; none at or after
+/// the deadline.
+fn next_due(arrivals: &mut Arrivals, start: Instant, deadline: Option<Instant>) -> Option<Due> {
+    let due = match arrivals {
+        Arrivals::Rate(schedule) => schedule.next().map(|o| Due {
+            at: start + o,
+            turns: None,
+        }),
+        Arrivals::Users(users) => users.next().map(|u| Due {
+            at: start + u.at,
+            turns: Some(u.turns),
+        }),
+    };
+    due.filter(|due| deadline.is_none_or(|d| due.at < d))
+}
+
+/// A user's pacing from its start `due`, under user-centric pacing.
+fn user_pace(phase: &Phase, due: Due) -> Option<UserPace> {
+    Some(UserPace {
+        next_send: due.at,
+        gap: phase.users?.turn_gap(),
+        turns: due.turns?,
+    })
 }
 
 /// Waits for the arrival at `at` and, under a concurrency cap, for a free
@@ -198,11 +245,18 @@ fn start_phase(
     tasks: &mut tokio::task::JoinSet<()>,
     start: Instant,
 ) -> (
-    Option<ArrivalSchedule>,
+    Option<Arrivals>,
     Option<Arc<tokio::sync::Semaphore>>,
     Option<ConcurrencyRamp>,
 ) {
     let load = &shared.run.load;
+    if let Some(users) = phase.users {
+        return (
+            Some(Arrivals::Users(user_schedule(shared, users))),
+            None,
+            None,
+        );
+    }
     let (rate, concurrency, max_concurrency) = match phase.closed_loop_at {
         Some(c) => (None, c, None),
         None => (load.request_rate, load.concurrency, load.max_concurrency),
@@ -228,9 +282,26 @@ fn start_phase(
             }
             None
         }
-        Some(_) => Some(arrival_schedule(shared, d, phase.warmup)),
+        Some(_) => Some(Arrivals::Rate(arrival_schedule(shared, d, phase.warmup))),
     };
     (arrivals, slots, ramp)
+}
+
+/// The users' starts: the `k`-th takes session `k`'s conversation.
+fn user_schedule(
+    shared: &Arc<Shared>,
+    users: crate::users::UserCentric,
+) -> crate::users::UserSchedule {
+    let dataset = &shared.run.dataset.conversations;
+    let mean_turns =
+        dataset.iter().map(|c| c.turns.len()).sum::<usize>() as f64 / dataset.len().max(1) as f64;
+    let shared = shared.clone();
+    let turns_of = move |session: u64| {
+        DatasetRow::of_session(&shared.run.dataset, session)
+            .turns
+            .len()
+    };
+    users.schedule(Box::new(turns_of), mean_turns)
 }
 
 fn spawn_worker(shared: &Arc<Shared>, phase: &Arc<Phase>, tasks: &mut tokio::task::JoinSet<()>) {
@@ -339,7 +410,7 @@ fn trace_times(
 fn start_arrival(
     shared: &Arc<Shared>,
     phase: &Arc<Phase>,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    (permit, pace): (Option<tokio::sync::OwnedSemaphorePermit>, Option<UserPace>),
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Option<Instant> {
     if shared.stop.is_stopped() {
@@ -352,7 +423,7 @@ fn start_arrival(
     tasks.spawn(async move {
         let _permit = permit;
         let conv = DatasetRow::of_session(&shared.run.dataset, session);
-        run_conversation(&shared, &phase, conv).await;
+        run_conversation(&shared, &phase, conv, pace).await;
     });
     Some(now)
 }
@@ -368,14 +439,20 @@ async fn worker(shared: &Shared, phase: &Phase) {
     let dataset = &shared.run.dataset;
     while let Some(session) = phase.dispatcher.next_session() {
         let conv = DatasetRow::of_session(dataset, session);
-        if !run_conversation(shared, phase, conv).await {
+        if !run_conversation(shared, phase, conv, None).await {
             return;
         }
     }
 }
 
-/// Runs one conversation's turns in order; false when the worker must stop.
-async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) -> bool {
+/// Runs one conversation's turns in order (a user's share of them, at its
+/// pace, under user-centric pacing); false when the worker must stop.
+async fn run_conversation(
+    shared: &Shared,
+    phase: &Phase,
+    conv: DatasetRow<'_>,
+    mut pace: Option<UserPace>,
+) -> bool {
     let warmup = phase.warmup;
     // `sticky-user-sessions`: the conversation's own connection, dropped
     // (closed) when it ends.
@@ -384,7 +461,11 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
     let client = own.as_ref().unwrap_or_else(|| shared.client_of(conv));
     let mut history: Vec<Message> = conv.preamble.clone();
     for (turn_index, turn) in conv.turns.iter().enumerate() {
-        if turn_index > 0 && !think(shared, phase, conv, turn_index).await {
+        if let Some(why) = past_the_users_turns(pace.as_ref(), turn_index) {
+            skip_turns(shared, conv, turn_index, warmup, &why);
+            return true;
+        }
+        if turn_index > 0 && !think(shared, phase, (conv, turn_index), pace.as_mut()).await {
             return false;
         }
         if shared.stop.is_stopped()
@@ -409,29 +490,40 @@ async fn run_conversation(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) 
             content: turn.clone(),
         });
         let record = send_turn(shared, phase, client, (conv, turn_index), &history).await;
-        let failed = !record.is_success();
-        let reply = record.output_text.clone();
-        shared.progress.finished_one(warmup, failed);
-        // A turn cancelled by a stop or the grace period ends the
-        // conversation with the run; any other failure skips the rest.
-        let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
-        let failure = (failed && !cancelled).then(|| why_the_rest_is_skipped(&record, turn_index));
-        send_record(shared, record);
-        if let Some(why) = failure {
-            // Without the reply there is no honest history for the next
-            // turn: the rest of the conversation is recorded as skipped.
-            skip_turns(shared, conv, turn_index + 1, warmup, &why);
+        let Some(reply) = recorded_reply(shared, (conv, turn_index), warmup, record) else {
             return true;
-        }
-        if failed {
-            return true;
-        }
+        };
         history.push(Message {
             role: "assistant".into(),
             content: reply,
         });
     }
     true
+}
+
+/// A sent turn's record handed on; its reply, or `None` when the
+/// conversation ends at this turn (it failed: the rest is recorded as
+/// skipped; or it was cancelled by a stop or the grace period).
+fn recorded_reply(
+    shared: &Shared,
+    (conv, turn_index): (DatasetRow<'_>, usize),
+    warmup: bool,
+    record: RequestRecord,
+) -> Option<String> {
+    let failed = !record.is_success();
+    let reply = record.output_text.clone();
+    shared.progress.finished_one(warmup, failed);
+    // A turn cancelled by a stop or the grace period ends the
+    // conversation with the run; any other failure skips the rest.
+    let cancelled = record.error_kind == Some(ErrorKind::Cancelled);
+    let failure = (failed && !cancelled).then(|| why_the_rest_is_skipped(&record, turn_index));
+    send_record(shared, record);
+    if let Some(why) = failure {
+        // Without the reply there is no honest history for the next
+        // turn: the rest of the conversation is recorded as skipped.
+        skip_turns(shared, conv, turn_index + 1, warmup, &why);
+    }
+    (!failed).then_some(reply)
 }
 
 /// Why the turns after a failed turn `turn_index` are not sent.
@@ -449,16 +541,41 @@ fn why_the_rest_is_skipped(record: &RequestRecord, turn_index: usize) -> String 
     }
 }
 
-/// The user's think time before a later turn (`Load::turn_delay`); false
-/// when the run stopped or the grace period ended meanwhile.
-async fn think(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>, turn_index: usize) -> bool {
+/// Why turn `turn_index` is not sent under user-centric pacing: its user
+/// joined the run's opening steady state with fewer turns left.
+fn past_the_users_turns(pace: Option<&UserPace>, turn_index: usize) -> Option<String> {
+    let left = pace?.turns;
+    (turn_index >= left).then(|| {
+        format!(
+            "not sent: this conversation's user was mid-session when the phase began, with {left} \
+             turn(s) left (--user-centric-rate's opening steady state)"
+        )
+    })
+}
+
+/// The wait before a later turn: the user's gap under user-centric
+/// pacing (its last turn's planned send plus the gap, or now if that
+/// passed), else the think time (`Load::turn_delay`); false when the run
+/// stopped or the grace period ended meanwhile.
+async fn think(
+    shared: &Shared,
+    phase: &Phase,
+    (conv, turn_index): (DatasetRow<'_>, usize),
+    pace: Option<&mut UserPace>,
+) -> bool {
     let load = &shared.run.load;
-    let Some(delay) = load.turn_delay else {
-        return true;
+    let until = match (pace, load.turn_delay) {
+        (Some(pace), _) => {
+            pace.next_send = (pace.next_send + pace.gap).max(Instant::now());
+            pace.next_send
+        }
+        (None, Some(delay)) => {
+            Instant::now() + delay.before(load.random_seed, conv.index, turn_index)
+        }
+        (None, None) => return true,
     };
-    let wait = delay.before(load.random_seed, conv.index, turn_index);
     tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
+        _ = tokio::time::sleep_until(tokio::time::Instant::from_std(until)) => true,
         _ = shared.stop.stopped() => false,
         _ = phase.cancel.stopped() => false,
     }

@@ -136,6 +136,25 @@ pub struct SyntheticPrompts {
     pub sequence: Option<SequenceDistribution>,
     /// The seed of the lengths and the corpus offsets.
     pub seed: u64,
+    /// Shared prefixes, one of them before each conversation's first
+    /// prompt (AIPerf's `--num-prefix-prompts`).
+    pub prefix: Option<PrefixPool>,
+}
+
+/// A pool of shared prefixes (AIPerf's `--num-prefix-prompts` and
+/// `--prefix-prompt-length`), for a prefix cache to find: `prompts`
+/// distinct texts of exactly `length` tokens each, cut from the corpus at
+/// seeded offsets. Each conversation's first prompt is one of them, drawn
+/// per conversation, followed by its own text of its drawn length, joined
+/// by token and adjusted so the whole counts exactly `length` plus that
+/// length (the prefix rides on top of `--isl`, as in AIPerf and vLLM's
+/// `--random-prefix-len`). Later turns have none: the history carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefixPool {
+    /// How many distinct prefixes (at least 1).
+    pub prompts: usize,
+    /// Each prefix's length, tokens (at least 1).
+    pub length: u32,
 }
 
 /// The prompts built, with what the tokenizer counted.
@@ -160,7 +179,14 @@ impl SyntheticPrompts {
             turns: TurnCount::SINGLE,
             sequence: None,
             seed: 0,
+            prefix: None,
         }
+    }
+
+    /// A prefix of `pool` before each conversation's first prompt.
+    pub fn with_prefix(mut self, pool: PrefixPool) -> Self {
+        self.prefix = Some(pool);
+        self
     }
 
     /// Each prompt's input and output lengths drawn together from
@@ -203,6 +229,15 @@ impl SyntheticPrompts {
                 .check()
                 .map_err(|why| bad("the output length (--osl)", why))?;
         }
+        if let Some(pool) = self.prefix
+            && (pool.prompts == 0 || pool.length == 0)
+        {
+            return Err(ClientError::Synthesis(format!(
+                "the prefix prompts (--num-prefix-prompts, --prefix-prompt-length): at least \
+                 one prefix of at least one token is needed (got {} of {} tokens)",
+                pool.prompts, pool.length
+            )));
+        }
         let turns = self.turns;
         if turns.mean == 0 || !turns.stddev.is_finite() || turns.stddev < 0.0 {
             return Err(ClientError::Synthesis(format!(
@@ -222,7 +257,8 @@ impl SyntheticPrompts {
         use futures_util::stream::{self, StreamExt, TryStreamExt};
         self.validate()?;
         let corpus = tokenized_corpus(codec).await?;
-        let plan = self.plan(corpus.len());
+        let (pool, plan) = self.plan(corpus.len());
+        let prefixes = prefix_texts(codec, &corpus, &pool).await?;
         // The prompts are cut independently: several at once, so a
         // server's tokenizer is not asked one call at a time.
         let prompts = plan.iter().flat_map(|entry| {
@@ -231,8 +267,12 @@ impl SyntheticPrompts {
         let texts: Vec<String> = stream::iter(prompts)
             .map(|(entry, turn, t)| {
                 let corpus = &corpus;
+                let prefix = match (turn, entry.prefix) {
+                    (0, Some(p)) => prefixes[p].as_slice(),
+                    _ => &[],
+                };
                 async move {
-                    exact_prompt(codec, corpus, t.start, t.input)
+                    exact_prompt(codec, corpus, prefix, t.start, t.input)
                         .await
                         .map_err(|why| {
                             let at = match entry.turns.len() {
@@ -247,28 +287,9 @@ impl SyntheticPrompts {
             .buffered(CONCURRENT_PROMPTS)
             .try_collect()
             .await?;
-        let mut texts = texts.into_iter();
-        let mut input_tokens = Vec::with_capacity(texts.len());
-        let conversations = plan
-            .into_iter()
-            .map(|entry| {
-                let n = entry.turns.len();
-                input_tokens.extend(entry.turns.iter().map(|t| t.input));
-                let outputs: Vec<u32> = entry.turns.iter().filter_map(|t| t.output).collect();
-                Conversation {
-                    id: format!("synthetic-{}", entry.index),
-                    turns: texts.by_ref().take(n).collect(),
-                    max_output_tokens: outputs.first().copied(),
-                    turn_output_tokens: if n > 1 { outputs } else { Vec::new() },
-                    ..Conversation::default()
-                }
-            })
-            .collect();
+        let (dataset, input_tokens) = assemble(plan, texts, &prefixes);
         Ok(SyntheticDataset {
-            dataset: Dataset {
-                name: "synthetic".into(),
-                conversations,
-            },
+            dataset,
             input_tokens,
             tokenizer: codec.describe(),
         })
@@ -277,9 +298,21 @@ impl SyntheticPrompts {
     /// Every entry's turns, each turn's lengths and corpus offset drawn
     /// from the seed in order (the same plan for a seed, whatever counts
     /// the tokens).
-    fn plan(&self, corpus_len: usize) -> Vec<PlannedEntry> {
+    ///
+    /// The prefixes draw from a sequence of their own (their offsets, then
+    /// each entry's choice), so a seed's prompts are the same with or
+    /// without them.
+    fn plan(&self, corpus_len: usize) -> (Vec<PlannedPrefix>, Vec<PlannedEntry>) {
         let mut rng = SplitMix64::new(self.seed ^ 0x5359_4E54_4845_5449); // "SYNTHETI"
-        (0..self.entries)
+        let mut prefix_rng = SplitMix64::new(self.seed ^ 0x5052_4546_4958_4553); // "PREFIXES"
+        let pool: Vec<PlannedPrefix> = (self.prefix.iter())
+            .flat_map(|p| (0..p.prompts).map(move |_| p.length))
+            .map(|length| PlannedPrefix {
+                length,
+                start: prefix_rng.below(corpus_len as u64) as usize,
+            })
+            .collect();
+        let entries = (0..self.entries)
             .map(|index| {
                 let n_turns = normal_count(self.turns.mean, self.turns.stddev, &mut rng);
                 let turns = (0..n_turns)
@@ -305,10 +338,74 @@ impl SyntheticPrompts {
                         }
                     })
                     .collect();
-                PlannedEntry { index, turns }
+                let prefix =
+                    (!pool.is_empty()).then(|| prefix_rng.below(pool.len() as u64) as usize);
+                PlannedEntry {
+                    index,
+                    turns,
+                    prefix,
+                }
             })
-            .collect()
+            .collect();
+        (pool, entries)
     }
+}
+
+/// The prefixes of `pool` cut to their lengths, as the token ids of their
+/// exact texts (joined to a prompt by token, so no seam is charged).
+async fn prefix_texts(
+    codec: &dyn TokenCodec,
+    corpus: &[u32],
+    pool: &[PlannedPrefix],
+) -> Result<Vec<Vec<u32>>, ClientError> {
+    let mut prefixes = Vec::with_capacity(pool.len());
+    for (k, p) in pool.iter().enumerate() {
+        let by = codec.describe();
+        let failed = |why: String| {
+            ClientError::Synthesis(format!("prefix prompt {k}: {why} (tokens counted by {by})"))
+        };
+        let text = exact_prompt(codec, corpus, &[], p.start, p.length)
+            .await
+            .map_err(failed)?;
+        prefixes.push(codec.encode(&text).await?);
+    }
+    Ok(prefixes)
+}
+
+/// The planned entries as conversations of their cut `texts` (every turn
+/// of every entry, in order), with each prompt's length in tokens (a
+/// first prompt's prefix included).
+fn assemble(
+    plan: Vec<PlannedEntry>,
+    texts: Vec<String>,
+    prefixes: &[Vec<u32>],
+) -> (Dataset, Vec<u32>) {
+    let mut texts = texts.into_iter();
+    let mut input_tokens = Vec::with_capacity(texts.len());
+    let conversations = plan
+        .into_iter()
+        .map(|entry| {
+            let n = entry.turns.len();
+            let prefix = entry.prefix.map_or(0, |p| prefixes[p].len() as u32);
+            input_tokens.extend(entry.turns.iter().map(|t| t.input));
+            if let Some(first) = input_tokens.len().checked_sub(n) {
+                input_tokens[first] += prefix;
+            }
+            let outputs: Vec<u32> = entry.turns.iter().filter_map(|t| t.output).collect();
+            Conversation {
+                id: format!("synthetic-{}", entry.index),
+                turns: texts.by_ref().take(n).collect(),
+                max_output_tokens: outputs.first().copied(),
+                turn_output_tokens: if n > 1 { outputs } else { Vec::new() },
+                ..Conversation::default()
+            }
+        })
+        .collect();
+    let dataset = Dataset {
+        name: "synthetic".into(),
+        conversations,
+    };
+    (dataset, input_tokens)
 }
 
 /// Prompts cut at once while a dataset is built (tokenizer calls in
@@ -319,6 +416,14 @@ const CONCURRENT_PROMPTS: usize = 16;
 struct PlannedEntry {
     index: usize,
     turns: Vec<PlannedTurn>,
+    /// The pool's prefix before its first prompt.
+    prefix: Option<usize>,
+}
+
+/// One shared prefix as drawn: its length and corpus offset.
+struct PlannedPrefix {
+    length: u32,
+    start: usize,
 }
 
 /// One turn as drawn: its prompt's length and corpus offset, its output.
@@ -328,12 +433,13 @@ struct PlannedTurn {
     output: Option<u32>,
 }
 
-/// `wanted` tokens of `corpus` from `start` (wrapping), decoded, adjusted
-/// until the text counts exactly `wanted` tokens; the error says what it
-/// counted instead.
+/// `prefix`, then `wanted` tokens of `corpus` from `start` (wrapping),
+/// decoded, adjusted until the text counts exactly the prefix's tokens
+/// and `wanted`; the error says what it counted instead.
 async fn exact_prompt(
     codec: &dyn TokenCodec,
     corpus: &[u32],
+    prefix: &[u32],
     start: usize,
     wanted: u32,
 ) -> Result<String, String> {
@@ -341,9 +447,10 @@ async fn exact_prompt(
         corpus,
         next: start,
     };
-    let mut ids = Vec::with_capacity(wanted as usize);
+    let mut ids = Vec::with_capacity(prefix.len() + wanted as usize);
+    ids.extend_from_slice(prefix);
     source.take(wanted as usize, &mut ids);
-    exact_text(codec, ids, &mut source, wanted).await
+    exact_text(codec, ids, &mut source, wanted + prefix.len() as u32).await
 }
 
 /// Corpus tokens in order from `next`, wrapping at the end.

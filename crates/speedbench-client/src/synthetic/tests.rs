@@ -332,3 +332,63 @@ fn prompts_are_cut_several_at_once_and_come_out_the_same() {
     assert_eq!(built.dataset, direct.dataset);
     assert_eq!(built.input_tokens, direct.input_tokens);
 }
+
+#[test]
+fn first_prompts_open_with_one_of_the_pools_prefixes() {
+    let turns = TurnCount {
+        mean: 3,
+        stddev: 0.0,
+    };
+    let base = SyntheticPrompts::new(40, TokenLength::normal(12, 3.0))
+        .with_turns(turns)
+        .with_seed(5);
+    let pool = PrefixPool {
+        prompts: 3,
+        length: 9,
+    };
+    let codec = WordCodec::default();
+    let built = block_on(base.clone().with_prefix(pool).build(&codec)).unwrap();
+    let plain = block_on(base.build(&codec)).unwrap();
+    let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let mut prefixes = std::collections::BTreeSet::new();
+    let prompts = built
+        .dataset
+        .conversations
+        .iter()
+        .zip(&plain.dataset.conversations);
+    let mut lengths = built.input_tokens.iter();
+    for (with, without) in prompts {
+        // The first prompt: 9 prefix words, then the same body as without
+        // a pool (the prefixes draw from their own sequence).
+        let first = words(&with.turns[0]);
+        assert_eq!(
+            first.len(),
+            9 + words(&without.turns[0]).len(),
+            "{}",
+            with.id
+        );
+        assert_eq!(first[9..], words(&without.turns[0])[..], "{}", with.id);
+        assert_eq!(*lengths.next().unwrap() as usize, first.len());
+        prefixes.insert(first[..9].join(" "));
+        // Later turns carry no prefix.
+        for (t, p) in with.turns.iter().zip(&without.turns).skip(1) {
+            assert_eq!(t, p);
+            assert_eq!(*lengths.next().unwrap() as usize, words(t).len());
+        }
+    }
+    assert_eq!(
+        prefixes.len(),
+        3,
+        "every prefix of the pool used: {prefixes:?}"
+    );
+    // An empty pool, or prefixes of no tokens, are refused.
+    for bad in [(0, 9), (3, 0)] {
+        let pool = PrefixPool {
+            prompts: bad.0,
+            length: bad.1,
+        };
+        let spec = SyntheticPrompts::new(1, TokenLength::fixed(3)).with_prefix(pool);
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(err.contains("--num-prefix-prompts"), "{err}");
+    }
+}

@@ -133,9 +133,9 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
 /// Each general template, as shipped, that is still refused at a field
 /// without a counterpart: (template, the field as named, the line's text).
 const REFUSED: [(&str, &str, &str); 1] = [(
-    "kv_cache_test",
-    "`datasets[0].prefix_prompts`",
-    "prefixPrompts:",
+    "http_trace_metrics",
+    "`artifacts.show_trace_timing`",
+    "showTraceTiming:",
 )];
 
 /// `sweep_distributions` as shipped: its grid of three ISLs by three rates
@@ -527,11 +527,21 @@ fn gamma_phases_ramps_series_and_cancellation_run_unchanged() {
 
 #[test]
 fn a_refused_config_names_every_field_it_cannot_honour_at_once() {
-    let text = template("kv_cache_test");
+    // kv_cache_test with a shared system prompt in place of the prefix
+    // pool and a seamless warmup: neither is run.
+    let text = template("kv_cache_test")
+        .replace("poolSize: 10", "sharedSystemLength: 100")
+        .replace(
+            "      rate: 1.0\n",
+            "      rate: 1.0\n      seamless: true\n",
+        );
     let err = expand("kv_cache_test", &text, &[]).unwrap_err();
     // Two fields in two blocks, each with its line and what to do.
     assert!(err.contains("2 fields speedbench cannot honour"), "{err}");
-    for needle in ["`datasets[0].prefix_prompts`", "`phases.warmup.type`"] {
+    for needle in [
+        "`datasets[0].prefix_prompts.shared_system_length`",
+        "`phases.warmup.seamless`",
+    ] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
     assert_eq!(err.matches("kv_cache_test.yaml:").count(), 3, "{err}");
@@ -1007,4 +1017,48 @@ fn a_sweeps_runs_derive_their_seeds_as_aiperf_does() {
         err.contains("sweep.iteration_order") && err.contains("repeated"),
         "{err}"
     );
+}
+
+/// `kv_cache_test` as shipped: user-centric warmup and measured phases
+/// (each its own users and rate), a pool of shared prefixes and
+/// conversations of drawn turns, each value AIPerf's own expansion holds.
+#[test]
+fn kv_cache_test_keeps_its_users_and_prefixes() {
+    let name = "kv_cache_test";
+    let aiperf = aiperf_expansion(name);
+    let b = &aiperf["variations"][0]["benchmark"];
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let (l, s) = (&spec.load, &spec.dataset.synthetic);
+    let prefixes = &b["datasets"][0]["prefix_prompts"];
+    assert_eq!(
+        Some(s.prefix_prompts as u64),
+        prefixes["pool_size"].as_u64()
+    );
+    assert_eq!(
+        Some(u64::from(s.prefix_length)),
+        prefixes["length"].as_u64()
+    );
+    assert_eq!(
+        Some(f64::from(s.turn_mean)),
+        b["datasets"][0]["turns"]["mean"].as_f64()
+    );
+    let (warmup, profiling) = (
+        aiperf_phase(&aiperf, "warmup"),
+        aiperf_phase(&aiperf, "profiling"),
+    );
+    assert_eq!(l.num_users.map(|n| n as u64), profiling["users"].as_u64());
+    assert_eq!(l.user_centric_rate, profiling["rate"].as_f64());
+    assert_eq!(l.benchmark_duration_s, profiling["duration"].as_f64());
+    assert_eq!(
+        Some(l.benchmark_grace_period_s),
+        profiling["grace_period"].as_f64()
+    );
+    assert_eq!(
+        l.warmup_num_users.map(|n| n as u64),
+        warmup["users"].as_u64()
+    );
+    assert_eq!(l.warmup_user_centric_rate, warmup["rate"].as_f64());
+    assert_eq!(l.warmup_duration_s, warmup["duration"].as_f64());
+    assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
 }

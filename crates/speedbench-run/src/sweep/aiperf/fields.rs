@@ -377,6 +377,7 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         "turns",
         "turn_delay",
         "turn_delay_ratio",
+        "prefix_prompts",
     ];
     if sampling_ok(node) {
         allowed.push("sampling");
@@ -420,8 +421,28 @@ fn synthetic_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     conversation_shape(out, node)
 }
 
-/// A synthetic dataset's `turns`, `turn_delay` and `turn_delay_ratio`.
+/// `prefix_prompts: {pool_size, length}`: `--num-prefix-prompts` and
+/// `--prefix-prompt-length`.
+fn prefix_prompts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let why = "speedbench builds a pool of shared prefixes (`pool_size` of `length` tokens); \
+               a shared system prompt or per-user context is not built";
+    let prefix = "datasets[0].prefix_prompts";
+    let fields = only(node, prefix, &["pool_size", "length"], why).map_err(|r| invalid(out, r))?;
+    for (key, value) in fields {
+        match key.name.as_str() {
+            "pool_size" => out.one("num-prefix-prompts", value)?,
+            _ => out.one("prefix-prompt-length", value)?,
+        }
+    }
+    Ok(())
+}
+
+/// A synthetic dataset's `turns`, `turn_delay`, `turn_delay_ratio` and
+/// `prefix_prompts`.
 fn conversation_shape(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    if let Some(prefixes) = node.get("prefix_prompts") {
+        prefix_prompts(out, prefixes)?;
+    }
     let turns = ("conversation-turn-mean", "conversation-turn-stddev");
     if let Some(n) = node.get("turns") {
         token_length(out, n, "turns", turns)?;
@@ -753,12 +774,17 @@ fn warmup(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
         .get("name")
         .and_then(Node::scalar_text)
         .unwrap_or("warmup".into());
-    if phase_type(out, phase)? != "concurrency" {
+    let kind = phase_type(out, phase)?;
+    if kind == "user_centric" {
+        return user_centric(out, phase, &name, true);
+    }
+    if kind != "concurrency" {
         let k = phase.key("type").cloned().unwrap_or(Key {
             name: "type".into(),
             line: phase.line,
         });
-        let why = "it warms up closed-loop (`type: concurrency`), counted in requests or time";
+        let why = "it warms up closed-loop (`type: concurrency`) or user-centric, counted in \
+                   requests or time";
         return Err(invalid(
             out,
             unsupported(&k, &format!("phases.{name}.type"), why),
@@ -827,6 +853,9 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
     if kind == "fixed_schedule" {
         return fixed_schedule(out, phase, &name);
     }
+    if kind == "user_centric" {
+        return user_centric(out, phase, &name, false);
+    }
     let arrival = arrival_of(out, phase, &name, &kind)?;
     let mut allowed = [
         &PHASE_ID[..],
@@ -851,7 +880,7 @@ fn measured(out: &mut Out<'_>, phase: &Node) -> Result<(), RunError> {
     if kind == "gamma" {
         allowed.push("smoothness");
     }
-    let why = "no counterpart for this phase field (user-centric schedules)";
+    let why = "no counterpart for this phase field";
     let entries =
         only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
     let concurrency_flag = if arrival.is_some() {
@@ -906,6 +935,56 @@ fn fixed_schedule(out: &mut Out<'_>, phase: &Node, name: &str) -> Result<(), Run
             "end_offset" => out.one("fixed-schedule-end-offset", value)?,
             other => measured_field(out, other, value, "max-concurrency")?,
         }
+    }
+    Ok(())
+}
+
+/// `type: user_centric` (the warmup's or the measured phase's): `users`
+/// and `rate` as `--num-users` and `--user-centric-rate` (their warmup
+/// flags for a warmup), its size and grace period as ever.
+fn user_centric(out: &mut Out<'_>, phase: &Node, name: &str, warmup: bool) -> Result<(), RunError> {
+    let mut fields = vec![
+        "users",
+        "rate",
+        "requests",
+        "sessions",
+        "duration",
+        "grace_period",
+    ];
+    fields.extend(["prefill_concurrency", "prefill_ramp"]);
+    if !warmup {
+        fields.push("cancellation");
+    }
+    let allowed = [&PHASE_ID[..], &fields].concat();
+    let why = "a user-centric phase takes `users`, `rate`, its size (`requests`, `sessions`, \
+               `duration`), `grace_period` and a prefill limit";
+    let entries =
+        only(phase, &format!("phases.{name}"), &allowed, why).map_err(|r| invalid(out, r))?;
+    let (users_flag, rate_flag) = match warmup {
+        true => ("warmup-num-users", "warmup-user-centric-rate"),
+        false => ("num-users", "user-centric-rate"),
+    };
+    for (key, value) in entries {
+        match (key.name.as_str(), warmup) {
+            ("users", _) => out.one(users_flag, value)?,
+            ("rate", _) => out.one(rate_flag, value)?,
+            (other, true) => warmup_field(out, other, value)?,
+            (other, false) => measured_field(out, other, value, "max-concurrency")?,
+        }
+    }
+    for needed in ["users", "rate"] {
+        if phase.get(needed).is_none() {
+            let m = format!("phases.{name}: a `user_centric` phase needs `{needed}`");
+            return Err(invalid(out, (phase.line, m)));
+        }
+    }
+    if warmup
+        && ["requests", "sessions", "duration"]
+            .iter()
+            .all(|k| phase.get(k).is_none())
+    {
+        let m = format!("phases.{name}: a warmup needs `requests`, `sessions` or a `duration`");
+        return Err(invalid(out, (phase.line, m)));
     }
     Ok(())
 }
