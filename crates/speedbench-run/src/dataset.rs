@@ -99,20 +99,20 @@ impl DatasetSpec {
 
 impl RunSpec {
     /// Loads the rows the spec names (an input file, or a public dataset
-    /// through the cache, the Hub or the prepare step), unnarrowed.
+    /// through the cache, the Hub or the prepare step), unnarrowed. A
+    /// trace's rows given by length are built when the run starts, against
+    /// its server, after the window and any synthesis.
     pub async fn load_dataset(&self, observer: &mut dyn Observer) -> Result<Dataset, RunError> {
         let d = &self.dataset;
         if let Some(DatasetSource::InputFile(path)) = &d.source {
-            let rows = Dataset::from_jsonl_file(path)
-                .map_err(|e| dataset_error("loading the input file", e))?;
-            return self.trace_prompts(rows, observer).await;
+            return Dataset::from_jsonl_file(path)
+                .map_err(|e| dataset_error("loading the input file", e));
         }
         if d.source == Some(DatasetSource::Synthetic) {
             return self.synthetic_dataset(observer).await;
         }
         if let Some(DatasetSource::InputRows(json)) = &d.source {
-            let rows = inline_rows(json)?;
-            return self.trace_prompts(rows, observer).await;
+            return inline_rows(json);
         }
         let Some(name) = d.public_name()? else {
             return Err(RunError::invalid(

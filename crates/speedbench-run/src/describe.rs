@@ -59,6 +59,9 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
     if let Some(synthetic) = synthetic {
         config["synthetic"] = synthetic;
     }
+    if d.synthesis != crate::spec::SynthesisSpec::default() {
+        config["synthesis"] = json!(d.synthesis);
+    }
     if !target.more_urls.is_empty() {
         let urls: Vec<String> = target.urls().map(|u| redact_url(&u.to_string())).collect();
         config["urls"] = json!(urls);

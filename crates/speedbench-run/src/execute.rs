@@ -57,9 +57,17 @@ pub async fn execute(
     });
     let mut valid = valid;
     let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
-    if let Some(window) = valid.trace_window {
-        dataset = window.apply(dataset, &mut valid.load, observer)?;
+    let synthesis = valid.synthesis.map(|s| (s, valid.load.random_seed));
+    match valid.trace_window {
+        Some(window) => dataset = window.apply(dataset, &mut valid.load, synthesis, observer)?,
+        None => {
+            if let Some((s, seed)) = synthesis {
+                crate::shaping::synthesize(&s, seed, &mut dataset, observer)?;
+            }
+        }
     }
+    // A trace's rows given by length, built against this run's server.
+    let dataset = valid.spec.trace_prompts(dataset, observer).await?;
     if let Some(line) = recycling(&valid.load, &dataset) {
         observer.warning(&line);
     }

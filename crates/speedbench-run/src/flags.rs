@@ -426,6 +426,32 @@ const DATASET: &[Flag] = &[
         .value("TOKENS")
         .default("0")
         .help("With --num-prefix-prompts: each prefix's length, tokens (counted as the prompts are)."),
+    flag!("synthesis-speedup-ratio", One, |s, v| s.dataset.synthesis.speedup_ratio = parse(v)?)
+        .value("X")
+        .default("1")
+        .help("Replay a trace X times as fast: each row's timestamp divided by X (AIPerf's trace synthesis, as every --synthesis-* flag)."),
+    flag!("synthesis-prefix-len-multiplier", One, |s, v| s.dataset.synthesis.prefix_len_multiplier = parse(v)?)
+        .value("X")
+        .default("1")
+        .help("A trace row's shared prefix (its leading `hash_ids` other rows name too) stretched or cut to X times its blocks."),
+    flag!("synthesis-prefix-root-multiplier", One, |s, v| s.dataset.synthesis.prefix_root_multiplier = parse(v)?)
+        .value("N")
+        .default("1")
+        .help("Spread the trace's rows over N copies of its prefix trees (drawn per row from --random-seed): N times the distinct prefixes for a cache to hold."),
+    flag!("synthesis-prompt-len-multiplier", One, |s, v| s.dataset.synthesis.prompt_len_multiplier = parse(v)?)
+        .value("X")
+        .default("1")
+        .help("A trace row's own (unshared) length multiplied by X, onto new blocks."),
+    flag!("synthesis-output-len-multiplier", One, |s, v| s.dataset.synthesis.output_len_multiplier = parse(v)?)
+        .value("X")
+        .default("1")
+        .help("A trace row's output length multiplied by X (rounded, at least 1)."),
+    flag!("synthesis-max-isl", One, |s, v| s.dataset.synthesis.max_isl = Some(parse(v)?))
+        .value("TOKENS")
+        .help("Trace rows given by a longer `input_length` are not sent (the run says how many); synthesized lengths are clamped to it."),
+    flag!("synthesis-max-osl", One, |s, v| s.dataset.synthesis.max_osl = Some(parse(v)?))
+        .value("TOKENS")
+        .help("Trace rows' output lengths capped at this many tokens (the run says how many)."),
     flag!("num-dataset-entries", One, |s, v| s.dataset.synthetic.entries = parse(v)?)
         .value("N")
         .default("100")

@@ -11,7 +11,8 @@ use speedbench_client::{
 };
 
 use crate::error::RunError;
-use crate::spec::LoadSpec;
+use crate::spec::{DatasetSpec, LoadSpec};
+use speedbench_client::synthetic::TraceSynthesis;
 
 /// Sets `load`'s arrivals, ramps, series and cancellations from `l`,
 /// refusing what no run can honour, by the flag that fixes it. A rate
@@ -354,10 +355,14 @@ impl TraceWindow {
     /// refused by id), those outside the window left out and said; and the
     /// load set to replay them, each once, its warmup at the trace's mean
     /// rate.
+    ///
+    /// A synthesis reshapes the rows inside the window (the offsets are
+    /// the trace's own times); a start offset is then scaled with them.
     pub(crate) fn apply(
         self,
         mut dataset: speedbench_dataset::Dataset,
         load: &mut Load,
+        synthesis: Option<(TraceSynthesis, u64)>,
         observer: &mut dyn crate::observer::Observer,
     ) -> Result<speedbench_dataset::Dataset, RunError> {
         let field = "--fixed-schedule";
@@ -380,27 +385,41 @@ impl TraceWindow {
         dataset.conversations.retain(|c| {
             self.start_us.is_none_or(|s| at(c) >= s) && self.end_us.is_none_or(|e| at(c) <= e)
         });
-        let kept = dataset.conversations.len();
-        if kept < before {
+        if dataset.conversations.len() < before {
             observer.warning(&format!(
                 "fixed schedule: {} of {before} rows lie outside the offsets' window and are not sent",
-                before - kept
+                before - dataset.conversations.len()
             ));
         }
-        let (Some(first), Some(last)) =
-            (dataset.conversations.first(), dataset.conversations.last())
-        else {
+        if dataset.conversations.is_empty() {
             return Err(RunError::invalid(
                 field,
                 "no row lies inside the offsets' window",
             ));
-        };
+        }
+        let speedup = synthesis.map_or(1.0, |(s, _)| s.speedup_ratio);
+        if let Some((s, seed)) = synthesis {
+            // Refuses a synthesis that leaves no row.
+            synthesize(&s, seed, &mut dataset, observer)?;
+        }
+        self.schedule(&dataset, load, speedup);
+        Ok(dataset)
+    }
+
+    /// `load` set to replay the kept rows (in time order, at least one),
+    /// each once, from the zero the window names (a start offset scaled
+    /// by a synthesis' `speedup`), its warmup at their mean rate.
+    fn schedule(&self, dataset: &speedbench_dataset::Dataset, load: &mut Load, speedup: f64) {
+        let at = |c: &speedbench_dataset::Conversation| c.timestamp_us.unwrap_or(0);
+        let rows = &dataset.conversations;
+        let (first, last) = (rows.first().map_or(0, at), rows.last().map_or(0, at));
         let zero_us = match (self.auto_offset, self.start_us) {
-            (true, _) => at(first),
-            (false, Some(start)) => start,
+            (true, _) => first,
+            (false, Some(start)) => (start as f64 / speedup) as u64,
             (false, None) => 0,
         };
-        let span_s = (at(last) - at(first)) as f64 / 1e6;
+        let span_s = (last - first) as f64 / 1e6;
+        let kept = rows.len();
         load.request_rate = Some(if span_s > 0.0 {
             (kept - 1).max(1) as f64 / span_s
         } else {
@@ -408,8 +427,62 @@ impl TraceWindow {
         });
         load.num_conversations = Some(kept as u64);
         load.fixed_schedule = Some(FixedSchedule { zero_us });
-        Ok(dataset)
     }
+}
+
+/// `--synthesis-*`, checked; `None` when nothing is asked.
+pub(crate) fn trace_synthesis(d: &DatasetSpec) -> Result<Option<TraceSynthesis>, RunError> {
+    let s = &d.synthesis;
+    let synthesis = TraceSynthesis {
+        speedup_ratio: s.speedup_ratio,
+        prefix_len_multiplier: s.prefix_len_multiplier,
+        prefix_root_multiplier: s.prefix_root_multiplier,
+        prompt_len_multiplier: s.prompt_len_multiplier,
+        output_len_multiplier: s.output_len_multiplier,
+        max_isl: s.max_isl,
+        max_osl: s.max_osl,
+        ..TraceSynthesis::new(d.synthetic.block_size.max(1))
+    };
+    if !synthesis.reshapes() && s.max_isl.is_none() && s.max_osl.is_none() {
+        return Ok(None);
+    }
+    synthesis
+        .check()
+        .map_err(|why| RunError::invalid("--synthesis-*", why))?;
+    Ok(Some(synthesis))
+}
+
+/// `dataset` reshaped by `s`; what it dropped or capped said.
+pub(crate) fn synthesize(
+    s: &TraceSynthesis,
+    seed: u64,
+    dataset: &mut speedbench_dataset::Dataset,
+    observer: &mut dyn crate::observer::Observer,
+) -> Result<(), RunError> {
+    let report = s
+        .apply(dataset, seed)
+        .map_err(|e| crate::validate::hinted("synthesizing the trace (--synthesis-*)", e))?;
+    if report.dropped_over_max_isl > 0 {
+        observer.warning(&format!(
+            "trace synthesis: {} rows with an input_length over --synthesis-max-isl {} are not sent",
+            report.dropped_over_max_isl,
+            s.max_isl.unwrap_or_default()
+        ));
+    }
+    if report.capped_at_max_osl > 0 {
+        observer.warning(&format!(
+            "trace synthesis: {} rows' output lengths capped at --synthesis-max-osl {}",
+            report.capped_at_max_osl,
+            s.max_osl.unwrap_or_default()
+        ));
+    }
+    if dataset.conversations.is_empty() {
+        return Err(RunError::invalid(
+            "--synthesis-max-isl",
+            "no row of the trace is left to send",
+        ));
+    }
+    Ok(())
 }
 
 /// A prefill limit and its ramp, checked: at least 1, a ramp of more than

@@ -292,6 +292,44 @@ pub struct DatasetSpec {
     pub limit: Option<NonZeroUsize>,
     /// `--isl` and its company.
     pub synthetic: SyntheticSpec,
+    /// `--synthesis-*`: a trace reshaped before it is replayed.
+    pub synthesis: SynthesisSpec,
+}
+
+/// `--synthesis-*` (AIPerf's): a trace reshaped before it is replayed
+/// (`speedbench_client::synthetic::TraceSynthesis`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SynthesisSpec {
+    /// `--synthesis-speedup-ratio`: timestamps divided by it.
+    pub speedup_ratio: f64,
+    /// `--synthesis-prefix-len-multiplier`: shared prefixes' lengths.
+    pub prefix_len_multiplier: f64,
+    /// `--synthesis-prefix-root-multiplier`: copies of the prefix trees.
+    pub prefix_root_multiplier: u32,
+    /// `--synthesis-prompt-len-multiplier`: rows' own lengths.
+    pub prompt_len_multiplier: f64,
+    /// `--synthesis-output-len-multiplier`: output lengths.
+    pub output_len_multiplier: f64,
+    /// `--synthesis-max-isl`: rows longer are dropped.
+    pub max_isl: Option<u32>,
+    /// `--synthesis-max-osl`: output lengths capped.
+    pub max_osl: Option<u32>,
+}
+
+impl Default for SynthesisSpec {
+    fn default() -> SynthesisSpec {
+        SynthesisSpec {
+            speedup_ratio: 1.0,
+            prefix_len_multiplier: 1.0,
+            prefix_root_multiplier: 1,
+            prompt_len_multiplier: 1.0,
+            output_len_multiplier: 1.0,
+            max_isl: None,
+            max_osl: None,
+        }
+    }
 }
 
 /// How many requests, at what concurrency or rate.

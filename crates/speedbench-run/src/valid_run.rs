@@ -39,6 +39,8 @@ pub struct ValidRun {
     pub(crate) load: Load,
     /// `--fixed-schedule`: the trace's window, applied to the rows.
     pub(crate) trace_window: Option<crate::shaping::TraceWindow>,
+    /// `--synthesis-*`: the trace reshaped after its window.
+    pub(crate) synthesis: Option<speedbench_client::synthetic::TraceSynthesis>,
     pub(crate) max_error_rate: Option<f64>,
     pub(crate) engine: EngineChoice,
     pub(crate) preflight: bool,

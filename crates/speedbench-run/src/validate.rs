@@ -119,6 +119,7 @@ impl RunSpec {
             target,
             load,
             trace_window: crate::shaping::trace_window(&self.load)?,
+            synthesis: crate::shaping::trace_synthesis(&self.dataset)?,
             max_error_rate: self.load.max_error_rate,
             engine: self.target.engine,
             preflight: self.target.preflight,

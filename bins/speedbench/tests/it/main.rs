@@ -40,6 +40,7 @@ mod sim_config_e2e;
 mod speed_bench_py_compare_e2e;
 mod speed_bench_py_e2e;
 mod sweep_e2e;
+mod synthesis_e2e;
 mod synthetic_e2e;
 mod tune_e2e;
 mod users_e2e;

@@ -27,6 +27,7 @@
 
 mod lengths;
 mod server;
+mod synthesis;
 mod word;
 
 use std::future::Future;
@@ -40,6 +41,7 @@ use crate::schedule::standard_normal;
 
 pub use lengths::{LengthDistribution, SequenceDistribution};
 pub use server::ServerTokenizer;
+pub use synthesis::{SynthesisReport, TraceSynthesis};
 pub use word::WordCodec;
 
 /// The corpus prompts are cut from: the first ~1,000 lines of

@@ -579,11 +579,8 @@ async fn run_one<O: SweepObserver>(p: Prepared, stop: &StopHandle, observer: &mu
     crate::process::raise_open_files(spec.load.concurrency as u64 + 256);
     let dataset = match p.dataset {
         // A file shared by the sweep's runs: its trace prompts, if any,
-        // are built against this run's server.
-        Some(d) => match spec.trace_prompts(Arc::unwrap_or_clone(d), observer).await {
-            Ok(d) => d,
-            Err(e) => return RunEnd::Failed(e),
-        },
+        // are built against this run's server when it starts.
+        Some(d) => Arc::unwrap_or_clone(d),
         None => match spec.load_dataset(observer).await {
             Ok(d) => d,
             Err(e) => return RunEnd::Failed(e),

@@ -132,11 +132,18 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
 
 /// Each general template, as shipped, that is still refused at a field
 /// without a counterpart: (template, the field as named, the line's text).
-const REFUSED: [(&str, &str, &str); 1] = [(
-    "http_trace_metrics",
-    "`artifacts.show_trace_timing`",
-    "showTraceTiming:",
-)];
+const REFUSED: [(&str, &str, &str); 2] = [
+    (
+        "http_trace_metrics",
+        "`artifacts.show_trace_timing`",
+        "showTraceTiming:",
+    ),
+    (
+        "trace_replay",
+        "`server_metrics.formats`",
+        "formats: [json, csv, parquet]",
+    ),
+];
 
 /// `sweep_distributions` as shipped: its grid of three ISLs by three rates
 /// (nine runs, the ISL swept through `datasets.default.prompts.isl`, the
@@ -1060,5 +1067,32 @@ fn kv_cache_test_keeps_its_users_and_prefixes() {
     );
     assert_eq!(l.warmup_user_centric_rate, warmup["rate"].as_f64());
     assert_eq!(l.warmup_duration_s, warmup["duration"].as_f64());
+    assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
+}
+
+/// `trace_replay` with the scrape's raw Parquet samples left out (the one
+/// field still refused): its synthesis block as `--synthesis-*`, each value
+/// AIPerf's own expansion holds, and its fixed schedule.
+#[test]
+fn trace_replay_keeps_its_synthesis() {
+    let name = "trace_replay";
+    let aiperf = aiperf_expansion(name);
+    let theirs = &aiperf["variations"][0]["benchmark"]["datasets"][0]["synthesis"];
+    let text = template(name).replace("formats: [json, csv, parquet]", "formats: [json, csv]");
+    let sweep = expand(name, &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let ours = serde_json::to_value(&spec.dataset.synthesis).unwrap();
+    for field in [
+        "speedup_ratio",
+        "prefix_len_multiplier",
+        "prefix_root_multiplier",
+        "prompt_len_multiplier",
+        "output_len_multiplier",
+        "max_isl",
+        "max_osl",
+    ] {
+        assert_eq!(ours[field].as_f64(), theirs[field].as_f64(), "{field}");
+    }
+    assert!(spec.load.fixed_schedule && spec.load.fixed_schedule_auto_offset);
     assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
 }

@@ -515,7 +515,7 @@ fn sampling_ok(node: &Node) -> bool {
 }
 
 fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let mut allowed = vec!["name", "type", "path", "records", "format"];
+    let mut allowed = vec!["name", "type", "path", "records", "format", "synthesis"];
     if sampling_ok(node) {
         allowed.push("sampling");
     }
@@ -531,6 +531,9 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             let m = "datasets[0]: a file dataset needs `path` or inline `records` (one of them)";
             return Err(invalid(out, (node.line, m.into())));
         }
+    }
+    if let Some(synthesis) = node.get("synthesis") {
+        trace_synthesis(out, synthesis)?;
     }
     let Some(format) = node.get("format") else {
         return Ok(());
@@ -559,6 +562,27 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             ),
         )),
     }
+}
+
+/// `synthesis: {speedupRatio, ...}`: each field as its `--synthesis-*`
+/// flag.
+fn trace_synthesis(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    const FIELDS: [&str; 7] = [
+        "speedup_ratio",
+        "prefix_len_multiplier",
+        "prefix_root_multiplier",
+        "prompt_len_multiplier",
+        "output_len_multiplier",
+        "max_isl",
+        "max_osl",
+    ];
+    let why = "speedbench reshapes a trace by AIPerf's ratios, multipliers and caps";
+    let entries = only(node, "datasets[0].synthesis", &FIELDS, why).map_err(|r| invalid(out, r))?;
+    for (key, value) in entries {
+        let flag = format!("synthesis-{}", key.name.replace('_', "-"));
+        out.one(&flag, value)?;
+    }
+    Ok(())
 }
 
 /// The category a SPEED-Bench loader name keeps: `Some(Some("coding"))`
