@@ -81,7 +81,7 @@ pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecS
 pub use rundir::{
     GPU_TELEMETRY_FILE_NAME, LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME,
     RUN_FILE_NAMES, RunDirLock, SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME,
-    SUMMARY_FILE_NAME, run_is_live,
+    SERVER_METRICS_PARQUET_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
 };
 #[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};

@@ -23,6 +23,9 @@ pub const SERVER_METRICS_FILE_NAME: &str = "server_metrics_export.json";
 /// The server-metrics scrape export in AIPerf's CSV layout (written with
 /// `--server-metrics-formats csv`).
 pub const SERVER_METRICS_CSV_FILE_NAME: &str = "server_metrics_export.csv";
+/// The server-metrics scrape's raw samples in AIPerf's Parquet layout
+/// (written with `--server-metrics-formats parquet`).
+pub const SERVER_METRICS_PARQUET_FILE_NAME: &str = "server_metrics_export.parquet";
 /// The DCGM exporters' scrape (`--gpu-telemetry`), in the layout of
 /// [`SERVER_METRICS_FILE_NAME`].
 pub const GPU_TELEMETRY_FILE_NAME: &str = "gpu_telemetry_export.json";
@@ -36,7 +39,7 @@ pub const LOCK_FILE_NAME: &str = ".speedbench.lock";
 
 /// Every file a finished or dead run leaves behind, in the order a reader
 /// looks for them.
-pub const RUN_FILE_NAMES: [&str; 10] = [
+pub const RUN_FILE_NAMES: [&str; 11] = [
     RECORDS_FILE_NAME,
     PARTIAL_RECORDS_FILE_NAME,
     crate::io::JOURNAL_FILE_NAME,
@@ -45,6 +48,7 @@ pub const RUN_FILE_NAMES: [&str; 10] = [
     SUMMARY_FILE_NAME,
     SERVER_METRICS_FILE_NAME,
     SERVER_METRICS_CSV_FILE_NAME,
+    SERVER_METRICS_PARQUET_FILE_NAME,
     GPU_TELEMETRY_FILE_NAME,
     RAW_RESPONSES_FILE_NAME,
 ];

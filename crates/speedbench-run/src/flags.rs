@@ -226,22 +226,20 @@ pub fn parse_limit(s: &str) -> Result<NonZeroUsize, String> {
 }
 
 /// One of `names`, or an error listing them.
-/// `--server-metrics-formats`: whether `csv` is among them (each must be
-/// `json` or `csv`; AIPerf's list may be space-separated too).
-fn server_metrics_csv(value: &str) -> Result<bool, String> {
-    let mut csv = false;
+/// `--server-metrics-formats`: whether `csv` and `parquet` are among them
+/// (each must be `json`, `csv` or `parquet`; AIPerf's list may be
+/// space-separated too).
+fn server_metrics_formats(value: &str) -> Result<(bool, bool), String> {
+    let (mut csv, mut parquet) = (false, false);
     for format in value.split([',', ' ']).filter(|f| !f.is_empty()) {
         match format.to_ascii_lowercase().as_str() {
             "json" => {}
             "csv" => csv = true,
-            "parquet" => {
-                return Err("`parquet` is not written: speedbench keeps the scrape's statistics,                             not its raw samples (write `json,csv`)"
-                    .into());
-            }
-            other => return Err(format!("`{other}`: possible values: json, csv")),
+            "parquet" => parquet = true,
+            other => return Err(format!("`{other}`: possible values: json, csv, parquet")),
         }
     }
-    Ok(csv)
+    Ok((csv, parquet))
 }
 
 fn one_of(value: &str, names: &[&str]) -> Result<(), String> {
@@ -668,10 +666,12 @@ const OUTPUT: &[Flag] = &[
     flag!("gpu-telemetry", Many, |s, v| s.scrape.gpu_telemetry.push(v.to_string()))
         .value("URL")
         .help("NVIDIA DCGM exporter to scrape during the run (`http://gpu-host:9400/metrics`; repeat for several hosts): each GPU's power, utilisation and memory, and the energy per output token, in the summary, summary.json and `compare`. Checked before the first request."),
-    flag!("server-metrics-formats", List, |s, v| s.scrape.csv = server_metrics_csv(v)?)
+    flag!("server-metrics-formats", List, |s, v| {
+        (s.scrape.csv, s.scrape.parquet) = server_metrics_formats(v)?
+    })
         .value("FORMATS")
         .default("json")
-        .help("Files of the server-metrics scrape, comma-separated: `json` (server_metrics_export.json, always written: the report reads it) and `csv` (server_metrics_export.csv, in AIPerf's CSV layout: a section per metric type, a column per label, counters' rates per slice with --slice-duration). AIPerf's `parquet` of the raw samples is not written."),
+        .help("Files of the server-metrics scrape, comma-separated: `json` (server_metrics_export.json, always written: the report reads it) and `csv` (server_metrics_export.csv, in AIPerf's CSV layout: a section per metric type, a column per label, counters' rates per slice with --slice-duration). `parquet` (server_metrics_export.parquet, AIPerf's layout of the raw samples: a row per series per scrape in the profiling window, gauges as read, counters and histograms as their increase since it opened, a histogram's buckets a row each)."),
     flag!("server-metrics-shutdown-delay", One, |s, v| s.scrape.shutdown_delay_s = parse(v)?)
         .value("SECONDS")
         .default("2")

@@ -461,7 +461,10 @@ pub(crate) fn synthesize(
 ) -> Result<(), RunError> {
     let report = s
         .apply(dataset, seed)
-        .map_err(|e| crate::validate::hinted("synthesizing the trace (--synthesis-*)", e))?;
+        .map_err(|source| RunError::Client {
+            context: "synthesizing the trace (--synthesis-*)".into(),
+            source,
+        })?;
     if report.dropped_over_max_isl > 0 {
         observer.warning(&format!(
             "trace synthesis: {} rows with an input_length over --synthesis-max-isl {} are not sent",

@@ -575,6 +575,9 @@ pub struct ScrapeSpec {
     /// `--server-metrics-formats` with `csv`: the export in AIPerf's CSV
     /// layout too (`server_metrics_export.csv`; the JSON is always written).
     pub csv: bool,
+    /// `--server-metrics-formats` with `parquet`: the raw samples too, in
+    /// AIPerf's Parquet layout (`server_metrics_export.parquet`).
+    pub parquet: bool,
 }
 
 impl Default for ScrapeSpec {
@@ -585,6 +588,7 @@ impl Default for ScrapeSpec {
             shutdown_delay_s: 2.0,
             gpu_telemetry: Vec::new(),
             csv: false,
+            parquet: false,
         }
     }
 }

@@ -66,6 +66,8 @@ pub(crate) struct ScrapePlan {
     pub(crate) slice: Option<Duration>,
     /// `--server-metrics-formats csv`.
     pub(crate) csv: bool,
+    /// `--server-metrics-formats parquet`.
+    pub(crate) parquet: bool,
 }
 
 /// `--gpu-telemetry`: the DCGM exporters, scraped during the run.
@@ -80,6 +82,7 @@ impl ScrapePlan {
         config.shutdown_delay = self.shutdown_delay;
         config.slice = self.slice;
         config.csv = self.csv;
+        config.parquet = self.parquet;
         config
     }
 }

@@ -431,10 +431,10 @@ impl RunSpec {
     /// `None` with `--no-server-metrics`.
     fn scrape_plan(&self) -> Result<Option<ScrapePlan>, RunError> {
         if !self.scrape.enabled {
-            if self.scrape.csv {
+            if self.scrape.csv || self.scrape.parquet {
                 return Err(RunError::invalid(
                     "--server-metrics-formats",
-                    "csv with --no-server-metrics: nothing is scraped to write",
+                    "csv or parquet with --no-server-metrics: nothing is scraped to write",
                 ));
             }
             return Ok(None);
@@ -451,6 +451,7 @@ impl RunSpec {
             )?,
             slice,
             csv: self.scrape.csv,
+            parquet: self.scrape.parquet,
         }))
     }
 

@@ -83,6 +83,37 @@ impl EndpointSamples {
     pub fn info(&self) -> &EndpointInfo {
         &self.info
     }
+
+    /// Every family seen: its type and help, by name.
+    pub(crate) fn families(&self) -> &BTreeMap<String, (MetricType, Option<String>)> {
+        &self.families
+    }
+
+    /// The series of `family` as scraped (no point added), by labels.
+    pub(crate) fn series_of(&self, family: &str) -> Vec<ScrapedSeries<'_>> {
+        let mut out: Vec<ScrapedSeries<'_>> = (self.series.iter())
+            .filter(|((name, _, _), _)| name == family)
+            .map(|((_, role, labels), points)| {
+                let mut points = points.clone();
+                points.sort_by_key(|p| p.0);
+                ScrapedSeries {
+                    role,
+                    labels,
+                    points,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.labels.cmp(b.labels));
+        out
+    }
+}
+
+/// One series of a family as scraped: its part, labels and samples in
+/// time order.
+pub(crate) struct ScrapedSeries<'a> {
+    pub(crate) role: &'a Role,
+    pub(crate) labels: &'a [(String, String)],
+    pub(crate) points: Points,
 }
 
 /// A counter-like series (counter, histogram bucket, sum or count) absent

@@ -81,6 +81,9 @@ mod export;
 pub mod gpu;
 pub mod iteration_stats;
 mod parse;
+mod raw;
+#[cfg(feature = "parquet")]
+mod raw_parquet;
 mod units;
 
 pub use acceptance::{Acceptance, SpecDecodeSummary, Weighting};
@@ -93,4 +96,5 @@ pub use export::{
 pub use gpu::{EnergyComparison, EnergySide, GpuFigures, GpuTelemetry, is_dcgm};
 pub use iteration_stats::{IterationStatsTotals, is_iteration_stats};
 pub use parse::{Exposition, MetricType, Sample, parse_exposition};
+pub use raw::{RESERVED_COLUMNS, RawRow, RawServerMetrics};
 pub use units::infer_unit;

@@ -985,3 +985,89 @@ async fn aiperfs_kv_cache_test_template_paces_users_over_shared_prefixes() {
         );
     }
 }
+
+/// AIPerf's `trace_replay` template, unchanged, over a `mooncake_trace` of
+/// rows given by length (its `./data/production_trace.jsonl`), against
+/// the simulator and its `/metrics`: replayed at twice the trace's speed
+/// (its `speedupRatio: 2`), the row over its `maxIsl` of 8192 never sent;
+/// the scrape's raw samples written as AIPerf's Parquet, whose last
+/// prompt-token counter increase is the simulator's own count and the
+/// records' sum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_trace_replay_template_replays_faster_and_writes_the_raw_samples() {
+    use arrow_array::{Array, Float64Array, StringArray};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let rows = [
+        (1_000, 24, 3),
+        (1_300, 9_000, 2),
+        (1_400, 40, 2),
+        (1_800, 12, 4),
+    ];
+    let trace: String = rows
+        .iter()
+        .map(|(t, len, out)| {
+            format!(
+                "{{\"timestamp\": {t}, \"input_length\": {len}, \"output_length\": {out}, \"hash_ids\": [1]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("data/production_trace.jsonl"), trace).unwrap();
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let url = server.url();
+    let metrics = format!("{url}/metrics");
+    let flags = [
+        "--url",
+        &url,
+        "--server-metrics",
+        &metrics,
+        "--isl-block-size",
+        "8",
+    ];
+    let out = template_run(dir.path(), "trace_replay", &[], &flags).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 rows with an input_length over --synthesis-max-isl 8192"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    let lengths: Vec<u32> = truth.requests_log.iter().map(|t| t.prompt_tokens).collect();
+    assert_eq!(
+        lengths,
+        [24, 40, 12],
+        "in time order, the long row left out"
+    );
+    let at: Vec<f64> = (truth.arrivals.iter())
+        .map(|a| (a.at_unix_ns - truth.arrivals[0].at_unix_ns) as f64 / 1e9)
+        .collect();
+    for (got, want) in at.iter().zip([0.0, 0.2, 0.4]) {
+        assert!((got - want).abs() < 0.03, "{at:?}");
+    }
+    let run_dir = dir.path().join("artifacts/trace_replay");
+    let records = read_run(&run_dir).unwrap().records;
+    let prompt_sum: u64 = records.iter().filter_map(|r| r.prompt_tokens).sum();
+    assert_eq!(prompt_sum, truth.prompt_tokens);
+    let file = std::fs::File::open(run_dir.join("server_metrics_export.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut last_prompt_tokens = None;
+    for batch in reader.map(Result::unwrap) {
+        let col = |n: &str| batch.column_by_name(n).unwrap().clone();
+        let names = col("metric_name");
+        let names = names.as_any().downcast_ref::<StringArray>().unwrap();
+        let values = col("value");
+        let values = values.as_any().downcast_ref::<Float64Array>().unwrap();
+        for i in 0..batch.num_rows() {
+            if names.value(i) == "vllm:prompt_tokens" && values.is_valid(i) {
+                last_prompt_tokens = Some(values.value(i));
+            }
+        }
+    }
+    assert_eq!(last_prompt_tokens, Some(prompt_sum as f64));
+}

@@ -35,7 +35,10 @@ use crate::exchange::HttpClient;
 use crate::export::{ExportLevel, RawWriter};
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
-use crate::scrape::{SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME, Scrape, Scraper};
+use crate::scrape::{
+    SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME, SERVER_METRICS_PARQUET_FILE_NAME,
+    Scrape, Scraper,
+};
 use crate::sink::{RecordSink, Sinks};
 use crate::target::Target;
 use outcome::judge;
@@ -881,10 +884,16 @@ async fn write_scrape(
     write_errors: &mut Vec<String>,
 ) -> Option<(PathBuf, ServerMetricsExport)> {
     let csv = s.writes_csv();
-    let export = s.finish(wait).await;
+    let (export, raw) = s.finish_keeping_samples(wait).await;
     if csv {
         let csv_path = path.with_file_name(SERVER_METRICS_CSV_FILE_NAME);
         if let Err(e) = write_atomically(&csv_path, export.to_csv().as_bytes()) {
+            write_errors.push(e.to_string());
+        }
+    }
+    if let Some(raw) = raw {
+        let parquet_path = path.with_file_name(SERVER_METRICS_PARQUET_FILE_NAME);
+        if let Err(e) = raw.write_parquet(&parquet_path) {
             write_errors.push(e.to_string());
         }
     }

@@ -42,14 +42,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hyper::header::{HeaderName, HeaderValue};
 use speedbench_http::{HttpClient, get_capped};
 
-/// The file names of the export in a run directory (JSON, and AIPerf's CSV).
-pub use speedbench_record::{SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME};
+/// The file names of the export in a run directory (JSON, and AIPerf's CSV
+/// and Parquet).
+pub use speedbench_record::{
+    SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME, SERVER_METRICS_PARQUET_FILE_NAME,
+};
 pub use speedbench_scrape::{
     Acceptance, CounterAggregate, CounterStats, EndpointInfo, EndpointSamples, EnergyComparison,
     EnergySide, ExportSummary, Exposition, GaugeStats, GpuFigures, GpuTelemetry, HistogramStats,
-    IterationStatsTotals, MetricExport, MetricType, Sample, ScrapeError, SeriesExport, SeriesStats,
-    ServerMetricsExport, SliceRates, SpecDecodeSummary, Weighting, Window, is_iteration_stats,
-    parse_exposition,
+    IterationStatsTotals, MetricExport, MetricType, RawRow, RawServerMetrics, Sample, ScrapeError,
+    SeriesExport, SeriesStats, ServerMetricsExport, SliceRates, SpecDecodeSummary, Weighting,
+    Window, is_iteration_stats, parse_exposition,
 };
 
 use crate::discovery::{control_client, fetch_failure};
@@ -86,6 +89,9 @@ pub struct Scrape {
     /// Also write the export in AIPerf's CSV layout
     /// ([`SERVER_METRICS_CSV_FILE_NAME`], beside the JSON).
     pub csv: bool,
+    /// Also keep the raw samples for AIPerf's Parquet layout
+    /// ([`SERVER_METRICS_PARQUET_FILE_NAME`]).
+    pub parquet: bool,
     /// API key and `-H` headers, sent only to endpoints whose URL starts
     /// with one of `key_origins` (the target's own servers).
     api_key: Option<ApiKey>,
@@ -107,6 +113,7 @@ impl Scrape {
             extra_roots_pem: Vec::new(),
             slice: None,
             csv: false,
+            parquet: false,
             api_key: None,
             headers: Vec::new(),
             key_origins: Vec::new(),
@@ -365,6 +372,15 @@ impl Scraper {
     /// unchanged, for at most [`Scrape::shutdown_delay`]; without it,
     /// one final scrape.
     pub async fn finish(self, wait: bool) -> ServerMetricsExport {
+        self.finish_keeping_samples(wait).await.0
+    }
+
+    /// [`finish`](Scraper::finish), with the raw samples inside the
+    /// window too when [`Scrape::parquet`] asks for them.
+    pub async fn finish_keeping_samples(
+        self,
+        wait: bool,
+    ) -> (ServerMetricsExport, Option<RawServerMetrics>) {
         self.stop.stop();
         for t in self.tasks {
             let _ = t.await;
@@ -383,14 +399,22 @@ impl Scraper {
             .iter()
             .zip(&inner.stores)
             .map(|(url, s)| (url.clone(), std::mem::take(&mut *lock(s))))
-            .collect();
-        ServerMetricsExport::from_samples_in_slices(
+            .collect::<Vec<_>>();
+        // To the last scrape, late counter updates included, as AIPerf
+        // widens its Parquet window to its last collection.
+        let widened = Window {
+            end: None,
+            ..window
+        };
+        let raw = (inner.config.parquet).then(|| RawServerMetrics::of(&endpoints, widened));
+        let export = ServerMetricsExport::from_samples_in_slices(
             endpoints,
             window,
             inner.config.interval,
             format!("speedbench {}", env!("CARGO_PKG_VERSION")),
             inner.config.slice,
-        )
+        );
+        (export, raw)
     }
 }
 

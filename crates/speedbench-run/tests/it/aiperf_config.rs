@@ -132,18 +132,11 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
 
 /// Each general template, as shipped, that is still refused at a field
 /// without a counterpart: (template, the field as named, the line's text).
-const REFUSED: [(&str, &str, &str); 2] = [
-    (
-        "http_trace_metrics",
-        "`artifacts.show_trace_timing`",
-        "showTraceTiming:",
-    ),
-    (
-        "trace_replay",
-        "`server_metrics.formats`",
-        "formats: [json, csv, parquet]",
-    ),
-];
+const REFUSED: [(&str, &str, &str); 1] = [(
+    "http_trace_metrics",
+    "`artifacts.show_trace_timing`",
+    "showTraceTiming:",
+)];
 
 /// `sweep_distributions` as shipped: its grid of three ISLs by three rates
 /// (nine runs, the ISL swept through `datasets.default.prompts.isl`, the
@@ -645,10 +638,10 @@ fn several_urls_share_out_the_conversations() {
 
 /// `server_metrics.formats: [json, csv]` is `--server-metrics-formats
 /// json,csv`: `request_cancellation` and `multi_url_load_balancing` expand
-/// as shipped (their scrape URLs beside the servers' own), and AIPerf's
-/// `parquet` is refused by field and line, saying what to write.
+/// as shipped (their scrape URLs beside the servers' own); AIPerf's
+/// `parquet` is read too, and an unknown format refused by field and line.
 #[test]
-fn server_metrics_formats_csv_expand_as_shipped_and_parquet_is_refused() {
+fn server_metrics_formats_expand_as_shipped_and_an_unknown_one_is_refused() {
     for name in ["request_cancellation", "multi_url_load_balancing"] {
         let sweep = expand(name, &template(name), &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         let spec = sweep.runs()[0].spec().unwrap();
@@ -667,6 +660,12 @@ fn server_metrics_formats_csv_expand_as_shipped_and_parquet_is_refused() {
     assert_eq!(spec.load.request_cancellation_rate, Some(10.0));
     let text = template("request_cancellation")
         .replace("formats: [json, csv]", "formats: [json, csv, parquet]");
+    let sweep = expand("request_cancellation", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert!(spec.scrape.csv && spec.scrape.parquet);
+    // A format of no one's is refused by field and line.
+    let text =
+        template("request_cancellation").replace("formats: [json, csv]", "formats: [json, xlsx]");
     let err = expand("request_cancellation", &text, &[]).unwrap_err();
     let line = line_of(&text, "serverMetrics", "formats:");
     assert!(
@@ -675,7 +674,6 @@ fn server_metrics_formats_csv_expand_as_shipped_and_parquet_is_refused() {
         )),
         "{err}"
     );
-    assert!(err.contains("Parquet"), "{err}");
     // Only JSON: no CSV.
     let text = template("request_cancellation").replace("formats: [json, csv]", "formats: [json]");
     let sweep = expand("request_cancellation", &text, &[]).unwrap();
@@ -1070,16 +1068,15 @@ fn kv_cache_test_keeps_its_users_and_prefixes() {
     assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
 }
 
-/// `trace_replay` with the scrape's raw Parquet samples left out (the one
-/// field still refused): its synthesis block as `--synthesis-*`, each value
-/// AIPerf's own expansion holds, and its fixed schedule.
+/// `trace_replay` as shipped: its synthesis block as `--synthesis-*`, each
+/// value AIPerf's own expansion holds, its fixed schedule, and all three
+/// of the scrape's files.
 #[test]
 fn trace_replay_keeps_its_synthesis() {
     let name = "trace_replay";
     let aiperf = aiperf_expansion(name);
     let theirs = &aiperf["variations"][0]["benchmark"]["datasets"][0]["synthesis"];
-    let text = template(name).replace("formats: [json, csv, parquet]", "formats: [json, csv]");
-    let sweep = expand(name, &text, &[]).unwrap();
+    let sweep = expand(name, &template(name), &[]).unwrap();
     let spec = sweep.runs()[0].spec().unwrap();
     let ours = serde_json::to_value(&spec.dataset.synthesis).unwrap();
     for field in [
@@ -1094,5 +1091,6 @@ fn trace_replay_keeps_its_synthesis() {
         assert_eq!(ours[field].as_f64(), theirs[field].as_f64(), "{field}");
     }
     assert!(spec.load.fixed_schedule && spec.load.fixed_schedule_auto_offset);
+    assert!(spec.scrape.csv && spec.scrape.parquet);
     assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
 }

@@ -4,3 +4,5 @@
 
 mod csv;
 mod exports;
+#[cfg(feature = "parquet")]
+mod raw_parquet;

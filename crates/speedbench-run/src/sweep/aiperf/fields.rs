@@ -623,17 +623,16 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
 }
 
 /// `server_metrics`: on or off, the URLs to scrape, and the files:
-/// `formats` of `json` and `csv` (`--server-metrics-formats`); AIPerf's
-/// `parquet` of the raw samples has no counterpart.
+/// `formats` of `json`, `csv` and `parquet` (`--server-metrics-formats`).
 fn server_metrics(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let mut allowed = vec!["enabled", "urls"];
-    if matches!(node.get("formats").map(|f| &f.value), Some(Value::List(l)) if l.iter().all(|f| matches!(f.scalar_text().as_deref(), Some("json" | "csv"))))
+    if matches!(node.get("formats").map(|f| &f.value), Some(Value::List(l)) if l.iter().all(|f| matches!(f.scalar_text().as_deref(), Some("json" | "csv" | "parquet"))))
     {
         allowed.push("formats");
     }
     let why = "it scrapes the URLs given, or the server's own `/metrics`, into a JSON \
-               export and, with `formats: [json, csv]`, AIPerf's CSV layout of it; it keeps no \
-               raw samples for a Parquet file";
+               export and, with `formats: [json, csv, parquet]`, AIPerf's CSV layout of it and \
+               its raw samples as Parquet";
     let entries = only(node, "server_metrics", &allowed, why).map_err(|r| invalid(out, r))?;
     for (key, value) in entries {
         match (key.name.as_str(), &value.value) {
