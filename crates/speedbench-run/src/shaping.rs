@@ -459,12 +459,10 @@ pub(crate) fn synthesize(
     dataset: &mut speedbench_dataset::Dataset,
     observer: &mut dyn crate::observer::Observer,
 ) -> Result<(), RunError> {
-    let report = s
-        .apply(dataset, seed)
-        .map_err(|source| RunError::Client {
-            context: "synthesizing the trace (--synthesis-*)".into(),
-            source,
-        })?;
+    let report = s.apply(dataset, seed).map_err(|source| RunError::Client {
+        context: "synthesizing the trace (--synthesis-*)".into(),
+        source,
+    })?;
     if report.dropped_over_max_isl > 0 {
         observer.warning(&format!(
             "trace synthesis: {} rows with an input_length over --synthesis-max-isl {} are not sent",

@@ -73,7 +73,8 @@ impl RawServerMetrics {
     /// The rows of `endpoints`' samples inside `window` (both ends
     /// included). A counter's or histogram's increase is counted from its
     /// last sample before the window (else its first inside it), never
-    /// below 0 (a reset). Summaries are left out, as AIPerf leaves them.
+    /// below 0 (a reset). Summaries and uptimes are left out, as AIPerf
+    /// leaves them.
     ///
     /// ```
     /// use speedbench_scrape::{EndpointSamples, RawServerMetrics, Window, parse_exposition};
@@ -102,7 +103,9 @@ impl RawServerMetrics {
                     .any(|base| matches!(families.get(base), Some((MetricType::Summary, _))))
             };
             for (family, (kind, help)) in families {
-                if of_summary(family) {
+                // AIPerf keeps no uptime (a timestamp, not a measurement).
+                let uptime = family.ends_with("_uptime") || family.contains("_uptime_");
+                if of_summary(family) || uptime {
                     continue;
                 }
                 let series = samples.series_of(family);
@@ -342,12 +345,13 @@ mod tests {
     }
 
     /// Gauges as read inside the window (both ends), counters from the
-    /// window's first sample when none came before, a reset never below 0.
+    /// window's first sample when none came before, a reset never below 0;
+    /// summaries and uptimes left out.
     #[test]
     fn gauges_as_read_and_counters_from_their_reference() {
         let text = |g: f64, c: u32| {
             format!(
-                "# TYPE kv gauge\nkv {g}\n# TYPE done counter\ndone_total {c}\n# TYPE q summary\nq{{quantile=\"0.5\"}} 1\nq_sum 1\nq_count 1\n"
+                "# TYPE kv gauge\nkv {g}\n# TYPE done counter\ndone_total {c}\n# TYPE q summary\nq{{quantile=\"0.5\"}} 1\nq_sum 1\nq_count 1\n# TYPE process_uptime_seconds gauge\nprocess_uptime_seconds 9\n"
             )
         };
         let s = samples(&[
