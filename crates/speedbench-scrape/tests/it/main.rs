@@ -2,6 +2,7 @@
 //! subject (as ripgrep and cargo do), so the crate and its dependencies
 //! are linked once for all of them.
 
+mod aiperf_raw;
 mod csv;
 mod exports;
 #[cfg(feature = "parquet")]
