@@ -55,15 +55,43 @@ pub struct RawRow {
     pub bucket_count: Option<f64>,
 }
 
-/// The raw export of a run: its rows and the label columns they need.
+/// The raw export of a run: each series' values over the window, kept
+/// compact (a row is made only as it is written), and the label columns
+/// the rows need.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawServerMetrics {
     /// Every label name any row has, sorted, reserved names left out.
     pub label_keys: Vec<String>,
-    /// By endpoint (in the order given), family, labels and time.
-    pub rows: Vec<RawRow>,
     /// The profiling window the rows lie in.
     pub window: Window,
+    /// By endpoint (in the order given), family and labels.
+    series: Vec<RawSeries>,
+}
+
+/// One series (a histogram's label set, its parts together): what every
+/// row of it repeats, and its values in time order.
+#[derive(Debug, Clone, PartialEq)]
+struct RawSeries {
+    endpoint_url: String,
+    metric_name: String,
+    metric_type: &'static str,
+    unit: Option<&'static str>,
+    description: Option<String>,
+    labels: BTreeMap<String, String>,
+    values: RawValues,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum RawValues {
+    /// A gauge's values, or a counter's increases, by time.
+    Scalar(Points),
+    /// A histogram's increases: per time, the sum and count, and a count
+    /// per bucket (in `les` order).
+    Histogram {
+        les: Vec<String>,
+        at: Vec<(i64, Option<f64>, f64)>,
+        buckets: Vec<Vec<Option<f64>>>,
+    },
 }
 
 /// A series' samples in time order.
@@ -86,13 +114,13 @@ impl RawServerMetrics {
     /// }
     /// let window = Window { start: Some(15), end: Some(30) };
     /// let raw = RawServerMetrics::of(&[("u".into(), samples)], window);
-    /// let increases: Vec<_> = raw.rows.iter().map(|r| (r.timestamp_ns, r.value)).collect();
+    /// let increases: Vec<_> = raw.rows().map(|r| (r.timestamp_ns, r.value)).collect();
     /// assert_eq!(increases, [(20, Some(2.0)), (30, Some(7.0))]);
     /// assert_eq!(raw.label_keys, ["model"]);
     /// # Ok::<(), speedbench_scrape::ScrapeError>(())
     /// ```
     pub fn of(endpoints: &[(String, EndpointSamples)], window: Window) -> RawServerMetrics {
-        let mut rows = Vec::new();
+        let mut series = Vec::new();
         for (url, samples) in endpoints {
             let families = samples.families();
             // A summary's `_sum` and `_count` parse as counters of their own.
@@ -108,20 +136,20 @@ impl RawServerMetrics {
                 if of_summary(family) || uptime {
                     continue;
                 }
-                let series = samples.series_of(family);
+                let scraped = samples.series_of(family);
                 let at = Family {
                     url,
                     name: family,
                     help: help.as_deref(),
                 };
                 match kind {
-                    MetricType::Histogram => histogram_rows(&at, &series, window, &mut rows),
+                    MetricType::Histogram => histogram_series(&at, &scraped, window, &mut series),
                     MetricType::Summary => {}
-                    kind => scalar_rows(&at, *kind, &series, window, &mut rows),
+                    kind => scalar_series(&at, *kind, &scraped, window, &mut series),
                 }
             }
         }
-        let label_keys: BTreeSet<&String> = rows.iter().flat_map(|r| r.labels.keys()).collect();
+        let label_keys: BTreeSet<&String> = series.iter().flat_map(|s| s.labels.keys()).collect();
         let label_keys = label_keys
             .into_iter()
             .filter(|k| !RESERVED_COLUMNS.contains(&k.as_str()))
@@ -129,8 +157,63 @@ impl RawServerMetrics {
             .collect();
         RawServerMetrics {
             label_keys,
-            rows,
             window,
+            series,
+        }
+    }
+
+    /// Every row, in order: each series' scrapes in time order, a
+    /// histogram's buckets in bound order at each.
+    pub fn rows(&self) -> impl Iterator<Item = RawRow> + '_ {
+        self.series.iter().flat_map(RawSeries::rows)
+    }
+
+    /// How many rows [`rows`](RawServerMetrics::rows) yields.
+    pub fn row_count(&self) -> usize {
+        (self.series.iter())
+            .map(|s| match &s.values {
+                RawValues::Scalar(points) => points.len(),
+                RawValues::Histogram { les, at, .. } => les.len() * at.len(),
+            })
+            .sum()
+    }
+}
+
+impl RawSeries {
+    fn row(&self, timestamp_ns: i64) -> RawRow {
+        RawRow {
+            endpoint_url: self.endpoint_url.clone(),
+            metric_name: self.metric_name.clone(),
+            metric_type: self.metric_type,
+            unit: self.unit,
+            description: self.description.clone(),
+            timestamp_ns,
+            labels: self.labels.clone(),
+            value: None,
+            sum: None,
+            count: None,
+            bucket_le: None,
+            bucket_count: None,
+        }
+    }
+
+    fn rows(&self) -> Box<dyn Iterator<Item = RawRow> + '_> {
+        match &self.values {
+            RawValues::Scalar(points) => Box::new(points.iter().map(|&(t, v)| RawRow {
+                value: Some(v),
+                ..self.row(t)
+            })),
+            RawValues::Histogram { les, at, buckets } => Box::new(at.iter().zip(buckets).flat_map(
+                move |(&(t, sum, count), counts)| {
+                    les.iter().zip(counts).map(move |(le, &n)| RawRow {
+                        sum,
+                        count: Some(count),
+                        bucket_le: Some(le.clone()),
+                        bucket_count: n,
+                        ..self.row(t)
+                    })
+                },
+            )),
         }
     }
 }
@@ -143,20 +226,20 @@ struct Family<'a> {
 }
 
 impl Family<'_> {
-    fn row(&self, kind: &'static str, timestamp_ns: i64, labels: &[(String, String)]) -> RawRow {
-        RawRow {
+    fn series(
+        &self,
+        kind: &'static str,
+        labels: &[(String, String)],
+        values: RawValues,
+    ) -> RawSeries {
+        RawSeries {
             endpoint_url: self.url.to_string(),
             metric_name: self.name.to_string(),
             metric_type: kind,
             unit: infer_unit(self.name, self.help),
             description: self.help.map(str::to_string),
-            timestamp_ns,
             labels: labels.iter().filter(|(k, _)| k != "le").cloned().collect(),
-            value: None,
-            sum: None,
-            count: None,
-            bucket_le: None,
-            bucket_count: None,
+            values,
         }
     }
 }
@@ -173,44 +256,41 @@ fn in_window(points: &Points, window: Window) -> Option<(usize, usize, usize)> {
     (first < end).then(|| (first, end, first.saturating_sub(1)))
 }
 
-/// A gauge's (or untyped value's) or a counter's rows.
-fn scalar_rows(
+/// A gauge's (or untyped value's) or a counter's series.
+fn scalar_series(
     at: &Family<'_>,
     kind: MetricType,
-    series: &[ScrapedSeries<'_>],
+    scraped: &[ScrapedSeries<'_>],
     window: Window,
-    rows: &mut Vec<RawRow>,
+    out: &mut Vec<RawSeries>,
 ) {
     let name = match kind {
         MetricType::Counter => "counter",
         MetricType::Gauge => "gauge",
         _ => "unknown",
     };
-    for ScrapedSeries { labels, points, .. } in series {
+    for ScrapedSeries { labels, points, .. } in scraped {
         let Some((first, end, reference)) = in_window(points, window) else {
             continue;
         };
         let base = points[reference].1;
-        for &(t, v) in &points[first..end] {
-            let value = match kind {
-                MetricType::Counter => (v - base).max(0.0),
-                _ => v,
-            };
-            rows.push(RawRow {
-                value: Some(value),
-                ..at.row(name, t, labels)
-            });
-        }
+        let values = (points[first..end].iter())
+            .map(|&(t, v)| match kind {
+                MetricType::Counter => (t, (v - base).max(0.0)),
+                _ => (t, v),
+            })
+            .collect();
+        out.push(at.series(name, labels, RawValues::Scalar(values)));
     }
 }
 
-/// A histogram's rows: per label set, per scrape in the window, a row per
-/// bucket with the sum's and count's increases beside it.
-fn histogram_rows(
+/// A histogram's series: per label set, per scrape in the window, the
+/// sum's and count's increases and each bucket's.
+fn histogram_series(
     at: &Family<'_>,
-    series: &[ScrapedSeries<'_>],
+    scraped: &[ScrapedSeries<'_>],
     window: Window,
-    rows: &mut Vec<RawRow>,
+    out: &mut Vec<RawSeries>,
 ) {
     // The parts of each label set (`le` apart): its count's times lead.
     let mut sets: BTreeMap<Vec<(String, String)>, HistogramParts> = BTreeMap::new();
@@ -218,7 +298,7 @@ fn histogram_rows(
         role,
         labels,
         points,
-    } in series
+    } in scraped
     {
         let key: Vec<(String, String)> =
             labels.iter().filter(|(k, _)| k != "le").cloned().collect();
@@ -240,23 +320,22 @@ fn histogram_rows(
         let Some((first, end, reference)) = in_window(&parts.count, window) else {
             continue;
         };
-        let t0 = parts.count[reference].0;
+        let (t0, n0) = parts.count[reference];
         let increase = |m: &BTreeMap<i64, f64>, t: i64| {
             let base = m.get(&t0).copied().unwrap_or(0.0);
             m.get(&t).map(|v| (v - base).max(0.0))
         };
-        for &(t, n) in &parts.count[first..end] {
-            let count = (n - parts.count[reference].1).max(0.0);
-            for (le, bucket) in &parts.buckets {
-                rows.push(RawRow {
-                    sum: increase(&parts.sum, t),
-                    count: Some(count),
-                    bucket_le: Some(le.clone()),
-                    bucket_count: increase(bucket, t),
-                    ..at.row("histogram", t, &labels)
-                });
-            }
-        }
+        let scrapes = &parts.count[first..end];
+        let values = RawValues::Histogram {
+            les: parts.buckets.iter().map(|b| b.0.clone()).collect(),
+            at: (scrapes.iter())
+                .map(|&(t, n)| (t, increase(&parts.sum, t), (n - n0).max(0.0)))
+                .collect(),
+            buckets: (scrapes.iter())
+                .map(|&(t, _)| parts.buckets.iter().map(|b| increase(&b.1, t)).collect())
+                .collect(),
+        };
+        out.push(at.series("histogram", &labels, values));
     }
 }
 
@@ -310,8 +389,7 @@ mod tests {
         };
         let raw = RawServerMetrics::of(&[("u".into(), s)], window);
         let got: Vec<_> = raw
-            .rows
-            .iter()
+            .rows()
             .map(|r| {
                 (
                     r.timestamp_ns,
@@ -337,7 +415,7 @@ mod tests {
                 "{g:?} vs {w:?}"
             );
         }
-        let r = &raw.rows[0];
+        let r = &raw.rows().next().unwrap();
         assert_eq!((r.metric_type, r.unit), ("histogram", Some("seconds")));
         assert_eq!(r.labels.get("m").map(String::as_str), Some("x"));
         assert!(!r.labels.contains_key("le") && r.value.is_none());
@@ -365,11 +443,10 @@ mod tests {
         };
         let raw = RawServerMetrics::of(&[("u".into(), s)], window);
         let got: Vec<_> = raw
-            .rows
-            .iter()
+            .rows()
             .map(|r| {
                 (
-                    r.metric_name.as_str(),
+                    r.metric_name.clone(),
                     r.metric_type,
                     r.timestamp_ns,
                     r.value,
@@ -379,10 +456,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("done", "counter", 10, Some(0.0)),
-                ("done", "counter", 20, Some(2.0)),
-                ("kv", "gauge", 10, Some(0.1)),
-                ("kv", "gauge", 20, Some(0.4)),
+                ("done".to_string(), "counter", 10, Some(0.0)),
+                ("done".to_string(), "counter", 20, Some(2.0)),
+                ("kv".to_string(), "gauge", 10, Some(0.1)),
+                ("kv".to_string(), "gauge", 20, Some(0.4)),
             ]
         );
         // The whole run: the reset (11 -> 3) is 0, not negative.
@@ -393,8 +470,7 @@ mod tests {
         ]);
         let raw = RawServerMetrics::of(&[("u".into(), s)], Window::default());
         let last = raw
-            .rows
-            .iter()
+            .rows()
             .find(|r| r.metric_name == "done" && r.timestamp_ns == 30);
         assert_eq!(last.unwrap().value, Some(0.0));
     }

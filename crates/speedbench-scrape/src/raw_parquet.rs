@@ -63,14 +63,23 @@ impl RawServerMetrics {
         let file = std::fs::File::create(&tmp).map_err(io)?;
         let mut writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet)?;
-        for chunk in self.rows.chunks(BATCH_ROWS) {
-            let batch = RecordBatch::try_new(schema.clone(), self.columns(chunk))
-                .map_err(|e| io(std::io::Error::other(e)))?;
-            writer.write(&batch).map_err(parquet)?;
+        // Rows are made a batch at a time: the file, not memory, holds
+        // them all.
+        let mut rows = self.rows().peekable();
+        let written = (|| {
+            while rows.peek().is_some() {
+                let chunk: Vec<RawRow> = rows.by_ref().take(BATCH_ROWS).collect();
+                let batch = RecordBatch::try_new(schema.clone(), self.columns(&chunk))
+                    .map_err(|e| io(std::io::Error::other(e)))?;
+                writer.write(&batch).map_err(parquet)?;
+            }
+            writer.close().map_err(parquet)?;
+            std::fs::rename(&tmp, path).map_err(io)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        writer.close().map_err(parquet)?;
-        std::fs::rename(&tmp, path).map_err(io)?;
-        Ok(self.rows.len())
+        written.map(|()| self.row_count())
     }
 
     /// What the file says of itself (AIPerf keeps its provenance under
