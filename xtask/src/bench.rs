@@ -300,10 +300,8 @@ async fn drive_with(
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let outcome = outcome.map_err(|e| e.to_string())?;
-    let records = outcome
-        .read_back
-        .ok_or("the records could not be read back")?
-        .file
+    let records = speedbench_record::read_records_file(&outcome.records_path)
+        .map_err(|e| format!("the records could not be read back: {e}"))?
         .records;
     Ok(Measured {
         requests: records.len() as u64,

@@ -78,10 +78,8 @@ async fn speedbench_cost(url: &str, concurrency: usize, dir: &Path) -> Result<Co
     .await
     .map_err(|e| e.to_string())?;
     let (after, _) = cpu_seconds()?;
-    let records = outcome
-        .read_back
-        .ok_or("the records could not be read back")?
-        .file
+    let records = speedbench_record::read_records_file(&outcome.records_path)
+        .map_err(|e| format!("the records could not be read back: {e}"))?
         .records;
     let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
     let (achieved, span_s) = in_flight(measured.iter().copied());

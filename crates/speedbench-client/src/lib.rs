@@ -92,8 +92,8 @@ pub type LoadConfig = Load;
 pub use pacing::{RampShape, RateCurve, RatePoint, RequestRamp};
 pub use runner::{
     Cancellation, FixedSchedule, Load, PrefillLimit, ProfileRun, Progress, RESERVED_OPEN_FILES,
-    ReadBack, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle, TurnDelay,
-    check_open_files, new_run_id, run_profile,
+    ReadBack, RecordsFilePasses, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
+    TurnDelay, check_open_files, new_run_id, run_profile,
 };
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};

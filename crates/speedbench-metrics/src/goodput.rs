@@ -241,35 +241,58 @@ pub struct Goodput {
 impl Goodput {
     /// Goodput of `records` against `slos`; `None` without SLOs.
     pub fn of(records: &[RequestRecord], slos: &Slos) -> Option<Goodput> {
-        if slos.is_empty() {
-            return None;
+        let mut fold = GoodputFold::new(slos)?;
+        records.iter().for_each(|r| fold.add(r));
+        Some(fold.finish(benchmark_duration_s(records)))
+    }
+}
+
+/// [`Goodput::of`] folded one record at a time.
+#[derive(Debug, Clone)]
+pub(crate) struct GoodputFold {
+    slos: Slos,
+    attainment: Vec<SloAttainment>,
+    good: u64,
+    attempted: u64,
+}
+
+impl GoodputFold {
+    /// `None` without SLOs.
+    pub(crate) fn new(slos: &Slos) -> Option<GoodputFold> {
+        (!slos.is_empty()).then(|| GoodputFold {
+            slos: slos.clone(),
+            attainment: (slos.0.iter())
+                .map(|&slo| SloAttainment { slo, met: 0 })
+                .collect(),
+            good: 0,
+            attempted: 0,
+        })
+    }
+
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
+        if r.warmup || r.error_kind == Some(ErrorKind::Skipped) {
+            return;
         }
-        let mut attainment: Vec<SloAttainment> = slos
-            .0
-            .iter()
-            .map(|&slo| SloAttainment { slo, met: 0 })
-            .collect();
-        let (mut good, mut attempted) = (0u64, 0u64);
-        for r in records.iter().filter(|r| !r.warmup) {
-            if r.error_kind == Some(ErrorKind::Skipped) {
-                continue;
-            }
-            attempted += 1;
-            if !is_measured(r) {
-                continue;
-            }
-            for a in &mut attainment {
-                a.met += u64::from(a.slo.is_met(r));
-            }
-            good += u64::from(slos.is_good(r));
+        self.attempted += 1;
+        if !is_measured(r) {
+            return;
         }
-        Some(Goodput {
-            slos: attainment,
+        for a in &mut self.attainment {
+            a.met += u64::from(a.slo.is_met(r));
+        }
+        self.good += u64::from(self.slos.is_good(r));
+    }
+
+    /// The goodput over a run of `duration_s` seconds.
+    pub(crate) fn finish(self, duration_s: Option<f64>) -> Goodput {
+        let (good, attempted) = (self.good, self.attempted);
+        Goodput {
+            slos: self.attainment,
             good_requests: good,
             attempted,
             good_request_fraction: (attempted > 0).then(|| good as f64 / attempted as f64),
-            goodput: benchmark_duration_s(records).map(|d| good as f64 / d),
-        })
+            goodput: duration_s.map(|d| good as f64 / d),
+        }
     }
 }
 

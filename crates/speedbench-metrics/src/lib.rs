@@ -73,14 +73,17 @@ mod goodput;
 mod live;
 mod mean;
 mod measured;
+mod passes;
 mod predict;
 mod repeat;
 mod request;
 mod rng;
 mod run;
+mod run_fold;
 mod spec;
 mod speed_bench_py;
 mod speedup;
+mod steady;
 mod summary;
 mod window;
 
@@ -99,6 +102,7 @@ pub use goodput::{Goodput, GoodputComparison, Slo, SloAttainment, SloMetric, Slo
 pub use live::{LiveCategory, LiveFigures, LivePercentiles, LiveSnapshot};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
+pub use passes::{RecordPasses, SummaryPasses};
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
 };

@@ -27,13 +27,32 @@ pub fn is_measured(r: &RequestRecord) -> bool {
 /// (failed ones included: they occupied the window; skipped turns, never
 /// sent, left out), in seconds: the duration every rate of a run divides by.
 pub(crate) fn benchmark_duration_s(records: &[RequestRecord]) -> Option<f64> {
-    // A skipped turn was never sent: it occupied no part of the window.
-    let window = records
-        .iter()
-        .filter(|r| !r.warmup && r.error_kind != Some(ErrorKind::Skipped));
-    let start = window.clone().map(|r| r.start_unix_ns).min()?;
-    let end = window.map(|r| r.end_unix_ns).max()?;
-    (end > start).then(|| (end - start) as f64 / 1e9)
+    let mut window = BenchmarkWindow::default();
+    records.iter().for_each(|r| window.add(r));
+    window.duration_s()
+}
+
+/// [`benchmark_duration_s`] folded one record at a time.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BenchmarkWindow {
+    /// The earliest start and the latest end so far.
+    span: Option<(i64, i64)>,
+}
+
+impl BenchmarkWindow {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
+        // A skipped turn was never sent: it occupied no part of the window.
+        if r.warmup || r.error_kind == Some(ErrorKind::Skipped) {
+            return;
+        }
+        let (start, end) = self.span.unwrap_or((r.start_unix_ns, r.end_unix_ns));
+        self.span = Some((start.min(r.start_unix_ns), end.max(r.end_unix_ns)));
+    }
+
+    pub(crate) fn duration_s(&self) -> Option<f64> {
+        let (start, end) = self.span?;
+        (end > start).then(|| (end - start) as f64 / 1e9)
+    }
 }
 
 #[cfg(test)]

@@ -4,13 +4,12 @@ use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::goodput::{Goodput, Slos};
-use crate::measured::{benchmark_duration_s, is_measured};
+use crate::measured::is_measured;
+use crate::passes::{PassFold, SummaryPasses, end_passes, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::spec::SpecDecodeMetrics;
 use crate::summary::Summary;
-use crate::window::{SteadyState, SteadyStateOptions, TimeSlice, time_slices};
-
-const NS_PER_MS: f64 = 1e6;
+use crate::window::{SteadyState, SteadyStateOptions, TimeSlice};
 
 /// Aggregate statistics of one run.
 ///
@@ -77,33 +76,6 @@ pub struct ModelMetrics {
     pub metrics: Box<RunMetrics>,
 }
 
-/// [`RunMetrics::by_model`]: nothing for the records of one model.
-fn by_model(records: &[RequestRecord]) -> Vec<ModelMetrics> {
-    let mut models: Vec<&str> = Vec::new();
-    for r in records {
-        if !models.contains(&r.model.as_str()) {
-            models.push(&r.model);
-        }
-    }
-    if models.len() < 2 {
-        return Vec::new();
-    }
-    models
-        .into_iter()
-        .map(|model| {
-            let own: Vec<RequestRecord> = records
-                .iter()
-                .filter(|r| r.model == model)
-                .cloned()
-                .collect();
-            ModelMetrics {
-                model: model.to_string(),
-                metrics: Box::new(RunMetrics::from_records(&own)),
-            }
-        })
-        .collect()
-}
-
 /// The figures of a run that need more than its records: its SLOs, its
 /// slice length, its concurrency. The default asks for none of them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -156,99 +128,12 @@ impl RunMetrics {
         RunMetrics::with_figures(records, &FigureOptions::default())
     }
 
-    /// [`RunMetrics::from_records`], with the figures `options` asks for.
+    /// [`RunMetrics::from_records`], with the figures `options` asks for
+    /// ([`RunMetrics::from_passes`] over the records in memory).
     pub fn with_figures(records: &[RequestRecord], options: &FigureOptions) -> RunMetrics {
-        let counts = RequestCounts::from_records(records);
-        let benchmark_duration_s = benchmark_duration_s(records);
-        let ok: Vec<&RequestRecord> = records.iter().filter(|r| is_measured(r)).collect();
-        let output_tokens: u64 = ok.iter().filter_map(|r| r.completion_tokens).sum();
-        let per_second = |n: u64| benchmark_duration_s.map(|d| n as f64 / d);
-        let summarize = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
-            Summary::of(&ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
-        };
-        let chunk_gaps: Vec<f64> = ok
-            .iter()
-            .flat_map(|r| r.inter_chunk_latencies_ns.iter())
-            .map(|&g| g as f64 / NS_PER_MS)
-            .collect();
-        let timing_warnings = timing_warnings(&ok, benchmark_duration_s);
-        RunMetrics {
-            timing_warnings,
-            request_throughput: per_second(counts.succeeded),
-            output_token_throughput: per_second(output_tokens),
-            counts,
-            benchmark_duration_s,
-            ttft_ms: summarize(&|r| r.ttft_ms()),
-            inter_token_latency_ms: summarize(&|r| r.inter_token_latency_ms()),
-            inter_chunk_latency_ms: Summary::of(&chunk_gaps),
-            request_latency_ms: summarize(&|r| Some(r.request_latency_ms())),
-            output_sequence_length: summarize(&|r| r.completion_tokens.map(|n| n as f64)),
-            input_sequence_length: summarize(&|r| r.prompt_tokens.map(|n| n as f64)),
-            output_token_throughput_per_user: summarize(&|r| r.output_token_throughput_per_user()),
-            spec_decode: SpecDecodeMetrics::from_records(records),
-            server_timings: ServerTimingMetrics::from_records(records),
-            goodput: Goodput::of(records, &options.slos),
-            steady_state: options
-                .steady_state
-                .and_then(|o| SteadyState::of(records, o)),
-            time_slices: options
-                .slice_duration_s
-                .map_or_else(Vec::new, |d| time_slices(records, d)),
-            by_model: by_model(records),
-        }
+        let Ok(metrics) = RunMetrics::from_passes(records, options);
+        metrics
     }
-}
-
-impl RunMetrics {
-    /// [`RunMetrics::timing_warnings`] alone, without the other
-    /// statistics (a comparison needs only these).
-    pub fn timing_warnings_of(records: &[RequestRecord]) -> Vec<String> {
-        let ok: Vec<&RequestRecord> = records.iter().filter(|r| is_measured(r)).collect();
-        timing_warnings(&ok, benchmark_duration_s(records))
-    }
-}
-
-/// The sentences of [`RunMetrics::timing_warnings`] for the successful,
-/// non-warmup records `ok`.
-fn timing_warnings(ok: &[&RequestRecord], benchmark_duration_s: Option<f64>) -> Vec<String> {
-    let limit_ms = MIN_RESOLVED_INTERVAL_NS as f64 / NS_PER_MS;
-    let mut out = Vec::new();
-    let decoding: Vec<&&RequestRecord> = ok
-        .iter()
-        .filter(|r| r.inter_token_latency_ms().is_some())
-        .collect();
-    let short: Vec<&&RequestRecord> = decoding
-        .iter()
-        .copied()
-        .filter(|r| {
-            r.ttft_ns
-                .is_some_and(|t| r.e2e_latency_ns.saturating_sub(t) < MIN_RESOLVED_INTERVAL_NS)
-        })
-        .collect();
-    if !short.is_empty() {
-        let fastest = short
-            .iter()
-            .filter_map(|r| r.output_token_throughput_per_user())
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        // A request whose tokens came at once has no finite throughput.
-        let fastest = fastest.map_or(String::new(), |v| format!(" (up to {v:.3e} tokens/s)"));
-        out.push(format!(
-            "{} of {} streamed requests received all their tokens after the first within \
-             {limit_ms} ms (e2e - TTFT): their inter-token latency and per-user throughput{fastest} \
-             are below what the client can time, not the server's speed (a server that sends \
-             the whole answer at once, or one with no delays)",
-            short.len(),
-            decoding.len()
-        ));
-    }
-    if let Some(d) = benchmark_duration_s.filter(|d| *d * 1e9 < MIN_RESOLVED_INTERVAL_NS as f64) {
-        out.push(format!(
-            "the whole benchmark took {:.3} ms, under {limit_ms} ms: request and output-token \
-             throughput are below what the client can time",
-            d * 1e3
-        ));
-    }
-    out
 }
 
 /// Request counts of a run.
@@ -403,14 +288,9 @@ pub struct ServerTimingMetrics {
 impl ServerTimingMetrics {
     /// Computes the statistics, skipping warmup and failed records.
     pub fn from_records(records: &[RequestRecord]) -> ServerTimingMetrics {
-        let ok = || records.iter().filter(|r| is_measured(r));
-        let prompt: Vec<f64> = ok().filter_map(|r| r.prompt_tokens_per_second()).collect();
-        let decode: Vec<f64> = ok().filter_map(|r| r.decode_tokens_per_second()).collect();
-        ServerTimingMetrics {
-            requests: ok().filter(|r| r.server_timings.is_some()).count() as u64,
-            prompt_tps: Summary::of(&prompt),
-            decode_tps: Summary::of(&decode),
-        }
+        let mut fold = ServerTimingFold::default();
+        let Ok(()) = run_passes(records, &mut fold);
+        fold.finish()
     }
 
     /// Unweighted mean prompt (prefill) speed, tokens/s.
@@ -421,6 +301,45 @@ impl ServerTimingMetrics {
     /// Unweighted mean decode speed, tokens/s.
     pub fn mean_decode_tps(&self) -> Option<f64> {
         self.decode_tps.map(|s| s.avg)
+    }
+}
+
+/// [`ServerTimingMetrics`] folded over records read in passes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServerTimingFold {
+    requests: u64,
+    /// Prompt and decode tokens/s.
+    speeds: [SummaryPasses; 2],
+}
+
+impl PassFold for ServerTimingFold {
+    fn add(&mut self, pass: u32, r: &RequestRecord) {
+        if !is_measured(r) {
+            return;
+        }
+        self.requests += u64::from(pass == 0 && r.server_timings.is_some());
+        let [prompt, decode] = &mut self.speeds;
+        r.prompt_tokens_per_second()
+            .into_iter()
+            .for_each(|v| prompt.add(v));
+        r.decode_tokens_per_second()
+            .into_iter()
+            .for_each(|v| decode.add(v));
+    }
+
+    fn end_pass(&mut self) -> bool {
+        end_passes(&mut self.speeds)
+    }
+}
+
+impl ServerTimingFold {
+    pub(crate) fn finish(&self) -> ServerTimingMetrics {
+        let [prompt, decode] = &self.speeds;
+        ServerTimingMetrics {
+            requests: self.requests,
+            prompt_tps: prompt.finish(),
+            decode_tps: decode.finish(),
+        }
     }
 }
 

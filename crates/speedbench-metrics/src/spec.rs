@@ -5,6 +5,7 @@ use speedbench_record::{RequestRecord, SpecSource};
 
 use crate::acceptance::{AcceptanceTotals, RequestAcceptance, request_acceptance, run_speculates};
 use crate::measured::is_measured;
+use crate::passes::{PassFold, SummaryPasses, end_passes, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
 
@@ -84,43 +85,124 @@ pub struct PerPass {
     pub engine_steps: u64,
 }
 
-/// The per-request values whose distributions a run reports.
-#[derive(Default)]
-struct PerRequest {
-    acceptance_length: Vec<f64>,
-    rate_pct: Vec<f64>,
-    accepted_per_verified: Vec<f64>,
-    steps: Vec<f64>,
-    /// Zero-step requests given vLLM's own figures.
+/// [`SpecDecodeMetrics`] folded over records read in passes: the counts
+/// in the first pass, the per-request distributions in every pass.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpecFold {
+    /// Whether the run speculates ([`run_speculates`]), known before the
+    /// first pass.
+    speculates: bool,
+    totals: AcceptanceTotals,
+    histogram: PooledHistogram,
+    zero_step_requests: u64,
     zero_step_in_distributions: u64,
+    requests_without_spec: u64,
+    per_pass: PerPass,
+    /// Acceptance length, draft acceptance rate (%), accepted per
+    /// verified, steps.
+    values: [SummaryPasses; 4],
 }
 
-impl PerRequest {
-    /// A request's own figures, from its payload.
-    fn of_request(&mut self, r: &RequestRecord, spec: &speedbench_record::SpecDecodeStats) {
-        self.push(
-            r.acceptance_length(),
-            r.draft_acceptance_rate_pct(),
-            r.accepted_per_verified(),
-            spec.verify_steps.map(|s| s as f64),
-        );
-    }
-
-    /// A request that took no verify step: vLLM's own figures for a request
-    /// that drafted nothing (AL 1, rate 0, 0 steps); no value for others.
-    fn zero_step(&mut self, source: Option<SpecSource>) {
-        if source == Some(SpecSource::Vllm) {
-            self.zero_step_in_distributions += 1;
-            self.push(Some(1.0), Some(0.0), None, Some(0.0));
+impl SpecFold {
+    pub(crate) fn new(speculates: bool) -> SpecFold {
+        SpecFold {
+            speculates,
+            ..Default::default()
         }
     }
 
-    /// One request's values, each where it has one.
-    fn push(&mut self, al: Option<f64>, rate: Option<f64>, apv: Option<f64>, steps: Option<f64>) {
-        self.acceptance_length.extend(al);
-        self.rate_pct.extend(rate);
-        self.accepted_per_verified.extend(apv);
-        self.steps.extend(steps);
+    /// The per-request values of `r`, where it has them.
+    fn request_values(&mut self, first: bool, r: &RequestRecord) -> Option<[Option<f64>; 4]> {
+        if !is_measured(r) {
+            return None;
+        }
+        self.count(first, r)
+    }
+
+    /// Counts `r` when `first` (the first pass); its per-request values.
+    fn count(&mut self, first: bool, r: &RequestRecord) -> Option<[Option<f64>; 4]> {
+        let spec = match request_acceptance(r, self.speculates) {
+            RequestAcceptance::Spec(spec) => spec,
+            // Drafted nothing in a speculating run: one token per target
+            // pass, acceptance length 1 (see AcceptanceTotals).
+            RequestAcceptance::Undrafted(n) => {
+                if first {
+                    self.totals.add_undrafted(n);
+                }
+                return Some([Some(1.0), None, Some(1.0), Some(n as f64)]);
+            }
+            // The engine's tokens per iteration: its own per-request figure
+            // is the acceptance-length value.
+            RequestAcceptance::Iterations { tokens, iterations } => {
+                if first {
+                    self.totals.add_iterations(tokens, iterations);
+                }
+                return Some([r.tokens_per_iteration, None, None, Some(iterations as f64)]);
+            }
+            RequestAcceptance::Dropped(_) => {
+                self.totals.dropped_requests += u64::from(first);
+                return None;
+            }
+            RequestAcceptance::Missing => {
+                self.requests_without_spec += u64::from(first);
+                return None;
+            }
+        };
+        let vllm = spec.source == Some(SpecSource::Vllm);
+        let zero_step = spec.verify_steps == Some(0);
+        if first {
+            self.totals.add(spec);
+            self.histogram.add(&spec.acceptance_histogram);
+            if vllm {
+                self.per_pass.add(r.completion_tokens, spec);
+            }
+            self.zero_step_requests += u64::from(zero_step);
+            self.zero_step_in_distributions += u64::from(zero_step && vllm);
+        }
+        match zero_step {
+            // A request that took no verify step: vLLM's own figures for a
+            // request that drafted nothing (AL 1, rate 0, 0 steps); no value
+            // from other engines.
+            true => vllm.then_some([Some(1.0), Some(0.0), None, Some(0.0)]),
+            false => Some([
+                r.acceptance_length(),
+                r.draft_acceptance_rate_pct(),
+                r.accepted_per_verified(),
+                spec.verify_steps.map(|s| s as f64),
+            ]),
+        }
+    }
+}
+
+impl PassFold for SpecFold {
+    fn add(&mut self, pass: u32, r: &RequestRecord) {
+        let values = self.request_values(pass == 0, r);
+        for (summary, value) in self.values.iter_mut().zip(values.into_iter().flatten()) {
+            value.into_iter().for_each(|v| summary.add(v));
+        }
+    }
+
+    fn end_pass(&mut self) -> bool {
+        end_passes(&mut self.values)
+    }
+}
+
+impl SpecFold {
+    pub(crate) fn finish(self) -> SpecDecodeMetrics {
+        let [acceptance_length, rate_pct, accepted_per_verified, steps] =
+            self.values.map(|s| s.finish());
+        SpecDecodeMetrics {
+            acceptance_length,
+            draft_acceptance_rate_pct: rate_pct,
+            accepted_per_verified,
+            spec_decode_steps: steps,
+            totals: self.totals,
+            zero_step_requests: self.zero_step_requests,
+            zero_step_in_distributions: self.zero_step_in_distributions,
+            requests_without_spec: self.requests_without_spec,
+            histogram: self.histogram,
+            per_pass: self.per_pass,
+        }
     }
 }
 
@@ -158,62 +240,9 @@ impl PerPass {
 impl SpecDecodeMetrics {
     /// Computes the statistics, skipping warmup and failed records.
     pub fn from_records(records: &[RequestRecord]) -> SpecDecodeMetrics {
-        let mut totals = AcceptanceTotals::default();
-        let mut histogram = PooledHistogram::default();
-        let (mut zero_step_requests, mut requests_without_spec) = (0, 0);
-        let mut per_pass = PerPass::default();
-        let mut values = PerRequest::default();
-        let speculates = run_speculates(records);
-        for r in records.iter().filter(|r| is_measured(r)) {
-            let spec = match request_acceptance(r, speculates) {
-                RequestAcceptance::Spec(spec) => spec,
-                // Drafted nothing in a speculating run: one token per
-                // target pass, acceptance length 1 (see AcceptanceTotals).
-                RequestAcceptance::Undrafted(n) => {
-                    totals.add_undrafted(n);
-                    values.push(Some(1.0), None, Some(1.0), Some(n as f64));
-                    continue;
-                }
-                // The engine's tokens per iteration: its own per-request
-                // figure is the acceptance-length value.
-                RequestAcceptance::Iterations { tokens, iterations } => {
-                    totals.add_iterations(tokens, iterations);
-                    values.push(r.tokens_per_iteration, None, None, Some(iterations as f64));
-                    continue;
-                }
-                RequestAcceptance::Dropped(_) => {
-                    totals.dropped_requests += 1;
-                    continue;
-                }
-                RequestAcceptance::Missing => {
-                    requests_without_spec += 1;
-                    continue;
-                }
-            };
-            totals.add(spec);
-            histogram.add(&spec.acceptance_histogram);
-            if spec.source == Some(SpecSource::Vllm) {
-                per_pass.add(r.completion_tokens, spec);
-            }
-            if spec.verify_steps == Some(0) {
-                zero_step_requests += 1;
-                values.zero_step(spec.source);
-                continue;
-            }
-            values.of_request(r, spec);
-        }
-        SpecDecodeMetrics {
-            acceptance_length: Summary::of(&values.acceptance_length),
-            draft_acceptance_rate_pct: Summary::of(&values.rate_pct),
-            accepted_per_verified: Summary::of(&values.accepted_per_verified),
-            spec_decode_steps: Summary::of(&values.steps),
-            totals,
-            zero_step_requests,
-            zero_step_in_distributions: values.zero_step_in_distributions,
-            requests_without_spec,
-            histogram,
-            per_pass,
-        }
+        let mut fold = SpecFold::new(run_speculates(records));
+        let Ok(()) = run_passes(records, &mut fold);
+        fold.finish()
     }
 
     /// Token-weighted acceptance length `1 + Σaccepted / Σsteps` (over the

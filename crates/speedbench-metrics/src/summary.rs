@@ -2,8 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::mean::mean;
-
 /// Distribution statistics of one metric, as AIPerf's console columns show
 /// them (`avg | min | max | p99 | p90 | p50 | std`).
 ///
@@ -15,7 +13,10 @@ use crate::mean::mean;
 ///   `x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])`;
 /// - `std` is the population standard deviation (`ddof = 0`, numpy's
 ///   default): `sqrt(Σ(x - avg)² / n)`;
-/// - `avg` is the arithmetic mean, every sample weighted equally.
+/// - `avg` is the arithmetic mean, every sample weighted equally;
+/// - sums run in the order the samples are given; percentiles, `min` and
+///   `max` are those of the sorted samples, found in a bounded amount of
+///   memory however many there are ([`crate::SummaryPasses`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Number of samples summarized (finite samples only).
@@ -40,26 +41,11 @@ impl Summary {
     /// Summarizes `samples`; `None` when there is no finite sample.
     ///
     /// Non-finite samples (NaN, ±∞) are skipped, so `count` is the number of
-    /// finite samples. The input order does not matter.
+    /// finite samples. The order changes only the last bits of `avg` and `std`.
     pub fn of(samples: &[f64]) -> Option<Summary> {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-        if sorted.is_empty() {
-            return None;
-        }
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let avg = mean(sorted.iter().copied())?;
-        let variance = sorted.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n as f64;
-        Some(Summary {
-            count: n,
-            avg,
-            min: sorted[0],
-            max: sorted[n - 1],
-            p99: percentile_sorted(&sorted, 99.0),
-            p90: percentile_sorted(&sorted, 90.0),
-            p50: percentile_sorted(&sorted, 50.0),
-            std: variance.sqrt(),
-        })
+        // One way to every summary: what a records file read in passes
+        // gives (`SummaryPasses`), here over samples in memory.
+        crate::passes::SummaryPasses::of_slice(samples)
     }
 }
 

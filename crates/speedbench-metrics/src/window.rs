@@ -13,7 +13,9 @@ use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::acceptance::{AcceptanceTotals, run_speculates};
 use crate::measured::is_measured;
+use crate::passes::run_passes;
 use crate::request::RequestMetricsExt;
+use crate::steady::SteadyFold;
 use crate::summary::Summary;
 
 const NS_PER_S: f64 = 1e9;
@@ -76,19 +78,6 @@ impl<'a> Timeline<'a> {
 
     fn seconds(&self, unix_ns: i64) -> f64 {
         (unix_ns - self.origin) as f64 / NS_PER_S
-    }
-
-    /// The figures of `[from, to)` (Unix ns): the requests that started
-    /// in it, and those that ended in it.
-    fn figures(&self, from: i64, to: i64) -> WindowFigures {
-        let inside = |t: i64| t >= from && t < to;
-        let started: Vec<&RequestRecord> = (self.records.iter().copied())
-            .filter(|r| inside(r.start_unix_ns))
-            .collect();
-        let ended: Vec<&RequestRecord> = (self.records.iter().copied())
-            .filter(|r| inside(r.end_unix_ns))
-            .collect();
-        self.figures_of((from, to), &started, &ended)
     }
 
     /// The figures of the window `(from, to)` (Unix ns) from the requests
@@ -231,59 +220,10 @@ pub struct SteadyState {
 impl SteadyState {
     /// The steady state of `records`; `None` without a request sent.
     pub fn of(records: &[RequestRecord], options: SteadyStateOptions) -> Option<SteadyState> {
-        let timeline = Timeline::of(records)?;
-        let level = options.level();
-        let (window, why_none) = match steady_bounds(&timeline, level) {
-            None => (
-                None,
-                Some(format!(
-                    "requests in flight never reached {level} ({} of the concurrency {})",
-                    options.threshold, options.concurrency
-                )),
-            ),
-            Some((from, to)) if ((to - from) as f64 / NS_PER_S) < options.min_window_s => (
-                None,
-                Some(format!(
-                    "{level} or more requests were in flight for {:.3} s, under the {} s minimum",
-                    (to - from) as f64 / NS_PER_S,
-                    options.min_window_s
-                )),
-            ),
-            Some((from, to)) => (Some(timeline.figures(from, to)), None),
-        };
-        Some(SteadyState {
-            options,
-            level,
-            window,
-            why_none,
-        })
+        let mut fold = SteadyFold::new(options);
+        let Ok(()) = run_passes(records, &mut fold);
+        fold.finish()
     }
-}
-
-/// The first instant `level` requests were in flight and the last instant
-/// they fell below it (Unix ns); `None` when they never were.
-fn steady_bounds(timeline: &Timeline<'_>, level: usize) -> Option<(i64, i64)> {
-    // At one instant, ends before starts: a slot freed and taken again at
-    // the same nanosecond never counts twice.
-    let mut events: Vec<(i64, i8)> = Vec::with_capacity(timeline.records.len() * 2);
-    for r in &timeline.records {
-        events.push((r.start_unix_ns, 1));
-        events.push((r.end_unix_ns.max(r.start_unix_ns), -1));
-    }
-    events.sort_unstable();
-    let (mut in_flight, mut first, mut last) = (0i64, None, None);
-    for (at, change) in events {
-        let before = in_flight;
-        in_flight += i64::from(change);
-        let level = level as i64;
-        if before < level && in_flight >= level {
-            first.get_or_insert(at);
-        }
-        if before >= level && in_flight < level {
-            last = Some(at);
-        }
-    }
-    Some((first?, last?))
 }
 
 #[cfg(test)]

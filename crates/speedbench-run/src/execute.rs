@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use speedbench_client::{
-    ClientError, Engine, Load, ProfileRun, Progress, RunOutcome, RunStatus, RunSummary, StopHandle,
-    Target, discover_model_with_headers, new_run_id, run_profile,
+    ClientError, Engine, Load, ProfileRun, Progress, ReadBack, RunOutcome, RunStatus, RunSummary,
+    StopHandle, Target, discover_model_with_headers, new_run_id, run_profile,
 };
 use speedbench_dataset::Dataset;
-use speedbench_metrics::{RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput};
+use speedbench_metrics::{
+    RecordsDigest, RunMetrics, SpeedBenchPyConfig, SpeedBenchPyOutput, has_llamacpp_timings,
+};
 use speedbench_record::{RecordError, read_records_file};
 use speedbench_report::write_speed_bench_py_json;
 
@@ -365,9 +367,16 @@ async fn finish(
             }
         }
     }
-    let (results, model) = read_back(&mut outcome, model)?;
+    let (results, model) = read_back(&mut outcome, model, py_path.is_some())?;
     let mut speed_bench_py = None;
-    if let (Some(path), RunResults::Records { records, .. }) = (py_path, &results) {
+    if let (
+        Some(path),
+        RunResults::Records {
+            held: Some(records),
+            ..
+        },
+    ) = (py_path, &results)
+    {
         match write_speed_bench_py(path, py_config, records, overwrite) {
             Ok(path) => speed_bench_py = Some(path),
             // The output error comes first; the upload's after it.
@@ -423,21 +432,24 @@ fn shown_paths(outcome: &RunOutcome, staged: Option<&StagedRun>) -> ShownPaths {
     }
 }
 
-/// The records (or, when they were not kept, `summary.json`) as the client
-/// read them back, taken from the outcome; the file is decoded again only
-/// when the client could not read it, for the error. The model's name as
-/// the records' manifest gives it.
-fn read_back(outcome: &mut RunOutcome, model: String) -> Result<(RunResults, String), RunError> {
+/// The figures and matrices' digest (or, when the records were not kept,
+/// `summary.json`) as the client read them back, taken from the outcome;
+/// the file is read again where the client could not read it (for the
+/// error), and for the records themselves where a table needs each one
+/// (llama.cpp's timings, or `--output` when `output` is asked). The
+/// model's name as the records' manifest gives it.
+fn read_back(
+    outcome: &mut RunOutcome,
+    model: String,
+    output: bool,
+) -> Result<(RunResults, String), RunError> {
     if outcome.records_removed {
         return Ok((summary_only(outcome)?, model));
     }
-    let (file, metrics) = match outcome.read_back.take() {
-        Some(back) => (back.file, back.metrics),
-        None => match read_records_file(&outcome.records_path) {
-            Ok(file) => {
-                let metrics = RunMetrics::from_records(&file.records);
-                (file, metrics)
-            }
+    let back = match outcome.read_back.take() {
+        Some(back) => back,
+        None => match read_back_again(&outcome.records_path) {
+            Ok(back) => back,
             // The failure is already reported; the summary cannot be shown.
             Err(e) if outcome.status == RunStatus::Failed => {
                 return Ok((RunResults::Unreadable(e.to_string()), model));
@@ -450,14 +462,38 @@ fn read_back(outcome: &mut RunOutcome, model: String) -> Result<(RunResults, Str
             }
         },
     };
-    let served = file.manifest.as_ref().map_or(model, |m| m.model.clone());
+    let held = match back.llamacpp_timings || output {
+        true => Some(
+            read_records_file(&outcome.records_path)
+                .map_err(|source| RunError::Record {
+                    context: "reading the records back".into(),
+                    source,
+                })?
+                .records,
+        ),
+        false => None,
+    };
+    let served = back.manifest.as_ref().map_or(model, |m| m.model.clone());
     let label = speedbench_runs::display_model(&served);
     let results = RunResults::Records {
-        metrics,
+        metrics: back.metrics,
         label,
-        records: file.records,
+        digest: Box::new(back.digest),
+        held,
     };
     Ok((results, served))
+}
+
+/// What the client reads back of a records file it could not read when
+/// the run closed (the figures without the run's options).
+fn read_back_again(path: &Path) -> Result<ReadBack, speedbench_record::RecordError> {
+    let records = read_records_file(path)?;
+    Ok(ReadBack {
+        metrics: RunMetrics::from_records(&records.records),
+        digest: RecordsDigest::of(&records.records),
+        llamacpp_timings: has_llamacpp_timings(&records.records),
+        manifest: records.manifest,
+    })
 }
 
 /// The figures of `summary.json`, for a run whose records were not kept.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use speedbench_client::{Progress, RunOutcome, RunStatus};
-use speedbench_metrics::RunMetrics;
+use speedbench_metrics::{RecordsDigest, RunMetrics};
 use speedbench_record::RequestRecord;
 
 use crate::error::RunError;
@@ -21,8 +21,14 @@ pub enum RunResults {
         metrics: RunMetrics,
         /// The model as a table row's label (a GGUF path as its stem).
         label: String,
-        /// The records, for the per-category tables.
-        records: Vec<RequestRecord>,
+        /// What the per-category matrices read of the records, folded as
+        /// the run read them back.
+        digest: Box<RecordsDigest>,
+        /// The records themselves, read again only where a table needs
+        /// each of them: llama.cpp's `timings` (speed_bench.py's tables)
+        /// or `--output`; `None` otherwise (a long run's records are not
+        /// held).
+        held: Option<Vec<RequestRecord>>,
     },
     /// `--export-level summary`: the figures of `summary.json`.
     SummaryOnly {

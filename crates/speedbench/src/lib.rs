@@ -52,8 +52,9 @@
 //! let run = ProfileRun::new(dataset, target, dir.path().join("run"))
 //!     .with_load(Load::closed_loop(2).with_num_conversations(4));
 //! let outcome = speedbench::client::run_profile(run, StopHandle::new(), Arc::new(Progress::default())).await?;
-//! // The records as the run read them back for summary.json (no second read).
-//! let records = outcome.read_back.ok_or("records not readable")?.file.records;
+//! // The records, from the file the run left (its summary read them in
+//! // passes and holds none).
+//! let records = speedbench::record::read_records_file(&outcome.records_path)?.records;
 //! let matrix = AcceptanceMatrix::from_runs(
 //!     MatrixMetric::AcceptLength,
 //!     &[("sim".to_string(), records.as_slice())],

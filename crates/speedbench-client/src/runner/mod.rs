@@ -6,6 +6,7 @@ mod load;
 mod outcome;
 mod phase;
 mod prefill;
+mod read_back;
 mod record;
 mod shard_plan;
 
@@ -16,10 +17,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 use speedbench_dataset::Dataset;
-use speedbench_metrics::{FigureOptions, RunMetrics};
+use speedbench_metrics::FigureOptions;
 use speedbench_record::{
     MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
-    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, read_records_file, redact_url,
+    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, redact_url,
 };
 use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
@@ -27,6 +28,7 @@ pub use crate::stop::StopHandle;
 pub use control::Progress;
 pub use load::{Cancellation, FixedSchedule, Load, PrefillLimit, TurnDelay};
 pub use outcome::{ReadBack, RequestTally, RunOutcome, RunSummary};
+pub use read_back::RecordsFilePasses;
 pub use speedbench_record::RunStatus;
 
 use crate::RecordAnnotator;
@@ -269,7 +271,7 @@ impl ProfileRun {
 
     /// Adds the figures `options` asks for to `summary.json` and the
     /// read-back statistics: goodput against SLOs, the steady state, time
-    /// slices ([`RunMetrics::with_figures`]).
+    /// slices ([`speedbench_metrics::RunMetrics::with_figures`]).
     pub fn with_figures(mut self, options: FigureOptions) -> Self {
         self.figures = options;
         self
@@ -966,13 +968,9 @@ async fn wait_for_start(shared: &Shared, stop: &StopHandle) -> Option<MeasuredSt
     start
 }
 
-/// Writes `value` as pretty JSON through a temporary file and a rename, so
-/// readers never see a half-written file; the temporary file never stays.
-/// Writes `summary.json` from the closed records file (when it is
-/// `readable`); `Ok(None)` when there is nothing to summarise, `Err` naming
-/// what kept the promised file from being written.
-/// The records read back and their statistics, `summary.json` written
-/// from them; each failure among the run's write errors.
+/// `summary.json` written from the closed records file (when it is
+/// `readable`), read in passes; what was read back, or each failure among
+/// the run's write errors.
 fn write_summary(
     readable: bool,
     records_path: &Path,
@@ -983,8 +981,8 @@ fn write_summary(
     if !readable {
         return (None, None, None);
     }
-    let file = match read_records_file(records_path) {
-        Ok(file) => file,
+    let (read_back, output_tokens) = match read_back::read_back(records_path, inputs.figures) {
+        Ok(read) => read,
         Err(e) => {
             write_errors.push(format!(
                 "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
@@ -992,13 +990,9 @@ fn write_summary(
             return (None, None, None);
         }
     };
-    let output_tokens: u64 = (file.records.iter())
-        .filter(|r| speedbench_metrics::is_measured(r))
-        .filter_map(|r| r.completion_tokens)
-        .sum();
     let summary = RunSummary {
         status: outcome,
-        metrics: RunMetrics::with_figures(&file.records, inputs.figures),
+        metrics: read_back.metrics.clone(),
         gpu_telemetry: inputs
             .gpu
             .and_then(|e| GpuTelemetry::from_export(e, output_tokens)),
@@ -1011,10 +1005,6 @@ fn write_summary(
             write_errors.push(e.to_string());
             None
         }
-    };
-    let read_back = ReadBack {
-        file,
-        metrics: summary.metrics,
     };
     (written, Some(read_back), summary.gpu_telemetry)
 }
@@ -1030,6 +1020,8 @@ struct SummaryInputs<'a> {
     schedule: Option<ScheduleStats>,
 }
 
+/// Writes `value` as pretty JSON through a temporary file and a rename, so
+/// readers never see a half-written file; the temporary file never stays.
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), ClientError> {
     let json = serde_json::to_vec_pretty(value).map_err(|e| ClientError::Io {
         path: path.to_path_buf(),

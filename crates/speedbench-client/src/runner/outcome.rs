@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use speedbench_metrics::RunMetrics;
-use speedbench_record::{RecordsFile, RunStatus};
+use speedbench_metrics::{RecordsDigest, RunMetrics};
+use speedbench_record::{RunManifest, RunStatus};
 
 use crate::schedule::ScheduleStats;
 
@@ -46,28 +46,24 @@ pub struct RunSummary {
     pub schedule: Option<crate::ScheduleStats>,
 }
 
-/// The records file as the run read it back to write `summary.json`: every
-/// record and the statistics computed from them. A caller that shows or
-/// analyses the run takes them from here instead of decoding the file again
-/// (at 1,000,000 records that second read was seconds of CPU).
-#[derive(Clone, PartialEq)]
+/// What the run read of its records file to write `summary.json`: the
+/// statistics and what the console's tables need, folded as the file was
+/// read in passes ([`crate::RecordsFilePasses`]); the records themselves
+/// are not held (a caller that wants them reads
+/// [`RunOutcome::records_path`]), so a run's memory does not grow with its
+/// length.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadBack {
-    /// The file's manifest and records, as [`speedbench_record::read_records_file`] gives them.
-    pub file: RecordsFile,
+    /// The manifest in the file's footer.
+    pub manifest: Option<RunManifest>,
     /// The statistics `summary.json` holds.
     pub metrics: RunMetrics,
-}
-
-/// Counts, not every record: a `RunOutcome` printed for a log would
-/// otherwise print the whole run.
-impl std::fmt::Debug for ReadBack {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadBack")
-            .field("records", &self.file.records.len())
-            .field("custom_columns", &self.file.custom_columns.len())
-            .field("manifest", &self.file.manifest.is_some())
-            .finish_non_exhaustive()
-    }
+    /// Counts, categories and acceptance per matrix column (the
+    /// per-category matrices).
+    pub digest: RecordsDigest,
+    /// Whether a non-warmup record carries llama.cpp's `timings` (then
+    /// speed_bench.py's tables apply, and read the records again).
+    pub llamacpp_timings: bool,
 }
 
 /// What a finished (or interrupted) run left behind.

@@ -7,8 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use speedbench_metrics::{
-    AcceptanceTotals, GroupMean, RequestCounts, RequestMetricsExt, RunMetrics, acceptance_by,
-    decode_tps_by, macro_average, mean_by,
+    AcceptanceTotals, GroupMean, RecordsDigest, RequestCounts, RequestMetricsExt, RunMetrics,
+    acceptance_by, decode_tps_by, macro_average, mean_by,
 };
 use speedbench_record::{
     QUALITATIVE_CATEGORIES, RequestRecord, SPEC_AL_BENCHMARKS, THROUGHPUT_TIERS,
@@ -197,13 +197,6 @@ pub(crate) fn positions_of(
     (pooled.position_acceptance(), columns)
 }
 
-/// [`positions_of`] the histograms of `records`.
-pub(crate) fn record_positions(
-    records: &[RequestRecord],
-) -> (Vec<f64>, BTreeMap<String, Vec<f64>>) {
-    positions_of(&speedbench_metrics::histograms_by(records, category_key))
-}
-
 /// The run behind a matrix row: where it came from and how far it got.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowRun {
@@ -319,26 +312,57 @@ impl AcceptanceMatrix {
         metric: MatrixMetric,
         runs: &[(String, &[RequestRecord])],
     ) -> AcceptanceMatrix {
+        if metric.is_acceptance() {
+            let digests: Vec<(String, RecordsDigest)> = (runs.iter())
+                .map(|(label, records)| (label.clone(), RecordsDigest::of(records)))
+                .collect();
+            let digests: Vec<(String, &RecordsDigest)> =
+                digests.iter().map(|(l, d)| (l.clone(), d)).collect();
+            if let Some(matrix) = AcceptanceMatrix::from_digests(metric, &digests) {
+                return matrix;
+            }
+        }
         let cells = runs
             .iter()
             .map(|(label, records)| (label.clone(), records_cells(metric, records)))
             .collect();
-        let mut matrix = AcceptanceMatrix::from_cells(metric, cells);
-        if metric.is_acceptance() {
-            // Rows are the runs sorted by label, stably: the same order.
-            let mut order: Vec<usize> = (0..runs.len()).collect();
-            order.sort_by(|&a, &b| runs[a].0.cmp(&runs[b].0));
-            for (row, &i) in matrix.rows.iter_mut().zip(&order) {
-                let (positions, by_column) = record_positions(runs[i].1);
-                row.positions = positions;
-                row.column_positions = matrix
-                    .columns
-                    .iter()
-                    .map(|c| by_column.get(c).cloned().unwrap_or_default())
-                    .collect();
-            }
+        AcceptanceMatrix::from_cells(metric, cells)
+    }
+
+    /// An acceptance matrix ([`MatrixMetric::is_acceptance`]) from runs'
+    /// digests, folded as their records were read (a million-record run
+    /// need not be held): the cells and positions [`Self::from_runs`] gives
+    /// from the records themselves. `None` for a metric a digest does not
+    /// hold (latency, decode speed, throughput).
+    pub fn from_digests(
+        metric: MatrixMetric,
+        runs: &[(String, &RecordsDigest)],
+    ) -> Option<AcceptanceMatrix> {
+        if !metric.is_acceptance() {
+            return None;
         }
-        matrix
+        let cells = (runs.iter())
+            .map(|(label, d)| {
+                (
+                    label.clone(),
+                    acceptance_cells(metric, d.acceptance.totals()),
+                )
+            })
+            .collect();
+        let mut matrix = AcceptanceMatrix::from_cells(metric, cells);
+        // Rows are the runs sorted by label, stably: the same order.
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by(|&a, &b| runs[a].0.cmp(&runs[b].0));
+        for (row, &i) in matrix.rows.iter_mut().zip(&order) {
+            let (positions, by_column) = positions_of(&runs[i].1.acceptance.histograms());
+            row.positions = positions;
+            row.column_positions = matrix
+                .columns
+                .iter()
+                .map(|c| by_column.get(c).cloned().unwrap_or_default())
+                .collect();
+        }
+        Some(matrix)
     }
 
     /// Builds the matrix from cells already computed per run, whatever their

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use speedbench_client::RunOutcome;
 use speedbench_client::scrape::{Acceptance, ServerMetricsExport};
-use speedbench_metrics::{RunMetrics, has_llamacpp_timings};
+use speedbench_metrics::{RecordsDigest, RunMetrics, has_llamacpp_timings};
 use speedbench_record::RequestRecord;
 use speedbench_report::{
     AcceptanceMatrix, MatrixMetric, render_run_summary, render_speed_bench_py_records,
@@ -54,8 +54,9 @@ fn results(results: &RunResults) -> Vec<Text> {
         RunResults::Records {
             metrics,
             label,
-            records,
-        } => tables(metrics, label, records),
+            digest,
+            held,
+        } => tables(metrics, label, digest, held.as_deref()),
         RunResults::SummaryOnly { metrics, path } => vec![
             Text::Out(render_run_summary(metrics)),
             Text::Err(format!(
@@ -97,8 +98,14 @@ fn timing_lines(outcome: &RunOutcome) -> Vec<Text> {
 }
 
 /// The run summary and, where the records give them, the per-category
-/// matrices and speed_bench.py's tables.
-fn tables(metrics: &RunMetrics, label: &str, records: &[RequestRecord]) -> Vec<Text> {
+/// matrices (from their digest) and speed_bench.py's tables (from the
+/// records, `held` for a run with llama.cpp's timings).
+fn tables(
+    metrics: &RunMetrics,
+    label: &str,
+    digest: &RecordsDigest,
+    held: Option<&[RequestRecord]>,
+) -> Vec<Text> {
     let mut out: Vec<Text> = metrics
         .timing_warnings
         .iter()
@@ -114,12 +121,12 @@ fn tables(metrics: &RunMetrics, label: &str, records: &[RequestRecord]) -> Vec<T
     }
     out.push(Text::Out(render_run_summary(metrics)));
     for metric in [MatrixMetric::AcceptLength, MatrixMetric::AcceptRate] {
-        let matrix = AcceptanceMatrix::from_runs(metric, &[(label.to_string(), records)]);
-        if matrix.rows.iter().any(|r| r.overall.is_some()) {
+        let matrix = AcceptanceMatrix::from_digests(metric, &[(label.to_string(), digest)]);
+        if let Some(matrix) = matrix.filter(|m| m.rows.iter().any(|r| r.overall.is_some())) {
             out.push(Text::Out(matrix.to_console()));
         }
     }
-    if has_llamacpp_timings(records) {
+    if let Some(records) = held.filter(|records| has_llamacpp_timings(records)) {
         out.push(Text::Out(render_speed_bench_py_records(records)));
     }
     out
