@@ -128,6 +128,9 @@ pub(crate) fn end_passes<'a>(summaries: impl IntoIterator<Item = &'a mut Summary
 pub struct SummaryPasses {
     /// Passes ended so far.
     pass: u32,
+    /// No pass is needed any more: samples given in later passes (other
+    /// figures read on) change nothing.
+    done: bool,
     count: u64,
     sum: f64,
     min: f64,
@@ -296,7 +299,7 @@ impl SummaryPasses {
 
     /// The next sample of the current pass.
     pub fn add(&mut self, x: f64) {
-        if !x.is_finite() {
+        if !x.is_finite() || self.done {
             return;
         }
         if self.pass > 0 {
@@ -337,7 +340,14 @@ impl SummaryPasses {
     }
 
     /// Ends a pass; true when another pass of the same samples is needed.
+    /// Once it returned false, samples given in later passes are ignored.
     pub fn end_pass(&mut self) -> bool {
+        let more = !self.done && self.next_pass();
+        self.done = !more;
+        more
+    }
+
+    fn next_pass(&mut self) -> bool {
         self.pass += 1;
         if self.pass == 1 {
             if self.count == 0 {
@@ -515,6 +525,20 @@ mod tests {
                 [summary.p50, summary.p90, summary.p99].map(f64::to_bits),
                 [sorted.p50, sorted.p90, sorted.p99].map(f64::to_bits)
             );
+        }
+    }
+
+    #[test]
+    fn passes_after_the_last_change_nothing() {
+        for n in [10, 50_000] {
+            let samples: Vec<f64> = (0..n).map(|i| (i % 977) as f64).collect();
+            let (expected, needed) = passes_needed(&samples);
+            let mut passes = SummaryPasses::default();
+            for _ in 0..needed + 3 {
+                samples.iter().for_each(|&x| passes.add(x));
+                passes.end_pass();
+            }
+            assert_eq!(passes.finish(), Some(expected));
         }
     }
 

@@ -104,9 +104,14 @@ async fn a_run_tells_its_observer_each_step_in_order_and_reports_its_records() {
     // themselves are not held (no llama.cpp timings, no --output).
     let file = read_records_file(&report.outcome.records_path).unwrap();
     assert_eq!(held, &None);
+    let figures = speedbench_metrics::FigureOptions::of_run(file.manifest.as_ref().unwrap());
+    assert!(
+        figures.steady_state.is_some(),
+        "a closed loop asks for its steady state"
+    );
     assert_eq!(
         metrics,
-        &speedbench_metrics::RunMetrics::from_records(&file.records)
+        &speedbench_metrics::RunMetrics::with_figures(&file.records, &figures)
     );
     assert_eq!(
         **digest,
