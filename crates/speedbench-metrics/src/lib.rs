@@ -85,6 +85,7 @@ mod speed_bench_py;
 mod speedup;
 mod steady;
 mod summary;
+mod summary_passes;
 mod window;
 
 pub use acceptance::{
@@ -102,7 +103,7 @@ pub use goodput::{Goodput, GoodputComparison, Slo, SloAttainment, SloMetric, Slo
 pub use live::{LiveCategory, LiveFigures, LivePercentiles, LiveSnapshot};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
-pub use passes::{RecordPasses, SummaryPasses};
+pub use passes::RecordPasses;
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
 };
@@ -121,4 +122,5 @@ pub use speed_bench_py::{
 };
 pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};
+pub use summary_passes::SummaryPasses;
 pub use window::{SteadyState, SteadyStateOptions, TimeSlice, WindowFigures, time_slices};

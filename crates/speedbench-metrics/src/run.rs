@@ -5,10 +5,11 @@ use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::goodput::{Goodput, Slos};
 use crate::measured::is_measured;
-use crate::passes::{PassFold, SummaryPasses, end_passes, run_passes};
+use crate::passes::{PassFold, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::spec::SpecDecodeMetrics;
 use crate::summary::Summary;
+use crate::summary_passes::{SummaryPasses, end_passes};
 use crate::window::{SteadyState, SteadyStateOptions, TimeSlice};
 
 /// Aggregate statistics of one run.

@@ -7,7 +7,7 @@ use speedbench_record::RequestRecord;
 
 use crate::goodput::GoodputFold;
 use crate::measured::{BenchmarkWindow, is_measured};
-use crate::passes::{PassFold, RecordPasses, SummaryPasses, end_passes, run_passes};
+use crate::passes::{PassFold, RecordPasses, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::run::{
     FigureOptions, MIN_RESOLVED_INTERVAL_NS, ModelMetrics, RequestCounts, RunMetrics,
@@ -15,6 +15,7 @@ use crate::run::{
 };
 use crate::spec::SpecFold;
 use crate::steady::SteadyFold;
+use crate::summary_passes::{SummaryPasses, end_passes};
 use crate::window::time_slices;
 
 const NS_PER_MS: f64 = 1e6;

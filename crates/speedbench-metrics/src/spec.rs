@@ -5,9 +5,10 @@ use speedbench_record::{RequestRecord, SpecSource};
 
 use crate::acceptance::{AcceptanceTotals, RequestAcceptance, request_acceptance, run_speculates};
 use crate::measured::is_measured;
-use crate::passes::{PassFold, SummaryPasses, end_passes, run_passes};
+use crate::passes::{PassFold, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
+use crate::summary_passes::{SummaryPasses, end_passes};
 
 /// Speculative-decoding statistics over the measured (non-warmup,
 /// successful) requests of a run, following AIPerf's per-request

@@ -13,8 +13,9 @@ use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::acceptance::AcceptanceTotals;
 use crate::measured::is_measured;
-use crate::passes::{PassFold, SummaryPasses, end_passes};
+use crate::passes::{PassFold, run_passes};
 use crate::request::RequestMetricsExt;
+use crate::summary_passes::{SummaryPasses, end_passes};
 use crate::window::{SteadyState, SteadyStateOptions, WindowFigures};
 
 const NS_PER_S: f64 = 1e9;
@@ -27,6 +28,15 @@ const EVENTS_PER_PASS: u64 = 1 << 16;
 /// the warmup.
 fn sent(r: &RequestRecord) -> bool {
     !r.warmup && r.error_kind != Some(ErrorKind::Skipped)
+}
+
+impl SteadyState {
+    /// The steady state of `records`; `None` without a request sent.
+    pub fn of(records: &[RequestRecord], options: SteadyStateOptions) -> Option<SteadyState> {
+        let mut fold = SteadyFold::new(options);
+        let Ok(()) = run_passes(records, &mut fold);
+        fold.finish()
+    }
 }
 
 /// [`SteadyState`] folded in passes.
@@ -455,7 +465,6 @@ impl WindowFold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::passes::run_passes;
     use crate::rng::SplitMix64;
 
     /// The crossings by sorting every event: the reference.

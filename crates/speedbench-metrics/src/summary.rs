@@ -37,18 +37,6 @@ pub struct Summary {
     pub std: f64,
 }
 
-impl Summary {
-    /// Summarizes `samples`; `None` when there is no finite sample.
-    ///
-    /// Non-finite samples (NaN, ±∞) are skipped, so `count` is the number of
-    /// finite samples. The order changes only the last bits of `avg` and `std`.
-    pub fn of(samples: &[f64]) -> Option<Summary> {
-        // One way to every summary: what a records file read in passes
-        // gives (`SummaryPasses`), here over samples in memory.
-        crate::passes::SummaryPasses::of_slice(samples)
-    }
-}
-
 /// numpy's `percentile(sorted, p, method="linear")`: `p` in percent, over
 /// non-empty samples sorted ascending. Every percentile speedbench prints
 /// comes from here.

@@ -13,9 +13,7 @@ use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::acceptance::{AcceptanceTotals, run_speculates};
 use crate::measured::is_measured;
-use crate::passes::run_passes;
 use crate::request::RequestMetricsExt;
-use crate::steady::SteadyFold;
 use crate::summary::Summary;
 
 const NS_PER_S: f64 = 1e9;
@@ -215,15 +213,6 @@ pub struct SteadyState {
     /// Why there is no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_none: Option<String>,
-}
-
-impl SteadyState {
-    /// The steady state of `records`; `None` without a request sent.
-    pub fn of(records: &[RequestRecord], options: SteadyStateOptions) -> Option<SteadyState> {
-        let mut fold = SteadyFold::new(options);
-        let Ok(()) = run_passes(records, &mut fold);
-        fold.finish()
-    }
 }
 
 #[cfg(test)]
