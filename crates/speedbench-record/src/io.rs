@@ -7,7 +7,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 mod journal;
 mod salvage;
@@ -71,6 +71,9 @@ impl RecordWriter {
         })?;
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_statistics_truncate_length(Some(64))
+            .set_offset_index_disabled(true)
             .set_created_by(format!("speedbench-record {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 SCHEMA_VERSION_KEY.to_string(),

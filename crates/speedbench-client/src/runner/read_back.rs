@@ -3,10 +3,13 @@
 //! memory a run of ten thousand does.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::path::Path;
 
 use speedbench_metrics::{FigureOptions, RecordPasses, RecordsDigest, RunMetrics, is_measured};
-use speedbench_record::{RecordError, RequestRecord, columns, read_records_file, visit_records};
+use speedbench_record::{
+    RecordError, RequestRecord, RunManifest, columns, read_records_file, visit_records,
+};
 
 use super::outcome::ReadBack;
 
@@ -27,6 +30,8 @@ pub struct RecordsFilePasses<'a> {
     path: &'a Path,
     /// The columns each pass decodes; `None`: all.
     columns: Option<Vec<&'static str>>,
+    /// The manifest in the file's footer, once a pass read it.
+    manifest: OnceCell<Option<RunManifest>>,
 }
 
 /// Columns no run-level figure reads: a pass leaves them undecoded.
@@ -38,7 +43,14 @@ impl<'a> RecordsFilePasses<'a> {
         RecordsFilePasses {
             path: path.as_ref(),
             columns: None,
+            manifest: OnceCell::new(),
         }
+    }
+
+    /// The manifest in the file's footer, once a pass has read the file
+    /// (`None` before, or for a file without one).
+    pub fn manifest(&self) -> Option<&RunManifest> {
+        self.manifest.get().and_then(Option::as_ref)
     }
 
     /// The records file at `path`, decoding only what [`RunMetrics`]
@@ -58,7 +70,9 @@ impl RecordPasses for RecordsFilePasses<'_> {
     type Error = RecordError;
 
     fn pass(&self, visit: &mut dyn FnMut(&RequestRecord)) -> Result<(), RecordError> {
-        visit_records(self.path, self.columns.as_deref(), visit).map(|_| ())
+        let visited = visit_records(self.path, self.columns.as_deref(), visit)?;
+        let _ = self.manifest.set(visited.manifest);
+        Ok(())
     }
 
     fn held(&self) -> Result<Cow<'_, [RequestRecord]>, RecordError> {
@@ -66,29 +80,173 @@ impl RecordPasses for RecordsFilePasses<'_> {
     }
 }
 
+/// Runs of at most this many records are read back once and held while
+/// their figures are computed (about 1 KiB each): cheaper than a read of
+/// the file per pass. Longer runs are read in passes and hold none, so a
+/// run's memory does not grow with its length.
+const HOLD_AT_MOST: u64 = 8192;
+
 /// The figures of `summary.json` (with the `figures` asked for), the
 /// digest the console's matrices read, the manifest, and the measured
-/// output tokens (for the GPU figures), from the records file at `path`.
+/// output tokens (for the GPU figures), from the records file at `path`
+/// of `rows` records.
 pub(super) fn read_back(
     path: &Path,
+    rows: u64,
     figures: &FigureOptions,
 ) -> Result<(ReadBack, u64), RecordError> {
-    let metrics = RunMetrics::from_passes(&RecordsFilePasses::for_metrics(path), figures)?;
+    if rows <= HOLD_AT_MOST {
+        let file = read_records_file(path)?;
+        let Ok(read) = summarise(&file.records[..], figures);
+        return Ok(read.into_read_back(file.manifest));
+    }
+    let passes = RecordsFilePasses::for_metrics(path);
+    let read = summarise(&passes, figures)?;
+    Ok(read.into_read_back(passes.manifest().cloned()))
+}
+
+/// What [`read_back`] computes, before the manifest joins it.
+struct Summarised {
+    metrics: RunMetrics,
+    digest: RecordsDigest,
+    llamacpp_timings: bool,
+    output_tokens: u64,
+}
+
+impl Summarised {
+    fn into_read_back(self, manifest: Option<RunManifest>) -> (ReadBack, u64) {
+        let back = ReadBack {
+            manifest,
+            metrics: self.metrics,
+            digest: self.digest,
+            llamacpp_timings: self.llamacpp_timings,
+        };
+        (back, self.output_tokens)
+    }
+}
+
+/// The run's figures and the console's digest from `source`, in the
+/// passes the figures need and one more for the digest.
+fn summarise<S: RecordPasses + ?Sized>(
+    source: &S,
+    figures: &FigureOptions,
+) -> Result<Summarised, S::Error> {
+    let metrics = RunMetrics::from_passes(source, figures)?;
     let mut digest = RecordsDigest::default();
     let (mut llamacpp_timings, mut output_tokens) = (false, 0);
-    // The digest's columns hold llama.cpp's `timings_predicted_n`.
-    let visited = visit_records(path, Some(&RecordsDigest::COLUMNS), |r| {
+    source.pass(&mut |r| {
         digest.add(r);
         llamacpp_timings |= !r.warmup && r.server_timings.is_some();
         if is_measured(r) {
             output_tokens += r.completion_tokens.unwrap_or(0);
         }
     })?;
-    let back = ReadBack {
-        manifest: visited.manifest,
+    Ok(Summarised {
         metrics,
         digest,
         llamacpp_timings,
-    };
-    Ok((back, output_tokens))
+        output_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_metrics::{RunMetrics, SteadyStateOptions, has_llamacpp_timings};
+    use speedbench_record::{ErrorKind, RecordWriter, ServerTimings, SpecDecodeStats, SpecSource};
+
+    /// A run of `n` records of every kind: two models, warmup, failures,
+    /// skipped turns, vLLM spec stats, llama.cpp timings, overlapping in
+    /// time so the steady state has a window.
+    fn records(n: u64) -> Vec<RequestRecord> {
+        let ms = 1_000_000i64;
+        (0..n)
+            .map(|i| {
+                let start = 1_000_000_000_000 + (i as i64 / 8) * 3 * ms + (i as i64 % 8) * ms / 4;
+                let e2e = (4 + i % 7) * ms as u64;
+                let mut r = RequestRecord {
+                    request_index: i,
+                    model: ["a", "b"][(i % 2) as usize].into(),
+                    category: Some(["qa", "math", "coding"][(i % 3) as usize].into()),
+                    warmup: i < 20,
+                    start_unix_ns: start,
+                    end_unix_ns: start + e2e as i64,
+                    e2e_latency_ns: e2e,
+                    ttft_ns: Some(ms as u64 + (i * 7919) % 1_000_000),
+                    inter_chunk_latencies_ns: vec![100_000 + i % 50_000, 90_000],
+                    prompt_tokens: Some(100 + i % 13),
+                    completion_tokens: Some(16 + i % 5),
+                    output_text: "text".into(),
+                    ..Default::default()
+                };
+                match i % 11 {
+                    0 => r.error_kind = Some(ErrorKind::Timeout),
+                    1 => r.error_kind = Some(ErrorKind::Skipped),
+                    2 => {
+                        r.server_timings = Some(ServerTimings {
+                            predicted_n: Some(16),
+                            predicted_per_second: Some(50.0 + (i % 9) as f64),
+                            ..Default::default()
+                        })
+                    }
+                    _ => {
+                        r.spec = Some(SpecDecodeStats {
+                            source: Some(SpecSource::Vllm),
+                            accepted_draft_tokens: i % 9,
+                            proposed_draft_tokens: 9,
+                            verify_steps: Some(3 + i % 4),
+                            acceptance_histogram: vec![1, i % 3, 1],
+                            ..Default::default()
+                        })
+                    }
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// A run longer than [`HOLD_AT_MOST`] is read back in passes over its
+    /// file, holding none of it, to exactly the figures, digest and
+    /// manifest of its records held in memory; a shorter one is held.
+    #[test]
+    fn passes_over_the_file_give_what_the_records_held_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let figures = FigureOptions {
+            slos: "ttft:2".parse().unwrap(),
+            steady_state: Some(SteadyStateOptions {
+                concurrency: 8,
+                threshold: SteadyStateOptions::DEFAULT_THRESHOLD,
+                min_window_s: 0.5,
+            }),
+            slice_duration_s: Some(5.0),
+        };
+        for n in [HOLD_AT_MOST - 1, HOLD_AT_MOST * 3 / 2] {
+            let all = records(n);
+            let path = dir.path().join(format!("records-{n}.parquet"));
+            let mut writer = RecordWriter::create(&path).unwrap();
+            for chunk in all.chunks(1000) {
+                chunk.iter().for_each(|r| writer.append(r).unwrap());
+                writer.flush().unwrap();
+            }
+            let manifest = RunManifest {
+                model: "a".into(),
+                ..Default::default()
+            };
+            writer.close(&manifest).unwrap();
+            let held = read_records_file(&path).unwrap();
+            let (back, output_tokens) = read_back(&path, n, &figures).unwrap();
+            let expected = RunMetrics::with_figures(&held.records, &figures);
+            assert_eq!(back.metrics, expected, "{n} records");
+            assert!(expected.steady_state.unwrap().window.is_some());
+            assert_eq!(expected.by_model.len(), 2);
+            assert_eq!(back.digest, RecordsDigest::of(&held.records));
+            assert!(back.llamacpp_timings && has_llamacpp_timings(&held.records));
+            assert_eq!(back.manifest, held.manifest);
+            let by_hand: u64 = (held.records.iter())
+                .filter(|r| is_measured(r))
+                .filter_map(|r| r.completion_tokens)
+                .sum();
+            assert_eq!(output_tokens, by_hand);
+        }
+    }
 }
