@@ -369,19 +369,11 @@ async fn finish(
     }
     let (results, model) = read_back(&mut outcome, model, py_path.is_some())?;
     let mut speed_bench_py = None;
-    if let (
-        Some(path),
-        RunResults::Records {
-            held: Some(records),
-            ..
-        },
-    ) = (py_path, &results)
-    {
-        match write_speed_bench_py(path, py_config, records, overwrite) {
-            Ok(path) => speed_bench_py = Some(path),
-            // The output error comes first; the upload's after it.
-            Err(e) => failure = Some(e),
-        }
+    match write_output(py_path, py_config, &results, overwrite) {
+        Some(Ok(path)) => speed_bench_py = Some(path),
+        // The output error comes first; the upload's after it.
+        Some(Err(e)) => failure = Some(e),
+        None => {}
     }
     let report = RunReport {
         outcome,
@@ -402,6 +394,26 @@ async fn finish(
         observer.warning(&warning);
     }
     Ok(report)
+}
+
+/// `--output` (speed_bench.py's JSON) at `path`, when asked for and the
+/// records were read back for it.
+fn write_output(
+    path: Option<PathBuf>,
+    config: SpeedBenchPyConfig,
+    results: &RunResults,
+    overwrite: bool,
+) -> Option<Result<PathBuf, RunError>> {
+    match (path, results) {
+        (
+            Some(path),
+            RunResults::Records {
+                held: Some(records),
+                ..
+            },
+        ) => Some(write_speed_bench_py(path, config, records, overwrite)),
+        _ => None,
+    }
 }
 
 /// speed_bench.py's `--output` JSON of the run's records, at `path`.
