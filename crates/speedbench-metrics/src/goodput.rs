@@ -12,9 +12,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_record::RequestRecord;
 
-use crate::measured::{benchmark_duration_s, is_measured};
+use crate::measured::{benchmark_duration_s, is_measured, is_sent};
 use crate::request::RequestMetricsExt;
 
 /// A per-request metric an SLO can bound, by AIPerf's metric tag.
@@ -270,7 +270,7 @@ impl GoodputFold {
     }
 
     pub(crate) fn add(&mut self, r: &RequestRecord) {
-        if r.warmup || r.error_kind == Some(ErrorKind::Skipped) {
+        if !is_sent(r) {
             return;
         }
         self.attempted += 1;
@@ -335,6 +335,7 @@ impl GoodputComparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use speedbench_record::ErrorKind;
 
     /// A streamed request: TTFT, e2e (ms) and output tokens.
     fn req(ttft_ms: u64, e2e_ms: u64, tokens: u64, start_s: u64) -> RequestRecord {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use speedbench_record::{ErrorKind, RequestRecord};
 
+use crate::measured::is_sent;
 use crate::request::RequestMetricsExt;
 
 /// Buckets per doubling: a bucket spans a factor `2^(1/16)` (4.4%), and a
@@ -178,7 +179,7 @@ pub struct LiveSnapshot {
 impl LiveFigures {
     /// Takes one record (a warmup record or a skipped turn is left out).
     pub fn add(&mut self, r: &RequestRecord) {
-        if r.warmup || r.error_kind == Some(ErrorKind::Skipped) {
+        if !is_sent(r) {
             return;
         }
         self.count_end(r.end_unix_ns);

@@ -23,6 +23,13 @@ pub fn is_measured(r: &RequestRecord) -> bool {
     !r.warmup && r.is_success()
 }
 
+/// True for a request sent outside the warmup, whatever became of it: the
+/// requests a run's window spans and its attempts count (a skipped turn
+/// was never sent).
+pub(crate) fn is_sent(r: &RequestRecord) -> bool {
+    !r.warmup && r.error_kind != Some(ErrorKind::Skipped)
+}
+
 /// From the earliest start to the latest end of the non-warmup records
 /// (failed ones included: they occupied the window; skipped turns, never
 /// sent, left out), in seconds: the duration every rate of a run divides by.
@@ -42,7 +49,7 @@ pub(crate) struct BenchmarkWindow {
 impl BenchmarkWindow {
     pub(crate) fn add(&mut self, r: &RequestRecord) {
         // A skipped turn was never sent: it occupied no part of the window.
-        if r.warmup || r.error_kind == Some(ErrorKind::Skipped) {
+        if !is_sent(r) {
             return;
         }
         let (start, end) = self.span.unwrap_or((r.start_unix_ns, r.end_unix_ns));

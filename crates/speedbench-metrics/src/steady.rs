@@ -9,10 +9,10 @@
 //! requests in flight inside each bucket, and later passes walk only the
 //! events of the buckets that can hold a crossing.
 
-use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_record::RequestRecord;
 
 use crate::acceptance::AcceptanceTotals;
-use crate::measured::is_measured;
+use crate::measured::{is_measured, is_sent};
 use crate::passes::{PassFold, run_passes};
 use crate::request::RequestMetricsExt;
 use crate::summary_passes::{SummaryPasses, end_passes};
@@ -23,12 +23,6 @@ const NS_PER_S: f64 = 1e9;
 const BUCKETS: usize = 1 << 16;
 /// Events a pass collects at most (beyond one bucket's).
 const EVENTS_PER_PASS: u64 = 1 << 16;
-
-/// Whether a record takes part in the window's timeline: sent, outside
-/// the warmup.
-fn sent(r: &RequestRecord) -> bool {
-    !r.warmup && r.error_kind != Some(ErrorKind::Skipped)
-}
 
 impl SteadyState {
     /// The steady state of `records`; `None` without a request sent.
@@ -138,16 +132,16 @@ impl PassFold for SteadyFold {
         match &mut self.stage {
             Stage::Span(span) => {
                 span.speculates |= is_measured(r) && r.spec.is_some();
-                if sent(r) {
+                if is_sent(r) {
                     span.origin = span.origin.min(r.start_unix_ns);
                     span.last_end = span.last_end.max(r.end_unix_ns.max(r.start_unix_ns));
                 }
             }
-            Stage::Count { span, starts, ends } if sent(r) => {
+            Stage::Count { span, starts, ends } if is_sent(r) => {
                 starts[span.bucket(r.start_unix_ns)] += 1;
                 ends[span.bucket(r.end_unix_ns.max(r.start_unix_ns))] += 1;
             }
-            Stage::Bounds(bounds) if sent(r) => bounds.add(r),
+            Stage::Bounds(bounds) if is_sent(r) => bounds.add(r),
             Stage::Figures(fold) => fold.add(r),
             _ => {}
         }
@@ -408,7 +402,7 @@ impl WindowFold {
     }
 
     fn add(&mut self, r: &RequestRecord) {
-        if !sent(r) {
+        if !is_sent(r) {
             return;
         }
         let first = self.pass == 0;
@@ -470,7 +464,7 @@ mod tests {
     /// The crossings by sorting every event: the reference.
     fn sorted_bounds(records: &[RequestRecord], level: i64) -> Option<(i64, i64)> {
         let mut events: Vec<(i64, i8)> = Vec::new();
-        for r in records.iter().filter(|r| sent(r)) {
+        for r in records.iter().filter(|r| is_sent(r)) {
             events.push((r.start_unix_ns, 1));
             events.push((r.end_unix_ns.max(r.start_unix_ns), -1));
         }

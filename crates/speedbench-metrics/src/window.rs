@@ -9,10 +9,10 @@
 //! start of a non-warmup request sent.
 
 use serde::{Deserialize, Serialize};
-use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_record::RequestRecord;
 
 use crate::acceptance::{AcceptanceTotals, run_speculates};
-use crate::measured::is_measured;
+use crate::measured::{is_measured, is_sent};
 use crate::request::RequestMetricsExt;
 use crate::summary::Summary;
 
@@ -57,10 +57,7 @@ struct Timeline<'a> {
 
 impl<'a> Timeline<'a> {
     fn of(records: &'a [RequestRecord]) -> Option<Timeline<'a>> {
-        let sent: Vec<&RequestRecord> = records
-            .iter()
-            .filter(|r| !r.warmup && r.error_kind != Some(ErrorKind::Skipped))
-            .collect();
+        let sent: Vec<&RequestRecord> = records.iter().filter(|r| is_sent(r)).collect();
         let origin = sent.iter().map(|r| r.start_unix_ns).min()?;
         let last_end = sent
             .iter()
@@ -218,6 +215,7 @@ pub struct SteadyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use speedbench_record::ErrorKind;
 
     const S: i64 = 1_000_000_000;
 
