@@ -14,7 +14,7 @@ use crate::run::{
     ServerTimingFold,
 };
 use crate::spec::SpecFold;
-use crate::steady::SteadyFold;
+use crate::steady::{Span, SteadyFold};
 use crate::summary_passes::{SummaryPasses, end_passes};
 use crate::window::time_slices;
 
@@ -29,7 +29,7 @@ impl RunMetrics {
         source: &S,
         options: &FigureOptions,
     ) -> Result<RunMetrics, S::Error> {
-        let mut shape = RunShape::default();
+        let mut shape = RunShape::new();
         source.pass(&mut |r| shape.add(r))?;
         let mut passes = RunPasses::new(shape, options);
         run_passes(source, &mut passes)?;
@@ -59,18 +59,25 @@ impl RunMetrics {
     }
 }
 
-/// What the passes need to know first: whether the run speculates, and
-/// its models with whether each speculates, in order of first record.
-#[derive(Default)]
+/// What the passes need to know first: the run's span (whether it
+/// speculates, where its steady state starts looking), and its models with
+/// whether each speculates, in order of first record.
 struct RunShape {
-    speculates: bool,
+    span: Span,
     models: Vec<(String, bool)>,
 }
 
 impl RunShape {
+    fn new() -> RunShape {
+        RunShape {
+            span: Span::EMPTY,
+            models: Vec::new(),
+        }
+    }
+
     fn add(&mut self, r: &RequestRecord) {
+        self.span.add(r);
         let speculates = is_measured(r) && r.spec.is_some();
-        self.speculates |= speculates;
         match self.models.iter_mut().find(|(m, _)| *m == r.model) {
             Some((_, s)) => *s |= speculates,
             None => self.models.push((r.model.clone(), speculates)),
@@ -98,9 +105,9 @@ impl RunPasses {
                 .collect(),
         };
         RunPasses {
-            run: RunFold::new(shape.speculates, options),
+            run: RunFold::new(shape.span.speculates(), options),
             models,
-            steady: options.steady_state.map(SteadyFold::new),
+            steady: (options.steady_state).map(|o| SteadyFold::after(o, shape.span)),
         }
     }
 }
@@ -300,9 +307,9 @@ mod tests {
             ..spec.clone()
         };
         for records in [vec![warm.clone()], vec![warm, spec], vec![]] {
-            let mut shape = RunShape::default();
+            let mut shape = RunShape::new();
             records.iter().for_each(|r| shape.add(r));
-            assert_eq!(shape.speculates, run_speculates(&records));
+            assert_eq!(shape.span.speculates(), run_speculates(&records));
         }
     }
 }

@@ -39,9 +39,12 @@ pub(crate) struct SteadyFold {
     stage: Stage,
 }
 
-/// The run's extent: its earliest start and latest end (Unix ns).
+/// The run's extent, its earliest start and latest end (Unix ns) over the
+/// requests sent, and whether it speculates: what the steady state needs
+/// to know before its first pass, folded in a pass of its own or beside
+/// another ([`SteadyFold::after`]).
 #[derive(Clone, Copy)]
-struct Span {
+pub(crate) struct Span {
     origin: i64,
     last_end: i64,
     speculates: bool,
@@ -49,11 +52,38 @@ struct Span {
 
 impl Span {
     /// A span before any request sent.
-    const EMPTY: Span = Span {
+    pub(crate) const EMPTY: Span = Span {
         origin: i64::MAX,
         last_end: i64::MIN,
         speculates: false,
     };
+
+    /// The run's next record.
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
+        self.speculates |= is_measured(r) && r.spec.is_some();
+        if is_sent(r) {
+            self.origin = self.origin.min(r.start_unix_ns);
+            self.last_end = self.last_end.max(r.end_unix_ns.max(r.start_unix_ns));
+        }
+    }
+
+    /// Whether the run speculates ([`crate::run_speculates`]).
+    pub(crate) fn speculates(&self) -> bool {
+        self.speculates
+    }
+
+    /// What follows the span: counting per bucket, or no steady state at
+    /// all without a request sent.
+    fn counting(self) -> Stage {
+        if self.origin == i64::MAX {
+            return Stage::Done(Box::new(None));
+        }
+        Stage::Count {
+            span: self,
+            starts: vec![0; BUCKETS],
+            ends: vec![0; BUCKETS],
+        }
+    }
 
     fn bucket(&self, t: i64) -> usize {
         let length = (self.last_end - self.origin) as u128 + 1;
@@ -82,6 +112,14 @@ impl SteadyFold {
         SteadyFold {
             options,
             stage: Stage::Span(Span::EMPTY),
+        }
+    }
+
+    /// The fold of a run whose `span` was found in a pass before its first.
+    pub(crate) fn after(options: SteadyStateOptions, span: Span) -> SteadyFold {
+        SteadyFold {
+            options,
+            stage: span.counting(),
         }
     }
 
@@ -130,13 +168,7 @@ impl SteadyFold {
 impl PassFold for SteadyFold {
     fn add(&mut self, _pass: u32, r: &RequestRecord) {
         match &mut self.stage {
-            Stage::Span(span) => {
-                span.speculates |= is_measured(r) && r.spec.is_some();
-                if is_sent(r) {
-                    span.origin = span.origin.min(r.start_unix_ns);
-                    span.last_end = span.last_end.max(r.end_unix_ns.max(r.start_unix_ns));
-                }
-            }
+            Stage::Span(span) => span.add(r),
             Stage::Count { span, starts, ends } if is_sent(r) => {
                 starts[span.bucket(r.start_unix_ns)] += 1;
                 ends[span.bucket(r.end_unix_ns.max(r.start_unix_ns))] += 1;
@@ -150,13 +182,7 @@ impl PassFold for SteadyFold {
     fn end_pass(&mut self) -> bool {
         let stage = std::mem::replace(&mut self.stage, Stage::Done(Box::new(None)));
         self.stage = match stage {
-            // Without a request sent, no steady state at all.
-            Stage::Span(span) if span.origin == i64::MAX => Stage::Done(Box::new(None)),
-            Stage::Span(span) => Stage::Count {
-                span,
-                starts: vec![0; BUCKETS],
-                ends: vec![0; BUCKETS],
-            },
+            Stage::Span(span) => span.counting(),
             Stage::Count { span, starts, ends } => {
                 let mut bounds = Bounds::new(span, self.level(), &starts, &ends);
                 match bounds.plan() {
