@@ -29,8 +29,22 @@ impl RunMetrics {
         source: &S,
         options: &FigureOptions,
     ) -> Result<RunMetrics, S::Error> {
+        RunMetrics::from_passes_visiting(source, options, &mut |_| {})
+    }
+
+    /// [`RunMetrics::from_passes`], showing every record once to `visit`
+    /// in the first pass: a caller's own fold over the run (a
+    /// [`crate::RecordsDigest`]) without a read of its own.
+    pub fn from_passes_visiting<S: RecordPasses + ?Sized>(
+        source: &S,
+        options: &FigureOptions,
+        visit: &mut dyn FnMut(&RequestRecord),
+    ) -> Result<RunMetrics, S::Error> {
         let mut shape = RunShape::new();
-        source.pass(&mut |r| shape.add(r))?;
+        source.pass(&mut |r| {
+            shape.add(r);
+            visit(r);
+        })?;
         let mut passes = RunPasses::new(shape, options);
         run_passes(source, &mut passes)?;
         let mut metrics = passes.run.finish();

@@ -81,10 +81,12 @@ impl RecordPasses for RecordsFilePasses<'_> {
 }
 
 /// Runs of at most this many records are read back once and held while
-/// their figures are computed (about 1 KiB each): cheaper than a read of
-/// the file per pass. Longer runs are read in passes and hold none, so a
-/// run's memory does not grow with its length.
-const HOLD_AT_MOST: u64 = 8192;
+/// their figures are computed (about 0.8 KiB each, ~12 MiB at most):
+/// cheaper than the four reads of the file that passes take (8,193
+/// records read in passes cost ~70 ms more CPU than 8,192 held). Longer
+/// runs are read in passes and hold none, so a run's memory does not grow
+/// with its length.
+const HOLD_AT_MOST: u64 = 16_384;
 
 /// The figures of `summary.json` (with the `figures` asked for), the
 /// digest the console's matrices read, the manifest, and the measured
@@ -125,16 +127,15 @@ impl Summarised {
     }
 }
 
-/// The run's figures and the console's digest from `source`, in the
-/// passes the figures need and one more for the digest.
+/// The run's figures and the console's digest from `source`, the digest
+/// folded in the figures' first pass.
 fn summarise<S: RecordPasses + ?Sized>(
     source: &S,
     figures: &FigureOptions,
 ) -> Result<Summarised, S::Error> {
-    let metrics = RunMetrics::from_passes(source, figures)?;
     let mut digest = RecordsDigest::default();
     let (mut llamacpp_timings, mut output_tokens) = (false, 0);
-    source.pass(&mut |r| {
+    let metrics = RunMetrics::from_passes_visiting(source, figures, &mut |r| {
         digest.add(r);
         llamacpp_timings |= !r.warmup && r.server_timings.is_some();
         if is_measured(r) {
