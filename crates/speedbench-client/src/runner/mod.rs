@@ -802,7 +802,6 @@ fn close_files(
     let outcome_now = judged(write_errors).0;
     let inputs = SummaryInputs {
         output_dir,
-        rows: closed.rows,
         figures: &run.figures,
         gpu,
         schedule,
@@ -982,16 +981,15 @@ fn write_summary(
     if !readable {
         return (None, None, None);
     }
-    let (read_back, output_tokens) =
-        match read_back::read_back(records_path, inputs.rows, inputs.figures) {
-            Ok(read) => read,
-            Err(e) => {
-                write_errors.push(format!(
-                    "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
-                ));
-                return (None, None, None);
-            }
-        };
+    let (read_back, output_tokens) = match read_back::read_back(records_path, inputs.figures) {
+        Ok(read) => read,
+        Err(e) => {
+            write_errors.push(format!(
+                "{SUMMARY_FILE_NAME} not written: reading the records back failed: {e}"
+            ));
+            return (None, None, None);
+        }
+    };
     let summary = RunSummary {
         status: outcome,
         metrics: read_back.metrics.clone(),
@@ -1014,8 +1012,6 @@ fn write_summary(
 /// What `summary.json` is computed from besides the records.
 struct SummaryInputs<'a> {
     output_dir: &'a Path,
-    /// Records the file holds.
-    rows: u64,
     /// The figures asked for ([`ProfileRun::with_figures`]).
     figures: &'a FigureOptions,
     /// The DCGM exporters' scrape, for the GPU figures.
