@@ -452,6 +452,14 @@ pub(crate) fn trace_synthesis(d: &DatasetSpec) -> Result<Option<TraceSynthesis>,
     Ok(Some(synthesis))
 }
 
+/// "1 row", "2 rows".
+fn rows(n: usize) -> String {
+    match n {
+        1 => "1 row".into(),
+        n => format!("{n} rows"),
+    }
+}
+
 /// `dataset` reshaped by `s`; what it dropped or capped said.
 pub(crate) fn synthesize(
     s: &TraceSynthesis,
@@ -463,17 +471,19 @@ pub(crate) fn synthesize(
         context: "synthesizing the trace (--synthesis-*)".into(),
         source,
     })?;
-    if report.dropped_over_max_isl > 0 {
+    let dropped = report.dropped_over_max_isl;
+    if dropped > 0 {
         observer.warning(&format!(
-            "trace synthesis: {} rows with an input_length over --synthesis-max-isl {} are not sent",
-            report.dropped_over_max_isl,
-            s.max_isl.unwrap_or_default()
+            "trace synthesis: {} with an input_length over --synthesis-max-isl {} {} not sent",
+            rows(dropped),
+            s.max_isl.unwrap_or_default(),
+            if dropped == 1 { "is" } else { "are" }
         ));
     }
     if report.capped_at_max_osl > 0 {
         observer.warning(&format!(
-            "trace synthesis: {} rows' output lengths capped at --synthesis-max-osl {}",
-            report.capped_at_max_osl,
+            "trace synthesis: the output length of {} capped at --synthesis-max-osl {}",
+            rows(report.capped_at_max_osl),
             s.max_osl.unwrap_or_default()
         ));
     }

@@ -65,7 +65,7 @@ async fn a_synthesized_trace_is_replayed_faster_with_its_new_lengths() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("1 rows with an input_length over --synthesis-max-isl 60 are not sent"),
+        stderr.contains("1 row with an input_length over --synthesis-max-isl 60 is not sent"),
         "{stderr}"
     );
     let truth = server.ground_truth();
