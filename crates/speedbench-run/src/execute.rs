@@ -59,14 +59,17 @@ pub async fn execute(
     });
     let mut valid = valid;
     let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
-    let synthesis = valid.synthesis.map(|s| (s, valid.load.random_seed));
-    match valid.trace_window {
-        Some(window) => dataset = window.apply(dataset, &mut valid.load, synthesis, observer)?,
-        None => {
-            if let Some((s, seed)) = synthesis {
-                crate::shaping::synthesize(&s, seed, &mut dataset, observer)?;
-            }
-        }
+    // A trace: its window's rows, reshaped by a synthesis, then scheduled.
+    if let Some(window) = &valid.trace_window {
+        dataset = window.keep(dataset, observer)?;
+    }
+    if let Some(s) = &valid.synthesis {
+        // Refuses a synthesis that leaves no row.
+        crate::shaping::synthesize(s, valid.load.random_seed, &mut dataset, observer)?;
+    }
+    if let Some(window) = &valid.trace_window {
+        let speedup = valid.synthesis.as_ref().map_or(1.0, |s| s.speedup_ratio);
+        window.schedule(&dataset, &mut valid.load, speedup);
     }
     // A trace's rows given by length, built against this run's server.
     let dataset = valid.spec.trace_prompts(dataset, observer).await?;

@@ -352,17 +352,12 @@ pub(crate) fn trace_window(l: &LoadSpec) -> Result<Option<TraceWindow>, RunError
 
 impl TraceWindow {
     /// The rows to replay: in time order (a row without a timestamp
-    /// refused by id), those outside the window left out and said; and the
-    /// load set to replay them, each once, its warmup at the trace's mean
-    /// rate.
-    ///
-    /// A synthesis reshapes the rows inside the window (the offsets are
-    /// the trace's own times); a start offset is then scaled with them.
-    pub(crate) fn apply(
-        self,
+    /// refused by id), those outside the window left out and said. The
+    /// offsets are the trace's own times: a synthesis reshapes the rows
+    /// kept, then [`Self::schedule`] sets the load.
+    pub(crate) fn keep(
+        &self,
         mut dataset: speedbench_dataset::Dataset,
-        load: &mut Load,
-        synthesis: Option<(TraceSynthesis, u64)>,
         observer: &mut dyn crate::observer::Observer,
     ) -> Result<speedbench_dataset::Dataset, RunError> {
         let field = "--fixed-schedule";
@@ -397,19 +392,18 @@ impl TraceWindow {
                 "no row lies inside the offsets' window",
             ));
         }
-        let speedup = synthesis.map_or(1.0, |(s, _)| s.speedup_ratio);
-        if let Some((s, seed)) = synthesis {
-            // Refuses a synthesis that leaves no row.
-            synthesize(&s, seed, &mut dataset, observer)?;
-        }
-        self.schedule(&dataset, load, speedup);
         Ok(dataset)
     }
 
     /// `load` set to replay the kept rows (in time order, at least one),
     /// each once, from the zero the window names (a start offset scaled
     /// by a synthesis' `speedup`), its warmup at their mean rate.
-    fn schedule(&self, dataset: &speedbench_dataset::Dataset, load: &mut Load, speedup: f64) {
+    pub(crate) fn schedule(
+        &self,
+        dataset: &speedbench_dataset::Dataset,
+        load: &mut Load,
+        speedup: f64,
+    ) {
         let at = |c: &speedbench_dataset::Conversation| c.timestamp_us.unwrap_or(0);
         let rows = &dataset.conversations;
         let (first, last) = (rows.first().map_or(0, at), rows.last().map_or(0, at));
