@@ -205,7 +205,17 @@ impl tower_service::Service<hyper::Uri> for TcpConnector {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.connectors.len();
         // A clone of hyper-util's connector shares its configuration (an Arc).
         let mut connector = self.connectors[i].clone();
-        connector.call(uri)
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let stream = connector.call(uri).await?;
+            // hyper's pooled connections wait for a reset behind an end of
+            // stream as the lean client's do (`connect_direct`): without it,
+            // a request written as the server closed a kept-alive connection
+            // read as "closed before message completed", which the server
+            // may have read, and was lost instead of written again.
+            let settle = (started.elapsed() * 2).clamp(RESET_SETTLE_MIN, RESET_SETTLE_MAX);
+            Ok(stream.awaiting_resets(settle))
+        })
     }
 }
 
