@@ -9,7 +9,9 @@ use crate::{CliError, Context, Outcome};
 /// Options of `speedbench recover`.
 #[derive(Args, Debug)]
 pub(crate) struct RecoverArgs {
-    /// The run directory of a profile whose process was killed.
+    /// The run directory of a profile whose process was killed, or whose
+    /// records file was closed after a failed write (a full disk) with
+    /// fewer records than its crash journal.
     pub dir: PathBuf,
 }
 
@@ -25,9 +27,10 @@ pub(crate) fn run(args: RecoverArgs) -> Result<Outcome, CliError> {
         ""
     };
     eprintln!(
-        "recovered {} records from the crash journal into {}{torn}; the run is marked interrupted",
+        "recovered {} records from the crash journal into {}{torn}; the run is marked {}",
         recovered.records,
-        recovered.records_path.display()
+        recovered.records_path.display(),
+        recovered.status.as_str()
     );
     Ok(Outcome::Done)
 }

@@ -1,11 +1,13 @@
 //! The thread that owns the records file.
 //!
 //! Request tasks never touch the disk: they send finished records here over
-//! a channel, and this thread appends them and cuts a row group at least once
-//! a second, so a crash loses at most the last second of records and the
+//! a channel, and this thread appends them and flushes them at least once a
+//! second (to the crash journal, or as a row group once the journal is
+//! gone), so a crash loses at most the last second of records and the
 //! timing path never waits on I/O. When a write fails (a full disk), the
-//! thread closes the file with every row group that reached it and stops;
-//! the run sees the channel close and stops too.
+//! thread closes the file with every row group that reached it (the journal
+//! stays when it holds more) and stops; the run sees the channel close and
+//! stops too.
 
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
@@ -83,6 +85,7 @@ impl Recorder {
                 }),
                 readable: false,
                 close_error: None,
+                journal_rows: None,
             };
             (closed, Vec::new())
         })

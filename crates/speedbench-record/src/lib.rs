@@ -72,8 +72,9 @@ pub use error::RecordError;
 #[cfg(feature = "parquet")]
 pub use io::{
     ClosedRecords, JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME, JournalRecords, RECORDS_FILE_NAME,
-    RecordWriter, RecordsFile, SCHEMA_VERSION_KEY, VisitedRecords, read_journal, read_records,
-    read_records_file, read_records_file_with, visit_records,
+    ROW_GROUP_MEMORY, ROW_GROUP_ROWS, RecordWriter, RecordsFile, SCHEMA_VERSION_KEY,
+    VisitedRecords, read_journal, read_records, read_records_file, read_records_file_with,
+    visit_records,
 };
 pub use manifest::{MeasuredStart, RunManifest, RunShard, redact_url};
 pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};

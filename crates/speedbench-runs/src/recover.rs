@@ -6,7 +6,7 @@ use speedbench_metrics::RunMetrics;
 use speedbench_record::{
     JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME, JournalRecords, PARTIAL_RECORDS_FILE_NAME,
     RECORDS_FILE_NAME, RecordWriter, RequestRecord, RunManifest, RunStatus, SUMMARY_FILE_NAME,
-    read_journal, run_is_live,
+    columns, read_journal, run_is_live, visit_records,
 };
 
 use crate::RunsError;
@@ -26,14 +26,22 @@ pub struct Recovered {
     /// records, records read without a checksum. Empty when nothing was
     /// doubtful.
     pub warnings: Vec<String>,
+    /// The outcome the run is marked with: interrupted (killed), or failed
+    /// (its records file had failed a write).
+    pub status: RunStatus,
 }
 
 /// Recovers the run in `dir` whose process was killed (SIGKILL, the
 /// out-of-memory killer, an abort) before it closed its records file: the
 /// records of its crash journal become `records.parquet`, `run.json` and
 /// `summary.json` say `interrupted`, and the footer-less partial file and
-/// the journal go. Refused for a run still in progress, one that already
-/// has its records file, and one without a journal.
+/// the journal go.
+///
+/// Also recovers a run whose records file was closed after a failed write
+/// (a full disk) with fewer records than its journal kept (the row group
+/// in progress): the journal's records replace the file's, and the run
+/// stays `failed`. Refused for a run still in progress, one whose records
+/// file holds every record, and one without a journal.
 pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
     let refuse = |message: &str| RunsError::Artifact {
         path: dir.to_path_buf(),
@@ -44,23 +52,38 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         return Err(refuse("a process still holds this run: it is not dead"));
     }
     let records_path = dir.join(RECORDS_FILE_NAME);
-    if records_path.exists() {
+    let journal_path = dir.join(JOURNAL_FILE_NAME);
+    let has_records = records_path.exists();
+    if has_records && !journal_path.is_file() {
         return Err(refuse(
             "the run already has its records file: nothing to recover",
         ));
     }
-    let journal_path = dir.join(JOURNAL_FILE_NAME);
     if !journal_path.is_file() {
         return Err(refuse(&format!(
             "no crash journal ({JOURNAL_FILE_NAME}): the run was written by a speedbench without one, or never flushed a record"
         )));
     }
     let journal = read_journal(&journal_path)?;
+    if has_records {
+        let held = visit_records(&records_path, Some(&[columns::RUN_ID]), |_| {})?.records;
+        if journal.records.len() <= held {
+            return Err(refuse(&format!(
+                "the run already has its records file, with {held} records, and its crash journal holds {}: nothing to recover",
+                journal.records.len()
+            )));
+        }
+    }
     let mut warnings = journal_warnings(&journal_path, &journal);
     let manifest_path = dir.join(RunManifest::FILE_NAME);
     let mut manifest = journal_manifest(&manifest_path, &journal.records, &mut warnings)
         .map_err(|message| refuse(&message))?;
-    manifest.status = RunStatus::Interrupted;
+    // A run whose write failed stays failed: it did not end as asked.
+    manifest.status = if has_records {
+        RunStatus::Failed
+    } else {
+        RunStatus::Interrupted
+    };
     manifest.record_count = journal.records.len() as u64;
     write_recovered(dir, &manifest, &journal)?;
     let sums = dir.join(JOURNAL_SUMS_FILE_NAME);
@@ -76,6 +99,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RunsError> {
         records: journal.records.len(),
         torn: journal.torn,
         warnings,
+        status: manifest.status,
     })
 }
 
@@ -128,7 +152,7 @@ fn journal_manifest(
 
 /// The recovered run's files: `records.parquet` (written aside and
 /// renamed: a recovery cut short leaves no half file under the records'
-/// name), `summary.json` and `run.json`, marked interrupted.
+/// name), `summary.json` and `run.json`, with the manifest's outcome.
 fn write_recovered(
     dir: &Path,
     manifest: &RunManifest,
@@ -149,7 +173,7 @@ fn write_recovered(
     std::fs::rename(&writing, &records_path).map_err(|e| io_error(&records_path, e))?;
     let mut summary = serde_json::to_value(RunMetrics::from_records(&journal.records))
         .map_err(|e| refuse(e.to_string()))?;
-    summary["outcome"] = RunStatus::Interrupted.as_str().into();
+    summary["outcome"] = manifest.status.as_str().into();
     let summary_path = dir.join(SUMMARY_FILE_NAME);
     std::fs::write(&summary_path, summary.to_string()).map_err(|e| io_error(&summary_path, e))?;
     let manifest_path = dir.join(RunManifest::FILE_NAME);
@@ -202,5 +226,98 @@ fn manifest_from_records(records: &[RequestRecord]) -> RunManifest {
         model: first.map(|r| r.model.clone()).unwrap_or_default(),
         dataset: first.map(|r| r.dataset.clone()).unwrap_or_default(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use speedbench_record::{RecordError, read_records};
+
+    fn record(i: u64) -> RequestRecord {
+        RequestRecord {
+            run_id: "r".into(),
+            model: "m".into(),
+            request_index: i,
+            e2e_latency_ns: 1_000 + i,
+            ..Default::default()
+        }
+    }
+
+    fn write_manifest(dir: &Path) {
+        let manifest = RunManifest {
+            run_id: "r".into(),
+            model: "m".into(),
+            status: RunStatus::Failed,
+            ..Default::default()
+        };
+        let json = serde_json::to_vec(&manifest).unwrap();
+        std::fs::write(dir.join(RunManifest::FILE_NAME), json).unwrap();
+    }
+
+    /// A write failed while the row group in progress held flushed records:
+    /// the file was closed with fewer than the journal, and `recover`
+    /// makes the journal's the run's records; the run stays failed.
+    #[test]
+    fn a_records_file_closed_short_of_its_journal_takes_the_journals_records() {
+        let dir = tempfile::tempdir().unwrap();
+        write_manifest(dir.path());
+        let mut w = RecordWriter::create(dir.path().join(RECORDS_FILE_NAME))
+            .unwrap()
+            .with_journal(dir.path().join(JOURNAL_FILE_NAME))
+            .unwrap();
+        for batch in [0..3, 3..5] {
+            for i in batch {
+                w.append(&record(i)).unwrap();
+            }
+            w.flush().unwrap();
+        }
+        let failed = RecordError::Metadata {
+            path: dir.path().join(RECORDS_FILE_NAME),
+            message: "disk full".into(),
+        };
+        let closed = w.close_after_error(&RunManifest::default(), failed);
+        assert_eq!((closed.rows, closed.journal_rows), (0, Some(5)));
+
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(
+            (recovered.records, recovered.status),
+            (5, RunStatus::Failed)
+        );
+        let records = read_records(dir.path().join(RECORDS_FILE_NAME)).unwrap();
+        assert_eq!(records, (0..5).map(record).collect::<Vec<_>>());
+        assert!(!dir.path().join(JOURNAL_FILE_NAME).exists());
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(SUMMARY_FILE_NAME)).unwrap())
+                .unwrap();
+        assert_eq!(summary["outcome"], "failed");
+        // Done once: the journal is gone.
+        let again = recover(dir.path()).unwrap_err().to_string();
+        assert!(again.contains("nothing to recover"), "{again}");
+    }
+
+    /// A records file that holds every record its journal does is not
+    /// replaced.
+    #[test]
+    fn a_records_file_as_full_as_its_journal_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        write_manifest(dir.path());
+        let mut w = RecordWriter::create(dir.path().join("elsewhere.parquet"))
+            .unwrap()
+            .with_journal(dir.path().join(JOURNAL_FILE_NAME))
+            .unwrap();
+        w.append(&record(0)).unwrap();
+        w.flush().unwrap();
+        // As a kill would leave it: no close.
+        std::mem::forget(w);
+        let mut file = RecordWriter::create(dir.path().join(RECORDS_FILE_NAME)).unwrap();
+        file.append(&record(0)).unwrap();
+        file.close(&RunManifest::default()).unwrap();
+        let refused = recover(dir.path()).unwrap_err().to_string();
+        assert!(
+            refused.contains("with 1 records, and its crash journal holds 1: nothing to recover"),
+            "{refused}"
+        );
+        assert!(dir.path().join(JOURNAL_FILE_NAME).exists());
     }
 }

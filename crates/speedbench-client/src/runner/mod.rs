@@ -19,8 +19,8 @@ use serde_json::Value;
 use speedbench_dataset::Dataset;
 use speedbench_metrics::FigureOptions;
 use speedbench_record::{
-    MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME,
-    RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, redact_url,
+    JOURNAL_FILE_NAME, MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME,
+    RECORDS_FILE_NAME, RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, redact_url,
 };
 use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
@@ -910,14 +910,24 @@ async fn write_scrape(
 
 /// What became of the records written before the records file failed.
 fn records_kept(closed: &speedbench_record::ClosedRecords) -> String {
+    let journal = closed.journal_rows.map_or(String::new(), |rows| {
+        format!(
+            "; the crash journal ({JOURNAL_FILE_NAME}) beside it holds all {rows} flushed \
+             records: once there is room, `speedbench recover` on the run's directory makes \
+             them its records"
+        )
+    });
     if closed.readable {
-        return format!("the {} records written before it are kept", closed.rows);
+        return format!(
+            "the {} records written before it are kept{journal}",
+            closed.rows
+        );
     }
     let why = closed
         .close_error
         .as_ref()
         .map_or(String::new(), |e| format!(": {e}"));
-    format!("the records file could not be closed and cannot be read{why}")
+    format!("the records file could not be closed and cannot be read{why}{journal}")
 }
 
 /// A readable records file renamed from `.partial` to its final name; the

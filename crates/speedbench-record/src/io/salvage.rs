@@ -36,6 +36,11 @@ pub struct ClosedRecords {
     pub readable: bool,
     /// Why the footer could not be written after `error`, when it could not.
     pub close_error: Option<RecordError>,
+    /// Records the crash journal holds when it holds more than the file
+    /// (those of the row group that was in progress): the journal then
+    /// stays beside the file, for `speedbench recover`. `None` when the
+    /// file holds every record flushed, or no journal was written.
+    pub journal_rows: Option<u64>,
 }
 
 impl ClosedRecords {
@@ -51,7 +56,21 @@ impl ClosedRecords {
             error: Some(error),
             readable,
             close_error,
+            journal_rows: None,
         }
+    }
+
+    /// Keeps `journal` (which holds every one of the `flushed` records)
+    /// when the file holds fewer, and removes it otherwise.
+    fn settle_journal(mut self, journal: Option<super::journal::Journal>, flushed: u64) -> Self {
+        if let Some(journal) = journal {
+            if self.readable && self.rows >= flushed {
+                journal.remove();
+            } else {
+                self.journal_rows = Some(flushed);
+            }
+        }
+        self
     }
 }
 
@@ -78,14 +97,20 @@ impl RecordWriter {
             Err(e) => return self.close_after_error(manifest, e),
         };
         let path = self.path.clone();
+        let flushed = self.rows_written;
+        // Taken from the writer so that a failed close leaves it on disk.
+        let journal = self.journal.take();
         match self.close(manifest) {
             Ok(rows) => ClosedRecords {
                 rows,
                 error: None,
                 readable: true,
                 close_error: None,
-            },
-            Err(error) => ClosedRecords::after(error, snapshot.write_footer(&path, manifest)),
+                journal_rows: None,
+            }
+            .settle_journal(journal, flushed),
+            Err(error) => ClosedRecords::after(error, snapshot.write_footer(&path, manifest))
+                .settle_journal(journal, flushed),
         }
     }
 
@@ -97,15 +122,18 @@ impl RecordWriter {
     /// one (which also gives back the space a half-written row group took)
     /// and a footer listing them, with `manifest` in it (its outcome set to
     /// [`RunStatus::Failed`]), is written there. Records still buffered are
-    /// lost; the caller knows how many it sent.
+    /// lost; the caller knows how many it sent. Flushed records of the row
+    /// group that was in progress are in the crash journal, which then stays
+    /// ([`ClosedRecords::journal_rows`]).
     pub fn close_after_error(
         mut self,
         manifest: &RunManifest,
         error: RecordError,
     ) -> ClosedRecords {
-        // The crash journal goes only once the file reads; else it may be
-        // all that holds the records.
+        // The crash journal goes only once the file holds what it does;
+        // else it may be all that holds the records.
         let journal = self.journal.take();
+        let flushed = self.rows_written;
         let cut = self.snapshot().and_then(|snapshot| {
             let path = self.path.clone();
             // The writer's buffer, if its flush succeeds now, lands before
@@ -113,13 +141,7 @@ impl RecordWriter {
             drop(self);
             snapshot.write_footer(&path, manifest)
         });
-        let closed = ClosedRecords::after(error, cut);
-        if closed.readable
-            && let Some(journal) = journal
-        {
-            journal.remove();
-        }
-        closed
+        ClosedRecords::after(error, cut).settle_journal(journal, flushed)
     }
 
     fn snapshot(&self) -> Result<Snapshot, RecordError> {

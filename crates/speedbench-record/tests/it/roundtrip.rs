@@ -441,3 +441,175 @@ fn journal_batches_are_checked_against_their_sums() {
     assert!(!got.checked);
     assert_eq!(got.records, (0..5).map(full_record).collect::<Vec<_>>());
 }
+
+/// The row groups of a file, from its footer.
+fn row_group_sizes(path: &std::path::Path) -> Vec<i64> {
+    let file = std::fs::File::open(path).unwrap();
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|rg| rg.num_rows())
+        .collect()
+}
+
+/// With a journal, flushes go into one row group until it is full (by
+/// `ROW_GROUP_ROWS` or `ROW_GROUP_MEMORY`); without one, each flush is its
+/// own.
+#[test]
+fn a_journal_lets_row_groups_span_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = |i: u64| RequestRecord {
+        request_index: i,
+        ..Default::default()
+    };
+    let path = dir.path().join("journaled.parquet");
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(dir.path().join(JOURNAL_FILE_NAME))
+        .unwrap();
+    let flush_rows = 1_024;
+    let total = 70_000;
+    let mut cuts = Vec::new();
+    for i in 0..total {
+        w.append(&small(i)).unwrap();
+        if (i + 1) % flush_rows == 0 {
+            let before = w.rows_in_row_groups();
+            w.flush().unwrap();
+            assert_eq!(w.rows_written(), i + 1);
+            if w.rows_in_row_groups() != before {
+                // A cut takes every flushed record.
+                assert_eq!(w.rows_in_row_groups(), i + 1);
+                cuts.push(i + 1);
+            }
+        }
+    }
+    assert!(!cuts.is_empty() && cuts[0] > 4 * flush_rows, "{cuts:?}");
+    assert_eq!(w.close(&RunManifest::default()).unwrap(), total);
+    let sizes = row_group_sizes(&path);
+    assert_eq!(sizes.len(), cuts.len() + 1, "{sizes:?} {cuts:?}");
+    assert!(
+        sizes.iter().all(|&n| n <= ROW_GROUP_ROWS as i64),
+        "{sizes:?}"
+    );
+    assert_eq!(sizes.iter().sum::<i64>() as u64, total);
+    let back = read_records(&path).unwrap();
+    assert!(
+        back.iter()
+            .enumerate()
+            .all(|(i, r)| r.request_index == i as u64)
+    );
+    assert_eq!(back.len() as u64, total);
+
+    let path = dir.path().join("bare.parquet");
+    let mut w = RecordWriter::create(&path).unwrap();
+    for batch in [0..3, 3..10, 10..11] {
+        for i in batch {
+            w.append(&small(i)).unwrap();
+        }
+        w.flush().unwrap();
+        assert_eq!(w.rows_in_row_groups(), w.rows_written());
+    }
+    w.close(&RunManifest::default()).unwrap();
+    assert_eq!(row_group_sizes(&path), [3, 7, 1]);
+}
+
+/// Long outputs cut the row group at `ROW_GROUP_MEMORY`, long before
+/// `ROW_GROUP_ROWS`.
+#[test]
+fn long_outputs_cut_a_row_group_by_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.parquet");
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(dir.path().join(JOURNAL_FILE_NAME))
+        .unwrap();
+    // 64 KiB of output each, of letters no compression shrinks much.
+    let text = |i: u64| {
+        let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..64 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect::<String>()
+    };
+    let mut cut_at = None;
+    for i in 0..200u64 {
+        w.append(&RequestRecord {
+            request_index: i,
+            output_text: text(i),
+            ..Default::default()
+        })
+        .unwrap();
+        w.flush().unwrap();
+        if cut_at.is_none() && w.rows_in_row_groups() > 0 {
+            cut_at = Some(i + 1);
+        }
+    }
+    let cut_at = cut_at.expect("a row group was cut");
+    // 4 MiB of 64 KiB outputs: about 64 records, however they encode.
+    assert!((16..=80).contains(&cut_at), "cut after {cut_at} records");
+    w.close(&RunManifest::default()).unwrap();
+    let sizes = row_group_sizes(&path);
+    assert!(sizes.len() >= 2, "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<i64>(), 200);
+    let back = read_records(&path).unwrap();
+    assert_eq!(back[199].output_text, text(199));
+}
+
+/// A write that fails while the row group in progress holds flushed
+/// records: the file keeps its complete row groups, and the journal, which
+/// holds every flushed record, stays beside it and says how many.
+#[test]
+fn a_failed_write_keeps_the_journal_that_holds_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(PARTIAL_RECORDS_FILE_NAME);
+    let journal = dir.path().join(JOURNAL_FILE_NAME);
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(&journal)
+        .unwrap();
+    for batch in [0..3, 3..5] {
+        for i in batch {
+            w.append(&full_record(i)).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    assert_eq!((w.rows_written(), w.rows_in_row_groups()), (5, 0));
+    w.append(&full_record(5)).unwrap();
+    let err = RecordError::Metadata {
+        path: path.clone(),
+        message: "disk full".into(),
+    };
+    let closed = w.close_after_error(&RunManifest::default(), err);
+    assert_eq!(
+        (closed.rows, closed.readable, closed.journal_rows),
+        (0, true, Some(5))
+    );
+    assert!(read_records(&path).unwrap().is_empty());
+    assert_eq!(
+        read_journal(&journal).unwrap().records,
+        (0..5).map(full_record).collect::<Vec<_>>()
+    );
+
+    // Closed normally, or salvaged with every record in the file: the
+    // journal goes.
+    let path = dir.path().join("whole.parquet");
+    let journal = dir.path().join("whole.journal");
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(&journal)
+        .unwrap();
+    w.append(&full_record(0)).unwrap();
+    w.flush().unwrap();
+    w.append(&full_record(1)).unwrap();
+    let closed = w.close_or_salvage(&RunManifest::default());
+    assert_eq!((closed.rows, closed.journal_rows), (2, None));
+    assert!(closed.error.is_none());
+    assert!(!journal.exists());
+}
