@@ -13,7 +13,9 @@ use speedbench::process::{EXIT_SIGINT, stop_on_signals};
 use speedbench_client::StopHandle;
 use speedbench_report::render_repeated;
 use speedbench_run::repeat::{repeated_runs, repetitions, trial_aggregates};
-use speedbench_run::sweep::{RunEnd, Sweep, SweepObserver, SweepOutcome, SweepRun};
+use speedbench_run::sweep::{
+    PLOTS_DIR, RunEnd, Sweep, SweepObserver, SweepOutcome, SweepPlots, SweepRun,
+};
 use speedbench_run::{RunError, RunSpec};
 
 use crate::console::Console;
@@ -107,6 +109,11 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     if let Trials::OneRun(spec) = &trials
         && !args.dry_run
     {
+        if !sweep.plots().draw.is_empty() {
+            eprintln!(
+                "note: plot: not drawn: the config's one run is repeated (multiRun), and a sweep plot draws a point per run of a sweep; its figures across runs are in aggregate/"
+            );
+        }
         return run_repeated(spec).await;
     }
     ReportCli::try_parse_from(sweep.report_args(&[sweep.parent().to_path_buf()]))
@@ -120,8 +127,11 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
         .plan_lines(args.dry_run)
         .iter()
         .for_each(|l| println!("{l}"));
+    let plots = sweep.plots().clone();
+    let parent = sweep.parent().to_path_buf();
     if args.dry_run {
         trials.plan_line().iter().for_each(|l| println!("{l}"));
+        plot_plan(&plots, &parent);
         println!("every variation checked; nothing was sent (--dry-run)");
         return Ok(Outcome::Done);
     }
@@ -141,7 +151,15 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
         } => write_trial_aggregates(&outcome, parent, *variations, trials),
         _ => None,
     };
-    let report_failed = report_over(&outcome).await.or(aggregates_failed);
+    let variations = match &trials {
+        Trials::Sweep { variations, .. } => *variations,
+        _ => outcome.runs.len(),
+    };
+    let plots_failed = write_plots(&plots, &outcome, variations, &parent);
+    let report_failed = report_over(&outcome)
+        .await
+        .or(aggregates_failed)
+        .or(plots_failed);
     summarize(
         path,
         &outcome,
@@ -252,6 +270,39 @@ fn write_trial_aggregates(
         }
     }
     failed
+}
+
+/// What a dry run says of the config's `plot:`.
+fn plot_plan(plots: &SweepPlots, parent: &Path) {
+    if !plots.draw.is_empty() {
+        let names: Vec<&str> = plots.draw.iter().map(|p| p.name.as_str()).collect();
+        println!(
+            "plots drawn once the sweep ends, into {}: {}",
+            parent.join(PLOTS_DIR).display(),
+            names.join(", ")
+        );
+    }
+    plots.notes.iter().for_each(|n| println!("note: {n}"));
+}
+
+/// The config's plots over the sweep's runs; why they could not be
+/// written, if they could not.
+fn write_plots(
+    plots: &SweepPlots,
+    outcome: &SweepOutcome,
+    variations: usize,
+    parent: &Path,
+) -> Option<String> {
+    plots.notes.iter().for_each(|n| eprintln!("note: {n}"));
+    match plots.write(outcome, variations, parent) {
+        Ok(written) => {
+            written
+                .iter()
+                .for_each(|p| println!("plot: {}", p.display()));
+            None
+        }
+        Err(e) => Some(speedbench_run::error_message(&e)),
+    }
 }
 
 /// The report over every run that left records; why it failed, if it did.

@@ -74,6 +74,7 @@ mod live;
 mod mean;
 mod measured;
 mod passes;
+mod plot;
 mod predict;
 mod repeat;
 mod request;
@@ -104,6 +105,7 @@ pub use live::{LiveCategory, LiveFigures, LivePercentiles, LiveSnapshot};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;
 pub use passes::RecordPasses;
+pub use plot::{Better, PLOT_METRICS, PLOT_STATS, PlotMetric, pareto_frontier};
 pub use predict::{
     BudgetPrediction, MeasuredPasses, decode_speedup, pass_time_ms, predict_budgets,
 };

@@ -63,6 +63,7 @@ mod slices_html;
 mod source;
 mod summary;
 mod svg;
+mod sweep_plot;
 mod table;
 mod tune;
 
@@ -94,6 +95,7 @@ pub use source::{
 /// rows carry them.
 pub use speedbench_metrics::{DecodeSource, Interval, OVERALL};
 pub use summary::{ACCEPTANCE_LENGTH_DEFINITIONS, render_run_summary};
+pub use sweep_plot::{PlotPoint, PlotSeries, SweepPlot, SweepPlotKind, render_sweep_plot_svg};
 pub use tune::{
     BreakEven, CategoryAnswer, LevelComparison, LoadChoice, PredictedBudget, TunePrediction,
     TuneReport, TunedConfiguration,

@@ -1071,3 +1071,148 @@ async fn aiperfs_trace_replay_template_replays_faster_and_writes_the_raw_samples
     }
     assert_eq!(last_prompt_tokens, Some(prompt_sum as f64));
 }
+
+/// AIPerf's `sweep_with_plot` template, its file unchanged, sized down on
+/// the command line (4 requests after 1 of warmup, 2 trials without a
+/// cooldown, for the 9 concurrencies of its grid): its two sweep plots are
+/// written, each point the mean over its two trials of the figures in the
+/// trials' own `summary.json`, labelled by its concurrency, the Pareto
+/// frontier the points no point of lower latency beats on throughput; what
+/// is not drawn is said; the simulator served every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_sweep_with_plot_template_draws_its_sweep_plots() {
+    let server = sim(SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let flags = [
+        "--url",
+        &url,
+        "--no-server-metrics",
+        "--request-count",
+        "4",
+        "--warmup-request-count",
+        "1",
+        "--num-dataset-entries",
+        "8",
+        "--num-profile-runs",
+        "2",
+        "--profile-run-cooldown-seconds",
+        "0",
+    ];
+    let out = template_run(dir.path(), "sweep_with_plot", &[], &flags).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let parent = dir.path().join("artifacts/sweep_with_plot");
+    let levels = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+    for (trial, warmups) in [("trial_0001", 1), ("trial_0002", 0)] {
+        for level in levels {
+            let run = parent
+                .join("profile_runs")
+                .join(trial)
+                .join(format!("concurrency_{level}"));
+            let records = read_run(&run).unwrap().records;
+            assert_eq!(records.len(), 4 + warmups, "{}", run.display());
+            assert!(
+                records
+                    .iter()
+                    .all(|r| r.is_success() && r.ttft_ns.is_some_and(|t| t <= r.e2e_latency_ns))
+            );
+        }
+    }
+    // Each concurrency's figures in its two trials, from their summaries.
+    let figure = |level: u32, read: fn(&Value) -> f64| -> f64 {
+        let trials: Vec<f64> = ["trial_0001", "trial_0002"]
+            .iter()
+            .map(|t| {
+                let path = parent
+                    .join("profile_runs")
+                    .join(t)
+                    .join(format!("concurrency_{level}"))
+                    .join("summary.json");
+                let summary: Value =
+                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                read(&summary)
+            })
+            .collect();
+        (trials[0] + trials[1]) / 2.0
+    };
+    type Figure = fn(&Value) -> f64;
+    let cases: [(&str, Figure, Figure); 2] = [
+        (
+            "pareto_throughput_vs_latency",
+            |s| s["request_latency_ms"]["avg"].as_f64().unwrap(),
+            |s| s["output_token_throughput"].as_f64().unwrap(),
+        ),
+        (
+            "ttft_vs_throughput",
+            |s| s["ttft_ms"]["avg"].as_f64().unwrap(),
+            |s| s["request_throughput"].as_f64().unwrap(),
+        ),
+    ];
+    for (name, x, y) in cases {
+        let path = parent.join("plots").join(format!("{name}.svg"));
+        assert!(
+            stdout.contains(&format!(
+                "plot: ./artifacts/sweep_with_plot/plots/{name}.svg"
+            )),
+            "{stdout}"
+        );
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let points = svg_points(&svg);
+        let labels: Vec<String> = levels.iter().map(|l| format!("concurrency={l}")).collect();
+        assert_eq!(
+            points.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+            labels,
+            "{name}"
+        );
+        for (level, (label, px, py, _)) in levels.iter().zip(&points) {
+            assert_eq!(
+                (*px, *py),
+                (figure(*level, x), figure(*level, y)),
+                "{name} {label}"
+            );
+        }
+        if name.starts_with("pareto") {
+            // Lower latency and higher throughput are better: a point is
+            // on the frontier when no point of lower latency has a higher
+            // throughput.
+            for (label, px, py, on) in &points {
+                let beaten = points.iter().any(|(_, qx, qy, _)| qx < px && qy > py);
+                assert_eq!(*on, !beaten, "{label}: {points:?}");
+            }
+            assert!(points.iter().any(|p| p.3));
+        }
+    }
+    assert!(
+        stderr.contains("note: plot.visualization.single_run_defaults (ttft_over_time, timeslices_ttft, timeslices_itl)"),
+        "{stderr}"
+    );
+    // 9 runs of 4 requests in each of 2 trials, and a warmup request
+    // before each run of the first.
+    assert_eq!(server.ground_truth().requests, 9 * 4 * 2 + 9);
+}
+
+/// The circles of a sweep plot: (label, x, y, on the frontier).
+fn svg_points(svg: &str) -> Vec<(String, f64, f64, bool)> {
+    let attr = |c: &str, name: &str| {
+        let at = c.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        c[at..at + c[at..].find('"').unwrap()].to_string()
+    };
+    svg.split("<circle ")
+        .skip(1)
+        .map(|c| {
+            (
+                attr(c, "data-label"),
+                attr(c, "data-x").parse().unwrap(),
+                attr(c, "data-y").parse().unwrap(),
+                attr(c, "data-frontier") == "true",
+            )
+        })
+        .collect()
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::error::RunError;
 use crate::spec::RunSpec;
 use crate::sweep::file::{MAX_VARIATIONS, dir_safe};
-use crate::sweep::{Sweep, SweepRun};
+use crate::sweep::{Sweep, SweepPlots, SweepRun};
 use speedbench_runs::REPEATED_RUNS_DIR;
 
 /// One change to a base spec: a `profile` flag's long name (`concurrency`,
@@ -218,6 +218,7 @@ impl Sweep {
             cooldown: std::time::Duration::ZERO,
             cooldown_every: 1,
             trials: None,
+            plots: SweepPlots::default(),
         }
     }
 }

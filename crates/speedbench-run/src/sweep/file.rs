@@ -292,6 +292,8 @@ pub(crate) struct Expanded {
     /// An AIPerf config's `multiRun` of more than one trial: its one run
     /// repeated so.
     pub trials: Option<crate::RepeatSpec>,
+    /// An AIPerf config's `plot:`: the plots drawn once the sweep ended.
+    pub plots: super::SweepPlots,
 }
 
 /// Where a table's key sends it.
@@ -550,6 +552,7 @@ pub(crate) fn expand(source: &Source<'_>, cli: &BTreeSet<String>) -> Result<Expa
         report_tokens,
         env_values: Vec::new(),
         trials: None,
+        plots: super::SweepPlots::default(),
     })
 }
 

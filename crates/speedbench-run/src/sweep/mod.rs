@@ -23,6 +23,9 @@
 mod aiperf;
 mod code;
 pub(crate) mod file;
+mod plots;
+
+pub use plots::{PLOTS_DIR, PlotAxis, PlotRequest, SweepPlots};
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -88,6 +91,8 @@ pub struct Sweep {
     cooldown_every: usize,
     /// An AIPerf config's `multiRun`: its one run, repeated ([`Sweep::trials`]).
     trials: Option<crate::RepeatSpec>,
+    /// An AIPerf config's `plot:` ([`Sweep::plots`]).
+    plots: SweepPlots,
 }
 
 impl Sweep {
@@ -138,7 +143,8 @@ impl Sweep {
             report_tokens: expanded.report_tokens,
             cooldown: std::time::Duration::ZERO,
             cooldown_every: 1,
-            trials: expanded.trials,
+            trials: given_repeat(expanded.trials, &base.repeat, given),
+            plots: expanded.plots,
         })
     }
 
@@ -150,6 +156,13 @@ impl Sweep {
     /// for every other sweep, whose runs each run once.
     pub fn trials(&self) -> Option<&crate::RepeatSpec> {
         self.trials.as_ref()
+    }
+
+    /// The plots an AIPerf config's `plot:` asks for, drawn over the
+    /// sweep's runs once they ended ([`SweepPlots::write`]); none for any
+    /// other sweep.
+    pub fn plots(&self) -> &SweepPlots {
+        &self.plots
     }
 
     /// The sweep file; `None` for a sweep built in code.
@@ -224,6 +237,30 @@ impl Sweep {
 }
 
 /// `[report]`'s flags over `dirs`, the console format unless they name one.
+/// A config's `multiRun` with the repetition flags given on the command
+/// line in its place, as every other flag given wins over the config's:
+/// `--num-profile-runs 1` runs each run once.
+fn given_repeat(
+    trials: Option<crate::RepeatSpec>,
+    flags: &crate::RepeatSpec,
+    given: &BTreeSet<String>,
+) -> Option<crate::RepeatSpec> {
+    let mut trials = trials?;
+    if given.contains("num-profile-runs") {
+        trials.num_profile_runs = flags.num_profile_runs;
+    }
+    if given.contains("profile-run-cooldown-seconds") {
+        trials.cooldown_s = flags.cooldown_s;
+    }
+    if given.contains("confidence-level") {
+        trials.confidence_level = flags.confidence_level;
+    }
+    if given.contains("no-profile-run-disable-warmup-after-first") {
+        trials.warmup_every_run = flags.warmup_every_run;
+    }
+    (trials.num_profile_runs > 1).then_some(trials)
+}
+
 fn report_args(flags: &[String], dirs: &[PathBuf]) -> Vec<String> {
     let mut args = Vec::new();
     if !flags.iter().any(|t| t.starts_with("--format=")) {

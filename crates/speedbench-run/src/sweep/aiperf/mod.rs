@@ -12,10 +12,12 @@
 mod fields;
 mod jinja;
 mod merge;
+mod plot;
 mod shape;
 
 use std::collections::BTreeSet;
 
+use super::SweepPlots;
 use super::file::{Expanded, Setting, Source, Variation};
 use crate::error::RunError;
 use crate::yaml::{Key, Node, Value};
@@ -117,7 +119,15 @@ fn expand_substituted(
     cli: &BTreeSet<String>,
 ) -> Result<Expanded, RunError> {
     let fail = |line: usize, m: String| RunError::invalid(at(source, line), m);
-    let top = Top::read(root).map_err(|(l, m)| fail(l, m))?;
+    let mut top = Top::read(root).map_err(|(l, m)| fail(l, m))?;
+    let plots = match top.plot.map(|p| plot::read_plot(p, source.path)) {
+        Some(Ok(plots)) => plots,
+        Some(Err(refused)) => {
+            top.refused.push(refused);
+            SweepPlots::default()
+        }
+        None => SweepPlots::default(),
+    };
     let plan = match top.sweep {
         Some(s) => sweep_plan(s).map_err(|(l, m)| fail(l, m))?,
         None => Plan {
@@ -149,6 +159,7 @@ fn expand_substituted(
         report_tokens: Vec::new(),
         env_values: Vec::new(),
         trials: top.trials,
+        plots,
     })
 }
 
@@ -289,6 +300,8 @@ struct Top<'a> {
     benchmark: &'a Node,
     sweep: Option<&'a Node>,
     random_seed: Option<&'a Node>,
+    /// `plot`: AIPerf's plot envelope (module `plot`).
+    plot: Option<&'a Node>,
     /// `multiRun` of more than one trial: the one run repeated so, or
     /// each run of the sweep in as many trials.
     trials: Option<crate::RepeatSpec>,
@@ -301,7 +314,7 @@ impl<'a> Top<'a> {
         let entries = root
             .entries()
             .ok_or((root.line, "an AIPerf config is a mapping".to_string()))?;
-        let (mut benchmark, mut sweep, mut random_seed) = (None, None, None);
+        let (mut benchmark, mut sweep, mut random_seed, mut plot) = (None, None, None, None);
         let (mut trials, mut refused) = (None, Vec::new());
         for (key, value) in entries {
             match key.name.as_str() {
@@ -309,6 +322,7 @@ impl<'a> Top<'a> {
                 "benchmark" => benchmark = Some(value),
                 "sweep" => sweep = Some(value),
                 "random_seed" => random_seed = Some(value),
+                "plot" => plot = Some(value),
                 // Rendered into the values that name them (module `jinja`).
                 "variables" => {}
                 "multi_run" => match multi_run(value) {
@@ -322,6 +336,7 @@ impl<'a> Top<'a> {
             benchmark: benchmark.ok_or((1, "no `benchmark:` block: nothing to run".to_string()))?,
             sweep,
             random_seed,
+            plot,
             trials,
             refused,
         })
