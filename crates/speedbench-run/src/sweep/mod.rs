@@ -770,6 +770,41 @@ impl SweepObserver for crate::observer::Silent {}
 
 #[cfg(test)]
 mod tests {
+
+    /// The command line's repetition flags win over a config's `multiRun`;
+    /// `--num-profile-runs 1` leaves one run each.
+    #[test]
+    fn given_repetition_flags_replace_multi_runs() {
+        let config = crate::RepeatSpec {
+            num_profile_runs: 3,
+            cooldown_s: 15.0,
+            ..Default::default()
+        };
+        let flags = crate::RepeatSpec {
+            num_profile_runs: 2,
+            cooldown_s: 0.0,
+            confidence_level: 0.9,
+            ..Default::default()
+        };
+        let given = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        let kept = given_repeat(Some(config.clone()), &flags, &given(&[])).unwrap();
+        assert_eq!(kept, config);
+        let set = given_repeat(
+            Some(config.clone()),
+            &flags,
+            &given(&["num-profile-runs", "profile-run-cooldown-seconds"]),
+        )
+        .unwrap();
+        assert_eq!((set.num_profile_runs, set.cooldown_s), (2, 0.0));
+        assert_eq!(set.confidence_level, config.confidence_level);
+        let once = crate::RepeatSpec {
+            num_profile_runs: 1,
+            ..flags
+        };
+        assert!(given_repeat(Some(config), &once, &given(&["num-profile-runs"])).is_none());
+        assert!(given_repeat(None, &once, &given(&["num-profile-runs"])).is_none());
+    }
+
     use super::*;
 
     #[test]
