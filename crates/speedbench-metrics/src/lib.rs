@@ -119,8 +119,8 @@ pub use run::{
 pub use spec::{PerPass, PooledHistogram, SpecDecodeMetrics, length_at_budgets};
 pub use speed_bench_py::{
     OVERALL, SpeedBenchPyComparisonRow, SpeedBenchPyConfig, SpeedBenchPyOutput, SpeedBenchPyRow,
-    SpeedBenchPySample, has_llamacpp_timings, speed_bench_py_compare, speed_bench_py_elapsed_s,
-    speed_bench_py_rows, speed_bench_py_summary,
+    SpeedBenchPySample, has_llamacpp_timing, has_llamacpp_timings, speed_bench_py_compare,
+    speed_bench_py_elapsed_s, speed_bench_py_rows, speed_bench_py_summary,
 };
 pub use speedup::{DecodeSource, Speedups, decode_tps_by, mean_ratio, ratio};
 pub use summary::{Summary, percentile_sorted};

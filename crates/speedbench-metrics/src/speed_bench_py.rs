@@ -418,9 +418,13 @@ pub fn speed_bench_py_rows(records: &[RequestRecord]) -> Vec<SpeedBenchPyRow> {
 /// True when some non-warmup record carries llama.cpp `timings`: the
 /// records speed_bench.py's table is about.
 pub fn has_llamacpp_timings(records: &[RequestRecord]) -> bool {
-    records
-        .iter()
-        .any(|r| !r.warmup && r.server_timings.is_some())
+    records.iter().any(has_llamacpp_timing)
+}
+
+/// Whether `record` is a measured request that carries llama.cpp's
+/// `timings`: [`has_llamacpp_timings`] of one record, for a fold.
+pub fn has_llamacpp_timing(record: &RequestRecord) -> bool {
+    !record.warmup && record.server_timings.is_some()
 }
 
 /// Wall time of the run's non-warmup requests, seconds: latest end minus

@@ -6,7 +6,9 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::path::Path;
 
-use speedbench_metrics::{FigureOptions, RecordPasses, RecordsDigest, RunMetrics, is_measured};
+use speedbench_metrics::{
+    FigureOptions, RecordPasses, RecordsDigest, RunMetrics, has_llamacpp_timing, is_measured,
+};
 use speedbench_record::{
     RecordError, RequestRecord, RunManifest, columns, read_records_file, visit_records,
 };
@@ -93,51 +95,24 @@ pub(super) fn read_back(
     figures: &FigureOptions,
 ) -> Result<(ReadBack, u64), RecordError> {
     let passes = RecordsFilePasses::for_metrics(path);
-    let read = summarise(&passes, figures)?;
-    Ok(read.into_read_back(passes.manifest().cloned()))
-}
-
-/// What [`read_back`] computes, before the manifest joins it.
-struct Summarised {
-    metrics: RunMetrics,
-    digest: RecordsDigest,
-    llamacpp_timings: bool,
-    output_tokens: u64,
-}
-
-impl Summarised {
-    fn into_read_back(self, manifest: Option<RunManifest>) -> (ReadBack, u64) {
-        let back = ReadBack {
-            manifest,
-            metrics: self.metrics,
-            digest: self.digest,
-            llamacpp_timings: self.llamacpp_timings,
-        };
-        (back, self.output_tokens)
-    }
-}
-
-/// The run's figures and the console's digest from `source`, the digest
-/// folded in the figures' first pass.
-fn summarise<S: RecordPasses + ?Sized>(
-    source: &S,
-    figures: &FigureOptions,
-) -> Result<Summarised, S::Error> {
+    // The console's digest and the two sums are folded in the figures'
+    // first pass.
     let mut digest = RecordsDigest::default();
     let (mut llamacpp_timings, mut output_tokens) = (false, 0);
-    let metrics = RunMetrics::from_passes_visiting(source, figures, &mut |r| {
+    let metrics = RunMetrics::from_passes_visiting(&passes, figures, &mut |r| {
         digest.add(r);
-        llamacpp_timings |= !r.warmup && r.server_timings.is_some();
+        llamacpp_timings |= has_llamacpp_timing(r);
         if is_measured(r) {
             output_tokens += r.completion_tokens.unwrap_or(0);
         }
     })?;
-    Ok(Summarised {
+    let back = ReadBack {
+        manifest: passes.manifest().cloned(),
         metrics,
         digest,
         llamacpp_timings,
-        output_tokens,
-    })
+    };
+    Ok((back, output_tokens))
 }
 
 #[cfg(test)]
