@@ -25,7 +25,8 @@ impl Target {
     }
 
     /// [`Target::body_json`] with `max_tokens` in place of the run's (a
-    /// trace row's output length), when given.
+    /// trace row's output length), when given; with
+    /// [`Target::force_min_tokens`], `min_tokens` too.
     pub fn body_json_capped(&self, history: &[Message], max_tokens: Option<u32>) -> Vec<u8> {
         self.body_json_for(&self.model, history, max_tokens)
     }
@@ -47,6 +48,9 @@ impl Target {
         };
         if let Some(n) = max_tokens.or(self.max_tokens) {
             fields.insert("max_tokens", Field::Count(n));
+        }
+        if let Some(n) = max_tokens.filter(|_| self.force_min_tokens) {
+            fields.insert("min_tokens", Field::Count(n));
         }
         if self.streaming {
             fields.insert("stream", Field::True);
@@ -183,5 +187,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `--force-min-tokens`: a row's own output length goes out as
+    /// `min_tokens` beside its `max_tokens`; the run's `--osl` cap does
+    /// not, and the user's extra body still wins.
+    #[test]
+    fn a_rows_output_length_is_also_its_min_tokens_when_forced() {
+        let url = BaseUrl::parse("http://127.0.0.1:1").unwrap();
+        let mut target = Target::new(url, "m")
+            .with_streaming(false)
+            .with_max_tokens(50);
+        let body = |t: &Target, row: Option<u32>| -> serde_json::Value {
+            serde_json::from_slice(&t.body_json_capped(&history()[..1], row)).unwrap()
+        };
+        assert_eq!(body(&target, Some(12)).get("min_tokens"), None);
+        target.force_min_tokens = true;
+        let forced = body(&target, Some(12));
+        assert_eq!(
+            (forced["max_tokens"].as_u64(), forced["min_tokens"].as_u64()),
+            (Some(12), Some(12))
+        );
+        assert_eq!(body(&target, None).get("min_tokens"), None);
+        let target = target.with_extra_body("min_tokens", 3.into());
+        assert_eq!(body(&target, Some(12))["min_tokens"], 3);
     }
 }

@@ -366,6 +366,10 @@ pub struct Target {
     pub max_tokens: Option<u32>,
     /// Extra body fields (e.g. `temperature`), merged last so they win.
     pub extra_body: Map<String, Value>,
+    /// A row's own output length (a trace's `output_length`) is also sent
+    /// as `min_tokens`, so the server writes exactly that many tokens
+    /// (AIPerf's `--force-min-tokens`). Rows without one are unchanged.
+    pub force_min_tokens: bool,
     /// Sent as `Authorization: Bearer ...`.
     pub api_key: Option<ApiKey>,
     /// Extra HTTP headers.
@@ -417,6 +421,7 @@ impl Target {
             streaming: true,
             max_tokens: None,
             extra_body: Map::new(),
+            force_min_tokens: false,
             api_key: None,
             headers: Vec::new(),
             timeout: Duration::from_secs(600),

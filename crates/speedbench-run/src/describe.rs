@@ -50,6 +50,7 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
         "warmup_sessions": l.warmup_sessions,
         "warmup_grace_period_s": l.warmup_grace_period_s,
         "osl": spec.sampling.osl,
+        "force_min_tokens": spec.sampling.force_min_tokens,
         "extra_inputs": target.shown_extra_body(),
         "timeout_s": t.timeout_s,
         "header_names": target.headers.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),

@@ -344,6 +344,8 @@ const TARGET: &[Flag] = &[
         .aliases(&["output-tokens-mean"])
         .value("OSL")
         .help("Output length cap, sent as `max_tokens`. With `--isl`, the output length itself: each request asks for exactly it (`ignore_eos`), drawn per prompt with `--osl-stddev`."),
+    flag!("force-min-tokens", Switch, |s, v| s.sampling.force_min_tokens = switch(v)?)
+        .help("Send each row's own output length (a trace's `output_length`) as `min_tokens` beside its `max_tokens`, so that the server writes exactly that many tokens (AIPerf's; vLLM, SGLang and TensorRT-LLM honour `min_tokens`). Rows without an output length are sent as without it."),
     flag!("osl-stddev", One, |s, v| s.dataset.synthetic.osl_stddev = parse(v)?)
         .aliases(&["output-tokens-stddev"])
         .value("TOKENS")

@@ -515,6 +515,9 @@ pub struct SamplingSpec {
     pub osl: Option<u32>,
     /// `--extra-inputs`: `key:value` pairs or JSON objects.
     pub extra_inputs: Vec<String>,
+    /// `--force-min-tokens`: each row's own output length also sent as
+    /// `min_tokens`.
+    pub force_min_tokens: bool,
 }
 
 /// Where the run's files go.

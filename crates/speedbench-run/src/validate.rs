@@ -263,6 +263,7 @@ impl RunSpec {
         target.api = t.endpoint_type;
         target.streaming = t.streaming;
         target.max_tokens = self.sampling.osl;
+        target.force_min_tokens = self.sampling.force_min_tokens;
         target.extra_body = self.extra_body()?;
         target.api_key = t
             .api_key

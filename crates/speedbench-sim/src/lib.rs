@@ -9,7 +9,8 @@
 //! - `POST /v1/chat/completions`, `POST /v1/completions`: honour `max_tokens` /
 //!   `max_completion_tokens` (the latter wins), `ignore_eos` (with a
 //!   `max_tokens` of at most 131072: exactly that many tokens, as in vLLM and
-//!   llama.cpp), `stream` and `stream_options.include_usage`. Other request
+//!   llama.cpp), `min_tokens` (vLLM's: at least that many, at most
+//!   `max_tokens`, a larger one refused as vLLM does), `stream` and `stream_options.include_usage`. Other request
 //!   fields (including `model`, `n`, sampling parameters) are ignored; there is
 //!   always one choice. Bad JSON or a bad shape gives 400
 //!   `{"error":{"message":…,"type":"invalid_request_error","code":400}}`.

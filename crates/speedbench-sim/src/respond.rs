@@ -48,12 +48,26 @@ pub(crate) fn parse_request(
     if max_tokens == Some(0) {
         return Err("max_tokens must be at least 1".to_owned());
     }
+    if let Some(min) = params.min_tokens()
+        && max_tokens.is_some_and(|m| min > m)
+    {
+        // vLLM's own check.
+        return Err("min_tokens must be less than or equal to max_tokens".to_owned());
+    }
     if params.ignore_eos() && max_tokens.is_some_and(|m| m > MAX_FORCED_TOKENS) {
         return Err(format!(
             "with ignore_eos, max_tokens must be at most {MAX_FORCED_TOKENS}"
         ));
     }
     Ok((info, params))
+}
+
+/// The range a natural output length is drawn in: the configured one,
+/// raised to `min_tokens` where a request asks for at least that many
+/// (vLLM holds the end of sequence back until then).
+fn natural_range(cfg: &SimConfig, min_tokens: Option<u32>) -> (u32, u32) {
+    let range = (cfg.output_tokens_min, cfg.output_tokens_max);
+    min_tokens.map_or(range, |m| (range.0.max(m), range.1.max(m)))
 }
 
 /// What a scheduled stream does once its frames are sent.
@@ -124,7 +138,7 @@ impl Reply {
             cfg.seed,
             &info.key,
             profile,
-            (cfg.output_tokens_min, cfg.output_tokens_max),
+            natural_range(cfg, params.min_tokens()),
             params.max_tokens(),
             params.ignore_eos(),
         );
@@ -512,6 +526,20 @@ fn corrupt_stats(stats: &mut Stats, kind: FaultKind) {
 #[cfg(test)]
 mod tests {
 
+    /// `min_tokens` raises the natural length's range to it: the sim's
+    /// 8-24 tokens asked for at least 30 are 30; at least 10, 10-24.
+    #[test]
+    fn min_tokens_raises_the_natural_length() {
+        let cfg = SimConfig {
+            output_tokens_min: 8,
+            output_tokens_max: 24,
+            ..SimConfig::default()
+        };
+        assert_eq!(natural_range(&cfg, None), (8, 24));
+        assert_eq!(natural_range(&cfg, Some(10)), (10, 24));
+        assert_eq!(natural_range(&cfg, Some(30)), (30, 30));
+    }
+
     #[test]
     fn half_a_body_is_cut_on_a_character_boundary() {
         // "é" is two bytes, "模" three: the middle byte falls inside one.
@@ -590,6 +618,12 @@ mod tests {
         );
         // Without ignore_eos a large cap is only a cap.
         assert!(ok(json!({"messages": user, "max_tokens": MAX_FORCED_TOKENS + 1})).is_ok());
+        // min_tokens above max_tokens: vLLM's refusal.
+        assert!(ok(json!({"messages": user, "max_tokens": 5, "min_tokens": 5})).is_ok());
+        assert_eq!(
+            ok(json!({"messages": user, "max_tokens": 5, "min_tokens": 6})).unwrap_err(),
+            "min_tokens must be less than or equal to max_tokens"
+        );
         let bad = parse_request(Endpoint::Completions, b"{\"prompt\": 3}").unwrap_err();
         assert!(bad.starts_with("invalid JSON body: "), "{bad}");
         let (info, _) = parse(Endpoint::Completions, json!({"prompt": ["[qa 1] a", "b"]}));

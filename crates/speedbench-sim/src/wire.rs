@@ -38,6 +38,8 @@ pub(crate) struct CommonParams {
     #[serde(default)]
     ignore_eos: Option<bool>,
     #[serde(default)]
+    min_tokens: Option<u32>,
+    #[serde(default)]
     return_spec_tokens_details: Option<bool>,
 }
 
@@ -55,6 +57,11 @@ impl CommonParams {
     /// vLLM / llama.cpp `ignore_eos`: generate exactly `max_tokens` tokens.
     pub(crate) fn ignore_eos(&self) -> bool {
         self.ignore_eos.unwrap_or(false)
+    }
+
+    /// vLLM's `min_tokens`: no end of sequence before that many tokens.
+    pub(crate) fn min_tokens(&self) -> Option<u32> {
+        self.min_tokens.filter(|&m| m > 0)
     }
 
     /// SGLang's opt-in to per-request spec-decode details.

@@ -147,3 +147,89 @@ async fn bad_synthesis_flags_are_refused_before_anything_is_sent() {
     }
     assert!(server.ground_truth().arrivals.is_empty());
 }
+
+/// `--force-min-tokens` (AIPerf's): each trace row's `output_length` goes
+/// out as `min_tokens` too, and the simulator (whose own answers run 6-9
+/// tokens) writes exactly each row's 12, 20 and 3 tokens; without it the
+/// lengths are caps, and the answers stop at the simulator's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_min_tokens_give_each_row_its_own_output_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("mooncake.jsonl");
+    let outputs = [12u32, 20, 3];
+    let text: String = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, out)| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {out}}}\n",
+                i * 20,
+                30 + i
+            )
+        })
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    for forced in [true, false] {
+        let server = sim(SimConfig::speed_bench_demo()
+            .with_ttft_ms(1.0)
+            .with_step_ms(0.0)
+            .with_output_tokens(6, 9))
+        .await;
+        let out_dir = dir.path().join(format!("run-{forced}"));
+        let url = server.url();
+        let mut args = vec![
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--input-file",
+            trace.to_str().unwrap(),
+            "--no-server-metrics",
+            "--fixed-schedule",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ];
+        if forced {
+            args.push("--force-min-tokens");
+        }
+        let out = run(&args).await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let truth = server.ground_truth();
+        let records = read_run(&out_dir).unwrap().records;
+        assert_eq!((truth.requests_log.len(), records.len()), (3, 3));
+        for (i, want) in outputs.iter().enumerate() {
+            let t = (truth.requests_log.iter())
+                .find(|t| t.prompt_tokens == 30 + i as u32)
+                .unwrap();
+            let r = records
+                .iter()
+                .find(|r| r.prompt_tokens == Some(30 + i as u64))
+                .unwrap();
+            assert!(r.is_success() && r.ttft_ns.is_none_or(|t| t <= r.e2e_latency_ns));
+            assert_eq!(r.completion_tokens, Some(u64::from(t.completion_tokens)));
+            if forced {
+                assert_eq!(t.completion_tokens, *want, "row {i}");
+            } else {
+                assert_eq!(
+                    t.completion_tokens,
+                    (*want).min(t.completion_tokens),
+                    "row {i}"
+                );
+                assert!(
+                    (3..=9).contains(&t.completion_tokens),
+                    "row {i}: {}",
+                    t.completion_tokens
+                );
+            }
+        }
+        let run_json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap())
+                .unwrap();
+        assert_eq!(run_json["config"]["force_min_tokens"], forced, "{run_json}");
+    }
+}

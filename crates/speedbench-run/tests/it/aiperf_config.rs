@@ -1094,3 +1094,21 @@ fn trace_replay_keeps_its_synthesis() {
     assert!(spec.scrape.csv && spec.scrape.parquet);
     assert!(spec.validate().is_ok(), "{:?}", spec.validate().err());
 }
+
+/// A trace's `forceMinTokens` is `--force-min-tokens`; left out, the
+/// output lengths stay caps.
+#[test]
+fn a_traces_force_min_tokens_is_the_flag() {
+    let name = "trace_replay";
+    let text = template(name);
+    let sweep = expand(name, &text, &[]).unwrap();
+    assert!(!sweep.runs()[0].spec().unwrap().sampling.force_min_tokens);
+    let forced = text.replacen(
+        "format: mooncake_trace",
+        "format: mooncake_trace\n    forceMinTokens: true",
+        1,
+    );
+    assert_ne!(forced, text, "the template names its format");
+    let sweep = expand(name, &forced, &[]).unwrap();
+    assert!(sweep.runs()[0].spec().unwrap().sampling.force_min_tokens);
+}

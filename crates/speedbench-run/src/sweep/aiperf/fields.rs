@@ -515,7 +515,15 @@ fn sampling_ok(node: &Node) -> bool {
 }
 
 fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
-    let mut allowed = vec!["name", "type", "path", "records", "format", "synthesis"];
+    let mut allowed = vec![
+        "name",
+        "type",
+        "path",
+        "records",
+        "format",
+        "synthesis",
+        "force_min_tokens",
+    ];
     if sampling_ok(node) {
         allowed.push("sampling");
     }
@@ -534,6 +542,9 @@ fn file_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     if let Some(synthesis) = node.get("synthesis") {
         trace_synthesis(out, synthesis)?;
+    }
+    if let Some(force) = node.get("force_min_tokens") {
+        out.set("force-min-tokens", vec![bool_text(force)], force.line)?;
     }
     let Some(format) = node.get("format") else {
         return Ok(());
