@@ -143,23 +143,7 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let stop = StopHandle::new();
     let signals = stop_on_signals(stop.clone(), crate::profile::notify_signal);
     let outcome = sweep.run(&stop, &mut Console::default()).await;
-    let aggregates_failed = match &trials {
-        Trials::Sweep {
-            variations,
-            trials,
-            parent,
-        } => write_trial_aggregates(&outcome, parent, *variations, trials),
-        _ => None,
-    };
-    let variations = match &trials {
-        Trials::Sweep { variations, .. } => *variations,
-        _ => outcome.runs.len(),
-    };
-    let plots_failed = write_plots(&plots, &outcome, variations, &parent);
-    let report_failed = report_over(&outcome)
-        .await
-        .or(aggregates_failed)
-        .or(plots_failed);
+    let report_failed = after_the_runs(&outcome, &trials, &plots, &parent).await;
     summarize(
         path,
         &outcome,
@@ -270,6 +254,33 @@ fn write_trial_aggregates(
         }
     }
     failed
+}
+
+/// What follows a sweep's runs: each run's figures across its trials,
+/// the config's plots, the report over the runs; why one of them failed,
+/// if one did.
+async fn after_the_runs(
+    outcome: &SweepOutcome,
+    trials: &Trials,
+    plots: &SweepPlots,
+    parent: &Path,
+) -> Option<String> {
+    let (aggregates_failed, variations) = match trials {
+        Trials::Sweep {
+            variations,
+            trials,
+            parent,
+        } => (
+            write_trial_aggregates(outcome, parent, *variations, trials),
+            *variations,
+        ),
+        _ => (None, outcome.runs.len()),
+    };
+    let plots_failed = write_plots(plots, outcome, variations, parent);
+    report_over(outcome)
+        .await
+        .or(aggregates_failed)
+        .or(plots_failed)
 }
 
 /// What a dry run says of the config's `plot:`.

@@ -88,61 +88,72 @@ pub fn render_sweep_plot_svg(plot: &SweepPlot, series: &[PlotSeries]) -> String 
     x_axis(&mut svg, &xs, &plot.x_title);
     let at = |p: &PlotPoint| (LEFT + PLOT_W * p.x / xs.top, PLOT_H - PLOT_H * p.y / ys.top);
     for (i, s) in series.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let on = on_line(plot, &s.points);
-        let mut line: Vec<&PlotPoint> = s
-            .points
-            .iter()
-            .zip(&on)
-            .filter(|(_, on)| **on)
-            .map(|(p, _)| p)
-            .collect();
-        line.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let path: Vec<String> = line
-            .iter()
-            .map(|p| {
-                let (x, y) = at(p);
-                format!("{x:.1},{y:.1}")
-            })
-            .collect();
-        let _ = write!(
-            svg,
-            "<polyline class=\"series-line\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (p, on) in s.points.iter().zip(&on) {
-            let (x, y) = at(p);
-            let _ = write!(
-                svg,
-                "<circle class=\"point\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{}\" fill=\"{colour}\" data-group=\"{}\" data-label=\"{}\" data-x=\"{}\" data-y=\"{}\" data-frontier=\"{}\"><title>{}: {} = {}, {} = {}</title></circle><text class=\"point-label\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
-                if *on { 4.5 } else { 3.0 },
-                esc(&s.group),
-                esc(&p.label),
-                p.x,
-                p.y,
-                plot.kind == SweepPlotKind::Pareto && *on,
-                esc(&p.label),
-                esc(&plot.x_title),
-                p.x,
-                esc(&plot.y_title),
-                p.y,
-                x + 6.0,
-                y - 6.0,
-                esc(&p.label)
-            );
-        }
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text class=\"legend\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
-            LEFT + PLOT_W - 150.0,
-            8.0 + 16.0 * i as f64,
-            LEFT + PLOT_W - 136.0,
-            17.0 + 16.0 * i as f64,
-            esc(&s.group)
-        );
+        draw_series(&mut svg, plot, (i, s), &at);
     }
     svg.push_str("</g></svg>");
     svg
+}
+
+/// One series: its line, its points (each with its label) and its entry
+/// in the legend; `at` places a point in the plot's frame.
+fn draw_series(
+    svg: &mut String,
+    plot: &SweepPlot,
+    (i, s): (usize, &PlotSeries),
+    at: &dyn Fn(&PlotPoint) -> (f64, f64),
+) {
+    let colour = PALETTE[i % PALETTE.len()];
+    let on = on_line(plot, &s.points);
+    let mut line: Vec<&PlotPoint> = s
+        .points
+        .iter()
+        .zip(&on)
+        .filter(|(_, on)| **on)
+        .map(|(p, _)| p)
+        .collect();
+    line.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let path: Vec<String> = line
+        .iter()
+        .map(|p| {
+            let (x, y) = at(p);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
+    let _ = write!(
+        svg,
+        "<polyline class=\"series-line\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
+        path.join(" ")
+    );
+    for (p, on) in s.points.iter().zip(&on) {
+        let (x, y) = at(p);
+        let _ = write!(
+            svg,
+            "<circle class=\"point\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{}\" fill=\"{colour}\" data-group=\"{}\" data-label=\"{}\" data-x=\"{}\" data-y=\"{}\" data-frontier=\"{}\"><title>{}: {} = {}, {} = {}</title></circle><text class=\"point-label\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
+            if *on { 4.5 } else { 3.0 },
+            esc(&s.group),
+            esc(&p.label),
+            p.x,
+            p.y,
+            plot.kind == SweepPlotKind::Pareto && *on,
+            esc(&p.label),
+            esc(&plot.x_title),
+            p.x,
+            esc(&plot.y_title),
+            p.y,
+            x + 6.0,
+            y - 6.0,
+            esc(&p.label)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text class=\"legend\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
+        LEFT + PLOT_W - 150.0,
+        8.0 + 16.0 * i as f64,
+        LEFT + PLOT_W - 136.0,
+        17.0 + 16.0 * i as f64,
+        esc(&s.group)
+    );
 }
 
 /// Which points the series' line goes through: the Pareto frontier, or

@@ -62,44 +62,12 @@ fn mapping<'n>(node: &'n Node, name: &str) -> Result<&'n [(crate::yaml::Key, Nod
 /// `plot.visualization`: the multi-run defaults drawn, the single-run ones
 /// said to be AIPerf's for one run.
 fn visualization(node: &Node, plots: &mut SweepPlots) -> Result<(), Refusal> {
-    let names = |field: &str| -> Result<Vec<(usize, String)>, Refusal> {
-        match node.get(field).map(|n| (n.line, &n.value)) {
-            None | Some((_, Value::Null)) => Ok(Vec::new()),
-            Some((_, Value::List(items))) => items
-                .iter()
-                .map(|i| {
-                    i.scalar_text().map(|t| (i.line, t)).ok_or((
-                        i.line,
-                        format!("`plot.visualization.{field}`: names of plots"),
-                    ))
-                })
-                .collect(),
-            Some((line, _)) => Err((
-                line,
-                format!("`plot.visualization.{field}`: a list of plot names"),
-            )),
-        }
-    };
-    for (key, _) in mapping(node, "plot.visualization")? {
-        let known = [
-            "multi_run_defaults",
-            "multi_run_plots",
-            "single_run_defaults",
-            "single_run_plots",
-        ];
-        if !known.contains(&key.name.as_str()) {
-            return Err(unsupported(
-                key,
-                &format!("plot.visualization.{}", key.name),
-                "speedbench reads `multi_run_defaults`/`multi_run_plots` and `single_run_defaults`/`single_run_plots`",
-            ));
-        }
-    }
+    check_visualization_fields(node)?;
     for (kind, defined) in [
         ("multi_run", "multi_run_plots"),
         ("single_run", "single_run_plots"),
     ] {
-        for (line, name) in names(&format!("{kind}_defaults"))? {
+        for (line, name) in plot_names(node, &format!("{kind}_defaults"))? {
             if node.get(defined).and_then(|p| p.get(&name)).is_none() {
                 return Err((
                     line,
@@ -110,20 +78,17 @@ fn visualization(node: &Node, plots: &mut SweepPlots) -> Result<(), Refusal> {
             }
         }
     }
-    for (line, name) in names("multi_run_defaults")? {
-        let spec = node
-            .get("multi_run_plots")
-            .and_then(|p| p.get(&name))
-            .ok_or((
-                line,
-                format!("`{name}` is not defined in `multi_run_plots`"),
-            ))?;
+    let defined = |name: &str| node.get("multi_run_plots").and_then(|p| p.get(name));
+    for (_, name) in plot_names(node, "multi_run_defaults")? {
+        let Some(spec) = defined(&name) else {
+            continue;
+        };
         match plot_request(&name, spec)? {
             Ok(request) => plots.draw.push(request),
             Err(why) => plots.notes.push(format!("plot `{name}`: not drawn: {why}")),
         }
     }
-    let single: Vec<String> = names("single_run_defaults")?
+    let single: Vec<String> = plot_names(node, "single_run_defaults")?
         .into_iter()
         .map(|(_, n)| n)
         .collect();
@@ -136,6 +101,47 @@ fn visualization(node: &Node, plots: &mut SweepPlots) -> Result<(), Refusal> {
         ));
     }
     Ok(())
+}
+
+/// `plot.visualization` holds only the four fields AIPerf's envelope has.
+fn check_visualization_fields(node: &Node) -> Result<(), Refusal> {
+    let known = [
+        "multi_run_defaults",
+        "multi_run_plots",
+        "single_run_defaults",
+        "single_run_plots",
+    ];
+    for (key, _) in mapping(node, "plot.visualization")? {
+        if !known.contains(&key.name.as_str()) {
+            return Err(unsupported(
+                key,
+                &format!("plot.visualization.{}", key.name),
+                "speedbench reads `multi_run_defaults`/`multi_run_plots` and `single_run_defaults`/`single_run_plots`",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The plot names a `*_defaults` list of `plot.visualization` gives, each
+/// with its line.
+fn plot_names(node: &Node, field: &str) -> Result<Vec<(usize, String)>, Refusal> {
+    match node.get(field).map(|n| (n.line, &n.value)) {
+        None | Some((_, Value::Null)) => Ok(Vec::new()),
+        Some((_, Value::List(items))) => items
+            .iter()
+            .map(|i| {
+                i.scalar_text().map(|t| (i.line, t)).ok_or((
+                    i.line,
+                    format!("`plot.visualization.{field}`: names of plots"),
+                ))
+            })
+            .collect(),
+        Some((line, _)) => Err((
+            line,
+            format!("`plot.visualization.{field}`: a list of plot names"),
+        )),
+    }
 }
 
 /// One `multi_run_plots` entry as a plot to draw; `Ok(Err(why))` for one
@@ -162,33 +168,8 @@ fn plot_request(name: &str, spec: &Node) -> Result<Result<PlotRequest, String>, 
             ));
         }
     }
-    let kind = match spec.get("type").and_then(Node::scalar_text).as_deref() {
-        Some("pareto") => SweepPlotKind::Pareto,
-        Some("scatter_line") => SweepPlotKind::ScatterLine,
-        other => {
-            return Err((
-                spec.get("type").map_or(spec.line, |t| t.line),
-                format!(
-                    "`{}: {}`: speedbench draws a sweep's `pareto` and `scatter_line` plots",
-                    field("type"),
-                    other.unwrap_or("(none)")
-                ),
-            ));
-        }
-    };
-    if let Some(groups) = spec.get("groups") {
-        let by_model = matches!(&groups.value, Value::List(l)
-            if l.iter().all(|g| g.scalar_text().as_deref() == Some("model")));
-        if !by_model {
-            return Err((
-                groups.line,
-                format!(
-                    "`{}`: speedbench draws a line per model (`[model]`)",
-                    field("groups")
-                ),
-            ));
-        }
-    }
+    let kind = plot_kind(spec, &field("type"))?;
+    check_groups(spec, &field("groups"))?;
     let (x, y) = match (axis(spec, "x", &field)?, axis(spec, "y", &field)?) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(why), _) | (_, Err(why)) => return Ok(Err(why)),
@@ -204,6 +185,37 @@ fn plot_request(name: &str, spec: &Node) -> Result<Result<PlotRequest, String>, 
         y,
         title,
     }))
+}
+
+/// A plot's `type`: the two kinds a sweep plot draws.
+fn plot_kind(spec: &Node, field: &str) -> Result<SweepPlotKind, Refusal> {
+    match spec.get("type").and_then(Node::scalar_text).as_deref() {
+        Some("pareto") => Ok(SweepPlotKind::Pareto),
+        Some("scatter_line") => Ok(SweepPlotKind::ScatterLine),
+        other => Err((
+            spec.get("type").map_or(spec.line, |t| t.line),
+            format!(
+                "`{field}: {}`: speedbench draws a sweep's `pareto` and `scatter_line` plots",
+                other.unwrap_or("(none)")
+            ),
+        )),
+    }
+}
+
+/// A plot's `groups`: by model, or not given.
+fn check_groups(spec: &Node, field: &str) -> Result<(), Refusal> {
+    let Some(groups) = spec.get("groups") else {
+        return Ok(());
+    };
+    let by_model = matches!(&groups.value, Value::List(l)
+        if l.iter().all(|g| g.scalar_text().as_deref() == Some("model")));
+    if by_model {
+        return Ok(());
+    }
+    Err((
+        groups.line,
+        format!("`{field}`: speedbench draws a line per model (`[model]`)"),
+    ))
 }
 
 /// The `x` or `y` of a plot: `{metric, stat}` (stat `avg` unless given).
