@@ -411,18 +411,7 @@ fn a_closed_file_takes_its_journal_away() {
 fn journal_batches_are_checked_against_their_sums() {
     use speedbench_record::JOURNAL_SUMS_FILE_NAME;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(PARTIAL_RECORDS_FILE_NAME);
-    let journal = dir.path().join(JOURNAL_FILE_NAME);
-    let mut w = RecordWriter::create(&path)
-        .unwrap()
-        .with_journal(&journal)
-        .unwrap();
-    for batch in [0..3, 3..5] {
-        for i in batch {
-            w.append(&full_record(i)).unwrap();
-        }
-        w.flush().unwrap();
-    }
+    let (_, journal, w) = two_batches_journaled(dir.path());
     std::mem::forget(w);
     let got = read_journal(&journal).unwrap();
     assert!(got.checked && got.corrupt_batch.is_none());
@@ -568,18 +557,7 @@ fn long_outputs_cut_a_row_group_by_its_memory() {
 #[test]
 fn a_failed_write_keeps_the_journal_that_holds_more() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(PARTIAL_RECORDS_FILE_NAME);
-    let journal = dir.path().join(JOURNAL_FILE_NAME);
-    let mut w = RecordWriter::create(&path)
-        .unwrap()
-        .with_journal(&journal)
-        .unwrap();
-    for batch in [0..3, 3..5] {
-        for i in batch {
-            w.append(&full_record(i)).unwrap();
-        }
-        w.flush().unwrap();
-    }
+    let (path, journal, mut w) = two_batches_journaled(dir.path());
     assert_eq!((w.rows_written(), w.rows_in_row_groups()), (5, 0));
     w.append(&full_record(5)).unwrap();
     let err = RecordError::Metadata {
@@ -612,4 +590,25 @@ fn a_failed_write_keeps_the_journal_that_holds_more() {
     assert_eq!((closed.rows, closed.journal_rows), (2, None));
     assert!(closed.error.is_none());
     assert!(!journal.exists());
+}
+
+/// A writer of a partial records file with its journal in `dir`, that has
+/// flushed records 0-2 and 3-4 as two batches; the file's path, the
+/// journal's and the writer.
+fn two_batches_journaled(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, RecordWriter) {
+    let path = dir.join(PARTIAL_RECORDS_FILE_NAME);
+    let journal = dir.join(JOURNAL_FILE_NAME);
+    let mut w = RecordWriter::create(&path)
+        .unwrap()
+        .with_journal(&journal)
+        .unwrap();
+    for batch in [0..3, 3..5] {
+        for i in batch {
+            w.append(&full_record(i)).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    (path, journal, w)
 }
