@@ -57,7 +57,7 @@ const UNIQUE_VALUED_LISTS: &[&str] = &[columns::INTER_CHUNK_LATENCIES_NS];
 
 /// The most records a row group holds while a crash journal keeps the
 /// flushed records (see [`RecordWriter`]).
-pub const ROW_GROUP_ROWS: usize = 16_384;
+pub const ROW_GROUP_ROWS: usize = 32_768;
 
 /// The most memory, in bytes, the row group in progress takes (its encoded
 /// pages) while a crash journal keeps the flushed records: long outputs cut
