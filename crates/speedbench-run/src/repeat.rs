@@ -70,9 +70,10 @@ pub fn trial_aggregates(
     variations: usize,
     confidence: f64,
 ) -> Vec<(PathBuf, RepeatedRuns)> {
-    (0..variations.min(outcome.runs.len()))
-        .map(|v| {
-            let runs: Vec<_> = outcome.runs.iter().skip(v).step_by(variations).collect();
+    outcome
+        .runs_by_variation(variations)
+        .into_iter()
+        .map(|runs| {
             let dir = parent.join(TRIAL_AGGREGATES_DIR).join(&runs[0].0.dir_name);
             (dir, figures_of(&runs, parent, confidence))
         })

@@ -702,6 +702,14 @@ pub struct SweepOutcome {
 }
 
 impl SweepOutcome {
+    /// Each run of a sweep run in trials (`variations` runs per trial,
+    /// trials in order) with its end in every trial, in the sweep's order.
+    pub(crate) fn runs_by_variation(&self, variations: usize) -> Vec<Vec<&(SweepRun, RunEnd)>> {
+        (0..variations.min(self.runs.len()))
+            .map(|v| self.runs.iter().skip(v).step_by(variations).collect())
+            .collect()
+    }
+
     /// The outcome of runs run one by one (a tune's repeated level).
     pub(crate) fn from_ends(runs: Vec<(SweepRun, RunEnd)>) -> SweepOutcome {
         SweepOutcome {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use speedbench_metrics::{PlotMetric, RunMetrics};
 use speedbench_report::{PlotPoint, PlotSeries, SweepPlot, SweepPlotKind, render_sweep_plot_svg};
 
-use super::{SweepOutcome, SweepRun};
+use super::SweepOutcome;
 use crate::RunError;
 
 /// The directory under a sweep's that holds its plots.
@@ -109,11 +109,8 @@ fn chart(plot: &PlotRequest) -> SweepPlot {
 /// The points of `plot`, a series per model in order of first appearance:
 /// each variation's figures, the mean over its trials that have both.
 fn series(plot: &PlotRequest, outcome: &SweepOutcome, variations: usize) -> Vec<PlotSeries> {
-    let variations = variations.clamp(1, outcome.runs.len().max(1));
     let mut out: Vec<PlotSeries> = Vec::new();
-    for v in 0..variations.min(outcome.runs.len()) {
-        let trials: Vec<&(SweepRun, super::RunEnd)> =
-            outcome.runs.iter().skip(v).step_by(variations).collect();
+    for trials in outcome.runs_by_variation(variations) {
         let figures: Vec<(f64, f64)> = trials
             .iter()
             .filter_map(|(_, end)| end.metrics())
