@@ -109,10 +109,8 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     if let Trials::OneRun(spec) = &trials
         && !args.dry_run
     {
-        if !sweep.plots().draw.is_empty() {
-            eprintln!(
-                "note: plot: not drawn: the config's one run is repeated (multiRun), and a sweep plot draws a point per run of a sweep; its figures across runs are in aggregate/"
-            );
+        if let Some(note) = repeated_run_plot_note(sweep.plots()) {
+            eprintln!("{note}");
         }
         return run_repeated(spec).await;
     }
@@ -131,7 +129,13 @@ pub(crate) async fn run(path: &Path, args: &ProfileArgs) -> Result<Outcome, CliE
     let parent = sweep.parent().to_path_buf();
     if args.dry_run {
         trials.plan_line().iter().for_each(|l| println!("{l}"));
-        plot_plan(&plots, &parent);
+        match &trials {
+            // A repeated run draws none of them (said as it does).
+            Trials::OneRun(_) => repeated_run_plot_note(&plots)
+                .iter()
+                .for_each(|n| println!("{n}")),
+            _ => plot_plan(&plots, &parent),
+        }
         println!("every variation checked; nothing was sent (--dry-run)");
         return Ok(Outcome::Done);
     }
@@ -281,6 +285,14 @@ async fn after_the_runs(
         .await
         .or(aggregates_failed)
         .or(plots_failed)
+}
+
+/// Why a config of one repeated run (`multiRun`) draws none of the sweep
+/// plots it asks for; `None` when it asks for none.
+fn repeated_run_plot_note(plots: &SweepPlots) -> Option<&'static str> {
+    (!plots.draw.is_empty()).then_some(
+        "note: plot: not drawn: the config's one run is repeated (multiRun), and a sweep plot draws a point per run of a sweep; its figures across runs are in aggregate/",
+    )
 }
 
 /// What a dry run says of the config's `plot:`.
