@@ -22,7 +22,7 @@ const NS_PER_S: f64 = 1e9;
 /// Time buckets the run is counted in.
 const BUCKETS: usize = 1 << 16;
 /// Events a pass collects at most (beyond one bucket's).
-const EVENTS_PER_PASS: u64 = 1 << 16;
+const EVENTS_PER_PASS: u64 = 1 << 14;
 
 impl SteadyState {
     /// The steady state of `records`; `None` without a request sent.

@@ -12,6 +12,7 @@ use parquet::schema::types::ColumnPath;
 
 mod journal;
 mod salvage;
+mod trim;
 
 pub use journal::{JOURNAL_FILE_NAME, JOURNAL_SUMS_FILE_NAME, JournalRecords, read_journal};
 pub use salvage::ClosedRecords;
@@ -246,6 +247,12 @@ impl RecordWriter {
         if self.journal.is_none() || full {
             self.cut_row_group()?;
         }
+        if full {
+            // A full row group's pages were just freed: a soak of hours
+            // keeps its resident size flat only if the allocator hands
+            // them back rather than holding them for reuse.
+            trim::release_freed_memory();
+        }
         Ok(())
     }
 
@@ -391,6 +398,9 @@ pub fn visit_records(
     columns: Option<&[&str]>,
     mut visit: impl FnMut(&RequestRecord),
 ) -> Result<VisitedRecords, RecordError> {
+    // The read-back of a long run is its peak: begin it from what the
+    // run's writing left, not from what the allocator kept of it.
+    trim::release_freed_memory();
     let mut batches = RecordBatches::open(path.as_ref(), columns)?;
     let mut scratch = RequestRecord::default();
     let mut visited = 0;
