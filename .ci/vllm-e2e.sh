@@ -123,6 +123,16 @@ snapshot "$OUT/synthetic.before.prom"
     --server-metrics-shutdown-delay 0 --output-artifact-dir "$OUT/synthetic"
 sleep 1
 snapshot "$OUT/synthetic.after.prom"
+# The same, counted by the model's own tokenizer.json (--tokenizer), as for
+# a server without /tokenize.
+snapshot "$OUT/synthetic-local.before.prom"
+"$SPEEDBENCH" profile --url "127.0.0.1:$PORT" --model smollm2-135m --isl 48 --osl 16 \
+    --tokenizer "$MODEL_DIR" --num-dataset-entries 4 --request-count 4 \
+    --endpoint-type completions --streaming --concurrency 2 --extra-inputs temperature:0 \
+    --timeout 300 --no-preflight --server-metrics-shutdown-delay 0 \
+    --output-artifact-dir "$OUT/synthetic-local"
+sleep 1
+snapshot "$OUT/synthetic-local.after.prom"
 stop_server
 
 "$SPEEDBENCH" compare --baseline "$OUT/base-chat-stream-c1" --speculative "$OUT/chat-stream-c1" | tee "$OUT/compare.stdout"

@@ -14,7 +14,10 @@
 //! CodeContests); `throughput_8k` names a source on a host outside the
 //! allowed set. `fixtures/upstream/fake_prepare.py` (written by hand, not
 //! generated) stands in for NeMo-Skills' prepare script in tests. `fixtures/spec_bench_question.jsonl` is Spec-Bench's
-//! `question.jsonl` format in miniature.
+//! `question.jsonl` format in miniature. `fixtures/tokenizers/tiny-bpe/`
+//! (a small byte-level BPE tokenizer.json and the ids Hugging Face's Python
+//! `tokenizers` gives) is not made here: `fixtures/tokenizers/make_tiny_bpe.py`
+//! makes it with PyPI's `tokenizers`, the reference it is checked against.
 
 use std::path::Path;
 use std::sync::Arc;

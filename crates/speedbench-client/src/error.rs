@@ -117,6 +117,14 @@ pub enum ClientError {
     /// length the tokenizer cannot cut text to).
     #[error("synthetic prompts: {0}")]
     Synthesis(String),
+    /// A local tokenizer (`tokenizer.json`) cannot be read or used.
+    #[error("tokenizer {path}: {message}")]
+    Tokenizer {
+        /// The file (or the path given for it).
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// An export level that is none of `summary`, `records` and `raw`.
     #[error("unknown export level {0:?}: use summary, records or raw")]
     UnknownExportLevel(String),

@@ -175,6 +175,9 @@ fn synthetic_config(spec: &RunSpec) -> serde_json::Value {
         "turns_stddev": d.synthetic.turn_stddev,
         "prefix_prompts": d.synthetic.prefix_prompts,
         "prefix_prompt_length": d.synthetic.prefix_length,
-        "tokens_counted_by": "the server's /tokenize",
+        "tokens_counted_by": match &d.synthetic.tokenizer {
+            Some(path) => format!("the local tokenizer.json of --tokenizer {}", path.display()),
+            None => "the server's /tokenize".into(),
+        },
     })
 }

@@ -380,7 +380,10 @@ const DATASET: &[Flag] = &[
     })
     .aliases(&["synthetic-input-tokens-mean"])
     .value("TOKENS")
-    .help("Synthetic prompts of this many tokens (AIPerf's `--isl`), cut from a fixed corpus and counted by the server's own `/tokenize` (vLLM, SGLang, llama.cpp); with `--osl`, outputs of exactly that length."),
+    .help("Synthetic prompts of this many tokens (AIPerf's `--isl`), cut from a fixed corpus and counted by the server's own `/tokenize` (vLLM, SGLang, llama.cpp) or `--tokenizer`'s; with `--osl`, outputs of exactly that length."),
+    flag!("tokenizer", One, |s, v| s.dataset.synthetic.tokenizer = Some(PathBuf::from(v)))
+        .value("PATH")
+        .help("The model's Hugging Face `tokenizer.json` (or a directory holding it) that counts synthetic and trace prompts' tokens, for a server without `/tokenize` (TensorRT-LLM, NIM). Never downloaded: a Hub name is refused when prompts are built; unread (a note says so) where none are. The run's files record which counted."),
     flag!("isl-stddev", One, |s, v| s.dataset.synthetic.isl_stddev = parse(v)?)
         .aliases(&["synthetic-input-tokens-stddev"])
         .value("TOKENS")

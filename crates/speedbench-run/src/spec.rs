@@ -214,7 +214,7 @@ pub enum DatasetSource {
 }
 
 /// `--isl` and its company: prompts of a known token length, counted by
-/// the server's own tokenizer.
+/// the server's own tokenizer or a local `tokenizer.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
@@ -249,6 +249,10 @@ pub struct SyntheticSpec {
     pub prefix_prompts: usize,
     /// `--prefix-prompt-length`: each prefix's length, tokens.
     pub prefix_length: u32,
+    /// `--tokenizer`: a Hugging Face `tokenizer.json` (or the directory
+    /// holding one) that counts the prompts' tokens instead of the
+    /// server's `/tokenize`.
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl Default for SyntheticSpec {
@@ -266,6 +270,7 @@ impl Default for SyntheticSpec {
             block_size: 512,
             prefix_prompts: 0,
             prefix_length: 0,
+            tokenizer: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `--isl`: a run's prompts built to a token length with the server's own
-//! tokenizer ([`speedbench_client::synthetic`]), before the run.
+//! tokenizer or a local `tokenizer.json` (`--tokenizer`)
+//! ([`speedbench_client::synthetic`]), before the run.
 
 use serde_json::Value;
 use speedbench_client::Target;
@@ -14,6 +15,24 @@ use crate::execute::served_model;
 use crate::observer::Observer;
 use crate::spec::{DatasetSource, EngineChoice, RunSpec};
 use crate::validate::hinted;
+
+/// `--tokenizer PATH` read.
+#[cfg(feature = "tokenizer-json")]
+fn local_tokenizer(path: &std::path::Path) -> Result<Box<dyn TokenCodec>, RunError> {
+    let tokenizer = speedbench_client::synthetic::LocalTokenizer::open(path)
+        .map_err(|e| hinted("--tokenizer", e))?;
+    Ok(Box::new(tokenizer))
+}
+
+/// `--tokenizer` in a build without a tokenizer reader.
+#[cfg(not(feature = "tokenizer-json"))]
+fn local_tokenizer(_path: &std::path::Path) -> Result<Box<dyn TokenCodec>, RunError> {
+    Err(RunError::invalid(
+        "--tokenizer",
+        "needs speedbench-run's `tokenizer-json` feature (this build reads no tokenizer.json); \
+         leave it out to count with the server's /tokenize",
+    ))
+}
 
 impl RunSpec {
     /// What `--isl` (or `--isl-distribution`) and its company ask for,
@@ -162,7 +181,7 @@ impl RunSpec {
         }
     }
 
-    /// The prompts of `--isl`, counted by the server's tokenizer.
+    /// The prompts of `--isl`, counted by [`RunSpec::token_codec`].
     pub(crate) async fn synthetic_dataset(
         &self,
         observer: &mut dyn Observer,
@@ -173,7 +192,7 @@ impl RunSpec {
                 "is needed for synthetic prompts",
             ));
         };
-        let tokenizer = self.server_tokenizer().await?;
+        let tokenizer = self.token_codec().await?;
         let turns = match prompts.turns {
             t if t.mean == 1 && t.stddev == 0.0 => String::new(),
             t => format!(
@@ -200,15 +219,15 @@ impl RunSpec {
             tokenizer.describe()
         ));
         let built = prompts
-            .build(&tokenizer)
+            .build(tokenizer.as_ref())
             .await
             .map_err(|e| hinted("building the synthetic prompts", e))?;
         Ok(built.dataset)
     }
 
     /// `dataset` with the prompts its trace rows give by length built
-    /// (`input_length`, `hash_ids` in blocks of `--isl-block-size`), by the
-    /// server's tokenizer; unchanged when it has none.
+    /// (`input_length`, `hash_ids` in blocks of `--isl-block-size`), by
+    /// [`RunSpec::token_codec`]; unchanged when it has none.
     pub(crate) async fn trace_prompts(
         &self,
         mut dataset: Dataset,
@@ -218,6 +237,13 @@ impl RunSpec {
             .filter(|c| c.prompt_to_build.is_some())
             .count();
         if rows == 0 {
+            if let Some(path) = self.tokenizer_unused() {
+                observer.warning(&format!(
+                    "--tokenizer {} is not read: this run builds no prompt to a length, and \
+                     its token counts are the server's own (`usage`)",
+                    path.display()
+                ));
+            }
             return Ok(dataset);
         }
         let s = &self.dataset.synthetic;
@@ -227,7 +253,7 @@ impl RunSpec {
                 "must be at least 1 token",
             ));
         }
-        let tokenizer = self.server_tokenizer().await?;
+        let tokenizer = self.token_codec().await?;
         observer.waiting(&format!(
             "building the prompts of {rows} trace rows given by `input_length` (blocks of {} \
              tokens per hash id) with {}",
@@ -236,10 +262,26 @@ impl RunSpec {
         ));
         TracePrompts::new(s.block_size)
             .with_seed(self.load.random_seed)
-            .build(&mut dataset, &tokenizer)
+            .build(&mut dataset, tokenizer.as_ref())
             .await
             .map_err(|e| hinted("building the trace's prompts", e))?;
         Ok(dataset)
+    }
+
+    /// What counts the prompts' tokens: the `tokenizer.json` of
+    /// `--tokenizer`, else the server's own `/tokenize`.
+    async fn token_codec(&self) -> Result<Box<dyn TokenCodec>, RunError> {
+        match &self.dataset.synthetic.tokenizer {
+            Some(path) => local_tokenizer(path),
+            None => Ok(Box::new(self.server_tokenizer().await?)),
+        }
+    }
+
+    /// `--tokenizer` where nothing is built with it (it is not opened).
+    fn tokenizer_unused(&self) -> Option<&std::path::Path> {
+        let s = &self.dataset.synthetic;
+        let synthetic = self.dataset.source == Some(DatasetSource::Synthetic);
+        s.tokenizer.as_deref().filter(|_| !synthetic)
     }
 
     /// The server's tokenizer (the served model asked for when `--model`

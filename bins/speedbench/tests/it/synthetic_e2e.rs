@@ -351,3 +351,109 @@ pub(crate) fn check_real_synthetic_run(dir: &std::path::Path) -> Vec<RequestReco
     assert!(outputs.iter().all(|&n| n == Some(16)), "{outputs:?}");
     records
 }
+
+/// A run directory's `run.json`.
+pub(crate) fn run_json(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// The tokenizer.json the fixtures generator trained (a small byte-level BPE).
+fn fixture_tokenizer() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tokenizers/tiny-bpe")
+}
+
+/// `--tokenizer`: a server without `/tokenize` (TensorRT-LLM's shape) runs
+/// synthetic prompts counted by a local tokenizer.json: every prompt the
+/// simulator logged is exactly `--isl` tokens by that tokenizer (whose ids
+/// the unit tests check against Hugging Face's own), every output `--osl`
+/// of the simulator's, and the run's files say what counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_tokenizer_counts_prompts_for_a_server_without_tokenize() {
+    use speedbench_client::synthetic::{LocalTokenizer, TokenCodec};
+    let server = sim(SimConfig::speed_bench_demo().with_flavor(SpecFlavor::TrtLlm)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = fixture_tokenizer();
+    let (out, run_dir) = synthetic_profile(
+        &server,
+        dir.path(),
+        &[
+            "--tokenizer",
+            tokenizer.to_str().unwrap(),
+            "--isl",
+            "48",
+            "--osl",
+            "6",
+            "--num-dataset-entries",
+            "12",
+            "--request-count",
+            "12",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("synthetic prompts of 48 tokens (stddev 0) with the tokenizer.json at"),
+        "{stderr}"
+    );
+    let truth = server.ground_truth();
+    assert_eq!(truth.requests_log.len(), 12);
+    let local = LocalTokenizer::open(&tokenizer).unwrap();
+    for t in &truth.requests_log {
+        let tokens = local.encode(&t.conversation).await.unwrap();
+        assert_eq!(tokens.len(), 48, "{:?}", t.conversation);
+        assert_eq!(t.completion_tokens, 6);
+    }
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.len(), 12);
+    let config = &run_json(&run_dir)["config"];
+    assert_eq!(
+        config["synthetic"]["tokens_counted_by"],
+        format!(
+            "the local tokenizer.json of --tokenizer {}",
+            tokenizer.display()
+        )
+    );
+}
+
+/// A Hub name given to `--tokenizer` is refused before any request where
+/// prompts are built with it (nothing is downloaded), and is not read
+/// where none are: the run goes on and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_name_as_tokenizer_is_refused_only_where_prompts_are_built() {
+    let server = sim(SimConfig::speed_bench_demo()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let name = "meta-llama/Llama-3.1-8B-Instruct";
+    let (out, _) =
+        synthetic_profile(&server, dir.path(), &["--tokenizer", name, "--isl", "20"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "--tokenizer: tokenizer {name}: no such file or directory"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("downloads no tokenizer"), "{stderr}");
+    assert!(server.ground_truth().requests_log.is_empty());
+
+    let input = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &input,
+        "{\"question_id\": \"q\", \"turns\": [\"hi there\"]}\n",
+    )
+    .unwrap();
+    let (out, _) = synthetic_profile(
+        &server,
+        dir.path(),
+        &["--tokenizer", name, "--input-file", input.to_str().unwrap()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--tokenizer {name} is not read")),
+        "{stderr}"
+    );
+    assert_eq!(server.ground_truth().requests_log.len(), 1);
+}

@@ -282,6 +282,34 @@ fn synthetic_prompts_have_their_length_by_vllms_own_count() {
     assert_eq!(server.successes, 4);
 }
 
+/// The same run with `--tokenizer` the model's directory: its own
+/// tokenizer.json, read by speedbench, builds prompts vLLM counts at the
+/// same length, by its counters as by its usage, and the run says which
+/// tokenizer counted.
+#[test]
+fn prompts_counted_by_the_models_tokenizer_json_have_vllms_length() {
+    let Some(root) = runs() else {
+        eprintln!("skipped: SPEEDBENCH_VLLM_E2E is not set (run .ci/vllm-e2e.sh)");
+        return;
+    };
+    let dir = root.join("synthetic-local");
+    let records = crate::synthetic_e2e::check_real_synthetic_run(&dir);
+    let prompts: u64 = records.iter().filter_map(|r| r.prompt_tokens).sum();
+    let server = CounterDelta::of(&root, "synthetic-local");
+    assert_eq!(server.prompt_tokens, prompts);
+    assert_eq!(server.generated_tokens, 4 * 16);
+    assert_eq!(server.successes, 4);
+    // vLLM's count of the prompts is the one its /tokenize gave.
+    let by_server = crate::synthetic_e2e::check_real_synthetic_run(&root.join("synthetic"));
+    assert_eq!(records[0].prompt_tokens, by_server[0].prompt_tokens);
+    let config = &crate::synthetic_e2e::run_json(&dir)["config"]["synthetic"];
+    let counted_by = config["tokens_counted_by"].as_str().unwrap();
+    assert!(
+        counted_by.starts_with("the local tokenizer.json of --tokenizer "),
+        "{counted_by}"
+    );
+}
+
 #[test]
 fn counters_are_read_by_name_and_label() {
     let text = "# HELP x\n\

@@ -26,6 +26,8 @@
 //! ```
 
 mod lengths;
+#[cfg(feature = "tokenizer-json")]
+mod local;
 mod server;
 mod synthesis;
 mod word;
@@ -40,6 +42,8 @@ use crate::error::ClientError;
 use crate::schedule::standard_normal;
 
 pub use lengths::{LengthDistribution, SequenceDistribution};
+#[cfg(feature = "tokenizer-json")]
+pub use local::LocalTokenizer;
 pub use server::ServerTokenizer;
 pub use synthesis::{SynthesisReport, TraceSynthesis};
 pub use word::WordCodec;
@@ -55,7 +59,8 @@ const MAX_ADJUSTMENTS: usize = 8;
 pub type TokenFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientError>> + Send + 'a>>;
 
 /// Text to token ids and back: the server's tokenizer
-/// ([`ServerTokenizer`]), a local one, or a test's.
+/// ([`ServerTokenizer`]), a local `tokenizer.json` (`LocalTokenizer`, with
+/// the `tokenizer-json` feature), or a test's.
 pub trait TokenCodec: Send + Sync {
     /// What counted the tokens, kept in the run's files (e.g. `server
     /// /tokenize at http://host:8000`).

@@ -1112,3 +1112,34 @@ fn a_traces_force_min_tokens_is_the_flag() {
     let sweep = expand(name, &forced, &[]).unwrap();
     assert!(sweep.runs()[0].spec().unwrap().sampling.force_min_tokens);
 }
+
+/// `tokenizer.name` is `--tokenizer` (read where prompts are built), its
+/// download settings accepted as meaningless for a local file; a chat
+/// template applied by the client is refused by field and line.
+#[test]
+fn a_tokenizer_block_names_the_local_tokenizer() {
+    let with_tokenizer = |block: &str| {
+        template("minimal").replace(
+            "  endpoint:\n",
+            &format!("  tokenizer:\n{block}  endpoint:\n"),
+        )
+    };
+    let text = with_tokenizer(
+        "    name: /models/llama/tokenizer.json\n    revision: main\n    trustRemoteCode: false\n    apply_chat_template: false\n",
+    );
+    let sweep = expand("minimal", &text, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.dataset.synthetic.tokenizer.as_deref(),
+        Some(Path::new("/models/llama/tokenizer.json"))
+    );
+    let text = with_tokenizer("    name: gpt2\n    apply_chat_template: true\n");
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    let line = line_of(&text, "tokenizer:", "apply_chat_template");
+    assert!(
+        err.contains(&format!("minimal.yaml:{line}"))
+            && err.contains("`tokenizer.apply_chat_template`")
+            && err.contains("the server applies the template"),
+        "{err}"
+    );
+}

@@ -70,6 +70,7 @@ pub(super) fn read_benchmark(
             "artifacts" => artifacts(&mut out, value),
             "slos" => slos(&mut out, value),
             "gpu_telemetry" => gpu_telemetry(&mut out, value),
+            "tokenizer" => tokenizer(&mut out, value),
             other => Err(fail(unsupported(key, other, benchmark_why(other)))),
         };
         refused.extend(read.err());
@@ -101,11 +102,8 @@ pub(super) fn all_refused(mut refused: Vec<RunError>) -> Option<RunError> {
     ))
 }
 
-fn benchmark_why(name: &str) -> &'static str {
-    match name {
-        "tokenizer" => "it counts tokens from the server's usage, with no tokenizer",
-        _ => "no counterpart in speedbench for this field of the benchmark block",
-    }
+fn benchmark_why(_name: &str) -> &'static str {
+    "no counterpart in speedbench for this field of the benchmark block"
 }
 
 /// Checks a mapping's keys against `allowed`, refusing any other by its
@@ -728,6 +726,29 @@ fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     if let Some(files) = node.get("user_files") {
         out.set("user-files", vec![json(files).to_string()], files.line)?;
+    }
+    Ok(())
+}
+
+/// `tokenizer`: its `name` is `--tokenizer`, read only where prompts are
+/// built to a length (a Hub name is refused there: speedbench downloads
+/// none); `revision` and `trust_remote_code` only steer a download, and a
+/// tokenizer.json runs no code.
+fn tokenizer(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
+    let mut allowed = vec!["name", "revision", "trust_remote_code"];
+    if node
+        .get("apply_chat_template")
+        .and_then(Node::scalar_text)
+        .as_deref()
+        == Some("false")
+    {
+        allowed.push("apply_chat_template");
+    }
+    let why = "speedbench counts a prompt's tokens with a local tokenizer.json (`name`) and \
+               sends the text as built: on a chat endpoint the server applies the template";
+    only(node, "tokenizer", &allowed, why).map_err(|r| invalid(out, r))?;
+    if let Some(name) = node.get("name") {
+        out.one("tokenizer", name)?;
     }
     Ok(())
 }
