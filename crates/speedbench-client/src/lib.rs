@@ -57,6 +57,7 @@ mod recorder;
 mod request_body;
 mod response;
 mod runner;
+mod sampling;
 mod schedule;
 pub mod scrape;
 mod secrets;
@@ -95,6 +96,7 @@ pub use runner::{
     ReadBack, RecordsFilePasses, RequestTally, RunOutcome, RunStatus, RunSummary, StopHandle,
     TurnDelay, check_open_files, new_run_id, run_profile,
 };
+pub use sampling::DatasetSampling;
 pub use schedule::{Arrival, ArrivalSchedule, ScheduleStats};
 pub use secrets::{MIN_OUTPUT_SECRET_LEN, MIN_SECRET_LEN, REDACTED, Secrets};
 pub use shard::{Shard, StartBarrier};

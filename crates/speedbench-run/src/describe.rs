@@ -78,6 +78,14 @@ fn run_config(spec: &RunSpec, target: &Target) -> serde_json::Value {
 /// `run.json`'s `config.client`: the connection, load-shape and scrape
 /// options.
 fn client_config(spec: &RunSpec) -> serde_json::Value {
+    let mut config = connection_and_load(spec);
+    // Beside the rest: one `json!` expands no more fields.
+    config["dataset_sampling_strategy"] = json!(spec.load.dataset_sampling.name());
+    config
+}
+
+/// `config.client` less the dataset sampling.
+fn connection_and_load(spec: &RunSpec) -> serde_json::Value {
     let (t, l, s) = (&spec.target, &spec.load, &spec.scrape);
     json!({
         "ca_cert": t.ca_cert.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use speedbench_client::{
-    ClientError, Engine, Load, ProfileRun, Progress, ReadBack, RunOutcome, RunStatus, RunSummary,
-    StopHandle, Target, discover_model_with_headers, new_run_id, run_profile,
+    ClientError, DatasetSampling, Engine, Load, ProfileRun, Progress, ReadBack, RunOutcome,
+    RunStatus, RunSummary, StopHandle, Target, discover_model_with_headers, new_run_id,
+    run_profile,
 };
 use speedbench_dataset::Dataset;
 use speedbench_metrics::{
@@ -231,10 +232,15 @@ fn recycling(load: &Load, dataset: &Dataset) -> Option<String> {
         (None, Some(n)) if n > turns => (n, turns, "requests", "--request-count"),
         _ => return None,
     };
+    let again = match load.sampling {
+        DatasetSampling::Sequential => "sent again, in order",
+        DatasetSampling::Shuffle => "sent again, each pass in a fresh order",
+        _ => "drawn with replacement",
+    };
     (held > 0).then(|| {
         format!(
-            "{flag} {asked} is more than the {held} {what} the selected rows hold: rows are sent \
-             again, in order (about {:.1} times each), repeating their prompts",
+            "{flag} {asked} is more than the {held} {what} the selected rows hold: rows are \
+             {again} (about {:.1} times each), repeating their prompts",
             asked as f64 / held as f64
         )
     })

@@ -22,7 +22,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use speedbench_client::{ConnectionReuse, ModelStrategy};
+use speedbench_client::{ConnectionReuse, DatasetSampling, ModelStrategy};
 use speedbench_dataset::Resolver;
 use speedbench_dataset::registry::SPEED_BENCH_CONFIGS;
 
@@ -606,7 +606,15 @@ const LOAD: &[Flag] = &[
     flag!("random-seed", One, |s, v| s.load.random_seed = parse(v)?)
         .default("0")
         .value("RANDOM_SEED")
-        .help("Seed of the arrival schedule."),
+        .help("Seed of the arrival schedule, of synthetic prompts and of the dataset sampling."),
+    flag!("dataset-sampling-strategy", One, |s, v| {
+        s.load.dataset_sampling = DatasetSampling::parse(v)
+            .ok_or_else(|| "possible values: sequential, shuffle, random".to_string())?
+    })
+    .value("STRATEGY")
+    .default("sequential")
+    .possible(&["sequential", "shuffle", "random"])
+    .help("Which conversation each session sends (AIPerf's): `sequential`, the rows in order and again from the first; `shuffle`, every pass over the rows in a fresh order (each row once before any again); `random`, each drawn uniformly with replacement. Seeded by --random-seed; a fixed schedule and a shard take rows in order."),
     flag!("max-concurrency", One, |s, v| s.load.max_concurrency = Some(parse(v)?))
         .value("MAX_CONCURRENCY")
         .help("With --request-rate: at most this many conversations in flight."),

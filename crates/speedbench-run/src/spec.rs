@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use speedbench_client::{
-    ApiKind, Arrival, ConnectionReuse, Engine, ExportLevel, HttpClientKind, RampShape, Shard,
+    ApiKind, Arrival, ConnectionReuse, DatasetSampling, Engine, ExportLevel, HttpClientKind,
+    RampShape, Shard,
 };
 use speedbench_dataset::Resolver;
 
@@ -365,8 +366,10 @@ pub struct LoadSpec {
     /// `--arrival`: poisson or constant gaps.
     #[serde(with = "by_name")]
     pub arrival: Arrival,
-    /// `--random-seed` of the arrival schedule.
+    /// `--random-seed` of the arrival schedule (and of the sampling).
     pub random_seed: u64,
+    /// `--dataset-sampling-strategy`: which conversation each session sends.
+    pub dataset_sampling: DatasetSampling,
     /// `--max-concurrency` with a request rate.
     pub max_concurrency: Option<usize>,
     /// `--benchmark-duration`, seconds.
@@ -478,6 +481,7 @@ impl Default for LoadSpec {
             request_rate: None,
             arrival: Arrival::Poisson,
             random_seed: 0,
+            dataset_sampling: DatasetSampling::Sequential,
             max_concurrency: None,
             benchmark_duration_s: None,
             benchmark_grace_period_s: 30.0,

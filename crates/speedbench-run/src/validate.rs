@@ -353,6 +353,7 @@ impl RunSpec {
         load.request_rate = l.request_rate;
         load.arrival = l.arrival;
         load.random_seed = l.random_seed;
+        load.sampling = l.dataset_sampling;
         load.max_concurrency = l.max_concurrency;
         load.benchmark_duration = l
             .benchmark_duration_s

@@ -362,3 +362,116 @@ async fn connections_are_reused_as_asked() {
         }
     }
 }
+
+/// `--dataset-sampling-strategy` (AIPerf's), against the simulator's own
+/// log of what it was sent, in order (concurrency 1): `shuffle` sends
+/// every row once per pass, each pass in a fresh order; `random` draws
+/// with replacement; `sequential` is the rows in turn. The records name
+/// the row the simulator read, `run.json` the strategy, and a fixed
+/// schedule refuses any order but its own before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_are_sampled_in_the_order_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let text: String = (0..5)
+        .map(|i| format!("{{\"question_id\": \"q{i}\", \"turns\": [\"row {i} asks\"]}}\n"))
+        .collect();
+    std::fs::write(&rows, text).unwrap();
+    let row_of = |prompt: &str| -> usize { prompt[4..5].parse().unwrap() };
+    for strategy in ["sequential", "shuffle", "random"] {
+        let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+        let out_dir = dir.path().join(strategy);
+        let url = server.url();
+        let out = run(&[
+            "profile",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--input-file",
+            rows.to_str().unwrap(),
+            "--dataset-sampling-strategy",
+            strategy,
+            "--random-seed",
+            "7",
+            "--request-count",
+            "15",
+            "--no-server-metrics",
+            "--output-artifact-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{strategy}: {stderr}");
+        let sent: Vec<usize> = (server.ground_truth().requests_log.iter())
+            .map(|t| row_of(&t.conversation))
+            .collect();
+        assert_eq!(sent.len(), 15, "{strategy}");
+        let passes: Vec<Vec<usize>> = sent.chunks(5).map(<[usize]>::to_vec).collect();
+        let is_permutation = |pass: &Vec<usize>| {
+            let mut sorted = pass.clone();
+            sorted.sort_unstable();
+            sorted == [0, 1, 2, 3, 4]
+        };
+        match strategy {
+            "sequential" => assert!(passes.iter().all(|p| p == &[0, 1, 2, 3, 4])),
+            "shuffle" => {
+                assert!(passes.iter().all(is_permutation), "{passes:?}");
+                assert!(
+                    passes[0] != passes[1] || passes[1] != passes[2],
+                    "{passes:?}"
+                );
+                assert!(passes.iter().any(|p| p != &[0, 1, 2, 3, 4]), "{passes:?}");
+            }
+            _ => assert!(!passes.iter().all(is_permutation), "{passes:?}"),
+        }
+        // Each record names the row the simulator read at its place.
+        let mut records = read_run(&out_dir).unwrap().records;
+        records.sort_by_key(|r| r.start_unix_ns);
+        let named: Vec<usize> = (records.iter())
+            .map(|r| r.conversation_id[1..].parse().unwrap())
+            .collect();
+        assert_eq!(named, sent, "{strategy}");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(
+            manifest["config"]["client"]["dataset_sampling_strategy"],
+            strategy
+        );
+    }
+    let timed = dir.path().join("timed.jsonl");
+    let text: String = (0..5)
+        .map(|i| {
+            format!(
+                "{{\"question_id\": \"q{i}\", \"timestamp\": {}, \"turns\": [\"row {i}\"]}}\n",
+                i * 10
+            )
+        })
+        .collect();
+    std::fs::write(&timed, text).unwrap();
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let url = server.url();
+    let out = run(&[
+        "profile",
+        "--url",
+        &url,
+        "--model",
+        "m",
+        "--input-file",
+        timed.to_str().unwrap(),
+        "--dataset-sampling-strategy",
+        "shuffle",
+        "--fixed-schedule",
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        dir.path().join("fixed").to_str().unwrap(),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("dataset sampling shuffle: a fixed schedule"),
+        "{stderr}"
+    );
+    assert!(server.ground_truth().requests_log.is_empty());
+}

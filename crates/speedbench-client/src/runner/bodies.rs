@@ -72,7 +72,7 @@ mod tests {
         };
         let target = Target::new(BaseUrl::parse("http://127.0.0.1:1").unwrap(), "m");
         let bodies = FirstTurnBodies::new(&dataset);
-        let row = |index| DatasetRow::of_session(&dataset, index);
+        let row = |index| DatasetRow::of_session(&dataset, &crate::Load::default(), index);
         let history = |conv: &Conversation, upto: usize, reply: &str| {
             let mut h = conv.preamble.clone();
             for (i, t) in conv.turns.iter().take(upto + 1).enumerate() {

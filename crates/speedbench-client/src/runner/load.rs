@@ -33,6 +33,10 @@ pub struct Load {
     pub arrival: Arrival,
     /// Seed of the arrival schedule (Poisson gaps).
     pub random_seed: u64,
+    /// Which conversation each session sends (`--dataset-sampling-strategy`):
+    /// in order (the default), a fresh seeded order per pass, or drawn with
+    /// replacement.
+    pub sampling: crate::DatasetSampling,
     /// Request-rate mode: at most this many conversations in flight; an
     /// arrival that finds them all busy waits (and counts as late).
     pub max_concurrency: Option<usize>,
@@ -218,6 +222,7 @@ impl Default for Load {
             request_rate: None,
             arrival: Arrival::default(),
             random_seed: 0,
+            sampling: crate::DatasetSampling::Sequential,
             max_concurrency: None,
             benchmark_duration: None,
             grace_period: Duration::from_secs(30),
@@ -401,7 +406,26 @@ impl Load {
             return bad("the benchmark duration must be positive");
         }
         self.validate_users()?;
+        self.validate_sampling()?;
         self.validate_shaping()
+    }
+
+    /// A sampling other than in order: not where the order is the
+    /// schedule's (a trace's rows at their times) or split by session
+    /// number (a shard's share).
+    fn validate_sampling(&self) -> Result<(), ClientError> {
+        if self.sampling == crate::DatasetSampling::Sequential {
+            return Ok(());
+        }
+        let clash = match (&self.fixed_schedule, &self.shard) {
+            (Some(_), _) => "a fixed schedule sends its rows in their time order",
+            (None, Some(_)) => "a shard's share of the conversations is taken in order",
+            (None, None) => return Ok(()),
+        };
+        Err(ClientError::InvalidLoad(format!(
+            "dataset sampling {}: {clash}; leave the sampling sequential",
+            self.sampling
+        )))
     }
 
     /// User-centric pacing: its values, and nothing else that paces the

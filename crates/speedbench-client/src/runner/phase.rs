@@ -297,7 +297,7 @@ fn user_schedule(
         dataset.iter().map(|c| c.turns.len()).sum::<usize>() as f64 / dataset.len().max(1) as f64;
     let shared = shared.clone();
     let turns_of = move |session: u64| {
-        DatasetRow::of_session(&shared.run.dataset, session)
+        DatasetRow::of_session(&shared.run.dataset, &shared.run.load, session)
             .turns
             .len()
     };
@@ -422,7 +422,7 @@ fn start_arrival(
     let phase = phase.clone();
     tasks.spawn(async move {
         let _permit = permit;
-        let conv = DatasetRow::of_session(&shared.run.dataset, session);
+        let conv = DatasetRow::of_session(&shared.run.dataset, &shared.run.load, session);
         run_conversation(&shared, &phase, conv, pace).await;
     });
     Some(now)
@@ -438,7 +438,7 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 async fn worker(shared: &Shared, phase: &Phase) {
     let dataset = &shared.run.dataset;
     while let Some(session) = phase.dispatcher.next_session() {
-        let conv = DatasetRow::of_session(dataset, session);
+        let conv = DatasetRow::of_session(dataset, &shared.run.load, session);
         if !run_conversation(shared, phase, conv, None).await {
             return;
         }

@@ -8,6 +8,7 @@ use speedbench_dataset::{Conversation, Dataset};
 use speedbench_record::{ErrorKind, RequestRecord, SpecDecodeStats};
 
 use super::Shared;
+use crate::Load;
 use crate::exchange::Exchange;
 use crate::spec::MalformedSpec;
 
@@ -47,9 +48,16 @@ pub(super) struct DatasetRow<'a> {
 }
 
 impl DatasetRow<'_> {
-    /// The row session `session` sends: the dataset's rows in turn.
-    pub(super) fn of_session(dataset: &Dataset, session: u64) -> DatasetRow<'_> {
-        let index = (session % dataset.conversations.len() as u64) as usize;
+    /// The row session `session` sends, as the load's
+    /// [`DatasetSampling`](crate::DatasetSampling) picks it (by default the
+    /// dataset's rows in turn).
+    pub(super) fn of_session<'d>(
+        dataset: &'d Dataset,
+        load: &Load,
+        session: u64,
+    ) -> DatasetRow<'d> {
+        let n = dataset.conversations.len() as u64;
+        let index = load.sampling.conversation(session, n, load.random_seed);
         DatasetRow {
             index,
             session,
@@ -317,7 +325,7 @@ mod tests {
         };
         let hashes = PromptHashes::new(&dataset);
         for session in 0..7 {
-            let r = DatasetRow::of_session(&dataset, session);
+            let r = DatasetRow::of_session(&dataset, &Load::default(), session);
             assert_eq!(r.index, session as usize % 3);
             for turn in 0..r.turns.len() {
                 assert_eq!(
@@ -330,8 +338,8 @@ mod tests {
         }
         // Rows that share an id keep their own hashes.
         let (first, third) = (
-            DatasetRow::of_session(&dataset, 0),
-            DatasetRow::of_session(&dataset, 2),
+            DatasetRow::of_session(&dataset, &Load::default(), 0),
+            DatasetRow::of_session(&dataset, &Load::default(), 2),
         );
         assert_eq!(hashes.of(first, 0), hashes.of(third, 0));
         assert_ne!(hashes.of(first, 1), hashes.of(third, 1));

@@ -1143,3 +1143,31 @@ fn a_tokenizer_block_names_the_local_tokenizer() {
         "{err}"
     );
 }
+
+/// A dataset's `sampling` is `--dataset-sampling-strategy`; a strategy
+/// AIPerf does not have is refused by field and line.
+#[test]
+fn a_datasets_sampling_is_the_sampling_strategy() {
+    let with_sampling = |strategy: &str| {
+        template("minimal").replace(
+            "    type: synthetic\n",
+            &format!("    type: synthetic\n    sampling: {strategy}\n"),
+        )
+    };
+    for (name, expected) in [
+        ("shuffle", speedbench_client::DatasetSampling::Shuffle),
+        ("random", speedbench_client::DatasetSampling::Random),
+        ("sequential", speedbench_client::DatasetSampling::Sequential),
+    ] {
+        let sweep = expand("minimal", &with_sampling(name), &[]).unwrap();
+        let spec = sweep.runs()[0].spec().unwrap();
+        assert_eq!(spec.load.dataset_sampling, expected, "{name}");
+    }
+    let text = with_sampling("weighted");
+    let err = expand("minimal", &text, &[]).unwrap_err();
+    let line = line_of(&text, "type: synthetic", "sampling:");
+    assert!(
+        err.contains(&format!("minimal.yaml:{line}")) && err.contains("`datasets[0].sampling"),
+        "{err}"
+    );
+}
