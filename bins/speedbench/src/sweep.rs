@@ -83,7 +83,7 @@ impl Trials {
         match self {
             Trials::None => None,
             Trials::OneRun(spec) => Some(format!(
-                "the run repeats {} times (multiRun), into profile_runs/ under its directory",
+                "the run repeats {} times (multiRun or --num-profile-runs), into profile_runs/ under its directory",
                 spec.repeat.num_profile_runs
             )),
             Trials::Sweep {
@@ -91,7 +91,7 @@ impl Trials {
                 trials,
                 parent,
             } => Some(format!(
-                "the {variations} runs of the sweep run in {} trials (multiRun), trials outer; each run's figures across its trials go to aggregate/<run>/ under {}",
+                "the {variations} runs of the sweep run in {} trials (multiRun or --num-profile-runs), trials outer; each run's figures across its trials go to aggregate/<run>/ under {}",
                 trials.num_profile_runs,
                 parent.display()
             )),

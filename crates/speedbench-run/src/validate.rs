@@ -80,7 +80,9 @@ impl RunSpec {
             return Err(RunError::invalid(
                 "--num-profile-runs",
                 "repeats a run of `speedbench profile` (speedbench_run::repeat::repetitions) or \
-                 each run of `speedbench tune`; a sweep file runs each of its runs once",
+                 each run of `speedbench tune`; a sweep file's runs repeat as trials of the whole \
+                 sweep: give it on the command line beside --config (or `multiRun` in an AIPerf \
+                 config), not in the file",
             ));
         }
         let d = &self.dataset;

@@ -267,6 +267,14 @@ async fn env_values_are_named_not_shown_and_tags_are_refused() {
 async fn run_config_over_the_fixture(
     yaml: &str,
 ) -> (speedbench_sim::SimServer, tempfile::TempDir, String) {
+    run_config_over_the_fixture_with(yaml, &[]).await
+}
+
+/// [`run_config_over_the_fixture`] with `extra` flags beside `--config`.
+async fn run_config_over_the_fixture_with(
+    yaml: &str,
+    extra: &[&str],
+) -> (speedbench_sim::SimServer, tempfile::TempDir, String) {
     let server = sim(SimConfig::speed_bench_demo()).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture(), dir.path().join("qualitative.jsonl")).unwrap();
@@ -283,6 +291,7 @@ async fn run_config_over_the_fixture(
             &url,
         ])
         .args(["--server-metrics-shutdown-delay", "0"])
+        .args(extra)
         .output()
         .await
         .unwrap();
@@ -321,6 +330,27 @@ async fn multi_run_repeats_the_run_of_a_config() {
     }
     assert!(parent.join("aggregate.json").is_file());
     assert_eq!(server.ground_truth().requests, 12);
+}
+
+/// `--num-profile-runs 2` on the command line beside a config without
+/// `multiRun` repeats its run as `multiRun` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn num_profile_runs_beside_a_config_repeats_its_run() {
+    let (server, dir, _) = run_config_over_the_fixture_with(
+        "schemaVersion: \"2.0\"\nbenchmark:\n  model: m\n  endpoint:\n    url: http://127.0.0.1:9\n  dataset:\n    type: file\n    path: qualitative.jsonl\n    format: speed_bench_qualitative\n  phases:\n    type: concurrency\n    concurrency: 2\n    requests: 5\n  artifacts:\n    dir: ./artifacts/again\n",
+        &["--num-profile-runs", "2", "--profile-run-cooldown-seconds", "0"],
+    )
+    .await;
+    let parent = dir.path().join("artifacts/again");
+    for run in ["run_0001", "run_0002"] {
+        let records = read_run(&parent.join("profile_runs").join(run))
+            .unwrap()
+            .records;
+        assert_eq!(records.len(), 5, "{run}");
+        assert!(records.iter().all(|r| r.is_success()));
+    }
+    assert!(parent.join("aggregate.json").is_file());
+    assert_eq!(server.ground_truth().requests, 10);
 }
 
 /// A config with a sweep of two runs and `multiRun.numRuns: 2` runs the
@@ -759,7 +789,7 @@ async fn a_dry_run_of_a_repeated_config_sends_nothing() {
     assert!(stdout.contains("--num-dataset-entries=160"), "{stdout}");
     assert!(stdout.contains("--max-concurrency=64"), "{stdout}");
     assert!(
-        stdout.contains("the run repeats 3 times (multiRun)"),
+        stdout.contains("the run repeats 3 times (multiRun or --num-profile-runs)"),
         "{stdout}"
     );
     assert!(stdout.contains("nothing was sent (--dry-run)"), "{stdout}");

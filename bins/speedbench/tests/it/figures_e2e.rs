@@ -575,7 +575,8 @@ async fn bad_repetitions_are_refused_before_the_first_request() {
         assert!(stderr.contains(says), "{extra:?}: {stderr}");
         assert!(!out.exists(), "{extra:?}: nothing was run");
     }
-    // A sweep file runs each of its runs once: refused, not ignored.
+    // A run of a sweep file does not repeat itself: refused, not ignored
+    // (the sweep's trials come from the command line or `multiRun`).
     let sweep = dir.path().join("sweep.toml");
     let text = format!(
         "[profile]\nnum_profile_runs = 2\ninput_file = {:?}\n[[variation]]\nconcurrency = 1\n",
@@ -596,7 +597,7 @@ async fn bad_repetitions_are_refused_before_the_first_request() {
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(!done.status.success());
     assert!(
-        stderr.contains("a sweep file runs each of its runs once"),
+        stderr.contains("a sweep file's runs repeat as trials of the whole sweep"),
         "{stderr}"
     );
     assert_eq!(server.ground_truth().requests, 0, "no request was sent");

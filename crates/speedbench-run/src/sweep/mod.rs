@@ -131,10 +131,15 @@ impl Sweep {
             .or(expanded.parent)
             .unwrap_or_else(|| default_parent(path));
         let env_values = expanded.env_values;
+        let trials = given_repeat(expanded.trials, &base.repeat, given);
+        // Repetition is the sweep's (its trials), never a run's own: a
+        // variation that asks for one is still refused by name.
+        let mut base = base.clone();
+        base.repeat = crate::RepeatSpec::default();
         let runs = expanded
             .variations
             .into_iter()
-            .map(|v| sweep_run(v, base, given, &parent, &env_values))
+            .map(|v| sweep_run(v, &base, given, &parent, &env_values))
             .collect();
         Ok(Sweep {
             path: Some(path.to_path_buf()),
@@ -143,7 +148,7 @@ impl Sweep {
             report_tokens: expanded.report_tokens,
             cooldown: std::time::Duration::ZERO,
             cooldown_every: 1,
-            trials: given_repeat(expanded.trials, &base.repeat, given),
+            trials,
             plots: expanded.plots,
         })
     }
@@ -239,13 +244,18 @@ impl Sweep {
 /// `[report]`'s flags over `dirs`, the console format unless they name one.
 /// A config's `multiRun` with the repetition flags given on the command
 /// line in its place, as every other flag given wins over the config's:
-/// `--num-profile-runs 1` runs each run once.
+/// `--num-profile-runs 1` runs each run once, and `--num-profile-runs N`
+/// beside a file without `multiRun` runs its runs in N trials.
 fn given_repeat(
     trials: Option<crate::RepeatSpec>,
     flags: &crate::RepeatSpec,
     given: &BTreeSet<String>,
 ) -> Option<crate::RepeatSpec> {
-    let mut trials = trials?;
+    let mut trials = match trials {
+        Some(trials) => trials,
+        None if given.contains("num-profile-runs") => flags.clone(),
+        None => return None,
+    };
     if given.contains("num-profile-runs") {
         trials.num_profile_runs = flags.num_profile_runs;
     }
@@ -811,6 +821,10 @@ mod tests {
         };
         assert!(given_repeat(Some(config), &once, &given(&["num-profile-runs"])).is_none());
         assert!(given_repeat(None, &once, &given(&["num-profile-runs"])).is_none());
+        // Beside a file without `multiRun`: the command line's trials.
+        let asked = given_repeat(None, &flags, &given(&["num-profile-runs"])).unwrap();
+        assert_eq!(asked, flags);
+        assert!(given_repeat(None, &flags, &given(&[])).is_none());
     }
 
     use super::*;

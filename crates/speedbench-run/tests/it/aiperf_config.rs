@@ -1171,3 +1171,38 @@ fn a_datasets_sampling_is_the_sampling_strategy() {
         "{err}"
     );
 }
+
+/// `--num-profile-runs N` on the command line beside a config: its one
+/// run repeated N times (with `multiRun` or without), or a sweep's runs in
+/// N trials; no run repeats itself inside the sweep.
+#[test]
+fn num_profile_runs_on_the_command_line_repeats_a_configs_runs() {
+    let base = RunSpec::default()
+        .with("num-profile-runs", "3")
+        .unwrap()
+        .with("url", "http://127.0.0.1:9")
+        .unwrap();
+    let given: BTreeSet<String> = ["num-profile-runs", "url"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let parse = |text: &str| Sweep::parse(Path::new("minimal.yaml"), text, &base, &given);
+    let phase = "    type: concurrency\n    concurrency: 2\n    requests: 8\n";
+    for text in [
+        minimal_with_phase(phase),
+        format!("{}multiRun:\n  numRuns: 2\n", minimal_with_phase(phase)),
+    ] {
+        let sweep = parse(&text).unwrap();
+        assert_eq!(sweep.trials().unwrap().num_profile_runs, 3);
+        let spec = sweep.runs()[0].spec().unwrap();
+        assert_eq!(spec.repeat.num_profile_runs, 1);
+        assert!(spec.validate().is_ok());
+    }
+    let grid = format!(
+        "{}sweep:\n  type: grid\n  parameters:\n    concurrency: [1, 2]\n",
+        minimal_with_phase(phase)
+    );
+    let sweep = parse(&grid).unwrap();
+    assert_eq!(sweep.runs().len(), 2);
+    assert_eq!(sweep.trials().unwrap().num_profile_runs, 3);
+}
