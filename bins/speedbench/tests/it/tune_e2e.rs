@@ -209,11 +209,12 @@ async fn the_recommendation_is_the_simulators_optimum_per_category_and_load() {
         "request_latency:600000",
     ]);
     let out = run(&args).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Each configuration's two load levels, counted as such.
+    for level in ["sweep run 1 of 2: ", "sweep run 2 of 2: "] {
+        assert_eq!(stderr.matches(level).count(), 4, "{level}: {stderr}");
+    }
     let m = manifest(&dir);
     assert_eq!(m.temperature.as_deref(), Some("0"));
     // Warmup as large as the largest batch, before every run, unmeasured.

@@ -422,8 +422,9 @@ impl TunePlan {
             observer.tune_event(&TuneEvent::Cache { run, how: &cache });
             progress.run_entry(ci, ri).cache = Some(cache);
             let reset = (&progress.client, planned.url.as_str());
+            let of = (run, planned.runs.len());
             let end = self
-                .run_level(run, dataset, (progress.stop, reset), observer)
+                .run_level(of, dataset, (progress.stop, reset), observer)
                 .await;
             record_end(progress, (ci, ri), &end);
             if let Some(s) = server.as_deref_mut()
@@ -447,7 +448,7 @@ impl TunePlan {
     /// server's URL), and their `aggregate.json`.
     async fn run_level<O: TuneObserver>(
         &self,
-        run: &SweepRun,
+        (run, levels): (&SweepRun, usize),
         dataset: &Dataset,
         (stop, reset): (&StopHandle, (&HttpClient, &str)),
         observer: &mut O,
@@ -455,7 +456,7 @@ impl TunePlan {
         let spec = run.spec().expect("a planned run has its spec");
         let repeat = spec.repeat.clone();
         if repeat.num_profile_runs <= 1 {
-            return self.run_one(run, dataset, stop, observer).await;
+            return self.run_one((run, levels), dataset, stop, observer).await;
         }
         let sweep = match Sweep::repeated(
             spec,
@@ -478,7 +479,10 @@ impl TunePlan {
             }
             let end = match stop.is_stopped() {
                 true => RunEnd::NotStarted,
-                false => self.run_one(&child, dataset, stop, observer).await,
+                false => {
+                    let of = (&child, repeat.num_profile_runs);
+                    self.run_one(of, dataset, stop, observer).await
+                }
             };
             ends.push((child, end));
         }
@@ -489,10 +493,11 @@ impl TunePlan {
         )
     }
 
-    /// One run, replacing whatever an earlier, unfinished try left.
+    /// One run (of `total`: the configuration's levels, or a level's
+    /// repeated runs), replacing whatever an earlier, unfinished try left.
     async fn run_one<O: TuneObserver>(
         &self,
-        run: &SweepRun,
+        (run, total): (&SweepRun, usize),
         dataset: &Dataset,
         stop: &StopHandle,
         observer: &mut O,
@@ -504,7 +509,7 @@ impl TunePlan {
             Err(e) => return RunEnd::Failed(e),
         };
         crate::process::raise_open_files(spec.load.concurrency as u64 + 256);
-        observer.sweep_run_started(run, 0);
+        observer.sweep_run_started(run, total);
         let end = run_valid(valid, dataset.clone(), stop, observer as &mut dyn Observer).await;
         observer.sweep_run_ended(run, &end);
         end
