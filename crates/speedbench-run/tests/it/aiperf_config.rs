@@ -1206,3 +1206,66 @@ fn num_profile_runs_on_the_command_line_repeats_a_configs_runs() {
     assert_eq!(sweep.runs().len(), 2);
     assert_eq!(sweep.trials().unwrap().num_profile_runs, 3);
 }
+
+/// AIPerf's `gpu_telemetry` template, as shipped: the scrape URLs, the
+/// lengths and the phases AIPerf's own expansion gives.
+#[test]
+fn gpu_telemetry_expands_as_shipped() {
+    let name = "gpu_telemetry";
+    let aiperf = aiperf_expansion(name);
+    let telemetry = &aiperf["variations"][0]["benchmark"]["gpu_telemetry"];
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    let urls: Vec<&str> = (telemetry["urls"].as_array().unwrap().iter())
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert_eq!(spec.scrape.gpu_telemetry, urls);
+    assert_eq!(urls.len(), 2);
+    let profiling = aiperf_phase(&aiperf, "profiling");
+    assert_eq!(
+        Some(spec.load.concurrency as u64),
+        profiling["concurrency"].as_u64()
+    );
+    assert_eq!(spec.load.request_count, profiling["requests"].as_u64());
+    let warmup = aiperf_phase(&aiperf, "warmup");
+    assert_eq!(
+        Some(spec.load.warmup_request_count),
+        warmup["requests"].as_u64()
+    );
+    assert_eq!(spec.dataset.synthetic.isl, Some(256));
+}
+
+/// AIPerf's `public_dataset` template (ShareGPT), as shipped, is refused
+/// for both fields speedbench cannot honour at once, each by line and
+/// with what to write instead; its `sampling: shuffle` is not among them.
+#[test]
+fn public_dataset_is_refused_for_every_field_it_cannot_honour() {
+    let text = template("public_dataset");
+    let err = expand("public_dataset", &text, &[]).unwrap_err();
+    assert!(err.contains("2 fields speedbench cannot honour"), "{err}");
+    let entries = line_of(&text, "type: public", "entries:");
+    let dataset = line_of(&text, "type: public", "dataset: sharegpt");
+    assert!(
+        err.contains(&format!(
+            "public_dataset.yaml:{entries}: `datasets[0].entries`"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "public_dataset.yaml:{dataset}: `datasets[0].dataset: sharegpt`: unknown dataset"
+        )) && err.contains("`speedbench datasets` lists"),
+        "{err}"
+    );
+    assert!(!err.contains("sampling"), "{err}");
+    // Without those two, it runs a registered dataset, shuffled.
+    let adapted = text
+        .replace("dataset: sharegpt", "dataset: spec_al_gsm8k")
+        .replace("    entries: 1000", "");
+    let sweep = expand("public_dataset", &adapted, &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.load.dataset_sampling,
+        speedbench_client::DatasetSampling::Shuffle
+    );
+}

@@ -638,8 +638,6 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     let why = "it fetches a registered dataset whole (AIPerf 0.13.0 does not read `entries` of \
                a public dataset either: leave it out; `--request-count` bounds what is sent)";
-    only(node, "datasets[0]", &allowed, why).map_err(|r| invalid(out, r))?;
-    sampling(out, node)?;
     let name = node.get("dataset").ok_or_else(|| {
         invalid(
             out,
@@ -649,7 +647,34 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
             ),
         )
     })?;
+    // Both refusals at once: the block's fields and the name.
+    let refused: Vec<RunError> = [
+        only(node, "datasets[0]", &allowed, why).err(),
+        unregistered(name),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|r| invalid(out, r))
+    .collect();
+    if let Some(e) = all_refused(refused) {
+        return Err(e);
+    }
+    sampling(out, node)?;
     out.one("public-dataset", name)
+}
+
+/// A public dataset's name speedbench has no loader for (AIPerf's
+/// `sharegpt`), with what to write instead.
+fn unregistered(name: &Node) -> Option<Refusal> {
+    let text = name.scalar_text()?;
+    let e = speedbench_dataset::registry::lookup(&text).err()?;
+    Some((
+        name.line,
+        format!(
+            "`datasets[0].dataset: {text}`: {e}: `speedbench datasets` lists the registered \
+             ones; rows of your own run as a file dataset (`type: file`, `path` to JSONL)"
+        ),
+    ))
 }
 
 /// `server_metrics`: on or off, the URLs to scrape, and the files:
