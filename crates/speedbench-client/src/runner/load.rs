@@ -31,7 +31,8 @@ pub struct Load {
     pub request_rate: Option<f64>,
     /// How arrivals are spaced in request-rate mode.
     pub arrival: Arrival,
-    /// Seed of the arrival schedule (Poisson gaps).
+    /// Seed of the arrival schedule (Poisson gaps) and of the dataset
+    /// sampling.
     pub random_seed: u64,
     /// Which conversation each session sends (`--dataset-sampling-strategy`):
     /// in order (the default), a fresh seeded order per pass, or drawn with

@@ -373,10 +373,7 @@ pub(crate) fn planned_requests(dataset: &Dataset, load: &Load) -> (Option<u64>, 
     let n = dataset.conversations.len() as u64;
     let turns_of = |sessions: u64| -> u64 {
         (0..sessions)
-            .map(|s| {
-                let index = load.sampling.conversation(s, n, load.random_seed);
-                dataset.conversations[index].turns.len() as u64
-            })
+            .map(|s| record::DatasetRow::of_session(dataset, load, s).turns.len() as u64)
             .sum()
     };
     match (load.num_conversations, load.request_count) {
