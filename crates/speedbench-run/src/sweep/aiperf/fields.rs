@@ -71,7 +71,7 @@ pub(super) fn read_benchmark(
             "slos" => slos(&mut out, value),
             "gpu_telemetry" => gpu_telemetry(&mut out, value),
             "tokenizer" => tokenizer(&mut out, value),
-            other => Err(fail(unsupported(key, other, benchmark_why(other)))),
+            other => Err(fail(unsupported(key, other, BENCHMARK_WHY))),
         };
         refused.extend(read.err());
     }
@@ -102,9 +102,8 @@ pub(super) fn all_refused(mut refused: Vec<RunError>) -> Option<RunError> {
     ))
 }
 
-fn benchmark_why(_name: &str) -> &'static str {
-    "no counterpart in speedbench for this field of the benchmark block"
-}
+/// Why a field of the benchmark block not read above is refused.
+const BENCHMARK_WHY: &str = "no counterpart in speedbench for this field of the benchmark block";
 
 /// Checks a mapping's keys against `allowed`, refusing any other by its
 /// dotted name.
