@@ -12,7 +12,7 @@
 //! conversion branch's layout, SPEED-Bench configs with placeholder rows, and
 //! the upstream sources those rows resolve from (CNN/DailyMail, HLE,
 //! CodeContests); `throughput_8k` names a source on a host outside the
-//! allowed set. `fixtures/upstream/fake_prepare.py` (written by hand, not
+//! allowed set; ShareGPT's JSON file in miniature. `fixtures/upstream/fake_prepare.py` (written by hand, not
 //! generated) stands in for NeMo-Skills' prepare script in tests. `fixtures/spec_bench_question.jsonl` is Spec-Bench's
 //! `question.jsonl` format in miniature. `fixtures/tokenizers/tiny-bpe/`
 //! (a small byte-level BPE tokenizer.json and the ids Hugging Face's Python
@@ -360,7 +360,99 @@ fn hub_files() -> Vec<(&'static str, Vec<u8>)> {
         ("fixtures/hub/livecodebench/code_generation_lite/test4.jsonl", Vec::new()),
         ("fixtures/hub/livecodebench/code_generation_lite/test5.jsonl", Vec::new()),
         ("fixtures/hub/livecodebench/code_generation_lite/test6.jsonl", Vec::new()),
+        (
+            "fixtures/hub/anon8231489123/ShareGPT_Vicuna_unfiltered/ShareGPT_V3_unfiltered_cleaned_split.json",
+            sharegpt_mini(),
+        ),
     ]
+}
+
+/// ShareGPT's `ShareGPT_V3_unfiltered_cleaned_split.json` in miniature:
+/// conversations whose turns AIPerf's rules keep (`sg-multi` two turns,
+/// `sg-system` behind a leading gpt message and a system one, `sg-three`
+/// three turns, `sg-plain` one), and ones they leave out, counted in
+/// whitespace words as the simulator counts tokens: a prompt of 2 words
+/// (`sg-short-prompt`), a reply of 1 (`sg-short-reply`), a prompt of 1,100
+/// (`sg-long-prompt`), and `sg-no-pair` with nothing to pair.
+fn sharegpt_mini() -> Vec<u8> {
+    let turn = |from: &str, value: String| serde_json::json!({"from": from, "value": value});
+    let words = |lead: &str, n: usize| {
+        let mut text = lead.to_string();
+        for i in 0..n.saturating_sub(lead.split_whitespace().count()) {
+            text.push_str(&format!(" w{}", i % 7));
+        }
+        text
+    };
+    let conversation = |id: &str, turns: Vec<serde_json::Value>| serde_json::json!({"id": id, "conversations": turns});
+    let rows = vec![
+        conversation(
+            "sg-multi",
+            vec![
+                turn("human", words("[qa 0] Please explain tides", 6)),
+                turn("gpt", words("Tides follow the moon", 9)),
+                turn("human", words("[qa 0] And the sun?", 5)),
+                turn("gpt", words("The sun adds a smaller pull", 13)),
+            ],
+        ),
+        conversation(
+            "sg-short-prompt",
+            vec![
+                turn("human", "Hi there".into()),
+                turn("gpt", words("Hello, how can I help", 8)),
+            ],
+        ),
+        conversation(
+            "sg-system",
+            vec![
+                turn("gpt", "Welcome back.".into()),
+                turn("system", "Be brief.".into()),
+                turn("human", words("[coding 0] Sort a list in Python", 7)),
+                turn("gpt", words("Use sorted on the list", 11)),
+            ],
+        ),
+        conversation(
+            "sg-short-reply",
+            vec![
+                turn("human", words("[math 0] Is seven a prime number", 7)),
+                turn("gpt", "Yes.".into()),
+            ],
+        ),
+        conversation(
+            "sg-no-pair",
+            vec![turn("human", words("[qa 1] Nobody answers this", 5))],
+        ),
+        conversation(
+            "sg-long-prompt",
+            vec![
+                turn("human", words("[summarization 0] Summarize this", 1100)),
+                turn("gpt", words("It is long", 6)),
+            ],
+        ),
+        conversation(
+            "sg-three",
+            vec![
+                turn("human", words("[writing 0] Write a haiku about rain", 7)),
+                turn("gpt", words("Rain on the roof", 10)),
+                turn("human", words("[writing 0] Now one about snow", 6)),
+                turn("gpt", words("Snow on the hills", 10)),
+                turn("human", words("[writing 0] And about the wind", 6)),
+                turn("gpt", words("Wind in the trees", 4)),
+            ],
+        ),
+        conversation(
+            "sg-plain",
+            vec![
+                turn(
+                    "human",
+                    words("[roleplay 0] Play a ship captain greeting the crew", 9),
+                ),
+                turn("gpt", words("Welcome aboard, sailors", 15)),
+            ],
+        ),
+    ];
+    let mut text = serde_json::to_string_pretty(&rows).unwrap_or_default();
+    text.push('\n');
+    text.into_bytes()
 }
 
 /// LiveCodeBench rows (question_id, question_content, starter_code) as JSONL.

@@ -23,8 +23,9 @@ struct RawRow {
     text_input: Option<String>,
     /// A trace row's send time, milliseconds.
     timestamp: Option<f64>,
-    /// A trace row's output length (`max_tokens`).
-    output_length: Option<u32>,
+    /// A trace row's output length (`max_tokens`), or `"reply"`: each
+    /// turn's is the token count of the assistant message after it.
+    output_length: Option<serde_json::Value>,
     /// A trace row's prompt as a token count (built before the run).
     input_length: Option<u64>,
     /// The blocks of that prompt, by id (shared prefixes).
@@ -77,6 +78,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         }
         let trace = trace_fields(&mut raw).map_err(&invalid)?;
         let prompt_to_build = prompt_to_build(&mut raw).map_err(&invalid)?;
+        let reference_replies = match trace.2 {
+            true => {
+                reference_replies(raw.messages.as_deref(), raw.turns.is_some()).map_err(&invalid)?
+            }
+            false => Vec::new(),
+        };
         let (preamble, turns) = match prompt_to_build {
             Some(_) => (Vec::new(), Vec::new()),
             None => row_turns(raw.messages, raw.turns).map_err(&invalid)?,
@@ -97,6 +104,7 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
             max_output_tokens: trace.1,
             turn_output_tokens: Vec::new(),
             prompt_to_build,
+            reference_replies,
         });
     }
     if !placeholders.is_empty() {
@@ -125,9 +133,10 @@ fn unresolved(source: &str, placeholders: &[String]) -> DatasetError {
     })
 }
 
-/// A trace row's send time (µs) and output length; its `text_input`
+/// A trace row's send time (µs), its output length, and whether each
+/// turn's is its reply's (`"output_length": "reply"`); its `text_input`
 /// becomes its one turn.
-fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>), String> {
+fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>, bool), String> {
     if let Some(text) = raw.text_input.take() {
         if raw.turns.is_some() || raw.messages.is_some() {
             return Err(
@@ -145,7 +154,48 @@ fn trace_fields(raw: &mut RawRow) -> Result<(Option<u64>, Option<u32>), String> 
             ));
         }
     };
-    Ok((timestamp_us, raw.output_length))
+    let (output_length, from_reply) = match raw.output_length.take() {
+        None => (None, false),
+        Some(serde_json::Value::String(word)) if word == "reply" => (None, true),
+        Some(serde_json::Value::Number(n)) if n.as_u64().is_some_and(|n| n <= u32::MAX.into()) => {
+            (n.as_u64().map(|n| n as u32), false)
+        }
+        Some(other) => {
+            return Err(format!(
+                "field `output_length` must be a token count or \"reply\", found {other}"
+            ));
+        }
+    };
+    Ok((timestamp_us, output_length, from_reply))
+}
+
+/// The reply after each user message of a row whose output lengths are
+/// its replies' (`"output_length": "reply"`): every user message needs an
+/// assistant one right after it.
+fn reference_replies(messages: Option<&[Message]>, has_turns: bool) -> Result<Vec<String>, String> {
+    let Some(messages) = messages.filter(|_| !has_turns) else {
+        return Err(
+            "`\"output_length\": \"reply\"` counts each user message's reply: give \
+             `messages` (user and assistant in turn), not `turns`"
+                .into(),
+        );
+    };
+    let mut replies = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if m.role != "user" {
+            continue;
+        }
+        match messages.get(i + 1) {
+            Some(next) if next.role == "assistant" => replies.push(next.content.clone()),
+            _ => {
+                return Err(format!(
+                    "field `messages[{i}]` has no assistant reply after it, and \
+                     `\"output_length\": \"reply\"` takes its output length from one"
+                ));
+            }
+        }
+    }
+    Ok(replies)
 }
 
 /// A trace row's prompt given as `input_length` tokens (with `hash_ids`),
@@ -268,6 +318,32 @@ mod tests {
         assert!(err(r#"{"hash_ids": [1]}"#).contains("`hash_ids`"));
         assert!(err(r#"{"text_input": "a", "turns": ["b"]}"#).contains("leave out `turns`"));
         assert!(err(r#"{"timestamp": -3, "text_input": "a"}"#).contains("`timestamp`"));
+    }
+
+    #[test]
+    fn reply_rows_keep_each_turns_reply() {
+        let text = r#"{"question_id":"a","messages":[{"role":"system","content":"s"},{"role":"user","content":"u1"},{"role":"assistant","content":"r1"},{"role":"user","content":"u2"},{"role":"assistant","content":"r2"}],"output_length":"reply"}
+{"question_id":"b","messages":[{"role":"user","content":"u"},{"role":"assistant","content":"r"}],"output_length":9}"#;
+        let rows = parse_rows("r.jsonl", text).unwrap();
+        assert_eq!(rows[0].turns, ["u1", "u2"]);
+        assert_eq!(rows[0].reference_replies, ["r1", "r2"]);
+        assert_eq!(rows[0].max_output_tokens, None);
+        assert!(rows[1].reference_replies.is_empty());
+        assert_eq!(rows[1].max_output_tokens, Some(9));
+        let err = |line: &str| parse_rows("r.jsonl", line).unwrap_err().to_string();
+        let unanswered = err(
+            r#"{"messages":[{"role":"user","content":"u"},{"role":"user","content":"v"},{"role":"assistant","content":"r"}],"output_length":"reply"}"#,
+        );
+        assert!(
+            unanswered.starts_with("r.jsonl:1: field `messages[0]` has no assistant reply"),
+            "{unanswered}"
+        );
+        assert!(err(r#"{"turns":["u"],"output_length":"reply"}"#).contains("not `turns`"));
+        assert!(
+            err(r#"{"turns":["u"],"output_length":"many"}"#)
+                .contains("`output_length` must be a token count or \"reply\", found \"many\"")
+        );
+        assert!(err(r#"{"turns":["u"],"output_length":-1}"#).contains("`output_length`"));
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub mod registry;
 #[cfg(feature = "hub")]
 pub mod resolve;
 pub mod select;
+pub mod sharegpt;
 #[cfg(feature = "hub")]
 pub mod upstream;
 
@@ -88,6 +89,7 @@ pub use registry::{DatasetSource, DatasetSpec, lookup, registry};
 #[cfg(feature = "hub")]
 pub use resolve::Resolver;
 pub use select::{ALL_CATEGORIES, CategorySelection, bench_dataset};
+pub use sharegpt::{LimitBroken, ReplyLimits, ShareGptRows, sharegpt_rows};
 #[cfg(feature = "hub")]
 pub use upstream::{PrepareScript, ScriptPin, UpstreamOptions};
 
@@ -138,6 +140,12 @@ pub struct Conversation {
     /// empty until it is built (`speedbench_client::synthetic::TracePrompts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_to_build: Option<PromptToBuild>,
+    /// Each turn's reference reply, whose token count becomes that turn's
+    /// output length before the run (ShareGPT's `gpt` messages; a row's
+    /// `"output_length": "reply"`): empty for every other row, and emptied
+    /// once counted (`turn_output_tokens` then holds the counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_replies: Vec<String>,
 }
 
 impl Conversation {

@@ -197,6 +197,7 @@ pub async fn materialize(
             path: options.dataset_cache.join(spec.cache_file()),
         })),
         DatasetSource::Literature(lit) => from_literature(lit, options).await,
+        DatasetSource::ShareGpt => from_sharegpt(spec, options).await,
         DatasetSource::SpeedBench { config, .. } => {
             resolve_speed_bench(spec, config, options).await
         }
@@ -230,6 +231,48 @@ async fn from_literature(
         },
         repo: Some(lit.repo.to_string()),
         revision: Some(files.commit),
+    })
+}
+
+/// ShareGPT's JSON file from the Hub, its conversations as JSONL rows
+/// (each turn's reply kept to be counted), written to the dataset cache.
+async fn from_sharegpt(
+    spec: &DatasetSpec,
+    options: &LoadOptions,
+) -> Result<Materialized, DatasetError> {
+    use crate::registry::{SHAREGPT_FILE, SHAREGPT_REPO, SHAREGPT_REVISION};
+    let hub = HubClient::new(options.hub.clone())?;
+    let (commit, file) = hub
+        .fetch_file(SHAREGPT_REPO, SHAREGPT_REVISION, SHAREGPT_FILE)
+        .await?;
+    let bytes = std::fs::read(&file).map_err(|source| DatasetError::Io {
+        path: file.clone(),
+        source,
+    })?;
+    let rows = crate::sharegpt::sharegpt_rows(&file.display().to_string(), bytes)?;
+    if rows.kept == 0 {
+        return Err(DatasetError::from(ContentError::Empty {
+            source_name: file.display().to_string(),
+        }));
+    }
+    let path = options.dataset_cache.join(spec.cache_file());
+    write_atomic(&path, rows.jsonl.as_bytes())?;
+    tracing::warn!(
+        "ShareGPT: {} of {} conversations kept into {}; {} without a human->gpt pair with \
+         text are left out, as AIPerf leaves them out",
+        rows.kept,
+        rows.entries,
+        path.display(),
+        rows.without_pair()
+    );
+    Ok(Materialized {
+        jsonl: rows.jsonl,
+        origin: Origin::Hub {
+            repo: SHAREGPT_REPO.to_string(),
+            commit: commit.clone(),
+        },
+        repo: Some(SHAREGPT_REPO.to_string()),
+        revision: Some(commit),
     })
 }
 

@@ -20,6 +20,16 @@ pub const SPEED_BENCH_CONFIGS: [&str; 6] = [
     "throughput_32k",
 ];
 
+/// The Hub repository of ShareGPT, the one AIPerf and vLLM read.
+pub const SHAREGPT_REPO: &str = "anon8231489123/ShareGPT_Vicuna_unfiltered";
+
+/// ShareGPT's file in [`SHAREGPT_REPO`].
+pub const SHAREGPT_FILE: &str = "ShareGPT_V3_unfiltered_cleaned_split.json";
+
+/// The ShareGPT revision read (AIPerf reads `main`); the commit it resolves
+/// to is recorded.
+pub const SHAREGPT_REVISION: &str = "main";
+
 /// Where a registered dataset's rows come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatasetSource {
@@ -35,6 +45,10 @@ pub enum DatasetSource {
     Literature(LiteratureSpec),
     /// Spec-Bench's `question.jsonl`, which lives on GitHub, not the Hub.
     SpecBench,
+    /// ShareGPT's conversations ([`SHAREGPT_FILE`] on the Hub), each turn
+    /// asking for its reference reply's token count
+    /// ([`crate::sharegpt`]).
+    ShareGpt,
 }
 
 /// A literature dataset on the Hub.
@@ -84,6 +98,7 @@ impl DatasetSpec {
             DatasetSource::SpeedBench { .. } => Some(SPEED_BENCH_REPO),
             DatasetSource::Literature(l) => Some(l.repo),
             DatasetSource::SpecBench => None,
+            DatasetSource::ShareGpt => Some(SHAREGPT_REPO),
         }
     }
 
@@ -95,6 +110,7 @@ impl DatasetSpec {
             DatasetSource::SpeedBench { config, .. } => format!("speed-bench/{config}.jsonl"),
             DatasetSource::Literature(_) => format!("public/{}.jsonl", self.name),
             DatasetSource::SpecBench => "spec-bench/question.jsonl".to_string(),
+            DatasetSource::ShareGpt => format!("public/{}.jsonl", self.name),
         }
     }
 }
@@ -213,7 +229,7 @@ fn throughput_size(config: &str) -> &'static str {
 }
 
 /// Every registered dataset, in listing order: SPEED-Bench aggregate and
-/// per-category names, the literature datasets, then Spec-Bench.
+/// per-category names, the literature datasets, Spec-Bench, then ShareGPT.
 // Longer than 60 lines on purpose: it is the registry's table, one entry
 // after another in listing order; split, the order would be in no one
 // place.
@@ -301,6 +317,19 @@ pub fn registry() -> Vec<DatasetSpec> {
         license: "Apache-2.0",
         source: DatasetSource::SpecBench,
     });
+    out.push(DatasetSpec {
+        name: "sharegpt".into(),
+        description: format!(
+            "ShareGPT conversations ({SHAREGPT_REPO}, {SHAREGPT_FILE}): each human->gpt pair a \
+             turn asking for its reply's token count (AIPerf's `sharegpt`)"
+        ),
+        // About: the file is not read to count them (AIPerf says ~90K).
+        rows: 90000,
+        turns: "1-n",
+        approx_size: "~650 MB (file)",
+        license: "Apache-2.0",
+        source: DatasetSource::ShareGpt,
+    });
     out
 }
 
@@ -368,12 +397,12 @@ mod tests {
     #[test]
     fn every_aiperf_name_is_registered_once() {
         let all = registry();
-        // 1 + 11 + 5 * 4 + 5 + 1
-        assert_eq!(all.len(), 38);
+        // 1 + 11 + 5 * 4 + 5 + 1 + 1
+        assert_eq!(all.len(), 39);
         let mut names: Vec<_> = all.iter().map(|s| s.name.as_str()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 39);
         for n in [
             "speed_bench_qualitative",
             "speed_bench_rag",
@@ -382,6 +411,7 @@ mod tests {
             "speed_bench_throughput_1k_mixed",
             "spec_al_mtbench",
             "spec_bench",
+            "sharegpt",
         ] {
             assert!(names.contains(&n), "{n}");
         }

@@ -54,11 +54,17 @@ pub async fn execute(
     }
     let fields = valid.target.shown_extra_body();
     let forced = valid.spec.forced_output(&fields);
+    let own_lengths = (dataset.conversations.iter())
+        .any(|c| c.max_output_tokens.is_some() || !c.reference_replies.is_empty());
     observer.sampling(&match forced {
         Some(output) => crate::text::forced_output_line(&output, &fields),
+        None if own_lengths => crate::text::row_lengths_line(valid.target.max_tokens, &fields),
         None => crate::text::sampling_line(valid.target.max_tokens, &fields),
     });
     let mut valid = valid;
+    // Rows asking for their replies' lengths, counted before `--limit`
+    // keeps the first of those inside the limits.
+    let dataset = crate::replies::count_replies(&mut valid, dataset, observer).await?;
     let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
     // A trace: its window's rows, reshaped by a synthesis, then scheduled.
     if let Some(window) = &valid.trace_window {
@@ -73,7 +79,10 @@ pub async fn execute(
         window.schedule(&dataset, &mut valid.load, speedup);
     }
     // A trace's rows given by length, built against this run's server.
-    let dataset = valid.spec.trace_prompts(dataset, observer).await?;
+    let counted_replies = valid.description.config.get("reply_lengths").is_some();
+    let dataset = (valid.spec)
+        .trace_prompts(dataset, counted_replies, observer)
+        .await?;
     if let Some(line) = recycling(&valid.load, &dataset) {
         observer.warning(&line);
     }

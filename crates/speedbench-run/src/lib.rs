@@ -59,6 +59,7 @@ pub mod flags;
 mod observer;
 pub mod process;
 pub mod repeat;
+mod replies;
 pub mod report;
 mod shaping;
 mod spec;

@@ -227,17 +227,20 @@ impl RunSpec {
 
     /// `dataset` with the prompts its trace rows give by length built
     /// (`input_length`, `hash_ids` in blocks of `--isl-block-size`), by
-    /// [`RunSpec::token_codec`]; unchanged when it has none.
+    /// [`RunSpec::token_codec`]; unchanged when it has none. Without them,
+    /// a `--tokenizer` that counted nothing else (`counted_replies`
+    /// false) is said to be unread.
     pub(crate) async fn trace_prompts(
         &self,
         mut dataset: Dataset,
+        counted_replies: bool,
         observer: &mut dyn Observer,
     ) -> Result<Dataset, RunError> {
         let rows = (dataset.conversations.iter())
             .filter(|c| c.prompt_to_build.is_some())
             .count();
         if rows == 0 {
-            if let Some(path) = self.tokenizer_unused() {
+            if let Some(path) = self.tokenizer_unused().filter(|_| !counted_replies) {
                 observer.warning(&format!(
                     "--tokenizer {} is not read: this run builds no prompt to a length, and \
                      its token counts are the server's own (`usage`)",
@@ -270,7 +273,7 @@ impl RunSpec {
 
     /// What counts the prompts' tokens: the `tokenizer.json` of
     /// `--tokenizer`, else the server's own `/tokenize`.
-    async fn token_codec(&self) -> Result<Box<dyn TokenCodec>, RunError> {
+    pub(crate) async fn token_codec(&self) -> Result<Box<dyn TokenCodec>, RunError> {
         match &self.dataset.synthetic.tokenizer {
             Some(path) => local_tokenizer(path),
             None => Ok(Box::new(self.server_tokenizer().await?)),

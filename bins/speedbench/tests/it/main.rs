@@ -36,6 +36,7 @@ mod scrape_precedence_e2e;
 mod secrets_e2e;
 mod shapes_e2e;
 mod shard_e2e;
+mod sharegpt_e2e;
 mod sim_config_e2e;
 mod speed_bench_py_compare_e2e;
 mod speed_bench_py_e2e;

@@ -28,6 +28,7 @@
 mod lengths;
 #[cfg(feature = "tokenizer-json")]
 mod local;
+mod replies;
 mod server;
 mod synthesis;
 mod word;
@@ -44,6 +45,7 @@ use crate::schedule::standard_normal;
 pub use lengths::{LengthDistribution, SequenceDistribution};
 #[cfg(feature = "tokenizer-json")]
 pub use local::LocalTokenizer;
+pub use replies::{ReplyCount, ReplyLengths};
 pub use server::ServerTokenizer;
 pub use synthesis::{SynthesisReport, TraceSynthesis};
 pub use word::WordCodec;

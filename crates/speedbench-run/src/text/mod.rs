@@ -102,6 +102,32 @@ pub fn sampling_line(
     format!("sampling: {}", field_parts(cap, fields).join(", "))
 }
 
+/// [`sampling_line`] for a dataset whose rows give their own output
+/// lengths (a trace's `output_length`, ShareGPT's replies): each row's
+/// `max_tokens` is its own, and `--osl` is sent only for rows without.
+///
+/// ```
+/// use speedbench_run::text::row_lengths_line;
+///
+/// assert_eq!(
+///     row_lengths_line(Some(64), &Default::default()),
+///     "sampling: max_tokens each row's own (the dataset's output lengths; 64 (--osl) for rows \
+///      without), temperature not sent (the server's default, usually sampled decoding; \
+///      --extra-inputs temperature:0 for greedy)"
+/// );
+/// ```
+pub fn row_lengths_line(
+    max_tokens: Option<u32>,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let others = match max_tokens {
+        Some(n) => format!("{n} (--osl) for rows without"),
+        None => "not sent for rows without".to_string(),
+    };
+    let cap = format!("max_tokens each row's own (the dataset's output lengths; {others})");
+    format!("sampling: {}", field_parts(cap, fields).join(", "))
+}
+
 /// [`sampling_line`] for synthetic prompts whose output length is forced
 /// (`--isl` with `--osl`): each prompt's own `max_tokens`, exactly `--osl`,
 /// drawn around it or from `--osl-distribution`, and the `ignore_eos` that

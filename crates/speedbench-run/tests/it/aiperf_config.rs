@@ -1235,37 +1235,60 @@ fn gpu_telemetry_expands_as_shipped() {
     assert_eq!(spec.dataset.synthetic.isl, Some(256));
 }
 
-/// AIPerf's `public_dataset` template (ShareGPT), as shipped, is refused
-/// for both fields speedbench cannot honour at once, each by line and
-/// with what to write instead; its `sampling: shuffle` is not among them.
+/// AIPerf's `public_dataset` template (ShareGPT), as shipped: the dataset,
+/// its `entries` as `--limit` (ShareGPT's rows are of one category), its
+/// sampling and its phases as AIPerf's own expansion gives them.
 #[test]
-fn public_dataset_is_refused_for_every_field_it_cannot_honour() {
-    let text = template("public_dataset");
-    let err = expand("public_dataset", &text, &[]).unwrap_err();
-    assert!(err.contains("2 fields speedbench cannot honour"), "{err}");
-    let entries = line_of(&text, "type: public", "entries:");
-    let dataset = line_of(&text, "type: public", "dataset: sharegpt");
-    assert!(
-        err.contains(&format!(
-            "public_dataset.yaml:{entries}: `datasets[0].entries`"
-        )),
-        "{err}"
-    );
-    assert!(
-        err.contains(&format!(
-            "public_dataset.yaml:{dataset}: `datasets[0].dataset: sharegpt`: unknown dataset"
-        )) && err.contains("`speedbench datasets` lists"),
-        "{err}"
-    );
-    assert!(!err.contains("sampling"), "{err}");
-    // Without those two, it runs a registered dataset, shuffled.
-    let adapted = text
-        .replace("dataset: sharegpt", "dataset: spec_al_gsm8k")
-        .replace("    entries: 1000", "");
-    let sweep = expand("public_dataset", &adapted, &[]).unwrap();
+fn public_dataset_expands_as_shipped() {
+    let name = "public_dataset";
+    let aiperf = aiperf_expansion(name);
+    let dataset = &aiperf["variations"][0]["benchmark"]["datasets"][0];
+    let sweep = expand(name, &template(name), &[]).unwrap();
     let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        spec.dataset.source,
+        Some(speedbench_run::DatasetSource::PublicDataset(
+            dataset["dataset"].as_str().unwrap().into()
+        ))
+    );
+    assert_eq!(
+        spec.dataset.limit.map(|n| n.get() as u64),
+        dataset["entries"].as_u64()
+    );
+    assert_eq!(dataset["sampling"], "shuffle");
     assert_eq!(
         spec.load.dataset_sampling,
         speedbench_client::DatasetSampling::Shuffle
     );
+    let profiling = aiperf_phase(&aiperf, "profiling");
+    assert_eq!(spec.load.request_count, profiling["requests"].as_u64());
+    assert_eq!(
+        Some(spec.load.concurrency as u64),
+        profiling["concurrency"].as_u64()
+    );
+    let warmup = aiperf_phase(&aiperf, "warmup");
+    assert_eq!(
+        Some(spec.load.warmup_request_count),
+        warmup["requests"].as_u64()
+    );
+}
+
+/// `entries` of a public dataset whose rows are of several categories has
+/// no `--limit` to become, and is refused by line with what to write.
+#[test]
+fn entries_of_a_dataset_of_several_categories_is_refused() {
+    let text =
+        template("public_dataset").replace("dataset: sharegpt", "dataset: speed_bench_qualitative");
+    let err = expand("public_dataset", &text, &[]).unwrap_err();
+    let entries = line_of(&text, "type: public", "entries:");
+    assert!(
+        err.contains(&format!(
+            "public_dataset.yaml:{entries}: `datasets[0].entries`"
+        )) && err.contains("`--limit` keeps N of each category"),
+        "{err}"
+    );
+    let text = template("public_dataset").replace("dataset: sharegpt", "dataset: sharegtp");
+    let err = expand("public_dataset", &text, &[]).unwrap_err();
+    assert!(err.contains("2 fields speedbench cannot honour"), "{err}");
+    assert!(err.contains("did you mean \"sharegpt\""), "{err}");
 }

@@ -127,6 +127,12 @@ impl FakeHub {
         }
         add("nvidia/SPEED-Bench", None, SPEED_BENCH_REVISION, false);
         add("abisee/cnn_dailymail", Some("main"), &sha_of("cnn"), false);
+        add(
+            "anon8231489123/ShareGPT_Vicuna_unfiltered",
+            Some("main"),
+            &sha_of("sharegpt"),
+            false,
+        );
         add("cais/hle", None, HLE_REVISION, true);
         add(
             "livecodebench/code_generation_lite",

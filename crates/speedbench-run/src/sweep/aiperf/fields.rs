@@ -635,8 +635,15 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     if sampling_ok(node) {
         allowed.push("sampling");
     }
-    let why = "it fetches a registered dataset whole (AIPerf 0.13.0 does not read `entries` of \
-               a public dataset either: leave it out; `--request-count` bounds what is sent)";
+    let one_category = (node.get("dataset").and_then(Node::scalar_text))
+        .and_then(|name| speedbench_dataset::registry::lookup(&name).ok())
+        .is_some_and(|spec| of_one_category(&spec));
+    if one_category {
+        allowed.push("entries");
+    }
+    let why = "`entries` keeps a dataset's first rows (`--limit`) where its rows are of one \
+               category; a dataset of several has no first N rows to keep (`--limit` keeps N of \
+               each category: give it on the command line)";
     let name = node.get("dataset").ok_or_else(|| {
         invalid(
             out,
@@ -659,7 +666,22 @@ fn public_dataset(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
         return Err(e);
     }
     sampling(out, node)?;
+    if let Some(entries) = node.get("entries") {
+        out.one("limit", entries)?;
+    }
     out.one("public-dataset", name)
+}
+
+/// Whether every row of a registered dataset is of one category, so that
+/// AIPerf's `entries` (a count of rows) is `--limit` (a count per
+/// category).
+fn of_one_category(spec: &speedbench_dataset::DatasetSpec) -> bool {
+    use speedbench_dataset::DatasetSource;
+    match &spec.source {
+        DatasetSource::SpeedBench { category, .. } => category.is_some(),
+        DatasetSource::Literature(_) | DatasetSource::ShareGpt => true,
+        DatasetSource::SpecBench => false,
+    }
 }
 
 /// A public dataset's name speedbench has no loader for (AIPerf's

@@ -1,0 +1,242 @@
+//! End-to-end: `--public-dataset sharegpt` from a Hub cache laid out as
+//! `huggingface_hub` lays it out, offline, against the simulator. Each turn
+//! asks for its reply's token count by the server's `/tokenize`, the
+//! conversations outside AIPerf's limits are never sent, and both are
+//! checked against the simulator's own log and against the turns AIPerf
+//! 0.13.0's own ShareGPT loader makes of the same file
+//! (`fixtures/aiperf/sharegpt_turns.json`, from `sharegpt_turns.py`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+const REPO_FOLDER: &str = "datasets--anon8231489123--ShareGPT_Vicuna_unfiltered";
+const FILE: &str = "ShareGPT_V3_unfiltered_cleaned_split.json";
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// A Hub cache in `home` holding ShareGPT's miniature file at `main`.
+fn hub_cache(home: &Path) {
+    let commit = "5".repeat(40);
+    let repo = home.join("hub").join(REPO_FOLDER);
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), &commit).unwrap();
+    let snapshot = repo.join("snapshots").join(&commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let source = fixtures()
+        .join("hub/anon8231489123/ShareGPT_Vicuna_unfiltered")
+        .join(FILE);
+    std::fs::copy(source, snapshot.join(FILE)).unwrap();
+}
+
+/// AIPerf's turns: each kept conversation's first prompt, and its turns'
+/// `max_tokens` in order.
+fn aiperf_turns() -> BTreeMap<String, Vec<u32>> {
+    let text = std::fs::read_to_string(fixtures().join("aiperf/sharegpt_turns.json")).unwrap();
+    let kept: serde_json::Value = serde_json::from_str(&text).unwrap();
+    (kept.as_array().unwrap().iter())
+        .map(|c| {
+            let turns = c["turns"].as_array().unwrap();
+            let first = turns[0]["prompt"].as_str().unwrap().to_string();
+            let lengths = turns
+                .iter()
+                .map(|t| t["max_tokens"].as_u64().unwrap() as u32);
+            (first, lengths.collect())
+        })
+        .collect()
+}
+
+/// `profile --public-dataset sharegpt` at concurrency 1, offline.
+async fn profile(home: &Path, url: &str, out_dir: &Path, extra: &[&str]) -> std::process::Output {
+    let mut cmd = bin();
+    cmd.env("HF_HOME", home)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .args([
+            "profile",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--public-dataset",
+            "sharegpt",
+        ])
+        .args([
+            "--concurrency",
+            "1",
+            "--no-server-metrics",
+            "--dataset-cache",
+        ])
+        .arg(home.join("datasets"))
+        .arg("--output-artifact-dir")
+        .arg(out_dir)
+        .args(extra);
+    cmd.output().await.unwrap()
+}
+
+/// Every conversation AIPerf keeps is sent whole, each turn asking for its
+/// reply's length (the simulator cut each output there: its own count of
+/// what it generated, `finish_reason: length`), and none it leaves out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_cache(dir.path());
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let out_dir = dir.path().join("run");
+    let out = profile(
+        dir.path(),
+        &server.url(),
+        &out_dir,
+        &["--num-conversations", "4"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("{stderr}");
+    let want = aiperf_turns();
+    assert_eq!(want.len(), 4);
+    let mut sent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for t in server.ground_truth().requests_log {
+        assert!(t.truncated, "{t:?}");
+        let turns = sent.entry(t.conversation.clone()).or_default();
+        assert_eq!(turns.len() + 1, t.turns as usize, "{t:?}");
+        turns.push(t.completion_tokens);
+    }
+    assert_eq!(sent, want);
+    let records = read_run(&out_dir).unwrap().records;
+    assert_eq!(records.len(), 7);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let replies = &manifest["config"]["reply_lengths"];
+    assert_eq!(
+        (replies["rows"].as_u64(), replies["kept"].as_u64()),
+        (Some(7), Some(4)),
+        "{replies}"
+    );
+    assert_eq!(
+        replies["left_out"].as_array().unwrap().len(),
+        3,
+        "{replies}"
+    );
+    assert!(
+        replies["tokens_counted_by"]
+            .as_str()
+            .unwrap()
+            .contains("/tokenize"),
+        "{replies}"
+    );
+    assert!(
+        stderr.contains("3 of 7 counted rows are left out"),
+        "{stderr}"
+    );
+    // The conversation with nothing to pair was left out when the file
+    // became rows, and said then.
+    assert!(
+        stderr.contains("7 of 8 conversations kept")
+            && stderr.contains("1 without a human->gpt pair"),
+        "{stderr}"
+    );
+}
+
+/// `--limit N` (an AIPerf config's `entries`) keeps the first N
+/// conversations inside the limits, in file order, and counts no further.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_keeps_the_first_conversations_inside_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_cache(dir.path());
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let out_dir = dir.path().join("run");
+    let out = profile(
+        dir.path(),
+        &server.url(),
+        &out_dir,
+        &["--limit", "2", "--num-conversations", "2"],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let firsts: std::collections::BTreeSet<String> = (server.ground_truth().requests_log.iter())
+        .map(|t| t.conversation.clone())
+        .collect();
+    let want: Vec<String> = aiperf_turns().into_keys().collect();
+    let kept: Vec<&String> = firsts.iter().collect();
+    // sg-multi and sg-system: the first two AIPerf keeps in file order.
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.iter().all(|k| want.contains(k)), "{kept:?}");
+    assert!(
+        firsts
+            .iter()
+            .any(|f| f.starts_with("[qa 0] Please explain"))
+    );
+    assert!(
+        firsts
+            .iter()
+            .any(|f| f.starts_with("[coding 0] Sort a list"))
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let replies = &manifest["config"]["reply_lengths"];
+    assert_eq!(
+        replies["not_counted_past_limit"].as_u64(),
+        Some(4),
+        "{replies}"
+    );
+    assert_eq!(replies["kept"].as_u64(), Some(2), "{replies}");
+}
+
+/// AIPerf's `public_dataset` template, unchanged (ShareGPT, `entries:
+/// 1000`, shuffled, 1,000 requests at concurrency 32 after a warmup of 50
+/// at 8), against the simulator named by `--url`, from the Hub cache:
+/// every request the simulator read is a turn of a conversation AIPerf
+/// keeps, at its turn, asking for its reply's length, and each of them
+/// is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aiperfs_public_dataset_template_runs_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_cache(dir.path());
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()
+        .with_ttft_ms(1.0)
+        .with_step_ms(0.0))
+    .await;
+    let template = fixtures().join("aiperf/configs/public_dataset.yaml");
+    let out = bin()
+        .current_dir(dir.path())
+        .env("HF_HOME", dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .args(["profile", "--config", template.to_str().unwrap()])
+        .args(["--url", &server.url(), "--no-server-metrics"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = aiperf_turns();
+    let log = server.ground_truth().requests_log;
+    assert_eq!(log.len(), 1050);
+    let mut seen = std::collections::BTreeSet::new();
+    for t in &log {
+        let lengths = &want[&t.conversation];
+        assert_eq!(t.completion_tokens, lengths[t.turns as usize - 1], "{t:?}");
+        seen.insert(t.conversation.clone());
+    }
+    assert_eq!(seen.len(), want.len());
+    let run_dir = dir.path().join("artifacts/public_dataset");
+    let records = read_run(&run_dir).unwrap().records;
+    assert_eq!(records.iter().filter(|r| !r.warmup).count(), 1000);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    let config = &manifest["config"];
+    assert_eq!(config["reply_lengths"]["kept"], 4);
+    assert_eq!(config["client"]["dataset_sampling_strategy"], "shuffle");
+    assert_eq!(config["limit_per_category"], 1000);
+}
