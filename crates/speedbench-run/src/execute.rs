@@ -80,9 +80,12 @@ pub async fn execute(
     }
     // A trace's rows given by length, built against this run's server.
     let counted_replies = valid.description.config.get("reply_lengths").is_some();
-    let dataset = (valid.spec)
+    let (dataset, built) = (valid.spec)
         .trace_prompts(dataset, counted_replies, observer)
         .await?;
+    if let Some(built) = built {
+        valid.description.config["trace_prompts"] = built;
+    }
     if let Some(line) = recycling(&valid.load, &dataset) {
         observer.warning(&line);
     }

@@ -229,13 +229,14 @@ impl RunSpec {
     /// (`input_length`, `hash_ids` in blocks of `--isl-block-size`), by
     /// [`RunSpec::token_codec`]; unchanged when it has none. Without them,
     /// a `--tokenizer` that counted nothing else (`counted_replies`
-    /// false) is said to be unread.
+    /// false) is said to be unread. With them, also what was built, for
+    /// `run.json` (`config.trace_prompts`).
     pub(crate) async fn trace_prompts(
         &self,
         mut dataset: Dataset,
         counted_replies: bool,
         observer: &mut dyn Observer,
-    ) -> Result<Dataset, RunError> {
+    ) -> Result<(Dataset, Option<serde_json::Value>), RunError> {
         let rows = (dataset.conversations.iter())
             .filter(|c| c.prompt_to_build.is_some())
             .count();
@@ -247,7 +248,7 @@ impl RunSpec {
                     path.display()
                 ));
             }
-            return Ok(dataset);
+            return Ok((dataset, None));
         }
         let s = &self.dataset.synthetic;
         if s.block_size == 0 {
@@ -268,7 +269,12 @@ impl RunSpec {
             .build(&mut dataset, tokenizer.as_ref())
             .await
             .map_err(|e| hinted("building the trace's prompts", e))?;
-        Ok(dataset)
+        let built = serde_json::json!({
+            "rows": rows,
+            "block_size": s.block_size,
+            "tokens_counted_by": tokenizer.describe(),
+        });
+        Ok((dataset, Some(built)))
     }
 
     /// What counts the prompts' tokens: the `tokenizer.json` of

@@ -536,6 +536,14 @@ async fn aiperfs_fixed_schedule_template_replays_a_trace_given_by_length() {
     assert_eq!(records.len(), 3);
     let config = &run_json(&run_dir)["config"];
     assert_eq!(config["client"]["max_concurrency"], 100, "{config}");
+    // What built the rows' prompts is recorded with them.
+    let built = &config["trace_prompts"];
+    assert_eq!(built["rows"], 3, "{config}");
+    let by = built["tokens_counted_by"].as_str().unwrap_or_default();
+    assert!(
+        by.starts_with("the server's /tokenize at http://127.0.0.1:"),
+        "{config}"
+    );
 }
 
 /// AIPerf's `inline_dataset` template, unchanged (five `single_turn` rows
