@@ -25,8 +25,11 @@ pub(crate) async fn count_replies(
     if rows == 0 {
         return Ok(dataset);
     }
-    let one_category =
-        dataset.categories().len() <= 1 && valid.categories == CategorySelection::All;
+    // `--limit` keeps N of each category: the first N rows counted are
+    // those N only where every row is of one category (or of none).
+    let first = dataset.conversations.first().map(|c| &c.category);
+    let one_category = (dataset.conversations.iter()).all(|c| Some(&c.category) == first)
+        && valid.categories == CategorySelection::All;
     let step = ReplyLengths {
         limits: ReplyLimits::default(),
         keep_first: valid.limit.filter(|_| one_category).map(|n| n.get()),

@@ -240,3 +240,84 @@ async fn aiperfs_public_dataset_template_runs_unchanged() {
     assert_eq!(config["client"]["dataset_sampling_strategy"], "shuffle");
     assert_eq!(config["limit_per_category"], 1000);
 }
+
+/// The row shape is open to any input file: `"output_length": "reply"`
+/// rows ask for their replies' lengths, and over rows of several
+/// categories `--limit` keeps the first of each inside the limits (every
+/// row counted, since the first N counted are not N of each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_rows_of_an_input_file_keep_the_first_of_each_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = |lead: &str, n: usize| {
+        let rest: Vec<String> = (lead.split_whitespace().count()..n)
+            .map(|i| format!("w{i}"))
+            .collect();
+        format!("{lead} {}", rest.join(" ")).trim().to_string()
+    };
+    let row = |id: &str, category: &str, prompt: String, reply: String| {
+        serde_json::json!({
+            "question_id": id,
+            "category": category,
+            "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}],
+            "output_length": "reply",
+        })
+    };
+    let rows = [
+        row("a1", "x", "[x] short".into(), words("r", 5)),
+        row("a2", "x", words("[x] a2 asks", 5), words("r", 6)),
+        row("b1", "y", words("[y] b1 asks", 5), words("r", 7)),
+        row("a3", "x", words("[x] a3 asks", 5), words("r", 8)),
+    ];
+    let file = dir.path().join("replies.jsonl");
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let out_dir = dir.path().join("run");
+    let out = run(&[
+        "profile",
+        "--url",
+        &server.url(),
+        "--model",
+        "m",
+        "--input-file",
+        file.to_str().unwrap(),
+        "--limit",
+        "1",
+        "--no-server-metrics",
+        "--output-artifact-dir",
+        out_dir.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut sent: Vec<(String, u32)> = (server.ground_truth().requests_log.iter())
+        .map(|t| {
+            (
+                t.conversation
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .to_string(),
+                t.completion_tokens,
+            )
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(sent, [("a2".to_string(), 6), ("b1".to_string(), 7)]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let replies = &manifest["config"]["reply_lengths"];
+    assert_eq!(
+        (replies["rows"].as_u64(), replies["kept"].as_u64()),
+        (Some(4), Some(3)),
+        "{replies}"
+    );
+    assert_eq!(
+        replies["not_counted_past_limit"].as_u64(),
+        Some(0),
+        "{replies}"
+    );
+}
