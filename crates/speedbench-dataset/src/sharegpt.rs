@@ -22,8 +22,11 @@ pub const SHAREGPT_CATEGORY: &str = "sharegpt";
 /// conversation with any turn outside them is left out whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyLimits {
-    /// The fewest tokens a prompt, and a reply, may have (4).
-    pub min_tokens: u32,
+    /// The fewest tokens a prompt may have (4).
+    pub min_prompt_tokens: u32,
+    /// The fewest tokens a reply may have (4; 0 checks none, as AIPerf
+    /// does when an output length is given).
+    pub min_reply_tokens: u32,
     /// The most tokens a prompt may have (1,024).
     pub max_prompt_tokens: u32,
     /// The most tokens a prompt and its reply may have together (2,048).
@@ -33,7 +36,8 @@ pub struct ReplyLimits {
 impl Default for ReplyLimits {
     fn default() -> ReplyLimits {
         ReplyLimits {
-            min_tokens: 4,
+            min_prompt_tokens: 4,
+            min_reply_tokens: 4,
             max_prompt_tokens: 1024,
             max_total_tokens: 2048,
         }
@@ -43,11 +47,11 @@ impl Default for ReplyLimits {
 /// The limit a turn is outside ([`ReplyLimits::refuse`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitBroken {
-    /// The prompt has fewer tokens than `min_tokens`.
+    /// The prompt has fewer tokens than `min_prompt_tokens`.
     PromptUnder,
     /// The prompt has more tokens than `max_prompt_tokens`.
     PromptOver,
-    /// The reply has fewer tokens than `min_tokens`.
+    /// The reply has fewer tokens than `min_reply_tokens`.
     ReplyUnder,
     /// The prompt and reply together have more than `max_total_tokens`.
     TogetherOver,
@@ -57,11 +61,11 @@ impl ReplyLimits {
     /// The limit a turn of `prompt` and `reply` tokens is outside (the
     /// first, in AIPerf's order), or `None` when it is inside them.
     pub fn refuse(&self, prompt: u32, reply: u32) -> Option<LimitBroken> {
-        if prompt < self.min_tokens {
+        if prompt < self.min_prompt_tokens {
             Some(LimitBroken::PromptUnder)
         } else if prompt > self.max_prompt_tokens {
             Some(LimitBroken::PromptOver)
-        } else if reply < self.min_tokens {
+        } else if reply < self.min_reply_tokens {
             Some(LimitBroken::ReplyUnder)
         } else if u64::from(prompt) + u64::from(reply) > u64::from(self.max_total_tokens) {
             Some(LimitBroken::TogetherOver)
@@ -73,9 +77,11 @@ impl ReplyLimits {
     /// `broken` in words, with its number: `a prompt under 4 tokens`.
     pub fn explain(&self, broken: LimitBroken) -> String {
         match broken {
-            LimitBroken::PromptUnder => format!("a prompt under {} tokens", self.min_tokens),
+            LimitBroken::PromptUnder => {
+                format!("a prompt under {} tokens", self.min_prompt_tokens)
+            }
             LimitBroken::PromptOver => format!("a prompt over {} tokens", self.max_prompt_tokens),
-            LimitBroken::ReplyUnder => format!("a reply under {} tokens", self.min_tokens),
+            LimitBroken::ReplyUnder => format!("a reply under {} tokens", self.min_reply_tokens),
             LimitBroken::TogetherOver => format!(
                 "a prompt and reply over {} tokens together",
                 self.max_total_tokens
@@ -89,7 +95,10 @@ impl std::fmt::Display for ReplyLimits {
         write!(
             f,
             "prompts of {} to {} tokens, replies of at least {}, at most {} together",
-            self.min_tokens, self.max_prompt_tokens, self.min_tokens, self.max_total_tokens
+            self.min_prompt_tokens,
+            self.max_prompt_tokens,
+            self.min_reply_tokens,
+            self.max_total_tokens
         )
     }
 }
@@ -333,6 +342,11 @@ mod tests {
         assert_eq!(limits.refuse(100, 3), Some(LimitBroken::ReplyUnder));
         assert_eq!(limits.refuse(1000, 1049), Some(LimitBroken::TogetherOver));
         assert_eq!(limits.refuse(1000, 1048), None);
+        let any_reply = ReplyLimits {
+            min_reply_tokens: 0,
+            ..limits
+        };
+        assert_eq!(any_reply.refuse(100, 0), None);
         // A prompt too short is named first, as AIPerf checks it first.
         assert_eq!(limits.refuse(2, 2), Some(LimitBroken::PromptUnder));
         assert_eq!(

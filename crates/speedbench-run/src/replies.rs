@@ -30,8 +30,16 @@ pub(crate) async fn count_replies(
     let first = dataset.conversations.first().map(|c| &c.category);
     let one_category = (dataset.conversations.iter()).all(|c| Some(&c.category) == first)
         && valid.categories == CategorySelection::All;
+    // With an output length given, AIPerf checks no reply's minimum.
+    let limits = match valid.spec.sampling.osl {
+        Some(_) => ReplyLimits {
+            min_reply_tokens: 0,
+            ..ReplyLimits::default()
+        },
+        None => ReplyLimits::default(),
+    };
     let step = ReplyLengths {
-        limits: ReplyLimits::default(),
+        limits,
         keep_first: valid.limit.filter(|_| one_category).map(|n| n.get()),
     };
     let tokenizer = valid.spec.token_codec().await?;

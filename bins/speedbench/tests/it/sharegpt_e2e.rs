@@ -35,7 +35,12 @@ fn hub_cache(home: &Path) {
 /// AIPerf's turns: each kept conversation's first prompt, and its turns'
 /// `max_tokens` in order.
 fn aiperf_turns() -> BTreeMap<String, Vec<u32>> {
-    let text = std::fs::read_to_string(fixtures().join("aiperf/sharegpt_turns.json")).unwrap();
+    aiperf_turns_in("sharegpt_turns.json")
+}
+
+/// [`aiperf_turns`] as `fixtures/aiperf/<file>` holds them.
+fn aiperf_turns_in(file: &str) -> BTreeMap<String, Vec<u32>> {
+    let text = std::fs::read_to_string(fixtures().join("aiperf").join(file)).unwrap();
     let kept: serde_json::Value = serde_json::from_str(&text).unwrap();
     (kept.as_array().unwrap().iter())
         .map(|c| {
@@ -139,6 +144,33 @@ async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
             && stderr.contains("1 without a human->gpt pair"),
         "{stderr}"
     );
+}
+
+/// With `--osl` (an output length given), AIPerf checks no reply's
+/// minimum: the conversation whose reply is one word is sent too, asking
+/// for that one token, as `sharegpt_turns_osl.json` (AIPerf's own) has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_length_given_checks_no_replys_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_cache(dir.path());
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let out_dir = dir.path().join("run");
+    let flags = ["--osl", "64", "--num-conversations", "5"];
+    let out = profile(dir.path(), &server.url(), &out_dir, &flags).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = aiperf_turns_in("sharegpt_turns_osl.json");
+    assert_eq!(want.len(), 5);
+    let mut sent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for t in server.ground_truth().requests_log {
+        sent.entry(t.conversation.clone())
+            .or_default()
+            .push(t.completion_tokens);
+    }
+    assert_eq!(sent, want);
 }
 
 /// `--limit N` (an AIPerf config's `entries`) keeps the first N
