@@ -76,36 +76,12 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
                  (records and `speedbench compare` tell requests apart by it)"
             )));
         }
-        let trace = trace_fields(&mut raw).map_err(&invalid)?;
-        let prompt_to_build = prompt_to_build(&mut raw).map_err(&invalid)?;
-        let reference_replies = match trace.2 {
-            true => {
-                reference_replies(raw.messages.as_deref(), raw.turns.is_some()).map_err(&invalid)?
-            }
-            false => Vec::new(),
-        };
-        let (preamble, turns) = match prompt_to_build {
-            Some(_) => (Vec::new(), Vec::new()),
-            None => row_turns(raw.messages, raw.turns).map_err(&invalid)?,
-        };
-        if turns
-            .iter()
-            .any(|t| t.trim_start().starts_with(PLACEHOLDER))
-        {
-            placeholders.push(format!("line {line_no} ({id})"));
+        let row = conversation(raw, id).map_err(&invalid)?;
+        if (row.turns.iter()).any(|t| t.trim_start().starts_with(PLACEHOLDER)) {
+            placeholders.push(format!("line {line_no} ({})", row.id));
             continue;
         }
-        rows.push(Conversation {
-            id,
-            category: raw.category.filter(|c| !c.is_empty()),
-            preamble,
-            turns,
-            timestamp_us: trace.0,
-            max_output_tokens: trace.1,
-            turn_output_tokens: Vec::new(),
-            prompt_to_build,
-            reference_replies,
-        });
+        rows.push(row);
     }
     if !placeholders.is_empty() {
         return Err(unresolved(source, &placeholders));
@@ -116,6 +92,32 @@ pub(crate) fn parse_rows(source: &str, text: &str) -> Result<Vec<Conversation>, 
         }));
     }
     Ok(rows)
+}
+
+/// One row read: its trace fields, its prompt to build, its turns and
+/// their replies; an error names the field.
+fn conversation(mut raw: RawRow, id: String) -> Result<Conversation, String> {
+    let (timestamp_us, max_output_tokens, from_replies) = trace_fields(&mut raw)?;
+    let prompt_to_build = prompt_to_build(&mut raw)?;
+    let reference_replies = match from_replies {
+        true => reference_replies(raw.messages.as_deref(), raw.turns.is_some())?,
+        false => Vec::new(),
+    };
+    let (preamble, turns) = match prompt_to_build {
+        Some(_) => (Vec::new(), Vec::new()),
+        None => row_turns(raw.messages, raw.turns)?,
+    };
+    Ok(Conversation {
+        id,
+        category: raw.category.filter(|c| !c.is_empty()),
+        preamble,
+        turns,
+        timestamp_us,
+        max_output_tokens,
+        turn_output_tokens: Vec::new(),
+        prompt_to_build,
+        reference_replies,
+    })
 }
 
 /// The error for rows that still hold SPEED-Bench's placeholder, naming

@@ -25,23 +25,7 @@ pub(crate) async fn count_replies(
     if rows == 0 {
         return Ok(dataset);
     }
-    // `--limit` keeps N of each category: the first N rows counted are
-    // those N only where every row is of one category (or of none).
-    let first = dataset.conversations.first().map(|c| &c.category);
-    let one_category = (dataset.conversations.iter()).all(|c| Some(&c.category) == first)
-        && valid.categories == CategorySelection::All;
-    // With an output length given, AIPerf checks no reply's minimum.
-    let limits = match valid.spec.sampling.osl {
-        Some(_) => ReplyLimits {
-            min_reply_tokens: 0,
-            ..ReplyLimits::default()
-        },
-        None => ReplyLimits::default(),
-    };
-    let step = ReplyLengths {
-        limits,
-        keep_first: valid.limit.filter(|_| one_category).map(|n| n.get()),
-    };
+    let step = reply_step(valid, &dataset);
     let tokenizer = valid.spec.token_codec().await?;
     let until = step
         .keep_first
@@ -59,16 +43,7 @@ pub(crate) async fn count_replies(
     if let Some(line) = left_out_line(&count, &step.limits) {
         observer.warning(&line);
     }
-    valid.description.config["reply_lengths"] = serde_json::json!({
-        "tokens_counted_by": tokenizer.describe(),
-        "limits": step.limits.to_string(),
-        "rows": count.rows,
-        "kept": count.kept,
-        "left_out": (count.outside.iter())
-            .map(|(why, n)| serde_json::json!({"why": step.limits.explain(*why), "rows": n}))
-            .collect::<Vec<_>>(),
-        "not_counted_past_limit": count.not_counted,
-    });
+    valid.description.config["reply_lengths"] = recorded(&step, &count, &tokenizer.describe());
     if count.kept == 0 {
         let flag = match &valid.spec.dataset.source {
             Some(DatasetSource::InputFile(_)) => "--input-file",
@@ -84,6 +59,44 @@ pub(crate) async fn count_replies(
         ));
     }
     Ok(dataset)
+}
+
+/// The step for `dataset`: AIPerf's limits (no reply's minimum with
+/// `--osl`, as AIPerf checks none with an output length given), and
+/// `--limit` as the rows kept where every row is of one category.
+fn reply_step(valid: &ValidRun, dataset: &Dataset) -> ReplyLengths {
+    let limits = match valid.spec.sampling.osl {
+        Some(_) => ReplyLimits {
+            min_reply_tokens: 0,
+            ..ReplyLimits::default()
+        },
+        None => ReplyLimits::default(),
+    };
+    // `--limit` keeps N of each category: the first N rows counted are
+    // those N only where every row is of one category (or of none).
+    let first = dataset.conversations.first().map(|c| &c.category);
+    let one_category = (dataset.conversations.iter()).all(|c| Some(&c.category) == first)
+        && valid.categories == CategorySelection::All;
+    ReplyLengths {
+        limits,
+        keep_first: valid.limit.filter(|_| one_category).map(|n| n.get()),
+    }
+}
+
+/// `run.json`'s `config.reply_lengths`: what counted, the limits, and the
+/// rows counted, kept, left out by limit and not counted.
+fn recorded(step: &ReplyLengths, count: &ReplyCount, counted_by: &str) -> serde_json::Value {
+    let left_out: Vec<serde_json::Value> = (count.outside.iter())
+        .map(|(why, n)| serde_json::json!({"why": step.limits.explain(*why), "rows": n}))
+        .collect();
+    serde_json::json!({
+        "tokens_counted_by": counted_by,
+        "limits": step.limits.to_string(),
+        "rows": count.rows,
+        "kept": count.kept,
+        "left_out": left_out,
+        "not_counted_past_limit": count.not_counted,
+    })
 }
 
 /// The rows the limits left out, by reason; `None` when none was.
