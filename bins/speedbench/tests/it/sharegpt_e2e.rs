@@ -54,55 +54,39 @@ fn aiperf_turns_in(file: &str) -> BTreeMap<String, Vec<u32>> {
         .collect()
 }
 
-/// `profile --public-dataset sharegpt` at concurrency 1, offline.
-async fn profile(home: &Path, url: &str, out_dir: &Path, extra: &[&str]) -> std::process::Output {
-    let mut cmd = bin();
-    cmd.env("HF_HOME", home)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("HF_ENDPOINT", "http://127.0.0.1:9")
-        .args([
-            "profile",
-            "--url",
-            url,
-            "--model",
-            "m",
-            "--public-dataset",
-            "sharegpt",
-        ])
-        .args([
-            "--concurrency",
-            "1",
-            "--no-server-metrics",
-            "--dataset-cache",
-        ])
-        .arg(home.join("datasets"))
-        .arg("--output-artifact-dir")
-        .arg(out_dir)
-        .args(extra);
-    cmd.output().await.unwrap()
+/// What a ShareGPT run left: the simulator's turns (each conversation's
+/// first prompt, and what each of its turns was cut at, in order), the
+/// run's `config.reply_lengths`, and its stderr.
+struct ShareGptRun {
+    sent: BTreeMap<String, Vec<u32>>,
+    replies: serde_json::Value,
+    stderr: String,
+    records: usize,
 }
 
-/// Every conversation AIPerf keeps is sent whole, each turn asking for its
-/// reply's length (the simulator cut each output there: its own count of
-/// what it generated, `finish_reason: length`), and none it leaves out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
+/// `profile --public-dataset sharegpt` at concurrency 1, offline, from a
+/// Hub cache of the miniature file, with `extra` flags; it must succeed.
+/// Every answer was cut at its `max_tokens` (the simulator's outputs are
+/// longer), and every turn came in order.
+async fn sharegpt_run(extra: &[&str]) -> ShareGptRun {
     let dir = tempfile::tempdir().unwrap();
     hub_cache(dir.path());
     let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
     let out_dir = dir.path().join("run");
-    let out = profile(
-        dir.path(),
-        &server.url(),
-        &out_dir,
-        &["--num-conversations", "4"],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = bin();
+    cmd.env("HF_HOME", dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .args(["profile", "--url", &server.url(), "--model", "m"])
+        .args(["--public-dataset", "sharegpt", "--concurrency", "1"])
+        .args(["--no-server-metrics", "--dataset-cache"])
+        .arg(dir.path().join("datasets"))
+        .arg("--output-artifact-dir")
+        .arg(&out_dir)
+        .args(extra);
+    let out = cmd.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    eprintln!("{stderr}");
-    let want = aiperf_turns();
-    assert_eq!(want.len(), 4);
     let mut sent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for t in server.ground_truth().requests_log {
         assert!(t.truncated, "{t:?}");
@@ -110,12 +94,27 @@ async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
         assert_eq!(turns.len() + 1, t.turns as usize, "{t:?}");
         turns.push(t.completion_tokens);
     }
-    assert_eq!(sent, want);
-    let records = read_run(&out_dir).unwrap().records;
-    assert_eq!(records.len(), 7);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
-    let replies = &manifest["config"]["reply_lengths"];
+    ShareGptRun {
+        sent,
+        replies: manifest["config"]["reply_lengths"].clone(),
+        stderr,
+        records: read_run(&out_dir).unwrap().records.len(),
+    }
+}
+
+/// Every conversation AIPerf keeps is sent whole, each turn asking for its
+/// reply's length (the simulator cut each output there: its own count of
+/// what it generated, `finish_reason: length`), and none it leaves out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
+    let run = sharegpt_run(&["--num-conversations", "4"]).await;
+    let want = aiperf_turns();
+    assert_eq!(want.len(), 4);
+    assert_eq!(run.sent, want);
+    assert_eq!(run.records, 7);
+    let replies = &run.replies;
     assert_eq!(
         (replies["rows"].as_u64(), replies["kept"].as_u64()),
         (Some(7), Some(4)),
@@ -126,13 +125,9 @@ async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
         3,
         "{replies}"
     );
-    assert!(
-        replies["tokens_counted_by"]
-            .as_str()
-            .unwrap()
-            .contains("/tokenize"),
-        "{replies}"
-    );
+    let counted_by = replies["tokens_counted_by"].as_str().unwrap();
+    assert!(counted_by.contains("/tokenize"), "{replies}");
+    let stderr = &run.stderr;
     assert!(
         stderr.contains("3 of 7 counted rows are left out"),
         "{stderr}"
@@ -151,75 +146,30 @@ async fn sharegpt_turns_ask_for_their_replies_length_and_the_rest_are_said() {
 /// for that one token, as `sharegpt_turns_osl.json` (AIPerf's own) has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_output_length_given_checks_no_replys_minimum() {
-    let dir = tempfile::tempdir().unwrap();
-    hub_cache(dir.path());
-    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
-    let out_dir = dir.path().join("run");
-    let flags = ["--osl", "64", "--num-conversations", "5"];
-    let out = profile(dir.path(), &server.url(), &out_dir, &flags).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let run = sharegpt_run(&["--osl", "64", "--num-conversations", "5"]).await;
     let want = aiperf_turns_in("sharegpt_turns_osl.json");
     assert_eq!(want.len(), 5);
-    let mut sent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for t in server.ground_truth().requests_log {
-        sent.entry(t.conversation.clone())
-            .or_default()
-            .push(t.completion_tokens);
-    }
-    assert_eq!(sent, want);
+    assert_eq!(run.sent, want);
 }
 
 /// `--limit N` (an AIPerf config's `entries`) keeps the first N
 /// conversations inside the limits, in file order, and counts no further.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limit_keeps_the_first_conversations_inside_the_limits() {
-    let dir = tempfile::tempdir().unwrap();
-    hub_cache(dir.path());
-    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
-    let out_dir = dir.path().join("run");
-    let out = profile(
-        dir.path(),
-        &server.url(),
-        &out_dir,
-        &["--limit", "2", "--num-conversations", "2"],
-    )
-    .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let firsts: std::collections::BTreeSet<String> = (server.ground_truth().requests_log.iter())
-        .map(|t| t.conversation.clone())
+    let run = sharegpt_run(&["--limit", "2", "--num-conversations", "2"]).await;
+    // sg-multi and sg-system: the first two AIPerf keeps, in file order.
+    let want: BTreeMap<String, Vec<u32>> = (aiperf_turns().into_iter())
+        .filter(|(first, _)| first.starts_with("[qa 0] Please") || first.starts_with("[coding 0]"))
         .collect();
-    let want: Vec<String> = aiperf_turns().into_keys().collect();
-    let kept: Vec<&String> = firsts.iter().collect();
-    // sg-multi and sg-system: the first two AIPerf keeps in file order.
-    assert_eq!(kept.len(), 2, "{kept:?}");
-    assert!(kept.iter().all(|k| want.contains(k)), "{kept:?}");
-    assert!(
-        firsts
-            .iter()
-            .any(|f| f.starts_with("[qa 0] Please explain"))
-    );
-    assert!(
-        firsts
-            .iter()
-            .any(|f| f.starts_with("[coding 0] Sort a list"))
-    );
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
-    let replies = &manifest["config"]["reply_lengths"];
+    assert_eq!(want.len(), 2);
+    assert_eq!(run.sent, want);
     assert_eq!(
-        replies["not_counted_past_limit"].as_u64(),
+        run.replies["not_counted_past_limit"].as_u64(),
         Some(4),
-        "{replies}"
+        "{}",
+        run.replies
     );
-    assert_eq!(replies["kept"].as_u64(), Some(2), "{replies}");
+    assert_eq!(run.replies["kept"].as_u64(), Some(2), "{}", run.replies);
 }
 
 /// AIPerf's `public_dataset` template, unchanged (ShareGPT, `entries:
