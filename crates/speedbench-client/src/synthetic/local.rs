@@ -21,7 +21,7 @@ pub struct LocalTokenizer {
 /// Texts of at least this many bytes are encoded on the runtime's blocking
 /// threads, so that many of them (a dataset's replies, counted before a
 /// run) are encoded on every core; shorter ones cost less than the hand-off.
-const ON_A_BLOCKING_THREAD: usize = 4096;
+const ON_A_BLOCKING_THREAD: usize = 256;
 
 impl LocalTokenizer {
     /// Reads `path`: a `tokenizer.json`, or a directory holding one. A
