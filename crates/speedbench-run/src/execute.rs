@@ -64,6 +64,7 @@ pub async fn execute(
     let mut valid = valid;
     // Rows asking for their replies' lengths, counted before `--limit`
     // keeps the first of those inside the limits.
+    let counted_replies = (dataset.conversations.iter()).any(|c| !c.reference_replies.is_empty());
     let dataset = crate::replies::count_replies(&mut valid, dataset, observer).await?;
     let mut dataset = select_rows(valid.limit, &valid.categories, dataset, observer)?;
     // A trace: its window's rows, reshaped by a synthesis, then scheduled.
@@ -79,7 +80,6 @@ pub async fn execute(
         window.schedule(&dataset, &mut valid.load, speedup);
     }
     // A trace's rows given by length, built against this run's server.
-    let counted_replies = valid.description.config.get("reply_lengths").is_some();
     let (dataset, built) = (valid.spec)
         .trace_prompts(dataset, counted_replies, observer)
         .await?;

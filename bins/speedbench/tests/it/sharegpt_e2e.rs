@@ -303,3 +303,38 @@ async fn reply_rows_of_an_input_file_keep_the_first_of_each_category() {
         "{replies}"
     );
 }
+
+/// `--tokenizer` counts the replies where it is given (and is not said to
+/// be unread): `run.json` names the file that counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_tokenizer_counts_the_replies() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_cache(dir.path());
+    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()).await;
+    let out_dir = dir.path().join("run");
+    let tokenizer = fixtures().join("tokenizers/tiny-bpe");
+    let out = bin()
+        .env("HF_HOME", dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["profile", "--url", &server.url(), "--model", "m"])
+        .args(["--public-dataset", "sharegpt", "--no-server-metrics"])
+        .arg("--tokenizer")
+        .arg(&tokenizer)
+        .arg("--dataset-cache")
+        .arg(dir.path().join("datasets"))
+        .arg("--output-artifact-dir")
+        .arg(&out_dir)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("is not read"), "{stderr}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let replies = &manifest["config"]["reply_lengths"];
+    let counted_by = replies["tokens_counted_by"].as_str().unwrap();
+    assert!(counted_by.contains("tiny-bpe/tokenizer.json"), "{replies}");
+    assert_eq!(replies["rows"], 7, "{replies}");
+    assert!(!server.ground_truth().requests_log.is_empty());
+}
