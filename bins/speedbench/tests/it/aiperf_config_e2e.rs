@@ -440,7 +440,7 @@ async fn a_scenario_sweep_runs_each_scenario_over_the_config() {
 /// template `name` run unchanged by `profile --config` in `dir` with
 /// `env` set and `extra` flags (`{url}` in either is the simulator's):
 /// the simulator, once the run succeeded.
-async fn run_template(
+pub(crate) async fn run_template(
     name: &str,
     dir: &Path,
     env: &[(&str, String)],

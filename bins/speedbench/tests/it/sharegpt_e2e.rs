@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::aiperf_config_e2e::run_template;
 use crate::common::*;
 
 const REPO_FOLDER: &str = "datasets--anon8231489123--ShareGPT_Vicuna_unfiltered";
@@ -182,26 +183,13 @@ async fn a_limit_keeps_the_first_conversations_inside_the_limits() {
 async fn aiperfs_public_dataset_template_runs_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     hub_cache(dir.path());
-    let server = sim(speedbench_sim::SimConfig::speed_bench_demo()
-        .with_ttft_ms(1.0)
-        .with_step_ms(0.0))
-    .await;
-    let template = fixtures().join("aiperf/configs/public_dataset.yaml");
-    let out = bin()
-        .current_dir(dir.path())
-        .env("HF_HOME", dir.path())
-        .env("HF_HUB_OFFLINE", "1")
-        .env("HF_ENDPOINT", "http://127.0.0.1:9")
-        .args(["profile", "--config", template.to_str().unwrap()])
-        .args(["--url", &server.url(), "--no-server-metrics"])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir_text = dir.path().display().to_string();
+    let env = [
+        ("HF_HOME", dir_text),
+        ("HF_HUB_OFFLINE", "1".to_string()),
+        ("HF_ENDPOINT", "http://127.0.0.1:9".to_string()),
+    ];
+    let server = run_template("public_dataset", dir.path(), &env, &["--url", "{url}"]).await;
     let want = aiperf_turns();
     let log = server.ground_truth().requests_log;
     assert_eq!(log.len(), 1050);
