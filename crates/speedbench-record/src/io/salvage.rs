@@ -230,13 +230,18 @@ impl Snapshot {
         );
         let metadata = ParquetMetaData::new(file_metadata, row_groups);
 
+        // Encoded first and written with `write_all`: a write that stops
+        // short at a file-size limit is an error here, not a footer cut
+        // off (the metadata writer took a short write as done).
+        let mut footer = Vec::new();
+        ParquetMetaDataWriter::new(&mut footer, &metadata)
+            .finish()
+            .map_err(parquet_err)?;
         // Cutting first gives back the space the failed tail took.
         self.file.set_len(end).map_err(io)?;
         let mut out = &self.file;
         out.seek(SeekFrom::Start(end)).map_err(io)?;
-        ParquetMetaDataWriter::new(&mut out, &metadata)
-            .finish()
-            .map_err(parquet_err)?;
+        out.write_all(&footer).map_err(io)?;
         out.flush().map_err(io)?;
         self.file.sync_all().map_err(io)?;
         Ok(num_rows as u64)
