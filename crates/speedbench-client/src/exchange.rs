@@ -9,8 +9,11 @@ use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 use speedbench_dataset::Message;
-use speedbench_http::{ClientOptions, ConnectionClock, H1Client, Sends, describe, new_client};
-use speedbench_record::{ErrorKind, SpecDecodeStats};
+use speedbench_http::{
+    ClientOptions, ConnectionClock, H1Client, ResponseDetail, Sends, WireTrace, describe,
+    new_client,
+};
+use speedbench_record::{ErrorKind, HttpPhases, SpecDecodeStats};
 
 use crate::error::ClientError;
 use crate::response::ResponseState;
@@ -52,6 +55,12 @@ pub(crate) struct Exchange {
     pub sends: Sends,
     /// The answering connection's clock, once a response arrived.
     clock: Option<ConnectionClock>,
+    /// How the lean client had the connection and what crossed it, once a
+    /// response head arrived on it.
+    pub wire: Option<WireTrace>,
+    /// The response's reason, headers (scrubbed) and body reads, with
+    /// [`HttpClient::with_http_trace`].
+    pub wire_detail: Option<ResponseDetail>,
     /// The response's `Content-Type`, scrubbed.
     pub content_type: Option<String>,
     /// With raw capture on: the body as received (lossy UTF-8), scrubbed
@@ -71,6 +80,27 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
+    /// The request's HTTP phases, where the lean client carried it and a
+    /// response head arrived.
+    pub(crate) fn http_phases(&self) -> Option<HttpPhases> {
+        let wire = self.wire.as_ref()?;
+        let [written, sent, first, last] = wire.exchange_moments()?;
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        Some(HttpPhases {
+            blocked_ns: ns(wire.blocked()),
+            dns_lookup_ns: ns(wire.dns_lookup()),
+            connecting_ns: ns(wire.connecting()),
+            sending_ns: ns(sent.saturating_duration_since(written)),
+            waiting_ns: ns(first.saturating_duration_since(sent)),
+            receiving_ns: ns(last.saturating_duration_since(first)),
+            connection_reused: wire.reused,
+            bytes_sent: wire.body_bytes_sent,
+            bytes_received: wire.body_bytes_received,
+            chunks_sent: u64::from(wire.writes),
+            chunks_received: u64::from(wire.body_reads),
+        })
+    }
+
     /// The first output is here: the prefill slot is given back.
     fn release_prefill_at_first_output(&mut self) {
         if self.prefill_slot.is_some() && self.state.first_output.is_some() {
@@ -165,6 +195,23 @@ impl HttpClient {
         self
     }
 
+    /// Keeps every response's head and body reads and its connection's
+    /// addresses ([`Exchange::wire_detail`]), for `--export-http-trace`.
+    pub(crate) fn with_http_trace(mut self, on: bool) -> Result<HttpClient, ClientError> {
+        if self.options.trace_detail == on {
+            return Ok(self);
+        }
+        self.options.trace_detail = on;
+        if self.lean.is_some() {
+            let lean = H1Client::new(&self.url, &self.headers, &self.options);
+            self.lean = Some(lean.map_err(|e| ClientError::InvalidUrl {
+                url: self.url.to_string(),
+                message: e.to_string(),
+            })?);
+        }
+        Ok(self)
+    }
+
     /// Sends one request and reads the whole response, never failing: every
     /// problem ends up in [`Exchange::error`]. Every string the server sent
     /// back is scrubbed of the target's credentials (see [`Secrets`]).
@@ -196,6 +243,8 @@ impl HttpClient {
             error: None,
             sends: Sends::default(),
             clock: None,
+            wire: None,
+            wire_detail: None,
             content_type: None,
             raw: None,
             raw_bytes: self.capture_raw.then(Vec::new),
@@ -207,9 +256,13 @@ impl HttpClient {
         let result = tokio::time::timeout(target.timeout, self.run(body, &mut ex)).await;
         ex.prefill_slot = None;
         let now = Instant::now();
-        ex.ended_at = match (&result, &ex.clock) {
-            // A complete response ended when its last bytes were read.
-            (Ok(Ok(())), Some(clock)) => clock.arrival(now),
+        // A complete response ended when its last bytes were read: as the
+        // lean client stamped them before its connection went back to the
+        // pool (where another request may read on it), else by the clock.
+        let last_byte = ex.wire.as_ref().and_then(|w| w.last_byte);
+        ex.ended_at = match (&result, last_byte, &ex.clock) {
+            (Ok(Ok(())), Some(last), _) => last.min(now),
+            (Ok(Ok(())), None, Some(clock)) => clock.arrival(now),
             _ => now,
         };
         match result {
@@ -248,6 +301,13 @@ impl HttpClient {
         ex.tokens_per_iteration = ex.state.tokens_per_iteration().map_err(scrubbed);
         if let Some(ct) = &mut ex.content_type {
             self.secrets.scrub_in_place(ct);
+        }
+        if let Some(detail) = &mut ex.wire_detail {
+            self.secrets.scrub_in_place(&mut detail.reason);
+            for (name, value) in &mut detail.headers {
+                self.secrets.scrub_in_place(name);
+                self.secrets.scrub_in_place(value);
+            }
         }
         if let Some(bytes) = ex.raw_bytes.take() {
             let text = String::from_utf8_lossy(&bytes);
@@ -316,13 +376,20 @@ impl HttpClient {
             resp.content_type.take(),
             Some(resp.clock.clone()),
         );
-        loop {
+        let read = loop {
             match resp.chunk().await {
-                Ok(Some(data)) => fold.feed(ex, data)?,
-                Ok(None) => break,
-                Err(e) => return Err((ErrorKind::Connection, describe(&e))),
+                Ok(Some(data)) => {
+                    if let Err(e) = fold.feed(ex, data) {
+                        break Err(e);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err((ErrorKind::Connection, describe(&e))),
             }
-        }
+        };
+        ex.wire = Some(resp.trace());
+        ex.wire_detail = resp.take_detail();
+        read?;
         fold.finish(ex)
     }
 
@@ -528,7 +595,14 @@ impl BodyFold {
     /// The body is complete: an error status, a truncated stream or a body
     /// that is not JSON is the exchange's error.
     fn finish(self, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
-        let at = Instant::now();
+        // A whole body's output arrived with its last bytes, not when it
+        // was parsed.
+        let now = Instant::now();
+        let at = match (ex.wire.as_ref().and_then(|w| w.last_byte), &ex.clock) {
+            (Some(last), _) => last.min(now),
+            (None, Some(clock)) => clock.arrival(now),
+            (None, None) => now,
+        };
         if !self.success() {
             let text = String::from_utf8_lossy(&self.whole);
             let detail = serde_json::from_str::<Value>(&text)

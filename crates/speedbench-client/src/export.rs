@@ -115,22 +115,26 @@ pub struct RawResponse {
     pub body: String,
 }
 
-/// Appends [`RawResponse`] lines to a file from the recorder thread; after
-/// the first write error it writes nothing more and remembers the error.
-pub(crate) struct RawWriter {
+/// Appends JSON lines ([`RawResponse`]s, [`crate::HttpTraceLine`]s) to a
+/// file from the recorder thread; after the first write error it writes
+/// nothing more and remembers the error.
+pub(crate) struct JsonLinesWriter {
     path: PathBuf,
+    /// What the lines are, for the error (`raw responses`).
+    what: &'static str,
     out: Option<BufWriter<File>>,
     error: Option<String>,
 }
 
-impl RawWriter {
-    pub(crate) fn create(path: &Path) -> Result<RawWriter, ClientError> {
+impl JsonLinesWriter {
+    pub(crate) fn create(path: &Path, what: &'static str) -> Result<JsonLinesWriter, ClientError> {
         let file = File::create(path).map_err(|source| ClientError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(RawWriter {
+        Ok(JsonLinesWriter {
             path: path.to_path_buf(),
+            what,
             out: Some(BufWriter::with_capacity(256 * 1024, file)),
             error: None,
         })
@@ -139,14 +143,15 @@ impl RawWriter {
     fn fail(&mut self, e: impl fmt::Display) {
         self.out = None;
         self.error = Some(format!(
-            "{}: cannot write raw responses: {e} (the lines written before it are kept)",
-            self.path.display()
+            "{}: cannot write {}: {e} (the lines written before it are kept)",
+            self.path.display(),
+            self.what
         ));
     }
 
-    pub(crate) fn append(&mut self, raw: &RawResponse) {
+    pub(crate) fn append(&mut self, line: &impl Serialize) {
         let Some(out) = &mut self.out else { return };
-        let written = serde_json::to_writer(&mut *out, raw)
+        let written = serde_json::to_writer(&mut *out, line)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"));
         if let Err(e) = written {
@@ -199,7 +204,7 @@ mod tests {
     fn lines_are_json_objects_one_per_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("raw.jsonl");
-        let mut w = RawWriter::create(&path).unwrap();
+        let mut w = JsonLinesWriter::create(&path, "raw responses").unwrap();
         let raw = |i| RawResponse {
             run_id: "r".into(),
             request_index: i,

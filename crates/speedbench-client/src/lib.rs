@@ -51,6 +51,7 @@ mod engine_kind;
 mod error;
 mod exchange;
 mod export;
+mod http_trace;
 mod models;
 mod pacing;
 mod recorder;
@@ -82,6 +83,7 @@ pub use engine::{
 };
 pub use error::{ClientError, OwnedField};
 pub use export::{ExportLevel, RawResponse};
+pub use http_trace::HttpTraceLine;
 pub use models::{ModelChoice, ModelStrategy};
 /// The former name of [`Load`].
 #[deprecated(

@@ -15,7 +15,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::RecordAnnotator;
-use crate::export::{RawResponse, RawWriter};
+use crate::export::{JsonLinesWriter, RawResponse};
+use crate::http_trace::HttpTraceLine;
 use crate::sink::Sinks;
 use speedbench_record::{
     ClosedRecords, JOURNAL_FILE_NAME, RecordError, RecordWriter, RequestRecord, RunManifest,
@@ -35,7 +36,33 @@ pub(crate) enum RecorderMsg {
     /// A raw response body (`--export-level raw`), written as it arrives
     /// and dropped: the bodies never pile up in memory.
     Raw(Box<RawResponse>),
+    /// A request's HTTP trace (`--export-http-trace`), likewise.
+    HttpTrace(Box<HttpTraceLine>),
     Finish(Box<RunManifest>),
+}
+
+/// The JSON-lines files beside the records, each when asked for.
+pub(crate) struct ExportWriters {
+    /// `raw_responses.jsonl`.
+    pub raw: Option<JsonLinesWriter>,
+    /// `http_trace.jsonl`.
+    pub http_trace: Option<JsonLinesWriter>,
+}
+
+impl ExportWriters {
+    fn flush(&mut self) {
+        (self.raw.iter_mut())
+            .chain(&mut self.http_trace)
+            .for_each(JsonLinesWriter::flush);
+    }
+
+    /// Closes both; their first write errors.
+    fn finish(self) -> impl Iterator<Item = String> {
+        [self.raw, self.http_trace]
+            .into_iter()
+            .flatten()
+            .filter_map(JsonLinesWriter::finish)
+    }
 }
 
 pub(crate) struct Recorder {
@@ -45,14 +72,14 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// Creates the records file; `manifest` goes into its footer should a
-    /// write fail before the run ends. `raw` receives the raw response
-    /// bodies, when they are kept.
+    /// write fail before the run ends. `exports` receive the raw response
+    /// bodies and the HTTP traces, when they are kept.
     pub(crate) fn start(
         path: &Path,
         manifest: RunManifest,
         sinks: Sinks,
         annotators: Vec<Box<dyn RecordAnnotator>>,
-        raw: Option<RawWriter>,
+        exports: ExportWriters,
     ) -> Result<Recorder, RecordError> {
         let columns: Vec<_> = annotators.iter().flat_map(|a| a.columns()).collect();
         // The crash journal beside it: a killed process leaves every
@@ -62,7 +89,7 @@ impl Recorder {
         let (tx, rx) = channel();
         let handle = std::thread::Builder::new()
             .name("speedbench-recorder".into())
-            .spawn(move || record_loop(writer, rx, manifest, sinks, annotators, raw))
+            .spawn(move || record_loop(writer, rx, manifest, sinks, annotators, exports))
             .map_err(|source| RecordError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -98,13 +125,13 @@ fn record_loop(
     mut manifest: RunManifest,
     sinks: Sinks,
     annotators: Vec<Box<dyn RecordAnnotator>>,
-    raw: Option<RawWriter>,
+    exports: ExportWriters,
 ) -> (ClosedRecords, Vec<String>) {
     let mut out = Outputs {
         writer,
         sinks,
         annotators,
-        raw,
+        exports,
         journal_warned: false,
         last_flush: Instant::now(),
     };
@@ -116,6 +143,10 @@ fn record_loop(
             Ok(RecorderMsg::Record(r)) => out.record(r).err(),
             Ok(RecorderMsg::Raw(body)) => {
                 out.raw(&body);
+                None
+            }
+            Ok(RecorderMsg::HttpTrace(line)) => {
+                out.http_trace(&line);
                 None
             }
             Ok(RecorderMsg::Finish(m)) => {
@@ -138,7 +169,7 @@ fn record_loop(
     };
     manifest.record_count = closed.rows;
     let mut errors = out.sinks.finish(&manifest);
-    errors.extend(out.raw.and_then(RawWriter::finish));
+    errors.extend(out.exports.finish());
     (closed, errors)
 }
 
@@ -166,7 +197,7 @@ struct Outputs {
     writer: RecordWriter,
     sinks: Sinks,
     annotators: Vec<Box<dyn RecordAnnotator>>,
-    raw: Option<RawWriter>,
+    exports: ExportWriters,
     journal_warned: bool,
     last_flush: Instant,
 }
@@ -188,8 +219,14 @@ impl Outputs {
     }
 
     fn raw(&mut self, body: &RawResponse) {
-        if let Some(w) = &mut self.raw {
+        if let Some(w) = &mut self.exports.raw {
             w.append(body);
+        }
+    }
+
+    fn http_trace(&mut self, line: &HttpTraceLine) {
+        if let Some(w) = &mut self.exports.http_trace {
+            w.append(line);
         }
     }
 
@@ -204,6 +241,7 @@ impl Outputs {
                     }
                 }
                 RecorderMsg::Raw(body) => self.raw(&body),
+                RecorderMsg::HttpTrace(line) => self.http_trace(&line),
                 RecorderMsg::Finish(_) => break,
             }
         }
@@ -223,9 +261,7 @@ impl Outputs {
             self.journal_warned = true;
         }
         self.sinks.flush();
-        if let Some(w) = &mut self.raw {
-            w.flush();
-        }
+        self.exports.flush();
         self.last_flush = Instant::now();
         Ok(())
     }

@@ -251,6 +251,11 @@ impl BaseUrl {
         self.endpoint
     }
 
+    /// Whether the server is reached over TLS (`https://`).
+    pub fn is_https(&self) -> bool {
+        self.scheme == "https"
+    }
+
     /// The full URL of `path` (which starts with `/`) on this server.
     pub fn join(&self, path: &str) -> String {
         format!("{self}{path}")

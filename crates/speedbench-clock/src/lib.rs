@@ -323,12 +323,17 @@ impl Read for TimedStream {
                         // The kernel's stamp is when the packet arrived; the
                         // fallback is now, before any parsing.
                         let now = Instant::now();
-                        let at = kernel_at.map_or(now, |k| k.min(now));
-                        self.clock.0.last_read.set(at);
+                        let mut at = kernel_at.map_or(now, |k| k.min(now));
                         if self.wrote_since_read {
                             self.clock.0.first_read.set(at);
                             self.wrote_since_read = false;
+                        } else if let Some(last) = self.clock.0.last_read.get() {
+                            // Each read converts the kernel's wall-clock
+                            // stamp anew: one packet read twice can come
+                            // out nanoseconds earlier the second time.
+                            at = at.max(last);
                         }
+                        self.clock.0.last_read.set(at);
                         self.read_since_write = true;
                     } else if let Some(reset) = ready!(self.poll_reset_behind_eof(cx)) {
                         return Poll::Ready(Err(reset));

@@ -27,6 +27,7 @@
 //! bytes reached the socket.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,6 +102,8 @@ struct Pool {
     /// headers say keep-alive): from then on no connection is kept, so no
     /// request is written to one the server is closing.
     closes_after_response: AtomicBool,
+    /// [`ClientOptions::trace_detail`].
+    detail: bool,
 }
 
 #[derive(Debug)]
@@ -112,6 +115,8 @@ struct Conn {
     /// read in one call, not in 512, 1,024, 2,048 ... byte reads every
     /// time. A server that streams slowly never grows it past `READ_BUF`.
     spare: Vec<u8>,
+    /// Local and peer addresses, with [`ClientOptions::trace_detail`].
+    addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// How one write of a request on one connection failed.
@@ -147,6 +152,128 @@ pub struct Sends {
     /// request was written again (the response's clock then has the last
     /// write's time).
     pub first_written: Option<Instant>,
+}
+
+/// How the connection that carried a request was had, and when and how its
+/// bytes went and came: every HTTP phase of the request (AIPerf's
+/// `http_req_*`, k6's and HAR's): blocked ([`WireTrace::blocked`]), DNS,
+/// connecting, sending (`written` to `sent_at`), waiting (`sent_at` to
+/// `body_started`, or to `head_received` for an empty body) and receiving
+/// (from there to `last_byte`). Bytes and chunks are the bodies', as AIPerf
+/// counts them.
+///
+/// The stamps are the connection's [`ConnectionClock`]'s, taken before the
+/// connection went back to the pool, where the next request's would
+/// replace them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireTrace {
+    /// When the request was handed to [`H1Client::post_logged`].
+    pub asked: Option<Instant>,
+    /// When the connection that carried the answered write was in hand: an
+    /// idle one checked open, or a new one opened.
+    pub connection_ready: Option<Instant>,
+    /// When a new connection began to be made (before any DNS lookup);
+    /// `None` for a reused one.
+    pub connect_began: Option<Instant>,
+    /// The host name's lookup, start and end; `None` for an IP literal and
+    /// a reused connection.
+    pub dns: Option<(Instant, Instant)>,
+    /// The TCP connect, start (after DNS) and end; `None` when reused.
+    pub tcp_connect: Option<(Instant, Instant)>,
+    /// Whether the request went out on a kept-alive connection.
+    pub reused: bool,
+    /// The connection's local and peer addresses, with
+    /// [`ClientOptions::trace_detail`].
+    pub addrs: Option<(SocketAddr, SocketAddr)>,
+    /// When the answered write's first bytes reached the socket
+    /// ([`ConnectionClock::request_written`]).
+    pub written: Option<Instant>,
+    /// When the request's last byte had been handed to the kernel.
+    pub sent_at: Option<Instant>,
+    /// When the response's first bytes, its head's, arrived
+    /// ([`ConnectionClock::first_read`]).
+    pub head_received: Option<Instant>,
+    /// When the read that brought the body's first byte arrived (with the
+    /// head or after it); `None` before any body byte.
+    pub body_started: Option<Instant>,
+    /// When the latest bytes of the response arrived
+    /// ([`ConnectionClock::last_read`]).
+    pub last_byte: Option<Instant>,
+    /// Bytes of the request's body written.
+    pub body_bytes_sent: u64,
+    /// Writes that carried the request (head and body together).
+    pub writes: u32,
+    /// Bytes of the response's body read so far, its chunked framing
+    /// removed.
+    pub body_bytes_received: u64,
+    /// Reads that brought body bytes.
+    pub body_reads: u32,
+}
+
+impl WireTrace {
+    /// Takes the clock's stamps of this request's write and response.
+    fn stamp(&mut self, clock: &ConnectionClock) {
+        self.written = clock.request_written();
+        self.head_received = clock.first_read();
+        self.last_byte = clock.last_read();
+    }
+
+    /// AIPerf's `http_req_blocked`: from the request's turn to go until its
+    /// connection was in hand or began to connect. The pool has no limit
+    /// to queue behind: this is its own work, and for a request written
+    /// again it includes the write the server reset unread.
+    pub fn blocked(&self) -> Duration {
+        let end = self.connect_began.or(self.connection_ready);
+        span(self.asked, end)
+    }
+
+    /// `http_req_dns_lookup`: zero for an IP literal and a reused
+    /// connection.
+    pub fn dns_lookup(&self) -> Duration {
+        self.dns
+            .map_or(Duration::ZERO, |(a, b)| b.saturating_duration_since(a))
+    }
+
+    /// The moments of the send and the receive, in order: the answered
+    /// write's start, its last byte sent, the body's first byte (the
+    /// head's, for an empty body) and the response's last byte; `None`
+    /// before a response head. A kernel receive stamp can fall a little
+    /// before the moment the write call returned: the send's end is then
+    /// taken as the first byte's arrival.
+    pub fn exchange_moments(&self) -> Option<[Instant; 4]> {
+        let written = self.written?;
+        let first = self.body_started.or(self.head_received)?.max(written);
+        let last = self.last_byte?.max(first);
+        let sent = self.sent_at.unwrap_or(written).clamp(written, first);
+        Some([written, sent, first, last])
+    }
+
+    /// `http_req_connecting`: the TCP connect after DNS; zero when reused.
+    pub fn connecting(&self) -> Duration {
+        (self.tcp_connect).map_or(Duration::ZERO, |(a, b)| b.saturating_duration_since(a))
+    }
+}
+
+/// From `from` to `to`, zero where either is unknown.
+fn span(from: Option<Instant>, to: Option<Instant>) -> Duration {
+    match (from, to) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a),
+        _ => Duration::ZERO,
+    }
+}
+
+/// What a response keeps beyond its [`WireTrace`] with
+/// [`ClientOptions::trace_detail`] (AIPerf's `--export-http-trace`): its
+/// head's status line reason and headers, and each body read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseDetail {
+    /// The status line's reason phrase (`OK`).
+    pub reason: String,
+    /// The head's headers, in order, values as sent (lossy UTF-8).
+    pub headers: Vec<(String, String)>,
+    /// Each read that brought body bytes: when it arrived and how many
+    /// body bytes (framing removed) it brought.
+    pub body_reads: Vec<(Instant, u64)>,
 }
 
 impl H1Client {
@@ -187,6 +314,7 @@ impl H1Client {
                 idle: Mutex::new(VecDeque::new()),
                 max_idle: options.max_idle_per_host,
                 closes_after_response: AtomicBool::new(false),
+                detail: options.trace_detail,
             }),
         })
     }
@@ -221,14 +349,23 @@ impl H1Client {
         body: &[u8],
         sends: &mut Sends,
     ) -> Result<H1Response, HttpError> {
+        let asked = Instant::now();
         while let Some((mut conn, since)) = self.pool.take_idle() {
             if conn.still_open().await {
                 let quick = since.elapsed() < QUICK_CLOSE;
-                return match self.pool.attempt(conn, body).await {
+                let trace = WireTrace {
+                    asked: Some(asked),
+                    connection_ready: Some(Instant::now()),
+                    reused: true,
+                    addrs: conn.addrs,
+                    ..WireTrace::default()
+                };
+                return match self.pool.attempt(conn, body, trace).await {
                     Ok(response) => Ok(response),
                     Err(Failure::Other(e)) => Err(e),
                     Err(Failure::Unread { error, written }) => {
-                        self.resend_unread(body, sends, error, written, quick).await
+                        let first = (asked, written);
+                        self.resend_unread(body, sends, error, first, quick).await
                     }
                 };
             }
@@ -240,21 +377,22 @@ impl H1Client {
             }
             tracing::debug!("an idle connection was closed by the server; not reused");
         }
-        let conn = self.pool.connect().await?;
+        let (conn, trace) = self.pool.connect(asked).await?;
         self.pool
-            .attempt(conn, body)
+            .attempt(conn, body, trace)
             .await
             .map_err(Failure::into_error)
     }
 
     /// Writes again, on a new connection, a request that a kept-alive
-    /// connection's reset shows the server never read.
+    /// connection's reset shows the server never read; `(asked, written)`:
+    /// when the request was handed to the client, and when first written.
     async fn resend_unread(
         &self,
         body: &[u8],
         sends: &mut Sends,
         reset: HttpError,
-        written: Option<Instant>,
+        (asked, written): (Instant, Option<Instant>),
         quick: bool,
     ) -> Result<H1Response, HttpError> {
         if quick {
@@ -269,10 +407,10 @@ impl H1Client {
             "{reset}: the server reset a kept-alive connection without reading the request; written again on a new connection"
         );
         sends.first_written = sends.first_written.or(written);
-        let conn = self.pool.connect().await?;
+        let (conn, trace) = self.pool.connect(asked).await?;
         sends.resends += 1;
         self.pool
-            .attempt(conn, body)
+            .attempt(conn, body, trace)
             .await
             .map_err(|f| f.into_error().noted(" (written a second time: the server had reset a kept-alive connection without reading it)"))
     }
@@ -327,22 +465,36 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<Conn, HttpError> {
-        let stream = self
+    /// A new connection, and how long it took to have, for a request
+    /// handed to the client at `asked`.
+    async fn connect(&self, asked: Instant) -> Result<(Conn, WireTrace), HttpError> {
+        let began = Instant::now();
+        let made = self
             .connector
-            .connect_direct(&self.host, self.port)
+            .connect_direct(&self.host, self.port, self.detail)
             .await
             .map_err(|e| HttpError::Connect {
                 url: self.url.clone(),
                 message: crate::describe(&e),
                 source: Box::new(e),
             })?;
-        let clock = stream.clock().clone();
-        Ok(Conn {
-            io: TokioIo::new(stream),
+        let trace = WireTrace {
+            asked: Some(asked),
+            connect_began: Some(began),
+            connection_ready: Some(made.tcp_connect.1),
+            dns: made.dns,
+            tcp_connect: Some(made.tcp_connect),
+            addrs: made.addrs,
+            ..WireTrace::default()
+        };
+        let clock = made.stream.clock().clone();
+        let conn = Conn {
+            io: TokioIo::new(made.stream),
             clock,
             spare: Vec::new(),
-        })
+            addrs: made.addrs,
+        };
+        Ok((conn, trace))
     }
 
     fn io_error(&self, during: &str, e: std::io::Error) -> HttpError {
@@ -360,10 +512,20 @@ impl Pool {
         }
     }
 
-    /// Writes the request on `conn` and reads the response head.
-    async fn attempt(self: &Arc<Self>, mut conn: Conn, body: &[u8]) -> Result<H1Response, Failure> {
-        if let Err(e) = write_request(&mut conn.io, &self.head, body).await {
-            return Err(self.unanswered("writing the request", e, &conn.clock));
+    /// Writes the request on `conn` and reads the response head; `trace`
+    /// says how the connection was had, and the response's carries on.
+    async fn attempt(
+        self: &Arc<Self>,
+        mut conn: Conn,
+        body: &[u8],
+        mut trace: WireTrace,
+    ) -> Result<H1Response, Failure> {
+        match write_request(&mut conn.io, &self.head, body).await {
+            Ok(writes) => {
+                trace.sent_at = Some(Instant::now());
+                (trace.body_bytes_sent, trace.writes) = (body.len() as u64, writes);
+            }
+            Err(e) => return Err(self.unanswered("writing the request", e, &conn.clock)),
         }
         let mut buf = ReadBuffer::reusing(std::mem::take(&mut conn.spare));
         let head = self.read_head(&mut conn, &mut buf).await?;
@@ -391,6 +553,9 @@ impl Pool {
             buf,
             framing,
             keep_alive,
+            trace,
+            body_reads_seen: 0,
+            detail: head.detail,
             pool: self.clone(),
         })
     }
@@ -399,7 +564,7 @@ impl Pool {
     /// `buf`.
     async fn read_head(&self, conn: &mut Conn, buf: &mut ReadBuffer) -> Result<Head, Failure> {
         loop {
-            match parse_head(buf.pending()) {
+            match parse_head(buf.pending(), self.detail) {
                 Ok(Some((head, len))) => {
                     buf.consume(len);
                     // An interim answer (100 Continue, 103 Early Hints):
@@ -471,12 +636,13 @@ impl Pool {
 }
 
 /// Writes `head`, the `Content-Length` line and `body` with vectored writes,
-/// copying none of them into a buffer of the request's own.
+/// copying none of them into a buffer of the request's own; the writes
+/// that took.
 async fn write_request(
     io: &mut TokioIo<TimedStream>,
     head: &[u8],
     body: &[u8],
-) -> std::io::Result<()> {
+) -> std::io::Result<u32> {
     use std::io::{IoSlice, Write};
     let mut length = [0u8; 48];
     let length_len = {
@@ -486,7 +652,7 @@ async fn write_request(
     };
     let parts: [&[u8]; 3] = [head, &length[..length_len], body];
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let mut written = 0;
+    let (mut written, mut writes) = (0, 0u32);
     while written < total {
         let mut skip = written;
         let mut slices = [IoSlice::new(&[]); 3];
@@ -505,18 +671,33 @@ async fn write_request(
             return Err(std::io::ErrorKind::WriteZero.into());
         }
         written += n;
+        writes += 1;
     }
-    io.flush().await
+    io.flush().await?;
+    Ok(writes)
 }
 
 /// The response head at the start of `bytes` and its length, if all of it
-/// arrived. Not async on purpose: the header slots live on this call's
-/// stack, not in every in-flight request's future.
-fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, String> {
+/// arrived; with `detail`, its reason and headers kept. Not async on
+/// purpose: the header slots live on this call's stack, not in every
+/// in-flight request's future.
+fn parse_head(bytes: &[u8], detail: bool) -> Result<Option<(Head, usize)>, String> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut headers);
     match parsed.parse(bytes) {
-        Ok(httparse::Status::Complete(len)) => Ok(Some((Head::of(&parsed)?, len))),
+        Ok(httparse::Status::Complete(len)) => {
+            let mut head = Head::of(&parsed)?;
+            if detail {
+                head.detail = Some(Box::new(ResponseDetail {
+                    reason: parsed.reason.unwrap_or_default().to_string(),
+                    headers: (parsed.headers.iter())
+                        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into()))
+                        .collect(),
+                    body_reads: Vec::new(),
+                }));
+            }
+            Ok(Some((head, len)))
+        }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(format!("malformed response head: {e}")),
     }
@@ -530,6 +711,8 @@ struct Head {
     content_length: Option<u64>,
     chunked: bool,
     keep_alive: bool,
+    /// The reason and headers, with [`ClientOptions::trace_detail`].
+    detail: Option<Box<ResponseDetail>>,
 }
 
 impl Head {
@@ -543,6 +726,7 @@ impl Head {
             content_length: None,
             chunked: false,
             keep_alive: false,
+            detail: None,
         };
         let mut transfer_encoding = false;
         for h in parsed.headers.iter() {
@@ -628,6 +812,14 @@ pub struct H1Response {
     buf: ReadBuffer,
     framing: Framing,
     keep_alive: bool,
+    /// How the connection was had, the request written and the body read.
+    trace: WireTrace,
+    /// The read count ([`ReadBuffer::reads`]) when body bytes were last
+    /// taken, so each read that brought some counts once.
+    body_reads_seen: u32,
+    /// The head's reason and headers and each body read, with
+    /// [`ClientOptions::trace_detail`].
+    detail: Option<Box<ResponseDetail>>,
     pool: Arc<Pool>,
 }
 
@@ -642,6 +834,18 @@ enum Step {
 }
 
 impl H1Response {
+    /// How the request's connection was had and what crossed it so far:
+    /// call it once the body was read (or failed) for the whole response.
+    pub fn trace(&self) -> WireTrace {
+        let mut trace = self.trace;
+        if !matches!(self.framing, Framing::Done) {
+            // Not complete, so not given back to the pool: no other request
+            // stamps the clock. A complete one was stamped as it ended.
+            trace.stamp(&self.clock);
+        }
+        trace
+    }
+
     /// The next piece of the body as it arrived (chunked framing removed),
     /// `None` once the body is complete; the connection then goes back to
     /// the pool if both sides keep it. Dropping a response before its end
@@ -663,6 +867,7 @@ impl H1Response {
             match self.buf.fill(&mut conn.io, MAX_LINE).await {
                 Ok(0) if matches!(self.framing, Framing::UntilClose) => {
                     self.framing = Framing::Done;
+                    self.trace.stamp(&self.clock);
                     self.conn = None;
                     return Ok(None);
                 }
@@ -687,7 +892,38 @@ impl H1Response {
                 }
             }
         };
+        self.count_body(range.len());
         Ok(Some(&self.buf.data[range]))
+    }
+
+    /// Counts `n` body bytes just taken from the buffer: they came with
+    /// the latest read.
+    fn count_body(&mut self, n: usize) {
+        let trace = &mut self.trace;
+        trace.body_bytes_received += n as u64;
+        let new_read = self.buf.reads != self.body_reads_seen;
+        if new_read {
+            trace.body_reads += 1;
+            self.body_reads_seen = self.buf.reads;
+        }
+        if trace.body_started.is_none() {
+            trace.body_started = self.clock.last_read();
+        }
+        if let Some(detail) = &mut self.detail {
+            match detail.body_reads.last_mut() {
+                Some((_, bytes)) if !new_read => *bytes += n as u64,
+                _ => {
+                    let at = self.clock.last_read().unwrap_or_else(Instant::now);
+                    detail.body_reads.push((at, n as u64));
+                }
+            }
+        }
+    }
+
+    /// The head's reason and headers and each body read so far, with
+    /// [`ClientOptions::trace_detail`] (taken: a second call gives `None`).
+    pub fn take_detail(&mut self) -> Option<ResponseDetail> {
+        self.detail.take().map(|d| *d)
     }
 
     /// Advances the framing over the buffered bytes.
@@ -731,11 +967,14 @@ impl H1Response {
 
     /// Returns the connection to the pool when the body is complete, both
     /// sides keep it, and nothing past the response was received.
+    /// The response's stamps are taken first: once the connection is back
+    /// in the pool, the next request's stamp its clock.
     fn release(&mut self) {
-        if let Some(mut conn) = self.conn.take()
-            && self.keep_alive
-            && self.buf.pending().is_empty()
-        {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        self.trace.stamp(&self.clock);
+        if self.keep_alive && self.buf.pending().is_empty() {
             conn.spare = self.buf.take_data();
             self.pool.give_back(conn);
         }
@@ -848,6 +1087,8 @@ struct ReadBuffer {
     end: usize,
     /// Bytes received in all.
     received: u64,
+    /// Reads that returned bytes.
+    reads: u32,
     /// Where the pending line was searched up to (so a line arriving in
     /// pieces is scanned once).
     scanned: usize,
@@ -867,6 +1108,7 @@ impl ReadBuffer {
             start: 0,
             end: 0,
             received: 0,
+            reads: 0,
             scanned: 0,
             filled_whole: false,
         }
@@ -957,6 +1199,7 @@ impl ReadBuffer {
         self.filled_whole = n == free;
         self.end += n;
         self.received += n as u64;
+        self.reads += u32::from(n > 0);
         Ok(n)
     }
 }

@@ -54,7 +54,7 @@ pub use speedbench_clock::{ConnectionClock, TimedConnector, TimedStream, WriteSt
 
 mod h1;
 mod tls;
-pub use h1::{H1Client, H1Response, READ_BUF, Sends};
+pub use h1::{H1Client, H1Response, READ_BUF, ResponseDetail, Sends, WireTrace};
 use tls::tls_config;
 
 /// The connector every speedbench client uses: HTTP, or HTTPS via rustls,
@@ -122,22 +122,35 @@ impl TcpConnector {
     /// per connection being made, which a load generator opening thousands
     /// at once pays in full. Names resolve through the system resolver; each
     /// address is tried in turn, skipping those of the other IP family than
-    /// the source address.
-    pub(crate) async fn connect_direct(&self, host: &str, port: u16) -> io::Result<TimedStream> {
+    /// the source address. With `addrs`, the connection's local and peer
+    /// addresses are read too.
+    pub(crate) async fn connect_direct(
+        &self,
+        host: &str,
+        port: u16,
+        addrs: bool,
+    ) -> io::Result<DirectConnection> {
         let local = match self.local_addrs.len() {
             0 => None,
             n => Some(self.local_addrs[self.next.fetch_add(1, Ordering::Relaxed) % n]),
         };
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+        let mut dns = None;
+        let peers: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((bare, port))
-                .await
-                .map_err(|e| io::Error::other(DnsFailure(e)))?
-                .collect(),
+            Err(_) => {
+                let asked = std::time::Instant::now();
+                let found = tokio::net::lookup_host((bare, port))
+                    .await
+                    .map_err(|e| io::Error::other(DnsFailure(e)))?
+                    .collect();
+                dns = Some((asked, std::time::Instant::now()));
+                found
+            }
         };
         let mut last = None;
-        for addr in addrs {
+        let mut first_try = None;
+        for addr in peers {
             if local.is_some_and(|l| l.is_ipv4() != addr.is_ipv4()) {
                 continue;
             }
@@ -150,13 +163,25 @@ impl TcpConnector {
                 socket.bind(SocketAddr::new(l, 0))?;
             }
             let started = std::time::Instant::now();
+            let began = *first_try.get_or_insert(started);
             match socket.connect(addr).await {
                 Ok(stream) => {
+                    let connected = std::time::Instant::now();
                     stream.set_nodelay(true)?;
+                    let addrs = match addrs {
+                        true => Some((stream.local_addr()?, stream.peer_addr()?)),
+                        false => None,
+                    };
                     // The handshake took a round trip: a reset behind an
                     // end of stream arrives within a couple of them.
-                    let settle = (started.elapsed() * 2).clamp(RESET_SETTLE_MIN, RESET_SETTLE_MAX);
-                    return Ok(TimedStream::new(stream).awaiting_resets(settle));
+                    let settle = (connected - started) * 2;
+                    let settle = settle.clamp(RESET_SETTLE_MIN, RESET_SETTLE_MAX);
+                    return Ok(DirectConnection {
+                        stream: TimedStream::new(stream).awaiting_resets(settle),
+                        dns,
+                        tcp_connect: (began, connected),
+                        addrs,
+                    });
                 }
                 Err(e) => last = Some(e),
             }
@@ -174,6 +199,17 @@ impl TcpConnector {
     pub fn source_count(&self) -> usize {
         self.connectors.len()
     }
+}
+
+/// A connection [`TcpConnector::connect_direct`] opened, and how.
+pub(crate) struct DirectConnection {
+    pub(crate) stream: TimedStream,
+    /// The name's lookup, start and end; `None` for an IP literal.
+    pub(crate) dns: Option<(std::time::Instant, std::time::Instant)>,
+    /// From the first address tried to the one that connected.
+    pub(crate) tcp_connect: (std::time::Instant, std::time::Instant),
+    /// Local and peer addresses, when asked for.
+    pub(crate) addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -426,6 +462,11 @@ pub struct ClientOptions {
     /// Source addresses new connections take in turn ([`TcpConnector`]);
     /// empty lets the system pick.
     pub local_addrs: Vec<IpAddr>,
+    /// The lean client keeps each response's [`ResponseDetail`] and its
+    /// connection's addresses ([`WireTrace::addrs`]): what AIPerf's
+    /// `--export-http-trace` writes. Off, it keeps only what the phases
+    /// need.
+    pub trace_detail: bool,
 }
 
 impl Default for ClientOptions {
@@ -435,6 +476,7 @@ impl Default for ClientOptions {
             extra_roots_pem: Vec::new(),
             use_ssl_cert_file: true,
             local_addrs: Vec::new(),
+            trace_detail: false,
         }
     }
 }

@@ -70,6 +70,7 @@ mod boxplot;
 mod decide;
 mod fold;
 mod goodput;
+mod http_trace;
 mod live;
 mod mean;
 mod measured;
@@ -101,6 +102,7 @@ pub use fold::{
     strip_dataset_prefix,
 };
 pub use goodput::{Goodput, GoodputComparison, Slo, SloAttainment, SloMetric, Slos};
+pub use http_trace::HttpTraceMetrics;
 pub use live::{LiveCategory, LiveFigures, LivePercentiles, LiveSnapshot};
 pub use mean::{GroupMean, mean, mean_by};
 pub use measured::is_measured;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use speedbench_record::{ErrorKind, RequestRecord};
 
 use crate::goodput::{Goodput, Slos};
+use crate::http_trace::HttpTraceMetrics;
 use crate::measured::is_measured;
 use crate::passes::{PassFold, run_passes};
 use crate::request::RequestMetricsExt;
@@ -62,6 +63,10 @@ pub struct RunMetrics {
     /// The run in slices of [`FigureOptions::slice_duration_s`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub time_slices: Vec<TimeSlice>,
+    /// The requests' HTTP phases ([`FigureOptions::http_trace`]), where
+    /// any measured request carries them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_trace: Option<HttpTraceMetrics>,
     /// Every figure per model, where the records name several (LoRA
     /// adapters behind one server), in order of each model's first record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -91,6 +96,10 @@ pub struct FigureOptions {
     /// The steady state of a closed loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steady_state: Option<SteadyStateOptions>,
+    /// `--show-trace-timing`: the HTTP phases' figures
+    /// ([`RunMetrics::http_trace`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http_trace: bool,
 }
 
 /// Shortest interval, in nanoseconds, a rate is trusted over: 1 ms.

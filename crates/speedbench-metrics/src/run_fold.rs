@@ -6,6 +6,7 @@
 use speedbench_record::RequestRecord;
 
 use crate::goodput::GoodputFold;
+use crate::http_trace::HttpTraceFold;
 use crate::measured::{BenchmarkWindow, is_measured};
 use crate::passes::{PassFold, RecordPasses, run_passes};
 use crate::request::RequestMetricsExt;
@@ -162,6 +163,7 @@ struct RunFold {
     spec: SpecFold,
     server: ServerTimingFold,
     goodput: Option<GoodputFold>,
+    http_trace: Option<HttpTraceFold>,
 }
 
 impl RunFold {
@@ -175,6 +177,7 @@ impl RunFold {
             spec: SpecFold::new(speculates),
             server: ServerTimingFold::default(),
             goodput: GoodputFold::new(&options.slos),
+            http_trace: options.http_trace.then(HttpTraceFold::default),
         }
     }
 
@@ -201,6 +204,7 @@ impl RunFold {
             goodput: self.goodput.map(|g| g.finish(duration)),
             steady_state: None,
             time_slices: Vec::new(),
+            http_trace: self.http_trace.and_then(|h| h.finish()),
             by_model: Vec::new(),
         }
     }
@@ -221,6 +225,9 @@ impl PassFold for RunFold {
         }
         self.spec.add(pass, r);
         self.server.add(pass, r);
+        if let Some(http) = &mut self.http_trace {
+            http.add(pass, r);
+        }
         if !is_measured(r) {
             return;
         }
@@ -245,7 +252,11 @@ impl PassFold for RunFold {
     fn end_pass(&mut self) -> bool {
         let spec = self.spec.end_pass();
         let server = self.server.end_pass();
-        end_passes(&mut self.summaries) || spec || server
+        let http = self
+            .http_trace
+            .as_mut()
+            .is_some_and(HttpTraceFold::end_pass);
+        end_passes(&mut self.summaries) || spec || server || http
     }
 }
 

@@ -9,7 +9,7 @@
 //! use speedbench_record::columns;
 //! let wanted = [columns::CATEGORY, columns::WARMUP, columns::SPEC_VERIFY_STEPS];
 //! assert_eq!(wanted, ["category", "warmup", "spec_verify_steps"]);
-//! assert_eq!(columns::ALL.len(), 41);
+//! assert_eq!(columns::ALL.len(), 52);
 //! ```
 
 /// `run_id`: run identifier (utf8).
@@ -148,18 +148,78 @@ pub const RESENDS: &str = "resends";
 /// nullable; absent from files written before it existed).
 pub const SERVER_INDEX: &str = "server_index";
 
+/// `http_blocked_ns`: AIPerf's `http_req_blocked`: until the request's connection was in hand or began to connect (uint64, nullable).
+pub const HTTP_BLOCKED_NS: &str = "http_blocked_ns";
+
+/// `http_dns_lookup_ns`: `http_req_dns_lookup`: resolving the host; 0 for an IP literal or a reused connection (uint64, nullable).
+pub const HTTP_DNS_LOOKUP_NS: &str = "http_dns_lookup_ns";
+
+/// `http_connecting_ns`: `http_req_connecting`: opening the TCP connection; 0 when reused (uint64, nullable).
+pub const HTTP_CONNECTING_NS: &str = "http_connecting_ns";
+
+/// `http_sending_ns`: `http_req_sending`: first write to the last byte handed to the kernel (uint64, nullable).
+pub const HTTP_SENDING_NS: &str = "http_sending_ns";
+
+/// `http_waiting_ns`: `http_req_waiting` (TTFB): last byte sent to the body's first byte (uint64, nullable).
+pub const HTTP_WAITING_NS: &str = "http_waiting_ns";
+
+/// `http_receiving_ns`: `http_req_receiving`: the body's first byte to the response's last (uint64, nullable).
+pub const HTTP_RECEIVING_NS: &str = "http_receiving_ns";
+
+/// `http_connection_reused`: `http_req_connection_reused`: sent on a kept-alive connection (bool, nullable).
+pub const HTTP_CONNECTION_REUSED: &str = "http_connection_reused";
+
+/// `http_bytes_sent`: `http_req_data_sent`: bytes of the request's body (uint64, nullable).
+pub const HTTP_BYTES_SENT: &str = "http_bytes_sent";
+
+/// `http_bytes_received`: `http_req_data_received`: bytes of the response's body, chunked framing removed (uint64, nullable).
+pub const HTTP_BYTES_RECEIVED: &str = "http_bytes_received";
+
+/// `http_chunks_sent`: `http_req_chunks_sent`: writes that carried the request (uint64, nullable).
+pub const HTTP_CHUNKS_SENT: &str = "http_chunks_sent";
+
+/// `http_chunks_received`: `http_req_chunks_received`: reads that brought body bytes (uint64, nullable).
+pub const HTTP_CHUNKS_RECEIVED: &str = "http_chunks_received";
+
+/// The HTTP phase columns ([`crate::HttpPhases`]), null where none were
+/// measured (over TLS, on hyper's client, before a response head).
+pub const HTTP_PHASES: [&str; 11] = [
+    HTTP_BLOCKED_NS,
+    HTTP_DNS_LOOKUP_NS,
+    HTTP_CONNECTING_NS,
+    HTTP_SENDING_NS,
+    HTTP_WAITING_NS,
+    HTTP_RECEIVING_NS,
+    HTTP_CONNECTION_REUSED,
+    HTTP_BYTES_SENT,
+    HTTP_BYTES_RECEIVED,
+    HTTP_CHUNKS_SENT,
+    HTTP_CHUNKS_RECEIVED,
+];
+
 /// Columns added after the first schema: a file without them still reads,
 /// with nulls.
-pub const ADDED_LATER: [&str; 5] = [
+pub const ADDED_LATER: [&str; 16] = [
     PROMPT_SHA256,
     SPEC_DROPPED,
     TOKENS_PER_ITERATION,
     RESENDS,
     SERVER_INDEX,
+    HTTP_BLOCKED_NS,
+    HTTP_DNS_LOOKUP_NS,
+    HTTP_CONNECTING_NS,
+    HTTP_SENDING_NS,
+    HTTP_WAITING_NS,
+    HTTP_RECEIVING_NS,
+    HTTP_CONNECTION_REUSED,
+    HTTP_BYTES_SENT,
+    HTTP_BYTES_RECEIVED,
+    HTTP_CHUNKS_SENT,
+    HTTP_CHUNKS_RECEIVED,
 ];
 
 /// Every column, in schema order.
-pub const ALL: [&str; 41] = [
+pub const ALL: [&str; 52] = [
     RUN_ID,
     REQUEST_INDEX,
     CONVERSATION_ID,
@@ -201,6 +261,17 @@ pub const ALL: [&str; 41] = [
     TOKENS_PER_ITERATION,
     RESENDS,
     SERVER_INDEX,
+    HTTP_BLOCKED_NS,
+    HTTP_DNS_LOOKUP_NS,
+    HTTP_CONNECTING_NS,
+    HTTP_SENDING_NS,
+    HTTP_WAITING_NS,
+    HTTP_RECEIVING_NS,
+    HTTP_CONNECTION_REUSED,
+    HTTP_BYTES_SENT,
+    HTTP_BYTES_RECEIVED,
+    HTTP_CHUNKS_SENT,
+    HTTP_CHUNKS_RECEIVED,
 ];
 
 #[cfg(all(test, feature = "parquet"))]

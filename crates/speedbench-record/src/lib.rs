@@ -58,6 +58,8 @@ mod error;
 #[cfg(feature = "parquet")]
 mod io;
 mod manifest;
+#[cfg(feature = "parquet")]
+mod phase_columns;
 mod record;
 #[cfg(feature = "parquet")]
 mod rundir;
@@ -77,12 +79,14 @@ pub use io::{
     visit_records,
 };
 pub use manifest::{MeasuredStart, RunManifest, RunShard, redact_url};
-pub use record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
+pub use record::{
+    ErrorKind, HttpPhases, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource,
+};
 #[cfg(feature = "parquet")]
 pub use rundir::{
-    GPU_TELEMETRY_FILE_NAME, LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME,
-    RUN_FILE_NAMES, RunDirLock, SERVER_METRICS_CSV_FILE_NAME, SERVER_METRICS_FILE_NAME,
-    SERVER_METRICS_PARQUET_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
+    GPU_TELEMETRY_FILE_NAME, HTTP_TRACE_FILE_NAME, LOCK_FILE_NAME, PARTIAL_RECORDS_FILE_NAME,
+    RAW_RESPONSES_FILE_NAME, RUN_FILE_NAMES, RunDirLock, SERVER_METRICS_CSV_FILE_NAME,
+    SERVER_METRICS_FILE_NAME, SERVER_METRICS_PARQUET_FILE_NAME, SUMMARY_FILE_NAME, run_is_live,
 };
 #[cfg(feature = "parquet")]
 pub use schema::{SCHEMA_VERSION, record_schema};

@@ -88,6 +88,12 @@ pub struct RequestRecord {
     /// before any byte of an answer); its times count from the first write.
     #[serde(default)]
     pub resends: u32,
+    /// How the request's connection was had and its bytes went and came
+    /// (AIPerf's HTTP trace phases), once a response head arrived on the
+    /// lean HTTP/1.1 client; `None` before that, over TLS and on hyper's
+    /// client (`--http-client hyper`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_phases: Option<HttpPhases>,
     /// Which of the run's several servers (`--url`, 0-based) served the
     /// request; `None` for a run of one server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -317,6 +323,50 @@ pub struct ServerTimings {
     pub predicted_ms: Option<f64>,
     /// Generation (decode) speed, tokens per second.
     pub predicted_per_second: Option<f64>,
+}
+
+/// The HTTP phases of one request, k6's and HAR's as AIPerf 0.13.0 names
+/// them (`http_req_*`), in nanoseconds from the client's monotonic clock.
+///
+/// `sending + waiting + receiving` runs from the request's first write to
+/// its last byte read: the record's `e2e_latency_ns` for a request written
+/// once. AIPerf's `http_req_duration`, `http_req_connection_overhead` and
+/// `http_req_total` are sums of these (`speedbench-metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HttpPhases {
+    /// `http_req_blocked`: from the request's turn to go until its
+    /// connection was in hand (an idle one, checked open) or began to
+    /// connect. speedbench's pool has no limit to queue behind, so this is
+    /// the pool's own work; for a request written again it includes the
+    /// write the server reset unread.
+    pub blocked_ns: u64,
+    /// `http_req_dns_lookup`: resolving the host name (0 for an IP
+    /// literal or a reused connection).
+    pub dns_lookup_ns: u64,
+    /// `http_req_connecting`: opening the TCP connection (0 when reused).
+    pub connecting_ns: u64,
+    /// `http_req_sending`: the request's first write to its last byte
+    /// handed to the kernel.
+    pub sending_ns: u64,
+    /// `http_req_waiting` (TTFB): the last byte sent to the arrival of the
+    /// body's first byte (the head's for an empty body), not to the first
+    /// token.
+    pub waiting_ns: u64,
+    /// `http_req_receiving`: from the body's first byte to the response's
+    /// last (0 when one read brought the body).
+    pub receiving_ns: u64,
+    /// `http_req_connection_reused`: the request went out on a kept-alive
+    /// connection.
+    pub connection_reused: bool,
+    /// `http_req_data_sent`: bytes of the request's body.
+    pub bytes_sent: u64,
+    /// `http_req_data_received`: bytes of the response's body, chunked
+    /// framing removed.
+    pub bytes_received: u64,
+    /// `http_req_chunks_sent`: writes that carried the request.
+    pub chunks_sent: u64,
+    /// `http_req_chunks_received`: reads that brought body bytes.
+    pub chunks_received: u64,
 }
 
 #[cfg(test)]

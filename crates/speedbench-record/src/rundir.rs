@@ -34,12 +34,15 @@ pub const GPU_TELEMETRY_FILE_NAME: &str = "gpu_telemetry_export.json";
 /// [`crate::RECORDS_FILE_NAME`]); AIPerf calls its counterpart
 /// `profile_export_raw.jsonl`.
 pub const RAW_RESPONSES_FILE_NAME: &str = "raw_responses.jsonl";
+/// Each request's HTTP trace, one JSON object per line, with
+/// `--export-http-trace`.
+pub const HTTP_TRACE_FILE_NAME: &str = "http_trace.jsonl";
 /// The lock file a running profile holds exclusively.
 pub const LOCK_FILE_NAME: &str = ".speedbench.lock";
 
 /// Every file a finished or dead run leaves behind, in the order a reader
 /// looks for them.
-pub const RUN_FILE_NAMES: [&str; 11] = [
+pub const RUN_FILE_NAMES: [&str; 12] = [
     RECORDS_FILE_NAME,
     PARTIAL_RECORDS_FILE_NAME,
     crate::io::JOURNAL_FILE_NAME,
@@ -51,6 +54,7 @@ pub const RUN_FILE_NAMES: [&str; 11] = [
     SERVER_METRICS_PARQUET_FILE_NAME,
     GPU_TELEMETRY_FILE_NAME,
     RAW_RESPONSES_FILE_NAME,
+    HTTP_TRACE_FILE_NAME,
 ];
 
 /// The exclusive lock on a run directory, held for the run's life.

@@ -16,6 +16,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use crate::columns;
 use crate::custom::{CUSTOM_COLUMN_PREFIX, CustomColumn, CustomKind, CustomValue};
 use crate::error::RecordError;
+use crate::phase_columns::{PhaseBuilders, PhaseColumns};
 use crate::record::{ErrorKind, RequestRecord, ServerTimings, SpecDecodeStats, SpecSource};
 
 /// Version of the column layout; bumped on any incompatible change.
@@ -74,6 +75,17 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         f(columns::TOKENS_PER_ITERATION, Float64, true),
         f(columns::RESENDS, UInt32, true),
         f(columns::SERVER_INDEX, UInt32, true),
+        f(columns::HTTP_BLOCKED_NS, UInt64, true),
+        f(columns::HTTP_DNS_LOOKUP_NS, UInt64, true),
+        f(columns::HTTP_CONNECTING_NS, UInt64, true),
+        f(columns::HTTP_SENDING_NS, UInt64, true),
+        f(columns::HTTP_WAITING_NS, UInt64, true),
+        f(columns::HTTP_RECEIVING_NS, UInt64, true),
+        f(columns::HTTP_CONNECTION_REUSED, Boolean, true),
+        f(columns::HTTP_BYTES_SENT, UInt64, true),
+        f(columns::HTTP_BYTES_RECEIVED, UInt64, true),
+        f(columns::HTTP_CHUNKS_SENT, UInt64, true),
+        f(columns::HTTP_CHUNKS_RECEIVED, UInt64, true),
     ]))
 });
 
@@ -81,8 +93,8 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 ///
 /// Column meanings are documented in `docs/record-schema.md`; the columns map
 /// one-to-one onto [`RequestRecord`] fields, with the nested
-/// [`SpecDecodeStats`] and [`ServerTimings`] flattened under `spec_` and
-/// `timings_` prefixes so that SQL engines and dataframes read them directly.
+/// [`SpecDecodeStats`], [`ServerTimings`] and [`crate::HttpPhases`] flattened
+/// under `spec_`, `timings_` and `http_` prefixes so that SQL engines and dataframes read them directly.
 pub fn record_schema() -> SchemaRef {
     SCHEMA.clone()
 }
@@ -130,6 +142,7 @@ pub(crate) struct BatchBuilder {
     t_pred_n: UInt64Builder,
     t_pred_ms: Float64Builder,
     t_pred_ps: Float64Builder,
+    phases: PhaseBuilders,
     custom: Vec<(CustomColumn, CustomBuilder)>,
     schema: SchemaRef,
     len: usize,
@@ -252,6 +265,7 @@ impl BatchBuilder {
             t_pred_n: UInt64Builder::new(),
             t_pred_ms: Float64Builder::new(),
             t_pred_ps: Float64Builder::new(),
+            phases: PhaseBuilders::default(),
             custom: custom
                 .iter()
                 .map(|c| (c.clone(), CustomBuilder::new(c.kind())))
@@ -309,6 +323,7 @@ impl BatchBuilder {
         self.server_index.append_option(r.server_index);
         self.push_spec(r.spec.as_ref());
         self.push_timings(r.server_timings.as_ref());
+        self.phases.push(r.http_phases.as_ref());
         self.len += 1;
         Ok(())
     }
@@ -430,6 +445,7 @@ impl BatchBuilder {
             Arc::new(self.server_index.finish()),
         ];
         let mut columns = columns;
+        columns.extend(self.phases.finish());
         columns.extend(self.custom.iter_mut().map(|(_, b)| b.finish()));
         RecordBatch::try_new(self.schema.clone(), columns)
     }
@@ -1176,6 +1192,7 @@ struct RowReader<'a> {
     output_text: &'a arrow_array::StringArray,
     spec: SpecColumns<'a>,
     timings: TimingColumns<'a>,
+    phases: PhaseColumns<'a>,
     // Conformed by `conform_batch`: each holds its kind's Arrow type.
     custom: Vec<(&'a str, &'a ArrayRef)>,
 }
@@ -1221,6 +1238,7 @@ impl<'a> RowReader<'a> {
             output_text: c.strings(columns::OUTPUT_TEXT)?,
             spec: SpecColumns::of(&c)?,
             timings: TimingColumns::of(&c)?,
+            phases: PhaseColumns::of(|name| c.column(name))?,
             custom: custom
                 .iter()
                 .filter_map(|c| Some((c.name(), batch.column_by_name(c.name())?)))
@@ -1249,6 +1267,7 @@ impl<'a> RowReader<'a> {
             };
         self.spec.read(i, &invalid, &mut r.spec)?;
         r.server_timings = self.timings.row(i);
+        r.http_phases = self.phases.row(i);
         assign(&mut r.run_id, self.run_id.value(i));
         r.request_index = self.request_index.value(i);
         assign(&mut r.conversation_id, self.conversation_id.value(i));

@@ -1,8 +1,8 @@
 //! The end-of-run console summary (AIPerf's "LLM Metrics" tables).
 
 use speedbench_metrics::{
-    ITERATION_LABEL, PerPass, PooledHistogram, RequestCounts, RunMetrics, ServerTimingMetrics,
-    SpecDecodeMetrics, Summary,
+    HttpTraceMetrics, ITERATION_LABEL, PerPass, PooledHistogram, RequestCounts, RunMetrics,
+    ServerTimingMetrics, SpecDecodeMetrics, Summary,
 };
 
 use crate::figures;
@@ -27,7 +27,9 @@ const HEADER: [&str; 8] = ["Metric", "avg", "min", "max", "p99", "p90", "p50", "
 ///    [`ACCEPTANCE_LENGTH_DEFINITIONS`], the pooled
 ///    `Accepted drafts per step (% of steps)` line and a note on zero-step
 ///    requests and requests without spec stats;
-/// 3. `speedbench | LLM Metrics: Server Timings` (llama.cpp `timings`);
+/// 3. `speedbench | LLM Metrics: Server Timings` (llama.cpp `timings`),
+///    and `speedbench | HTTP Trace Timing` when the run asked for its
+///    requests' HTTP phases (`--show-trace-timing`);
 /// 4. with the figures the run asked for: the goodput line under the
 ///    first table (and its `Goodput (requests/sec)` row), the steady
 ///    state's table (or why there is none) and the time slices' table;
@@ -40,6 +42,7 @@ pub fn render_run_summary(metrics: &RunMetrics) -> String {
     sections.extend(metrics.goodput.as_ref().map(figures::goodput_line));
     sections.extend(spec_decode(&metrics.spec_decode));
     sections.extend(server_timings(&metrics.server_timings));
+    sections.extend(metrics.http_trace.as_ref().map(http_trace));
     sections.extend(
         (metrics.steady_state.as_ref())
             .map(|s| figures::steady_state(s, metrics.benchmark_duration_s)),
@@ -334,6 +337,46 @@ fn server_timings(t: &ServerTimingMetrics) -> Option<String> {
         "{table}  Server-reported speeds (llama.cpp timings) of {}; avg is the unweighted mean per request\n",
         count_of(t.requests, "request")
     ))
+}
+
+/// AIPerf's HTTP Trace Timing table, its rows in AIPerf's display order.
+fn http_trace(t: &HttpTraceMetrics) -> String {
+    let rows = table_rows(&[
+        ("HTTP Blocked (ms)", Dist(t.blocked_ms)),
+        ("HTTP DNS Lookup (ms)", Dist(t.dns_lookup_ms)),
+        ("HTTP Connecting (ms)", Dist(t.connecting_ms)),
+        ("HTTP Sending (ms)", Dist(t.sending_ms)),
+        ("HTTP Waiting (TTFB) (ms)", Dist(t.waiting_ms)),
+        ("HTTP Receiving (ms)", Dist(t.receiving_ms)),
+        ("HTTP Connection Reused (ratio)", Dist(t.connection_reused)),
+        ("HTTP Data Sent (KB)", Dist(t.data_sent_kb)),
+        ("HTTP Chunks Sent (count)", Dist(t.chunks_sent)),
+        ("HTTP Data Received (KB)", Dist(t.data_received_kb)),
+        ("HTTP Chunks Received (count)", Dist(t.chunks_received)),
+        (
+            "HTTP Connection Overhead (ms)",
+            Dist(t.connection_overhead_ms),
+        ),
+        ("HTTP Duration (excl. conn) (ms)", Dist(t.duration_ms)),
+        ("HTTP Total Time (ms)", Dist(t.total_ms)),
+    ]);
+    let table = titled_table(
+        "speedbench | HTTP Trace Timing",
+        &HEADER,
+        &rows,
+        FirstColumn::Right,
+    );
+    let mut out = format!(
+        "{table}  HTTP phases of {} as the client's sockets saw them; KB of 1,024 bytes\n",
+        count_of(t.requests, "request")
+    );
+    if t.without_phases > 0 {
+        out.push_str(&format!(
+            "  {} sent over TLS or hyper's client (--http-client hyper) carry no phases and are not in this table\n",
+            count_of(t.without_phases, "request")
+        ));
+    }
+    out
 }
 
 /// `Errors: 3 of 120 requests failed (timeout: 2, connection: 1); statistics
@@ -696,6 +739,66 @@ mod tests {
         assert!(!out.contains("Spec Decode"));
         assert!(!out.contains("Accepted drafts per step"));
         assert!(!out.contains("Not in the distributions"));
+    }
+
+    /// The HTTP Trace Timing table, with `--show-trace-timing` only.
+    #[test]
+    fn http_trace_table_by_hand() {
+        // Two requests: waiting 5 and 3 ms, receiving 15 and 7 ms, sending
+        // 0.02 and 0.01 ms, a new connection (0.09 ms) and a reused one.
+        let traced = |waiting_ms: u64, receiving_ms: u64, reused: bool| RequestRecord {
+            http_phases: Some(speedbench_record::HttpPhases {
+                blocked_ns: 10_000,
+                connecting_ns: if reused { 0 } else { 90_000 },
+                sending_ns: if reused { 10_000 } else { 20_000 },
+                waiting_ns: waiting_ms * MS,
+                receiving_ns: receiving_ms * MS,
+                connection_reused: reused,
+                bytes_sent: 512,
+                bytes_received: if reused { 1_024 } else { 3_072 },
+                chunks_sent: 1,
+                chunks_received: if reused { 8 } else { 12 },
+                ..Default::default()
+            }),
+            ..req(0, 1, 10, 100, 5, 5, &[])
+        };
+        let records = [
+            traced(5, 15, false),
+            traced(3, 7, true),
+            req(0, 1, 10, 100, 5, 5, &[]),
+        ];
+        let asked = speedbench_metrics::FigureOptions {
+            http_trace: true,
+            ..Default::default()
+        };
+        let out = render_run_summary(&RunMetrics::with_figures(&records, &asked));
+        assert!(out.contains("speedbench | HTTP Trace Timing\n"));
+        // Waiting [3, 5]: avg 4, min 3, max 5, p99 4.98, p90 4.8, p50 4, std 1.
+        assert_eq!(
+            cells(&out, "HTTP Waiting (TTFB) (ms)"),
+            ["4.00", "3.00", "5.00", "4.98", "4.80", "4.00", "1.00"]
+        );
+        // Duration: 0.01 + 3 + 7 = 10.01 and 0.02 + 5 + 15 = 20.02 ms;
+        // the total adds 0.01 blocked and 0.09 connecting to the second.
+        assert_eq!(
+            cells(&out, "HTTP Duration (excl. conn) (ms)")[..3],
+            ["15.02", "10.01", "20.02"]
+        );
+        assert_eq!(
+            cells(&out, "HTTP Total Time (ms)")[..3],
+            ["15.07", "10.02", "20.12"]
+        );
+        assert_eq!(cells(&out, "HTTP Connection Reused (ratio)")[0], "0.50");
+        // 1 and 3 KB received.
+        assert_eq!(
+            cells(&out, "HTTP Data Received (KB)")[..3],
+            ["2.00", "1.00", "3.00"]
+        );
+        assert!(out.contains("  HTTP phases of 2 requests as the client's sockets saw them"));
+        assert!(out.contains("  1 request sent over TLS or hyper's client"));
+        // Not asked for: no table.
+        let plain = render_run_summary(&RunMetrics::from_records(&records));
+        assert!(!plain.contains("HTTP Trace Timing"));
     }
 
     #[test]

@@ -157,6 +157,7 @@ async fn prepare(
         .with_config(config)
         .with_overwrite(outputs.overwrite)
         .with_export_level(outputs.export_level)
+        .with_http_trace(outputs.export_http_trace)
         .with_figures(figures);
     run.server_metrics = scrape;
     run.gpu_telemetry = gpu_telemetry;
@@ -462,6 +463,7 @@ fn shown_paths(outcome: &RunOutcome, staged: Option<&StagedRun>) -> ShownPaths {
         manifest: shown(&outcome.manifest_path),
         summary: outcome.summary_path.as_deref().map(shown),
         raw_responses: outcome.raw_responses_path.as_deref().map(shown),
+        http_trace: outcome.http_trace_path.as_deref().map(shown),
     }
 }
 

@@ -76,6 +76,8 @@ pub struct ShownPaths {
     pub summary: Option<String>,
     /// `raw_responses.jsonl`, when written.
     pub raw_responses: Option<String>,
+    /// `http_trace.jsonl`, when written.
+    pub http_trace: Option<String>,
 }
 
 impl RunReport {

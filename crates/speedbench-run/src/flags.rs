@@ -648,6 +648,8 @@ const OUTPUT: &[Flag] = &[
         .value("LEVEL")
         .default("records")
         .help("Files kept, as AIPerf's --export-level: `summary` (run.json, summary.json and the scrape; no records.parquet), `records` (also records.parquet) or `raw` (also raw_responses.jsonl: every response body, credentials scrubbed)."),
+    flag!("export-http-trace", Switch, |s, v| s.outputs.export_http_trace = switch(v)?)
+        .help("Also write http_trace.jsonl (AIPerf's --export-http-trace): one JSON object per request the lean HTTP/1.1 client carried, with its connection's phases and addresses, the wall-clock moments of its send and receive (AIPerf's field names), the response's headers (credentials scrubbed) and each body read as [arrival ns, bytes]. The per-request phases are in records.parquet either way (`http_*` columns)."),
     flag!("run-id", One, |s, v| s.outputs.run_id = Some(v.to_string()))
         .value("RUN_ID")
         .help("Run identifier; generated when omitted."),
@@ -699,6 +701,8 @@ const FIGURES: &[Flag] = &[
     flag!("slice-duration", One, |s, v| s.figures.slice_duration_s = Some(positive(v)?))
         .value("SECONDS")
         .help("Also report the run in consecutive slices of this many seconds (throughput, latency, acceptance per slice) in summary.json and the HTML report: warm-up, saturation and drain."),
+    flag!("show-trace-timing", Switch, |s, v| s.figures.show_trace_timing = switch(v)?)
+        .help("Also report each request's HTTP phases (AIPerf's HTTP Trace Timing: blocked, DNS, connecting, sending, waiting/TTFB, receiving, connection reuse, bytes and reads each way) in the summary and summary.json. records.parquet keeps the phases of every request whether or not this is given (`http_*` columns; the lean HTTP/1.1 client times them, so not over https:// or with --http-client hyper)."),
     flag!("steady-state-threshold", One, |s, v| s.figures.steady_state_threshold = share(v)?)
         .value("SHARE")
         .default("0.95")

@@ -546,6 +546,9 @@ pub struct OutputSpec {
     /// `--export-level`.
     #[serde(with = "by_name")]
     pub export_level: ExportLevel,
+    /// `--export-http-trace`: each request's HTTP trace in
+    /// `http_trace.jsonl`.
+    pub export_http_trace: bool,
     /// `--run-id`; generated when `None`.
     pub run_id: Option<String>,
     /// `--user-files`: files rendered into the run directory before the
@@ -620,6 +623,8 @@ pub struct FigureSpec {
     pub steady_state_threshold: f64,
     /// `--steady-state-min-window`, seconds.
     pub steady_state_min_window_s: f64,
+    /// `--show-trace-timing`: the requests' HTTP phases in the summary.
+    pub show_trace_timing: bool,
 }
 
 impl Default for FigureSpec {
@@ -630,6 +635,7 @@ impl Default for FigureSpec {
             slice_duration_s: None,
             steady_state_threshold: Steady::DEFAULT_THRESHOLD,
             steady_state_min_window_s: Steady::DEFAULT_MIN_WINDOW_S,
+            show_trace_timing: false,
         }
     }
 }

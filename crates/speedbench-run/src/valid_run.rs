@@ -101,6 +101,8 @@ pub(crate) struct ValidOutputs {
     pub(crate) speed_bench_py: Option<PathBuf>,
     /// `--user-files`, checked.
     pub(crate) user_files: Option<crate::user_files::UserFiles>,
+    /// `--export-http-trace`.
+    pub(crate) export_http_trace: bool,
 }
 
 /// The run directory.

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use speedbench_client::{
-    ApiKey, BaseUrl, ClientError, Load, ModelChoice, ModelStrategy, OwnedField, StartBarrier,
-    Target, parse_extra_inputs, parse_header,
+    ApiKey, BaseUrl, ClientError, HttpClientKind, Load, ModelChoice, ModelStrategy, OwnedField,
+    StartBarrier, Target, parse_extra_inputs, parse_header,
 };
 use speedbench_dataset::CategorySelection;
 use speedbench_metrics::{FigureOptions, SteadyStateOptions};
@@ -96,6 +96,7 @@ impl RunSpec {
         let target = self
             .request_target(base_url, place)?
             .with_more_urls(urls.collect());
+        self.check_traceable(&target)?;
         let load = self.load_config()?;
         if place == Where::Elsewhere {
             check_any_process_holds(&load)?;
@@ -161,7 +162,30 @@ impl RunSpec {
             user_files: (o.user_files.as_deref())
                 .map(crate::user_files::UserFiles::parse)
                 .transpose()?,
+            export_http_trace: o.export_http_trace,
         })
+    }
+
+    /// `--show-trace-timing` and `--export-http-trace` need requests the
+    /// lean HTTP/1.1 client carries, the one that times HTTP phases:
+    /// refused where no request would be.
+    fn check_traceable(&self, target: &Target) -> Result<(), RunError> {
+        let asked = [
+            ("--show-trace-timing", self.figures.show_trace_timing),
+            ("--export-http-trace", self.outputs.export_http_trace),
+        ];
+        let Some((flag, _)) = asked.into_iter().find(|(_, on)| *on) else {
+            return Ok(());
+        };
+        let why = if target.http_client == HttpClientKind::Hyper {
+            "--http-client hyper times no HTTP phases: leave the default lean client"
+        } else if target.urls().all(BaseUrl::is_https) {
+            "the lean HTTP/1.1 client, which times HTTP phases, speaks plain http:// only, and \
+             every --url is https://"
+        } else {
+            return Ok(());
+        };
+        Err(RunError::invalid(flag, why))
     }
 
     /// `--url`: one server, or several comma-separated, each parsed; the
@@ -428,6 +452,7 @@ impl RunSpec {
             slos: f.goodput.clone(),
             slice_duration_s: f.slice_duration_s,
             steady_state,
+            http_trace: f.show_trace_timing,
         })
     }
 
@@ -701,6 +726,37 @@ mod tests {
 
     fn refused(spec: &RunSpec) -> String {
         spec.validate().unwrap_err().to_string()
+    }
+
+    /// The HTTP trace flags need a request the lean client carries.
+    #[test]
+    fn http_traces_are_refused_where_no_request_would_be_traced() {
+        for (flag, set) in [
+            (
+                "--show-trace-timing",
+                (|s: &mut RunSpec| s.figures.show_trace_timing = true) as fn(&mut RunSpec),
+            ),
+            ("--export-http-trace", |s: &mut RunSpec| {
+                s.outputs.export_http_trace = true
+            }),
+        ] {
+            let mut s = spec();
+            set(&mut s);
+            s.target.http_client = HttpClientKind::Hyper;
+            let err = refused(&s);
+            assert!(
+                err.contains(flag) && err.contains("--http-client hyper"),
+                "{err}"
+            );
+            let mut s = spec();
+            set(&mut s);
+            s.target.url = "https://127.0.0.1:9".into();
+            let err = refused(&s);
+            assert!(err.contains(flag) && err.contains("plain http://"), "{err}");
+            // One plain server among them is enough.
+            s.target.url = "https://127.0.0.1:9,http://127.0.0.1:10".into();
+            assert!(s.validate().is_ok(), "{flag}");
+        }
     }
 
     #[test]

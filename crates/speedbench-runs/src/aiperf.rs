@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use speedbench_record::{ErrorKind, RequestRecord, SpecDecodeStats, SpecSource};
+use speedbench_record::{ErrorKind, HttpPhases, RequestRecord, SpecDecodeStats, SpecSource};
 
 use crate::RunsError;
 
@@ -193,7 +193,32 @@ pub(crate) fn record_from_line(
         // AIPerf records no re-send.
         resends: 0,
         server_index: None,
+        http_phases: http_phases(&metrics),
         custom: Default::default(),
+    })
+}
+
+/// A record's HTTP phases from AIPerf's `http_req_*` metrics (ms, KB of
+/// 1,024 bytes, counts); `None` without `http_req_connection_reused`, which
+/// AIPerf records for every request its aiohttp client traced.
+fn http_phases(metrics: &Value) -> Option<HttpPhases> {
+    let value = |tag: &str| metric_value(metrics, tag).and_then(Value::as_f64);
+    let reused = value("http_req_connection_reused")?;
+    let ns = |tag: &str| value(tag).map_or(0, ms_to_ns);
+    let bytes = |tag: &str| value(tag).map_or(0, |kb| (kb * 1024.0).round().max(0.0) as u64);
+    let count = |tag: &str| value(tag).map_or(0, |n| n.round().max(0.0) as u64);
+    Some(HttpPhases {
+        blocked_ns: ns("http_req_blocked"),
+        dns_lookup_ns: ns("http_req_dns_lookup"),
+        connecting_ns: ns("http_req_connecting"),
+        sending_ns: ns("http_req_sending"),
+        waiting_ns: ns("http_req_waiting"),
+        receiving_ns: ns("http_req_receiving"),
+        connection_reused: reused > 0.0,
+        bytes_sent: bytes("http_req_data_sent"),
+        bytes_received: bytes("http_req_data_received"),
+        chunks_sent: count("http_req_chunks_sent"),
+        chunks_received: count("http_req_chunks_received"),
     })
 }
 

@@ -24,10 +24,6 @@ fn aiperf_expansion(template: &str) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-fn run_json(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
-}
-
 /// The phase named `name` of an AIPerf variation.
 fn phase<'a>(variation: &'a Value, name: &str) -> &'a Value {
     variation["benchmark"]["phases"]

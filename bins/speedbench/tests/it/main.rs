@@ -19,6 +19,7 @@ mod faults_e2e;
 mod figures_e2e;
 mod html_e2e;
 mod http_client_e2e;
+mod http_trace_e2e;
 mod input_e2e;
 mod kube_e2e;
 mod live_view_e2e;

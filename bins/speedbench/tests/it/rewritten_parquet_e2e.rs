@@ -84,6 +84,19 @@ fn records() -> Vec<RequestRecord> {
                 tokens_per_iteration: None,
                 resends: u32::from(i == 5),
                 server_index: None,
+                http_phases: (i % 4 != 2).then(|| speedbench_record::HttpPhases {
+                    blocked_ns: 1_000 + i,
+                    connecting_ns: if i == 0 { 80_000 } else { 0 },
+                    sending_ns: 3_000 + i,
+                    waiting_ns: 2_000_000 + i,
+                    receiving_ns: 9_000_000 + i,
+                    connection_reused: i != 0,
+                    bytes_sent: 400 + i,
+                    bytes_received: 5_000 + i,
+                    chunks_sent: 1,
+                    chunks_received: 20 + i,
+                    ..Default::default()
+                }),
                 // Caller-defined columns, some values left out (nulls).
                 custom: [
                     (

@@ -95,8 +95,7 @@ async fn sharegpt_run(extra: &[&str]) -> ShareGptRun {
         assert_eq!(turns.len() + 1, t.turns as usize, "{t:?}");
         turns.push(t.completion_tokens);
     }
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let manifest = run_json(&out_dir);
     ShareGptRun {
         sent,
         replies: manifest["config"]["reply_lengths"].clone(),
@@ -203,8 +202,7 @@ async fn aiperfs_public_dataset_template_runs_unchanged() {
     let run_dir = dir.path().join("artifacts/public_dataset");
     let records = read_run(&run_dir).unwrap().records;
     assert_eq!(records.iter().filter(|r| !r.warmup).count(), 1000);
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    let manifest = run_json(&run_dir);
     let config = &manifest["config"];
     assert_eq!(config["reply_lengths"]["kept"], 4);
     assert_eq!(config["client"]["dataset_sampling_strategy"], "shuffle");
@@ -277,8 +275,7 @@ async fn reply_rows_of_an_input_file_keep_the_first_of_each_category() {
         .collect();
     sent.sort();
     assert_eq!(sent, [("a2".to_string(), 6), ("b1".to_string(), 7)]);
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let manifest = run_json(&out_dir);
     let replies = &manifest["config"]["reply_lengths"];
     assert_eq!(
         (replies["rows"].as_u64(), replies["kept"].as_u64()),
@@ -318,8 +315,7 @@ async fn a_local_tokenizer_counts_the_replies() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("is not read"), "{stderr}");
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("run.json")).unwrap()).unwrap();
+    let manifest = run_json(&out_dir);
     let replies = &manifest["config"]["reply_lengths"];
     let counted_by = replies["tokens_counted_by"].as_str().unwrap();
     assert!(counted_by.contains("tiny-bpe/tokenizer.json"), "{replies}");

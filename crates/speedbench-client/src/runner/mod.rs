@@ -19,8 +19,9 @@ use serde_json::Value;
 use speedbench_dataset::Dataset;
 use speedbench_metrics::FigureOptions;
 use speedbench_record::{
-    JOURNAL_FILE_NAME, MeasuredStart, PARTIAL_RECORDS_FILE_NAME, RAW_RESPONSES_FILE_NAME,
-    RECORDS_FILE_NAME, RunDirLock, RunManifest, RunShard, SUMMARY_FILE_NAME, redact_url,
+    HTTP_TRACE_FILE_NAME, JOURNAL_FILE_NAME, MeasuredStart, PARTIAL_RECORDS_FILE_NAME,
+    RAW_RESPONSES_FILE_NAME, RECORDS_FILE_NAME, RunDirLock, RunManifest, RunShard,
+    SUMMARY_FILE_NAME, redact_url,
 };
 use speedbench_scrape::{GpuTelemetry, ServerMetricsExport};
 
@@ -34,7 +35,8 @@ pub use speedbench_record::RunStatus;
 use crate::RecordAnnotator;
 use crate::error::ClientError;
 use crate::exchange::HttpClient;
-use crate::export::{ExportLevel, RawWriter};
+use crate::export::{ExportLevel, JsonLinesWriter};
+use crate::recorder::ExportWriters;
 use crate::recorder::{Recorder, RecorderMsg};
 use crate::schedule::ScheduleStats;
 use crate::scrape::{
@@ -81,6 +83,9 @@ pub struct ProfileRun {
     pub max_error_rate: Option<f64>,
     /// Which files the run keeps (see [`ProfileRun::with_export_level`]).
     pub export_level: ExportLevel,
+    /// Write each request's HTTP trace to `http_trace.jsonl` (see
+    /// [`ProfileRun::with_http_trace`]).
+    pub export_http_trace: bool,
     /// The figures of `summary.json` beyond the records' own (see
     /// [`ProfileRun::with_figures`]).
     pub figures: FigureOptions,
@@ -194,6 +199,7 @@ impl ProfileRun {
             overwrite: false,
             max_error_rate: None,
             export_level: ExportLevel::default(),
+            export_http_trace: false,
             figures: FigureOptions::default(),
             sinks: Default::default(),
             annotators: Default::default(),
@@ -269,6 +275,18 @@ impl ProfileRun {
         self
     }
 
+    /// Writes each request's HTTP trace, as AIPerf's `--export-http-trace`
+    /// does: one [`crate::HttpTraceLine`] per request the lean HTTP/1.1
+    /// client carried as far as a response head, in `http_trace.jsonl`
+    /// (written as requests finish): its connection's phases and addresses,
+    /// the moments of its send and receive on the wall clock, the
+    /// response's headers (scrubbed of the target's credentials) and each
+    /// body read. `run.json` stores it as `config.export_http_trace`.
+    pub fn with_http_trace(mut self, on: bool) -> Self {
+        self.export_http_trace = on;
+        self
+    }
+
     /// Adds the figures `options` asks for to `summary.json` and the
     /// read-back statistics: goodput against SLOs, the steady state, time
     /// slices ([`speedbench_metrics::RunMetrics::with_figures`]).
@@ -318,6 +336,7 @@ impl std::fmt::Debug for ProfileRun {
             .field("overwrite", &self.overwrite)
             .field("max_error_rate", &self.max_error_rate)
             .field("export_level", &self.export_level)
+            .field("export_http_trace", &self.export_http_trace)
             .field("sinks", &sinks)
             .finish()
     }
@@ -533,6 +552,7 @@ struct RunPaths {
     partial: PathBuf,
     manifest: PathBuf,
     raw: PathBuf,
+    http_trace: PathBuf,
 }
 
 /// Locks the run directory, writes `run.json` (outcome `running`), opens
@@ -555,19 +575,25 @@ fn open_run(
         partial: run.output_dir.join(PARTIAL_RECORDS_FILE_NAME),
         manifest: run.output_dir.join(RunManifest::FILE_NAME),
         raw: run.output_dir.join(RAW_RESPONSES_FILE_NAME),
+        http_trace: run.output_dir.join(HTTP_TRACE_FILE_NAME),
     };
     let clock = Clock::now();
     let manifest = first_manifest(&run, &clock, shard_info);
     write_json(&paths.manifest, &manifest)?;
     let level = run.export_level;
-    let raw = level
-        .keeps_raw_responses()
-        .then(|| RawWriter::create(&paths.raw))
-        .transpose()?;
-    let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, raw)?;
+    let exports = ExportWriters {
+        raw: (level.keeps_raw_responses())
+            .then(|| JsonLinesWriter::create(&paths.raw, "raw responses"))
+            .transpose()?,
+        http_trace: (run.export_http_trace)
+            .then(|| JsonLinesWriter::create(&paths.http_trace, "HTTP traces"))
+            .transpose()?,
+    };
+    let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, exports)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = connection_pool(&run.load, sessions);
-    let clients = server_clients(&run.target, pool, level.keeps_raw_responses())?;
+    let capture = (level.keeps_raw_responses(), run.export_http_trace);
+    let clients = server_clients(&run.target, pool, capture)?;
     let scrapers = Scrapers {
         server: start_scraper(&run.server_metrics)?,
         gpu: start_scraper(&run.gpu_telemetry)?,
@@ -597,10 +623,18 @@ fn open_run(
 }
 
 /// One client per server of `target`, each holding up to `pool`
-/// connections.
-fn server_clients(target: &Target, pool: usize, raw: bool) -> Result<Vec<HttpClient>, ClientError> {
+/// connections, keeping each response's body and its HTTP trace detail as
+/// `(raw, http_trace)` ask.
+fn server_clients(
+    target: &Target,
+    pool: usize,
+    (raw, http_trace): (bool, bool),
+) -> Result<Vec<HttpClient>, ClientError> {
     (0..target.urls().count())
-        .map(|i| HttpClient::new(&target.for_server(i), pool).map(|c| c.with_raw_capture(raw)))
+        .map(|i| {
+            HttpClient::new(&target.for_server(i), pool)
+                .and_then(|c| c.with_raw_capture(raw).with_http_trace(http_trace))
+        })
         .collect()
 }
 
@@ -643,6 +677,9 @@ fn first_manifest(run: &ProfileRun, clock: &Clock, shard: Option<RunShard>) -> R
     };
     if let Value::Object(config) = &mut manifest.config {
         config.insert("export_level".into(), run.export_level.as_str().into());
+        if run.export_http_trace {
+            config.insert("export_http_trace".into(), true.into());
+        }
     }
     manifest
 }
@@ -732,7 +769,7 @@ async fn close_run(
     manifest.status = judged(&errors).0;
     let shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("all workers joined"));
     drop(shared.sink);
-    let level = shared.run.export_level;
+    let (level, http_trace) = (shared.run.export_level, shared.run.export_http_trace);
     let gpu_export = gpu.as_ref().map(|(_, export)| export);
     let ran = (&shared.run, gpu_export, schedule);
     let files = close_files(recorder, &mut manifest, &paths, ran, &judged, &mut errors);
@@ -755,6 +792,7 @@ async fn close_run(
         export_level: level,
         records_removed: files.records_removed,
         raw_responses_path: level.keeps_raw_responses().then_some(paths.raw),
+        http_trace_path: http_trace.then_some(paths.http_trace),
         start: manifest.start,
     })
 }

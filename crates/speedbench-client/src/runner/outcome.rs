@@ -110,6 +110,8 @@ pub struct RunOutcome {
     pub records_removed: bool,
     /// `raw_responses.jsonl`, at [`crate::ExportLevel::Raw`].
     pub raw_responses_path: Option<PathBuf>,
+    /// `http_trace.jsonl`, with [`crate::ProfileRun::with_http_trace`].
+    pub http_trace_path: Option<PathBuf>,
     /// With a [`crate::StartBarrier`]: when the measured phase was planned
     /// to start and when it did (also in `run.json`).
     pub start: Option<speedbench_record::MeasuredStart>,

@@ -15,6 +15,7 @@ use super::Shared;
 const STOP_DRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 use super::record::{DatasetRow, base_record, cancelled_record, to_record};
 use crate::export::RawResponse;
+use crate::http_trace::HttpTraceLine;
 use crate::pacing::RateCurve;
 use crate::recorder::RecorderMsg;
 use crate::schedule::ArrivalSchedule;
@@ -624,6 +625,7 @@ async fn send_turn(
     match exchanged {
         Ok(mut ex) => {
             export_raw(shared, &mut ex, (conv, turn_index, request_index, warmup));
+            export_http_trace(shared, &mut ex, (conv, turn_index, request_index, warmup));
             to_record(shared, conv, turn_index, request_index, warmup, ex)
         }
         Err((kind, why)) => cancelled_record(
@@ -704,6 +706,29 @@ fn export_raw(
             },
         );
     }
+}
+
+/// The exchange's HTTP trace (`--export-http-trace`), where the lean
+/// client carried it as far as a response head.
+fn export_http_trace(
+    shared: &Shared,
+    ex: &mut crate::exchange::Exchange,
+    (conv, turn_index, request_index, warmup): (DatasetRow<'_>, usize, u64, bool),
+) {
+    if !shared.run.export_http_trace {
+        return;
+    }
+    let Some(wire) = &ex.wire else { return };
+    let key = crate::http_trace::TraceKey {
+        run_id: &shared.run.run_id,
+        request_index,
+        conversation_id: &conv.id,
+        turn_index: turn_index as u32,
+        warmup,
+    };
+    let unix = |at: Instant| shared.clock.unix_ns(at);
+    let line = HttpTraceLine::of(key, wire, ex.wire_detail.take(), ex.status, &unix);
+    let _ = shared.sink.send(RecorderMsg::HttpTrace(Box::new(line)));
 }
 
 /// The record of a turn the run stopped while it waited for a prefill

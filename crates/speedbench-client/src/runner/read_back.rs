@@ -119,7 +119,9 @@ pub(super) fn read_back(
 mod tests {
     use super::*;
     use speedbench_metrics::{RunMetrics, SteadyStateOptions, has_llamacpp_timings};
-    use speedbench_record::{ErrorKind, RecordWriter, ServerTimings, SpecDecodeStats, SpecSource};
+    use speedbench_record::{
+        ErrorKind, HttpPhases, RecordWriter, ServerTimings, SpecDecodeStats, SpecSource,
+    };
 
     /// A run of `n` records of every kind: two models, warmup, failures,
     /// skipped turns, vLLM spec stats, llama.cpp timings, overlapping in
@@ -143,6 +145,21 @@ mod tests {
                     prompt_tokens: Some(100 + i % 13),
                     completion_tokens: Some(16 + i % 5),
                     output_text: "text".into(),
+                    // Every third request over a new connection, one in
+                    // five without phases (hyper's client).
+                    http_phases: (i % 5 != 4).then(|| HttpPhases {
+                        blocked_ns: 1_000 + i % 97,
+                        connecting_ns: if i % 3 == 0 { 50_000 + i } else { 0 },
+                        sending_ns: 2_000 + i % 13,
+                        waiting_ns: ms as u64 / 2 + (i * 7919) % 1_000_000,
+                        receiving_ns: e2e - ms as u64,
+                        connection_reused: i % 3 != 0,
+                        bytes_sent: 300 + i % 41,
+                        bytes_received: 2_000 + i % 800,
+                        chunks_sent: 1,
+                        chunks_received: 3 + i % 17,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 };
                 match i % 11 {
@@ -186,6 +203,7 @@ mod tests {
                 min_window_s: 0.01,
             }),
             slice_duration_s: Some(5.0),
+            http_trace: true,
         };
         for n in [300, 12_000] {
             let all = records(n);
@@ -206,6 +224,8 @@ mod tests {
             assert_eq!(back.metrics, expected, "{n} records");
             assert!(expected.steady_state.unwrap().window.is_some());
             assert_eq!(expected.by_model.len(), 2);
+            let http = expected.http_trace.unwrap();
+            assert!(http.requests > 0 && http.without_phases > 0);
             assert_eq!(back.digest, RecordsDigest::of(&held.records));
             assert!(back.llamacpp_timings && has_llamacpp_timings(&held.records));
             assert_eq!(back.manifest, held.manifest);

@@ -196,6 +196,7 @@ pub(super) fn to_record(
     warmup: bool,
     ex: Exchange,
 ) -> RequestRecord {
+    let http_phases = ex.http_phases();
     let mut error = ex.error;
     let (spec, tokens_per_iteration, spec_dropped) =
         kept_payloads(ex.spec, ex.tokens_per_iteration, request_index);
@@ -241,6 +242,7 @@ pub(super) fn to_record(
         tokens_per_iteration,
         server_timings: state.server_timings(),
         resends: ex.sends.resends,
+        http_phases,
         inter_chunk_latencies_ns: state.gaps_ns,
         output_text: state.text,
         ..base_record(shared, conv, turn_index, request_index, warmup)

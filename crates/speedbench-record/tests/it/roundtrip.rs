@@ -53,6 +53,20 @@ fn full_record(i: u64) -> RequestRecord {
         tokens_per_iteration: (i == 5).then_some(2.75),
         resends: (i % 4 == 3) as u32,
         server_index: (i % 3 == 1).then_some(i as u32 % 2),
+        // Every field its own value, so a column read into another fails.
+        http_phases: (i != 3).then_some(HttpPhases {
+            blocked_ns: 1_000 + i,
+            dns_lookup_ns: if i == 1 { 2_000 } else { 0 },
+            connecting_ns: 3_000 * (i % 2),
+            sending_ns: 4_000 + i,
+            waiting_ns: 5_000 + i,
+            receiving_ns: 6_000 + i,
+            connection_reused: i.is_multiple_of(2),
+            bytes_sent: 7_000 + i,
+            bytes_received: 8_000 + i,
+            chunks_sent: 1,
+            chunks_received: 9 + i,
+        }),
         custom: Default::default(),
     }
 }

@@ -146,6 +146,9 @@ fn file_lines(report: &RunReport) -> Vec<String> {
     if let Some(path) = &shown.raw_responses {
         out.push(format!("raw response bodies in {path}"));
     }
+    if let Some(path) = &shown.http_trace {
+        out.push(format!("HTTP traces in {path}"));
+    }
     let kept = if outcome.records_removed {
         "summarised, not kept (--export-level summary), from"
     } else {

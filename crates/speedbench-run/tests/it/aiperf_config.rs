@@ -130,14 +130,6 @@ fn the_command_line_replaces_a_field_but_not_a_swept_one() {
     );
 }
 
-/// Each general template, as shipped, that is still refused at a field
-/// without a counterpart: (template, the field as named, the line's text).
-const REFUSED: [(&str, &str, &str); 1] = [(
-    "http_trace_metrics",
-    "`artifacts.show_trace_timing`",
-    "showTraceTiming:",
-)];
-
 /// `sweep_distributions` as shipped: its grid of three ISLs by three rates
 /// (nine runs, the ISL swept through `datasets.default.prompts.isl`, the
 /// one dataset) in three trials of `multiRun`, trials outer, 15 s of
@@ -243,17 +235,48 @@ fn synthetic_templates_expand_as_shipped() {
     assert!(err.contains("`datasets[0].prompts.isl.spread`"), "{err}");
 }
 
+/// AIPerf's `http_trace_metrics` template, as shipped: its trace table
+/// (`showTraceTiming`) and trace export (`trace`), its Poisson load and
+/// slices as AIPerf's own expansion gives them. Every general template now
+/// runs: none is refused.
 #[test]
-fn every_general_template_is_refused_by_field_and_line() {
-    for (name, field, line_text) in REFUSED {
-        let text = template(name);
-        let err = expand(name, &text, &[]).unwrap_err();
-        let line = line_of(&text, "schemaVersion", line_text);
-        assert!(
-            err.contains(&format!("{name}.yaml:{line}: {field}")),
-            "{name}: {err}"
-        );
-    }
+fn http_trace_metrics_expands_as_shipped() {
+    let name = "http_trace_metrics";
+    let aiperf = aiperf_expansion(name);
+    let artifacts = &aiperf["variations"][0]["benchmark"]["artifacts"];
+    let sweep = expand(name, &template(name), &[]).unwrap();
+    let spec = sweep.runs()[0].spec().unwrap();
+    assert_eq!(
+        Some(spec.figures.show_trace_timing),
+        artifacts["show_trace_timing"].as_bool()
+    );
+    assert_eq!(
+        Some(spec.outputs.export_http_trace),
+        artifacts["trace"].as_bool()
+    );
+    assert!(spec.figures.show_trace_timing && spec.outputs.export_http_trace);
+    assert_eq!(
+        spec.figures.slice_duration_s,
+        artifacts["slice_duration"].as_f64()
+    );
+    let profiling = aiperf_phase(&aiperf, "profiling");
+    assert_eq!(spec.load.request_rate, profiling["rate"].as_f64());
+    assert_eq!(
+        spec.load.max_concurrency.map(|c| c as u64),
+        profiling["concurrency"].as_u64()
+    );
+    assert_eq!(spec.load.request_count, profiling["requests"].as_u64());
+    assert_eq!(spec.dataset.synthetic.isl, Some(256));
+    // `trace: false` and a value that is no switch.
+    let off = template(name).replace("trace: true  ", "trace: false  ");
+    let spec = expand(name, &off, &[]).unwrap().runs()[0]
+        .spec()
+        .unwrap()
+        .clone();
+    assert!(!spec.outputs.export_http_trace && spec.figures.show_trace_timing);
+    let bad = template(name).replace("showTraceTiming: true", "showTraceTiming: sometimes");
+    let err = expand(name, &bad, &[]).unwrap_err();
+    assert!(err.contains("show-trace-timing"), "{err}");
 }
 
 /// A synthetic dataset block replaced by the SPEED-Bench file, as a user

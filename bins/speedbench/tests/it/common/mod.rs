@@ -150,6 +150,16 @@ pub(crate) fn read_run(
     Ok(file)
 }
 
+/// A run's `run.json`.
+pub(crate) fn run_json(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// A run's `summary.json`.
+pub(crate) fn summary_json(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
 /// What holds on every record of every run: TTFT within the end-to-end
 /// latency (so `e2e_latency_ns - ttft_ns` never underflows), no TTFT without
 /// streaming, timestamps in order and equal to the latency, an error message
@@ -193,7 +203,42 @@ pub(crate) fn assert_record_invariants(records: &[RequestRecord], streaming: Opt
                 "more accepted than proposed in {id:?}"
             );
         }
+        if let Some(p) = &r.http_phases {
+            assert_phase_invariants(r, p);
+        }
     }
+}
+
+/// What holds on every record's HTTP phases: a complete response's
+/// sending, waiting and receiving are its latency exactly (first write to
+/// last byte), the first byte comes no later than the first token, a
+/// reused connection took no connecting, and bytes went both ways.
+fn assert_phase_invariants(r: &RequestRecord, p: &speedbench_record::HttpPhases) {
+    let id = (&r.conversation_id, r.turn_index, r.request_index);
+    if r.is_success() && r.resends == 0 {
+        assert_eq!(
+            p.sending_ns + p.waiting_ns + p.receiving_ns,
+            r.e2e_latency_ns,
+            "HTTP phases and latency disagree in {id:?}: {p:?}"
+        );
+    }
+    if let Some(ttft) = r.ttft_ns.filter(|_| r.resends == 0) {
+        assert!(
+            p.sending_ns + p.waiting_ns <= ttft,
+            "first byte after the first token in {id:?}: {p:?}"
+        );
+    }
+    if p.connection_reused {
+        assert_eq!(
+            (p.dns_lookup_ns, p.connecting_ns),
+            (0, 0),
+            "a reused connection connected in {id:?}"
+        );
+    }
+    assert!(
+        p.bytes_sent > 0 && p.chunks_sent > 0 && p.bytes_received > 0 && p.chunks_received > 0,
+        "no bytes one way in {id:?}: {p:?}"
+    );
 }
 
 /// Starts the binary profiling the fixture at concurrency 2, output piped.
@@ -260,6 +305,15 @@ pub(crate) fn read_whole_request(
     stream: &mut std::net::TcpStream,
     buf: &mut Vec<u8>,
 ) -> Option<(String, Vec<u8>)> {
+    read_sized_request(stream, buf).map(|(line, body, _)| (line, body))
+}
+
+/// [`read_whole_request`], with the request's size on the wire: its head,
+/// the blank line and its body.
+pub(crate) fn read_sized_request(
+    stream: &mut std::net::TcpStream,
+    buf: &mut Vec<u8>,
+) -> Option<(String, Vec<u8>, usize)> {
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -272,7 +326,8 @@ pub(crate) fn read_whole_request(
             if buf.len() >= end + 4 + len {
                 let body = buf[end + 4..end + 4 + len].to_vec();
                 buf.drain(..end + 4 + len);
-                return Some((head.lines().next().unwrap_or_default().to_string(), body));
+                let line = head.lines().next().unwrap_or_default().to_string();
+                return Some((line, body, end + 4 + len));
             }
         }
         match stream.read(&mut chunk) {

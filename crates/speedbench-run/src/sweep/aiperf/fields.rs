@@ -772,13 +772,21 @@ fn gpu_telemetry(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
 
 /// `artifacts`: where the runs go (the sweep's parent); speedbench writes
 /// `summary.json` and `records.parquet` (AIPerf's `summary: [json]`,
-/// `records: [jsonl]`), `raw: true` keeps every response.
+/// `records: [jsonl]`), `raw: true` keeps every response;
+/// `showTraceTiming` is `--show-trace-timing` and `trace`
+/// `--export-http-trace`.
 fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     let is = |field: &str, word: &str| match node.get(field).map(|n| &n.value) {
         Some(Value::List(l)) => l.iter().all(|f| f.scalar_text().as_deref() == Some(word)),
         _ => false,
     };
-    let mut allowed = vec!["dir", "slice_duration", "user_files"];
+    let mut allowed = vec![
+        "dir",
+        "slice_duration",
+        "user_files",
+        "show_trace_timing",
+        "trace",
+    ];
     if is("summary", "json") {
         allowed.push("summary");
     }
@@ -793,6 +801,12 @@ fn artifacts(out: &mut Out<'_>, node: &Node) -> Result<(), RunError> {
     }
     if let Some(files) = node.get("user_files") {
         out.set("user-files", vec![json(files).to_string()], files.line)?;
+    }
+    if let Some(show) = node.get("show_trace_timing") {
+        out.set("show-trace-timing", vec![bool_text(show)], show.line)?;
+    }
+    if let Some(trace) = node.get("trace") {
+        out.set("export-http-trace", vec![bool_text(trace)], trace.line)?;
     }
     Ok(())
 }
