@@ -1,6 +1,6 @@
 //! speedbench's HTTP Trace Timing statistics of an AIPerf run, computed from
 //! AIPerf's own per-request `http_req_*` values, against AIPerf's own
-//! statistics of them (fixtures/aiperf/http_trace, made by its
+//! statistics of them (fixtures/aiperf-http-trace, made by its
 //! `generate.sh`: AIPerf 0.13.0 against the simulator, 12 requests).
 //!
 //! speedbench reads the six phases, the reuse and the counts of each
@@ -15,7 +15,7 @@ use speedbench_metrics::{HttpTraceMetrics, Summary};
 use speedbench_runs::load_run;
 
 fn run_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aiperf/http_trace")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aiperf-http-trace")
 }
 
 #[test]
