@@ -134,20 +134,7 @@ impl TcpConnector {
             0 => None,
             n => Some(self.local_addrs[self.next.fetch_add(1, Ordering::Relaxed) % n]),
         };
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let mut dns = None;
-        let peers: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => {
-                let asked = std::time::Instant::now();
-                let found = tokio::net::lookup_host((bare, port))
-                    .await
-                    .map_err(|e| io::Error::other(DnsFailure(e)))?
-                    .collect();
-                dns = Some((asked, std::time::Instant::now()));
-                found
-            }
-        };
+        let (peers, dns) = resolve(host, port).await?;
         let mut last = None;
         let mut first_try = None;
         for addr in peers {
@@ -199,6 +186,27 @@ impl TcpConnector {
     pub fn source_count(&self) -> usize {
         self.connectors.len()
     }
+}
+
+/// The addresses of `host` (an IP literal, bracketed for IPv6, or a name)
+/// at `port`, and the name's lookup, start and end (`None` for a literal).
+async fn resolve(
+    host: &str,
+    port: u16,
+) -> io::Result<(
+    Vec<SocketAddr>,
+    Option<(std::time::Instant, std::time::Instant)>,
+)> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok((vec![SocketAddr::new(ip, port)], None));
+    }
+    let asked = std::time::Instant::now();
+    let found = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|e| io::Error::other(DnsFailure(e)))?
+        .collect();
+    Ok((found, Some((asked, std::time::Instant::now()))))
 }
 
 /// A connection [`TcpConnector::connect_direct`] opened, and how.

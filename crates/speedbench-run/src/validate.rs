@@ -91,12 +91,7 @@ impl RunSpec {
             source: Box::new(e),
             hint: None,
         })?;
-        let mut urls = self.server_urls()?.into_iter();
-        let base_url = urls.next().expect("server_urls gives at least one");
-        let target = self
-            .request_target(base_url, place)?
-            .with_more_urls(urls.collect());
-        self.check_traceable(&target)?;
+        let target = self.valid_target(place)?;
         let load = self.load_config()?;
         if place == Where::Elsewhere {
             check_any_process_holds(&load)?;
@@ -133,6 +128,17 @@ impl RunSpec {
                 .collect(),
             extensions: Extensions::default(),
         })
+    }
+
+    /// The servers and what each request carries, checked.
+    fn valid_target(&self, place: Where) -> Result<Target, RunError> {
+        let mut urls = self.server_urls()?.into_iter();
+        let base_url = urls.next().expect("server_urls gives at least one");
+        let target = self
+            .request_target(base_url, place)?
+            .with_more_urls(urls.collect());
+        self.check_traceable(&target)?;
+        Ok(target)
     }
 
     /// Where the run's files go: a store URL parsed here, `--staging-dir`

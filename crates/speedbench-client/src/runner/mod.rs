@@ -555,6 +555,30 @@ struct RunPaths {
     http_trace: PathBuf,
 }
 
+impl RunPaths {
+    fn of(dir: &Path) -> RunPaths {
+        RunPaths {
+            partial: dir.join(PARTIAL_RECORDS_FILE_NAME),
+            manifest: dir.join(RunManifest::FILE_NAME),
+            raw: dir.join(RAW_RESPONSES_FILE_NAME),
+            http_trace: dir.join(HTTP_TRACE_FILE_NAME),
+        }
+    }
+
+    /// The raw responses' and the HTTP traces' files, each where `run`
+    /// asks for it.
+    fn export_writers(&self, run: &ProfileRun) -> Result<ExportWriters, ClientError> {
+        Ok(ExportWriters {
+            raw: (run.export_level.keeps_raw_responses())
+                .then(|| JsonLinesWriter::create(&self.raw, "raw responses"))
+                .transpose()?,
+            http_trace: (run.export_http_trace)
+                .then(|| JsonLinesWriter::create(&self.http_trace, "HTTP traces"))
+                .transpose()?,
+        })
+    }
+}
+
 /// Locks the run directory, writes `run.json` (outcome `running`), opens
 /// the records (and raw responses), and starts the HTTP client and the
 /// scraper.
@@ -571,28 +595,18 @@ fn open_run(
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let lock = RunDirLock::acquire(&run.output_dir, run.overwrite)?;
-    let paths = RunPaths {
-        partial: run.output_dir.join(PARTIAL_RECORDS_FILE_NAME),
-        manifest: run.output_dir.join(RunManifest::FILE_NAME),
-        raw: run.output_dir.join(RAW_RESPONSES_FILE_NAME),
-        http_trace: run.output_dir.join(HTTP_TRACE_FILE_NAME),
-    };
+    let paths = RunPaths::of(&run.output_dir);
     let clock = Clock::now();
     let manifest = first_manifest(&run, &clock, shard_info);
     write_json(&paths.manifest, &manifest)?;
-    let level = run.export_level;
-    let exports = ExportWriters {
-        raw: (level.keeps_raw_responses())
-            .then(|| JsonLinesWriter::create(&paths.raw, "raw responses"))
-            .transpose()?,
-        http_trace: (run.export_http_trace)
-            .then(|| JsonLinesWriter::create(&paths.http_trace, "HTTP traces"))
-            .transpose()?,
-    };
+    let exports = paths.export_writers(&run)?;
     let recorder = Recorder::start(&paths.partial, manifest.clone(), sinks, annotators, exports)?;
     let (sessions, planned) = planned_requests(&run.dataset, &run.load);
     let pool = connection_pool(&run.load, sessions);
-    let capture = (level.keeps_raw_responses(), run.export_http_trace);
+    let capture = (
+        run.export_level.keeps_raw_responses(),
+        run.export_http_trace,
+    );
     let clients = server_clients(&run.target, pool, capture)?;
     let scrapers = Scrapers {
         server: start_scraper(&run.server_metrics)?,
