@@ -56,11 +56,16 @@ impl<'a> RecordsFilePasses<'a> {
     }
 
     /// The records file at `path`, decoding only what [`RunMetrics`]
-    /// reads (not the output text or the prompt's hash).
-    pub fn for_metrics(path: &'a (impl AsRef<Path> + ?Sized)) -> RecordsFilePasses<'a> {
-        let read = columns::ALL
-            .iter()
-            .filter(|c| !UNUSED_BY_METRICS.contains(c));
+    /// reads with `figures` (not the output text or the prompt's hash; the
+    /// HTTP phases only when [`FigureOptions::http_trace`] asks for them).
+    pub fn for_metrics(
+        path: &'a (impl AsRef<Path> + ?Sized),
+        figures: &FigureOptions,
+    ) -> RecordsFilePasses<'a> {
+        let read = columns::ALL.iter().filter(|c| {
+            !UNUSED_BY_METRICS.contains(c)
+                && (figures.http_trace || !columns::HTTP_PHASES.contains(c))
+        });
         RecordsFilePasses {
             columns: Some(read.copied().collect()),
             ..RecordsFilePasses::new(path)
@@ -94,7 +99,7 @@ pub(super) fn read_back(
     path: &Path,
     figures: &FigureOptions,
 ) -> Result<(ReadBack, u64), RecordError> {
-    let passes = RecordsFilePasses::for_metrics(path);
+    let passes = RecordsFilePasses::for_metrics(path, figures);
     // The console's digest and the two sums are folded in the figures'
     // first pass.
     let mut digest = RecordsDigest::default();
@@ -226,6 +231,17 @@ mod tests {
             assert_eq!(expected.by_model.len(), 2);
             let http = expected.http_trace.unwrap();
             assert!(http.requests > 0 && http.without_phases > 0);
+            // Without the HTTP phases asked for, their columns go unread.
+            let plain = FigureOptions {
+                http_trace: false,
+                ..figures.clone()
+            };
+            let (back_plain, _) = read_back(&path, &plain).unwrap();
+            assert_eq!(
+                back_plain.metrics,
+                RunMetrics::with_figures(&held.records, &plain)
+            );
+            assert_eq!(back_plain.metrics.http_trace, None);
             assert_eq!(back.digest, RecordsDigest::of(&held.records));
             assert!(back.llamacpp_timings && has_llamacpp_timings(&held.records));
             assert_eq!(back.manifest, held.manifest);
