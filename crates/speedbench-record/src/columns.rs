@@ -182,7 +182,8 @@ pub const HTTP_CHUNKS_SENT: &str = "http_chunks_sent";
 pub const HTTP_CHUNKS_RECEIVED: &str = "http_chunks_received";
 
 /// The HTTP phase columns ([`crate::HttpPhases`]), null where none were
-/// measured (over TLS, on hyper's client, before a response head).
+/// measured (over TLS, on hyper's client, before a response head, for a
+/// request timed out or cancelled).
 pub const HTTP_PHASES: [&str; 11] = [
     HTTP_BLOCKED_NS,
     HTTP_DNS_LOOKUP_NS,

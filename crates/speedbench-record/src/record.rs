@@ -89,9 +89,11 @@ pub struct RequestRecord {
     #[serde(default)]
     pub resends: u32,
     /// How the request's connection was had and its bytes went and came
-    /// (AIPerf's HTTP trace phases), once a response head arrived on the
-    /// lean HTTP/1.1 client; `None` before that, over TLS and on hyper's
-    /// client (`--http-client hyper`).
+    /// (AIPerf's HTTP trace phases), for a request the lean HTTP/1.1 client
+    /// read a response head of and then read to its end or saw fail on the
+    /// wire; `None` for one that failed before a head, timed out or was
+    /// cancelled, and over TLS and on hyper's client (`--http-client
+    /// hyper`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_phases: Option<HttpPhases>,
     /// Which of the run's several servers (`--url`, 0-based) served the
