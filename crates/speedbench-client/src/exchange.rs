@@ -101,6 +101,17 @@ impl Exchange {
         })
     }
 
+    /// When the response's latest bytes arrived, capped at `now`: as the
+    /// lean client stamped them before its connection went back to the
+    /// pool (where another request may read on it), else by the clock.
+    fn last_arrival(&self, now: Instant) -> Instant {
+        match (self.wire.as_ref().and_then(|w| w.last_byte), &self.clock) {
+            (Some(last), _) => last.min(now),
+            (None, Some(clock)) => clock.arrival(now),
+            (None, None) => now,
+        }
+    }
+
     /// The first output is here: the prefill slot is given back.
     fn release_prefill_at_first_output(&mut self) {
         if self.prefill_slot.is_some() && self.state.first_output.is_some() {
@@ -256,13 +267,9 @@ impl HttpClient {
         let result = tokio::time::timeout(target.timeout, self.run(body, &mut ex)).await;
         ex.prefill_slot = None;
         let now = Instant::now();
-        // A complete response ended when its last bytes were read: as the
-        // lean client stamped them before its connection went back to the
-        // pool (where another request may read on it), else by the clock.
-        let last_byte = ex.wire.as_ref().and_then(|w| w.last_byte);
-        ex.ended_at = match (&result, last_byte, &ex.clock) {
-            (Ok(Ok(())), Some(last), _) => last.min(now),
-            (Ok(Ok(())), None, Some(clock)) => clock.arrival(now),
+        // A complete response ended when its last bytes were read.
+        ex.ended_at = match &result {
+            Ok(Ok(())) => ex.last_arrival(now),
             _ => now,
         };
         match result {
@@ -595,14 +602,14 @@ impl BodyFold {
     /// The body is complete: an error status, a truncated stream or a body
     /// that is not JSON is the exchange's error.
     fn finish(self, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
-        // A whole body's output arrived with its last bytes, not when it
-        // was parsed.
+        // A whole body's output arrived with its last bytes, as the lean
+        // client stamped them. hyper's pool may already have handed the
+        // connection to another request, whose write and reads its clock
+        // then holds: there it is when the body was parsed.
         let now = Instant::now();
-        let at = match (ex.wire.as_ref().and_then(|w| w.last_byte), &ex.clock) {
-            (Some(last), _) => last.min(now),
-            (None, Some(clock)) => clock.arrival(now),
-            (None, None) => now,
-        };
+        let at = (ex.wire.as_ref())
+            .and_then(|w| w.last_byte)
+            .map_or(now, |last| last.min(now));
         if !self.success() {
             let text = String::from_utf8_lossy(&self.whole);
             let detail = serde_json::from_str::<Value>(&text)
