@@ -71,6 +71,7 @@ pub mod synthetic;
 mod target;
 mod typed_chunk;
 mod users;
+mod vllm_fields;
 
 pub use annotate::RecordAnnotator;
 pub use detect::PROBE_PATHS;

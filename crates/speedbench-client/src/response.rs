@@ -9,6 +9,7 @@ use speedbench_record::{ServerTimings, SpecDecodeStats};
 use crate::secrets::Secrets;
 use crate::spec::{self, MalformedSpec, SpecAdapter};
 use crate::typed_chunk::{self, ChunkFold};
+use crate::vllm_fields::VllmFields;
 
 /// Everything learned from one response so far.
 #[derive(Debug, Default)]
@@ -22,7 +23,7 @@ pub(crate) struct ResponseState {
     pub completion_tokens: Option<u64>,
     pub finish_reason: Option<String>,
     pub server_error: Option<String>,
-    vllm: Option<Value>,
+    vllm: Option<VllmFields>,
     trtllm: Option<Value>,
     sglang: Option<Value>,
     timings: Option<Value>,
@@ -144,8 +145,12 @@ impl ResponseState {
                 u.get("completion_tokens").and_then(Value::as_u64),
             );
         }
+        let vllm_summary = (v.get("metrics"))
+            .and_then(|m| m.get("speculative_decoding"))
+            .cloned()
+            .and_then(VllmFields::of);
         self.take_payloads(
-            v.get("metrics").cloned(),
+            vllm_summary,
             v.get("sglext").cloned(),
             v.get("timings").cloned(),
         );
@@ -164,7 +169,7 @@ impl ResponseState {
         self.take_choice_payloads(vllm_stats, trtllm, tokens_per_iter);
         self.produced(fold.produced, at);
         self.set_usage(fold.prompt_tokens, fold.completion_tokens);
-        self.take_payloads(fold.metrics, fold.sglext, fold.timings);
+        self.take_payloads(fold.vllm_summary, fold.sglext, fold.timings);
     }
 
     /// Appends generated text; true when there was some.
@@ -190,7 +195,7 @@ impl ResponseState {
         trtllm: Option<Value>,
         tokens_per_iter: Option<Value>,
     ) {
-        if let Some(p) = vllm_stats.filter(Value::is_object) {
+        if let Some(p) = vllm_stats.and_then(VllmFields::of) {
             self.vllm = Some(p);
         }
         if let Some(p) = trtllm.filter(Value::is_object) {
@@ -205,7 +210,7 @@ impl ResponseState {
     /// SGLang's `sglext.spec_tokens_details`, llama.cpp's `timings`.
     fn take_payloads(
         &mut self,
-        metrics: Option<Value>,
+        vllm_summary: Option<VllmFields>,
         sglext: Option<Value>,
         timings: Option<Value>,
     ) {
@@ -213,7 +218,7 @@ impl ResponseState {
             Some(Value::Object(mut m)) => m.remove(key).filter(Value::is_object),
             _ => None,
         };
-        if let Some(p) = member(metrics, "speculative_decoding") {
+        if let Some(p) = vllm_summary {
             self.vllm = Some(p);
         }
         if let Some(p) = member(sglext, "spec_tokens_details") {
@@ -312,7 +317,7 @@ impl ResponseState {
             }
         }
         if let Some(p) = &self.vllm {
-            return spec::from_vllm(p).map(Some);
+            return spec::from_vllm_fields(p).map(Some);
         }
         if let Some(p) = &self.trtllm {
             return spec::from_trtllm(p).map(Some);

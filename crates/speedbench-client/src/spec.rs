@@ -7,6 +7,8 @@
 use serde_json::Value;
 use speedbench_record::{SpecDecodeStats, SpecSource};
 
+use crate::vllm_fields::VllmFields;
+
 /// A payload that claims to be spec-decode stats but breaks its own rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MalformedSpec {
@@ -27,8 +29,31 @@ impl std::fmt::Display for MalformedSpec {
     }
 }
 
-fn u64_field(obj: &Value, name: &str, source: SpecSource) -> Result<u64, MalformedSpec> {
-    obj.get(name)
+/// Where an adapter reads a payload's fields: a JSON object, or the
+/// fields of one read straight from a chunk ([`VllmFields`]).
+trait PayloadFields {
+    /// The field called `name`, when sent.
+    fn field(&self, name: &str) -> Option<&Value>;
+}
+
+impl PayloadFields for Value {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+}
+
+impl PayloadFields for VllmFields {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+}
+
+fn u64_field(
+    obj: &(impl PayloadFields + ?Sized),
+    name: &str,
+    source: SpecSource,
+) -> Result<u64, MalformedSpec> {
+    obj.field(name)
         .and_then(Value::as_u64)
         .ok_or_else(|| MalformedSpec {
             source,
@@ -36,16 +61,16 @@ fn u64_field(obj: &Value, name: &str, source: SpecSource) -> Result<u64, Malform
         })
 }
 
-fn opt_u64(obj: &Value, name: &str) -> Option<u64> {
-    obj.get(name).and_then(Value::as_u64)
+fn opt_u64(obj: &(impl PayloadFields + ?Sized), name: &str) -> Option<u64> {
+    obj.field(name).and_then(Value::as_u64)
 }
 
 fn u32_list(
-    obj: &Value,
+    obj: &(impl PayloadFields + ?Sized),
     name: &str,
     source: SpecSource,
 ) -> Result<Option<Vec<u32>>, MalformedSpec> {
-    match obj.get(name) {
+    match obj.field(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
             .iter()
@@ -64,9 +89,13 @@ fn u32_list(
 }
 
 /// Reads a dense histogram list, or an early vLLM draft's sparse `{"j": n}` map.
-fn histogram(obj: &Value, name: &str, source: SpecSource) -> Result<Vec<u64>, MalformedSpec> {
+fn histogram(
+    obj: &(impl PayloadFields + ?Sized),
+    name: &str,
+    source: SpecSource,
+) -> Result<Vec<u64>, MalformedSpec> {
     let bad = |message: String| MalformedSpec { source, message };
-    match obj.get(name) {
+    match obj.field(name) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
@@ -186,6 +215,15 @@ fn check_per_step(stats: &SpecDecodeStats) -> Result<(), String> {
 /// vLLM's per-request `metrics.speculative_decoding` object (the merged shape,
 /// dense histogram) or an early draft's per-choice `speculative_decoding_stats`.
 pub fn from_vllm(payload: &Value) -> Result<SpecDecodeStats, MalformedSpec> {
+    vllm_stats(payload)
+}
+
+/// [`from_vllm`] of the fields read straight from a chunk.
+pub(crate) fn from_vllm_fields(fields: &VllmFields) -> Result<SpecDecodeStats, MalformedSpec> {
+    vllm_stats(fields)
+}
+
+fn vllm_stats(payload: &(impl PayloadFields + ?Sized)) -> Result<SpecDecodeStats, MalformedSpec> {
     let s = SpecSource::Vllm;
     validate(SpecDecodeStats {
         source: Some(s),

@@ -21,6 +21,8 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::vllm_fields::{MetricsSummary, VllmFields};
+
 /// What a chunk holds beyond its text, staged: the response takes it only
 /// once the whole chunk has been read and is not an error.
 #[derive(Debug, Default)]
@@ -38,8 +40,9 @@ pub(crate) struct ChunkFold<'a> {
     /// `speculative_decoding_stats` and TensorRT-LLM's `speculative_decoding`
     /// objects, `avg_decoded_tokens_per_iter` any value but `null`).
     pub choice_payloads: [Option<Value>; 3],
-    /// The top level's `metrics`, `sglext` and `timings`.
-    pub metrics: Option<Value>,
+    /// The top level's `metrics.speculative_decoding` (vLLM's per-request
+    /// summary), `sglext` and `timings`.
+    pub vllm_summary: Option<VllmFields>,
     pub sglext: Option<Value>,
     pub timings: Option<Value>,
 }
@@ -141,7 +144,10 @@ impl<'de: 'a, 'a> Visitor<'de> for ChunkSeed<'_, 'a> {
                     let o = map.next_value::<Option<Borrowed<'de>>>()?;
                     plain &= o.is_none_or(|o| o.0 != "error");
                 }
-                ChunkKey::Metrics => self.fold.metrics = map.next_value()?,
+                ChunkKey::Metrics => {
+                    let metrics = map.next_value::<Option<MetricsSummary>>()?;
+                    self.fold.vllm_summary = metrics.and_then(|m| m.0);
+                }
                 ChunkKey::Sglext => self.fold.sglext = map.next_value()?,
                 ChunkKey::Timings => self.fold.timings = map.next_value()?,
                 ChunkKey::Other => {
