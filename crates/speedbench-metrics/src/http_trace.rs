@@ -91,7 +91,7 @@ impl HttpTraceMetrics {
     /// phases.
     pub fn from_records(records: &[RequestRecord]) -> Option<HttpTraceMetrics> {
         let mut fold = HttpTraceFold::default();
-        let Ok(()) = run_passes(records, &mut fold);
+        let Ok(()) = run_passes(records, &mut fold, &mut |_| {});
         fold.finish()
     }
 }

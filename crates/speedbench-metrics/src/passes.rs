@@ -29,6 +29,19 @@ pub trait RecordPasses {
     /// Calls `visit` with every record of the run, in record order.
     fn pass(&self, visit: &mut dyn FnMut(&RequestRecord)) -> Result<(), Self::Error>;
 
+    /// [`Self::pass`] for a computation that reads only `columns` (names
+    /// from `speedbench_record::columns`): a source that can leave the
+    /// others undecoded (a records file) does, and the records it shows
+    /// hold their defaults there. By default, a whole pass.
+    fn pass_reading(
+        &self,
+        columns: &[&str],
+        visit: &mut dyn FnMut(&RequestRecord),
+    ) -> Result<(), Self::Error> {
+        let _ = columns;
+        self.pass(visit)
+    }
+
     /// Every record at once, for the figures that need them together (the
     /// time slices of [`crate::FigureOptions::slice_duration_s`]).
     fn held(&self) -> Result<Cow<'_, [RequestRecord]>, Self::Error>;
@@ -56,14 +69,21 @@ pub(crate) trait PassFold {
     fn end_pass(&mut self) -> bool;
 }
 
-/// Reads `source` until `fold` needs no more passes.
+/// Reads `source` until `fold` needs no more passes, showing every record
+/// of the first to `first` as well.
 pub(crate) fn run_passes<S: RecordPasses + ?Sized>(
     source: &S,
     fold: &mut impl PassFold,
+    first: &mut dyn FnMut(&RequestRecord),
 ) -> Result<(), S::Error> {
     let mut pass = 0;
     loop {
-        source.pass(&mut |r| fold.add(pass, r))?;
+        source.pass(&mut |r| {
+            fold.add(pass, r);
+            if pass == 0 {
+                first(r);
+            }
+        })?;
         if !fold.end_pass() {
             return Ok(());
         }

@@ -299,7 +299,7 @@ impl ServerTimingMetrics {
     /// Computes the statistics, skipping warmup and failed records.
     pub fn from_records(records: &[RequestRecord]) -> ServerTimingMetrics {
         let mut fold = ServerTimingFold::default();
-        let Ok(()) = run_passes(records, &mut fold);
+        let Ok(()) = run_passes(records, &mut fold, &mut |_| {});
         fold.finish()
     }
 

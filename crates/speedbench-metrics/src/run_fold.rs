@@ -3,7 +3,7 @@
 //! every run's figures are computed (a slice in memory is read the same
 //! way).
 
-use speedbench_record::RequestRecord;
+use speedbench_record::{RequestRecord, columns};
 
 use crate::goodput::GoodputFold;
 use crate::http_trace::HttpTraceFold;
@@ -34,20 +34,19 @@ impl RunMetrics {
     }
 
     /// [`RunMetrics::from_passes`], showing every record once to `visit`
-    /// in the first pass: a caller's own fold over the run (a
-    /// [`crate::RecordsDigest`]) without a read of its own.
+    /// in the figures' first pass: a caller's own fold over the run (a
+    /// [`crate::RecordsDigest`]) without a read of its own. (The pass
+    /// before it, for the run's span and models, reads only the few
+    /// columns they need: [`RecordPasses::pass_reading`].)
     pub fn from_passes_visiting<S: RecordPasses + ?Sized>(
         source: &S,
         options: &FigureOptions,
         visit: &mut dyn FnMut(&RequestRecord),
     ) -> Result<RunMetrics, S::Error> {
         let mut shape = RunShape::new();
-        source.pass(&mut |r| {
-            shape.add(r);
-            visit(r);
-        })?;
+        source.pass_reading(&RunShape::COLUMNS, &mut |r| shape.add(r))?;
         let mut passes = RunPasses::new(shape, options);
-        run_passes(source, &mut passes)?;
+        run_passes(source, &mut passes, visit)?;
         let mut metrics = passes.run.finish();
         metrics.by_model = (passes.models.into_iter())
             .map(|(model, fold)| ModelMetrics {
@@ -83,6 +82,20 @@ struct RunShape {
 }
 
 impl RunShape {
+    /// What [`RunShape::add`] reads: a records file's other columns are
+    /// left undecoded in its pass (the spec-decode counts too: a spec
+    /// source without them is not a row that can be read).
+    const COLUMNS: [&'static str; 8] = [
+        columns::MODEL,
+        columns::WARMUP,
+        columns::ERROR_KIND,
+        columns::START_TIME,
+        columns::END_TIME,
+        columns::SPEC_SOURCE,
+        columns::SPEC_ACCEPTED_DRAFT_TOKENS,
+        columns::SPEC_PROPOSED_DRAFT_TOKENS,
+    ];
+
     fn new() -> RunShape {
         RunShape {
             span: Span::EMPTY,

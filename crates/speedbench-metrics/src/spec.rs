@@ -242,7 +242,7 @@ impl SpecDecodeMetrics {
     /// Computes the statistics, skipping warmup and failed records.
     pub fn from_records(records: &[RequestRecord]) -> SpecDecodeMetrics {
         let mut fold = SpecFold::new(run_speculates(records));
-        let Ok(()) = run_passes(records, &mut fold);
+        let Ok(()) = run_passes(records, &mut fold, &mut |_| {});
         fold.finish()
     }
 

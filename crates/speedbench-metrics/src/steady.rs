@@ -28,7 +28,7 @@ impl SteadyState {
     /// The steady state of `records`; `None` without a request sent.
     pub fn of(records: &[RequestRecord], options: SteadyStateOptions) -> Option<SteadyState> {
         let mut fold = SteadyFold::new(options);
-        let Ok(()) = run_passes(records, &mut fold);
+        let Ok(()) = run_passes(records, &mut fold, &mut |_| {});
         fold.finish()
     }
 }
@@ -546,7 +546,7 @@ mod tests {
                     min_window_s: 0.0,
                 };
                 let mut fold = SteadyFold::new(options);
-                let Ok(()) = run_passes(&records[..], &mut fold);
+                let Ok(()) = run_passes(&records[..], &mut fold, &mut |_| {});
                 let state = fold.finish().unwrap();
                 let level = options.level() as i64;
                 let expected = sorted_bounds(&records, level);
