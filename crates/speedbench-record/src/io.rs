@@ -47,6 +47,12 @@ const UNIQUE_VALUED_COLUMNS: &[&str] = &[
     columns::TIMINGS_PROMPT_PER_SECOND,
     columns::TIMINGS_PREDICTED_MS,
     columns::TIMINGS_PREDICTED_PER_SECOND,
+    // The HTTP phases' times (a new connection's DNS and connect are
+    // mostly zero, and keep theirs).
+    columns::HTTP_BLOCKED_NS,
+    columns::HTTP_SENDING_NS,
+    columns::HTTP_WAITING_NS,
+    columns::HTTP_RECEIVING_NS,
 ];
 
 /// Rows per data page: a page is compressed once full, so the row group in
