@@ -91,9 +91,11 @@ fn shape_at(bytes: &[u8], i: usize) -> Option<Range<usize>> {
         b'b' | b'B' if starts(b"basic ") => scheme_token(bytes, i + 6, is_basic_credentials),
         b'A' if starts(b"AKIA") || starts(b"ASIA") => aws_key_id(bytes, i),
         b'e' if bytes[i..].starts_with(b"eyJ") => jwt(bytes, i),
-        _ => KEY_PREFIXES
+        // The first byte rules out most prefixes before a slice is
+        // compared (this runs at every word of every text scrubbed).
+        first => KEY_PREFIXES
             .iter()
-            .find(|p| starts(p.as_bytes()))
+            .find(|p| p.as_bytes()[0] == first.to_ascii_lowercase() && starts(p.as_bytes()))
             .and_then(|p| prefixed_key(bytes, i, p.len())),
     }
 }
@@ -225,6 +227,13 @@ mod tests {
         ];
         for key in keys {
             assert_eq!(found(&format!("({key})")), [key]);
+        }
+        // Every prefix, in either case.
+        for prefix in KEY_PREFIXES {
+            for prefix in [prefix.to_string(), prefix.to_ascii_uppercase()] {
+                let key = format!("{prefix}0123456789abcdefgh");
+                assert_eq!(found(&key), [key.as_str()]);
+            }
         }
         for text in [
             "task-0123456789abcdefgh",
