@@ -126,37 +126,25 @@ impl SseParser {
         if self.over_limit {
             return;
         }
+        if self.buf.is_empty() {
+            // Nothing pending (reads mostly end where an event does): the
+            // lines are read where they lie, and only the part they leave
+            // is kept.
+            if self.lines(bytes, &mut on_event) {
+                self.copy_data_out(bytes);
+                self.buf.extend_from_slice(&bytes[self.pos..]);
+                self.scanned = self.scanned.max(self.pos) - self.pos;
+                self.pos = 0;
+            }
+            return;
+        }
         self.buf.extend_from_slice(bytes);
         // Lines are read in place from the buffer, taken out of `self` for
         // the loop (a copy of every line into its own String was the
         // parser's largest cost).
         let buf = std::mem::take(&mut self.buf);
-        loop {
-            if self.skip_lf && self.pos < buf.len() {
-                if buf[self.pos] == b'\n' {
-                    self.pos += 1;
-                }
-                self.skip_lf = false;
-            }
-            let from = self.scanned.max(self.pos);
-            let Some(found) = memchr::memchr2(b'\n', b'\r', &buf[from..]) else {
-                self.scanned = buf.len();
-                if buf.len() - self.pos > self.max_line {
-                    self.stop();
-                    return;
-                }
-                break;
-            };
-            let end = from - self.pos + found;
-            let is_cr = buf[self.pos + end] == b'\r';
-            let line_start = self.pos;
-            self.pos += end + 1;
-            self.skip_lf = is_cr;
-            self.line(&buf, line_start, line_start + end, &mut on_event);
-            if self.data.len() > self.max_line || end > self.max_line {
-                self.stop();
-                return;
-            }
+        if !self.lines(&buf, &mut on_event) {
+            return;
         }
         // A value left in place would move with the buffer below.
         self.copy_data_out(&buf);
@@ -172,6 +160,39 @@ impl SseParser {
             self.buf.drain(..self.pos);
             self.scanned -= self.pos;
             self.pos = 0;
+        }
+    }
+
+    /// Reads the complete lines of `buf` from `self.pos` on, handing out
+    /// the events they end; false when one passed the limit (parsing
+    /// stopped).
+    fn lines(&mut self, buf: &[u8], on_event: &mut impl FnMut(SseEventRef<'_>)) -> bool {
+        loop {
+            if self.skip_lf && self.pos < buf.len() {
+                if buf[self.pos] == b'\n' {
+                    self.pos += 1;
+                }
+                self.skip_lf = false;
+            }
+            let from = self.scanned.max(self.pos);
+            let Some(found) = memchr::memchr2(b'\n', b'\r', &buf[from..]) else {
+                self.scanned = buf.len();
+                if buf.len() - self.pos > self.max_line {
+                    self.stop();
+                    return false;
+                }
+                return true;
+            };
+            let end = from - self.pos + found;
+            let is_cr = buf[self.pos + end] == b'\r';
+            let line_start = self.pos;
+            self.pos += end + 1;
+            self.skip_lf = is_cr;
+            self.line(buf, line_start, line_start + end, on_event);
+            if self.data.len() > self.max_line || end > self.max_line {
+                self.stop();
+                return false;
+            }
         }
     }
 
