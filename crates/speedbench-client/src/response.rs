@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::Value;
 use speedbench_record::{ServerTimings, SpecDecodeStats};
 
+use crate::chunk_template::ChunkTemplate;
 use crate::secrets::Secrets;
 use crate::spec::{self, MalformedSpec, SpecAdapter};
 use crate::typed_chunk::{self, ChunkFold};
@@ -31,6 +32,8 @@ pub(crate) struct ResponseState {
     tokens_per_iter: Option<Value>,
     /// Registered adapters, each with the last payload it found.
     custom: Vec<(Arc<dyn SpecAdapter>, Option<Value>)>,
+    /// The last chunk that only added text, standing in for the next.
+    template: ChunkTemplate,
     pub done: bool,
 }
 
@@ -48,6 +51,9 @@ fn error_message(v: &Value) -> Option<String> {
         .unwrap_or_else(|| err.to_string());
     Some(msg)
 }
+
+/// Bytes reserved for a response's text when its first chunk comes.
+const TEXT_START_CAPACITY: usize = 128;
 
 /// The keys of a choice's `delta`/`message` whose strings are generated
 /// text, in the order they are appended.
@@ -67,7 +73,9 @@ impl ResponseState {
     ///
     /// Chunks of the common shape are read typed ([`typed_chunk`]): a
     /// stream of 100 tokens is 100 chunks, and building a
-    /// `serde_json::Value` of each was 40% of the client's CPU. Anything the
+    /// `serde_json::Value` of each was 40% of the client's CPU; a chunk
+    /// that copies the one before but for its text is not read again
+    /// ([`ChunkTemplate`]). Anything the
     /// typed read does not take (an error object, a field of another type,
     /// a registered adapter that looks at the whole object) goes through
     /// [`Self::absorb`], which decides every case.
@@ -90,11 +98,22 @@ impl ResponseState {
         json: &str,
         at: Instant,
     ) -> Result<(), serde_json::Error> {
-        if self.custom.is_empty()
-            && let Some(fold) = typed_chunk::read_chunk(json, &mut self.text)
-        {
-            self.absorb_typed(fold, at);
-            return Ok(());
+        if self.text.capacity() == 0 {
+            // Room for a short answer at once, not grown from 8 bytes.
+            self.text.reserve(TEXT_START_CAPACITY);
+        }
+        if self.custom.is_empty() {
+            // A copy of the chunk before but for its text adds only that.
+            if let Some(text) = self.template.text_of(json) {
+                let produced = self.push_text(text);
+                self.produced(produced, at);
+                return Ok(());
+            }
+            if let Some(fold) = typed_chunk::read_chunk(json, &mut self.text) {
+                self.template.keep(json, &fold);
+                self.absorb_typed(fold, at);
+                return Ok(());
+            }
         }
         let v: Value = serde_json::from_str(json)?;
         self.absorb(&v, at);
@@ -420,6 +439,47 @@ mod tests {
         // Bytes that are not UTF-8 are not JSON, named as serde_json names them.
         let e = typed.absorb_json(b"{\"a\": \"\xff\"}", t0).unwrap_err();
         assert!(e.to_string().contains("invalid unicode"), "{e}");
+    }
+
+    /// A stream in vLLM's chunk format (every key its chat chunks send):
+    /// with the chunk before standing in for each chunk like it, the fold
+    /// is the `Value` read's after every chunk, texts of every kind
+    /// included; the chunk before stands in for most of them.
+    #[test]
+    fn a_stream_folds_alike_with_the_chunk_before_standing_in() {
+        let chunk = |text: &str, finish: &str| {
+            let text = serde_json::to_string(text).unwrap();
+            format!(
+                r#"{{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1796502691,"model":"smollm2-135m","choices":[{{"index":0,"delta":{{"content":{text},"reasoning_content":null}},"logprobs":null,"finish_reason":{finish},"token_ids":null}}]}}"#
+            )
+        };
+        let texts = [
+            "", " Hello", " there", "!", " é", " 日本", "", " a\\b", " \"q\"", " ", "\n", "\t",
+            " x", " y", " z",
+        ];
+        let mut stream: Vec<String> = texts.iter().map(|t| chunk(t, "null")).collect();
+        stream.push(chunk("", "\"length\""));
+        stream.push(r#"{"id":"chatcmpl-9","choices":[],"usage":{"prompt_tokens":33,"completion_tokens":16}}"#.into());
+        let t0 = Instant::now();
+        let (mut fast, mut by_value) = (ResponseState::default(), ResponseState::default());
+        let mut stood_in = 0;
+        for (n, chunk) in stream.iter().enumerate() {
+            let at = t0 + Duration::from_millis(n as u64);
+            stood_in += usize::from(fast.template.text_of(chunk).is_some());
+            fast.absorb_json(chunk.as_bytes(), at).unwrap();
+            by_value.absorb(&serde_json::from_str(chunk).unwrap(), at);
+            assert_eq!(
+                format!("{fast:?}"),
+                format!("{by_value:?}"),
+                "chunk {n}: {chunk}"
+            );
+        }
+        assert_eq!(fast.text, texts.concat());
+        assert_eq!(fast.finish_reason.as_deref(), Some("length"));
+        assert_eq!(fast.completion_tokens, Some(16));
+        // Read in full: the first, the four with escapes (the chunk kept
+        // before them stays) and the last two.
+        assert_eq!(stood_in, 10, "of {}", stream.len());
     }
 
     #[test]

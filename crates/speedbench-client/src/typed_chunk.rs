@@ -29,6 +29,11 @@ use crate::vllm_fields::{MetricsSummary, VllmFields};
 pub(crate) struct ChunkFold<'a> {
     /// Some choice carried non-empty text.
     pub produced: bool,
+    /// The strings of text read, and the last of them when it was
+    /// borrowed from the chunk (no escapes): where a chunk's one text
+    /// string lies ([`ChunkFold::text_span`]).
+    text_strings: u32,
+    last_text: Option<&'a str>,
     /// The last choice's `finish_reason`.
     pub finish_reason: Option<Cow<'a, str>>,
     /// Some choice finished with `"error"`.
@@ -45,6 +50,30 @@ pub(crate) struct ChunkFold<'a> {
     pub vllm_summary: Option<VllmFields>,
     pub sglext: Option<Value>,
     pub timings: Option<Value>,
+}
+
+impl ChunkFold<'_> {
+    /// Whether the chunk did nothing but (maybe) add text: no finish
+    /// reason, token counts or payload.
+    pub(crate) fn only_text(&self) -> bool {
+        self.finish_reason.is_none()
+            && !self.finished_with_error
+            && self.prompt_tokens.is_none()
+            && self.completion_tokens.is_none()
+            && self.choice_payloads.iter().all(Option::is_none)
+            && self.vllm_summary.is_none()
+            && self.sglext.is_none()
+            && self.timings.is_none()
+    }
+
+    /// The byte range in `json` (the chunk this fold was read from) of
+    /// its text, when the chunk held exactly one string of text and the
+    /// string had no escapes (so its bytes are its text).
+    pub(crate) fn text_span(&self, json: &str) -> Option<(usize, usize)> {
+        let text = self.last_text.filter(|_| self.text_strings == 1)?;
+        let start = (text.as_ptr() as usize).checked_sub(json.as_ptr() as usize)?;
+        (start + text.len() <= json.len()).then_some((start, start + text.len()))
+    }
 }
 
 /// Reads `json` as a chunk of the common shape, appending its generated
@@ -299,6 +328,11 @@ impl<'de: 'a, 'a> Visitor<'de> for ChoiceSeed<'_, 'a> {
         for s in fields.flatten().chain(plain_text.map(|t| t.0)) {
             self.text.push_str(&s);
             self.fold.produced |= !s.is_empty();
+            self.fold.text_strings += 1;
+            self.fold.last_text = match s {
+                Cow::Borrowed(s) => Some(s),
+                Cow::Owned(_) => None,
+            };
         }
         Ok(())
     }
