@@ -1,7 +1,7 @@
 //! Run-level statistics (AIPerf's "LLM Metrics" console table).
 
 use serde::{Deserialize, Serialize};
-use speedbench_record::{ErrorKind, RequestRecord};
+use speedbench_record::{ErrorKind, RequestRecord, columns};
 
 use crate::goodput::{Goodput, Slos};
 use crate::http_trace::HttpTraceMetrics;
@@ -132,6 +132,24 @@ impl FigureOptions {
 }
 
 impl RunMetrics {
+    /// The record columns no figure of [`RunMetrics`] reads, whatever the
+    /// [`FigureOptions`]: a records file read in passes leaves them
+    /// undecoded. The output text, the prompt's hash, the request's
+    /// identity (run, index, conversation, turn) and what else it left
+    /// (finish reason, HTTP status, output chunks, server).
+    pub const UNREAD_COLUMNS: [&'static str; 10] = [
+        columns::OUTPUT_TEXT,
+        columns::PROMPT_SHA256,
+        columns::RUN_ID,
+        columns::REQUEST_INDEX,
+        columns::CONVERSATION_ID,
+        columns::TURN_INDEX,
+        columns::FINISH_REASON,
+        columns::HTTP_STATUS,
+        columns::OUTPUT_CHUNKS,
+        columns::SERVER_INDEX,
+    ];
+
     /// Computes every run-level statistic from the records of one run,
     /// none of the [`FigureOptions`] figures.
     pub fn from_records(records: &[RequestRecord]) -> RunMetrics {
@@ -373,6 +391,59 @@ mod tests {
             completion_tokens: Some(tokens),
             ..Default::default()
         }
+    }
+
+    /// What [`RunMetrics::UNREAD_COLUMNS`] hold changes no figure: every
+    /// figure asked for, over records whose those fields differ.
+    #[test]
+    fn the_unread_columns_change_no_figure() {
+        let figures = FigureOptions {
+            slos: "ttft:50".parse().unwrap(),
+            steady_state: Some(crate::SteadyStateOptions {
+                concurrency: 2,
+                threshold: crate::SteadyStateOptions::DEFAULT_THRESHOLD,
+                min_window_s: 0.5,
+            }),
+            slice_duration_s: Some(2.0),
+            http_trace: true,
+        };
+        let records: Vec<RequestRecord> = (0..40)
+            .map(|i| RequestRecord {
+                model: ["a", "b"][i as usize % 2].into(),
+                inter_chunk_latencies_ns: vec![1_000_000 + i, 2_000_000],
+                http_phases: Some(Default::default()),
+                spec: (i % 3 != 0).then(|| speedbench_record::SpecDecodeStats {
+                    accepted_draft_tokens: i % 4,
+                    proposed_draft_tokens: 4,
+                    verify_steps: Some(2),
+                    ..Default::default()
+                }),
+                error_kind: (i % 7 == 0).then_some(speedbench_record::ErrorKind::Timeout),
+                ..req(i as i64 / 4, i as i64 / 4 + 1, 20 + i, 400 + i, 10 + i)
+            })
+            .collect();
+        let mut other = records.clone();
+        for (i, r) in other.iter_mut().enumerate() {
+            for column in RunMetrics::UNREAD_COLUMNS {
+                match column {
+                    columns::OUTPUT_TEXT => r.output_text = format!("text {i}"),
+                    columns::PROMPT_SHA256 => r.prompt_sha256 = Some(format!("{i:064x}")),
+                    columns::RUN_ID => r.run_id = format!("run {i}"),
+                    columns::REQUEST_INDEX => r.request_index = 1_000 - i as u64,
+                    columns::CONVERSATION_ID => r.conversation_id = format!("c{}", i % 3),
+                    columns::TURN_INDEX => r.turn_index = i as u32,
+                    columns::FINISH_REASON => r.finish_reason = Some("length".into()),
+                    columns::HTTP_STATUS => r.http_status = Some(200 + i as u16),
+                    columns::OUTPUT_CHUNKS => r.output_chunks = i as u64,
+                    columns::SERVER_INDEX => r.server_index = Some(i as u32),
+                    other => panic!("no other value for {other}"),
+                }
+            }
+        }
+        assert_eq!(
+            RunMetrics::with_figures(&other, &figures),
+            RunMetrics::with_figures(&records, &figures)
+        );
     }
 
     #[test]

@@ -36,9 +36,6 @@ pub struct RecordsFilePasses<'a> {
     manifest: OnceCell<Option<RunManifest>>,
 }
 
-/// Columns no run-level figure reads: a pass leaves them undecoded.
-const UNUSED_BY_METRICS: [&str; 2] = [columns::OUTPUT_TEXT, columns::PROMPT_SHA256];
-
 impl<'a> RecordsFilePasses<'a> {
     /// The records file at `path`, every column decoded.
     pub fn new(path: &'a (impl AsRef<Path> + ?Sized)) -> RecordsFilePasses<'a> {
@@ -56,14 +53,14 @@ impl<'a> RecordsFilePasses<'a> {
     }
 
     /// The records file at `path`, decoding only what [`RunMetrics`]
-    /// reads with `figures` (not the output text or the prompt's hash; the
+    /// reads with `figures` (none of [`RunMetrics::UNREAD_COLUMNS`]; the
     /// HTTP phases only when [`FigureOptions::http_trace`] asks for them).
     pub fn for_metrics(
         path: &'a (impl AsRef<Path> + ?Sized),
         figures: &FigureOptions,
     ) -> RecordsFilePasses<'a> {
         let read = columns::ALL.iter().filter(|c| {
-            !UNUSED_BY_METRICS.contains(c)
+            !RunMetrics::UNREAD_COLUMNS.contains(c)
                 && (figures.http_trace || !columns::HTTP_PHASES.contains(c))
         });
         RecordsFilePasses {
