@@ -26,14 +26,18 @@ const NAMES: [&str; 7] = [
 
 /// The fields of a vLLM `speculative_decoding` object the adapter reads,
 /// each as sent (a key given twice: the last, as a JSON object keeps it).
+/// Boxed: a response's state and every chunk's fold hold one, seldom
+/// filled, and are moved whole.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct VllmFields([Option<Value>; 7]);
+pub(crate) struct VllmFields(Box<[Option<Value>; 7]>);
 
 impl VllmFields {
     /// The fields of `payload`, when it is an object.
     pub(crate) fn of(payload: Value) -> Option<VllmFields> {
         match payload {
-            Value::Object(mut map) => Some(VllmFields(NAMES.map(|name| map.remove(name)))),
+            Value::Object(mut map) => {
+                Some(VllmFields(Box::new(NAMES.map(|name| map.remove(name)))))
+            }
             _ => None,
         }
     }
