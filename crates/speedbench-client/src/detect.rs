@@ -11,6 +11,7 @@ use speedbench_http::{HttpClient as ControlClient, HttpError, get_capped};
 use crate::engine_kind::Engine;
 use crate::error::ClientError;
 use crate::target::{Target, request_headers};
+use crate::tls_roots::with_roots;
 
 /// The engine [`detect_engine`] found, and what showed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,13 +132,15 @@ pub(crate) struct Prober {
 impl Prober {
     /// A prober keeping up to `idle` connections for reuse.
     pub(crate) fn new(target: &Target, idle: usize) -> Result<Prober, ClientError> {
-        let client = speedbench_http::new_client(&speedbench_http::ClientOptions {
+        let options = speedbench_http::ClientOptions {
             max_idle_per_host: idle,
-            extra_roots_pem: target.extra_roots_pem.clone(),
             local_addrs: target.local_addrs.clone(),
             ..Default::default()
-        })
-        .map_err(|e| ClientError::Tls(e.to_string()))?;
+        };
+        let tls = target.base_url.is_https();
+        let options = with_roots(options, &target.extra_roots_pem, tls);
+        let client =
+            speedbench_http::new_client(&options).map_err(|e| ClientError::Tls(e.to_string()))?;
         let headers = request_headers(target.api_key.as_ref(), &target.headers)?;
         Ok(Prober { client, headers })
     }

@@ -9,14 +9,24 @@ use crate::detect::PROBE_MAX_BODY;
 use crate::error::ClientError;
 use crate::secrets::Secrets;
 use crate::target::{ApiKey, BaseUrl, request_headers};
+use crate::tls_roots::{is_https, with_roots};
 
-pub(crate) fn control_client(extra_roots_pem: &[Vec<u8>]) -> Result<HttpClient, ClientError> {
-    new_client(&ClientOptions {
+/// The client of the questions asked beside a run (models, health,
+/// `/metrics`, a tokenizer) of the URLs in `urls`, trusting
+/// `extra_roots_pem` for HTTPS. Where none of them is `https://`, no TLS
+/// roots are read (`SSL_CERT_FILE`'s bundle, parsed for nothing, was a
+/// third of a short run's start-up).
+pub(crate) fn control_client<'u>(
+    extra_roots_pem: &[Vec<u8>],
+    urls: impl IntoIterator<Item = &'u str>,
+) -> Result<HttpClient, ClientError> {
+    let options = ClientOptions {
         max_idle_per_host: 1,
-        extra_roots_pem: extra_roots_pem.to_vec(),
         ..Default::default()
-    })
-    .map_err(|e| ClientError::Tls(e.to_string()))
+    };
+    let tls = urls.into_iter().any(is_https);
+    new_client(&with_roots(options, extra_roots_pem, tls))
+        .map_err(|e| ClientError::Tls(e.to_string()))
 }
 
 /// The message of a failed fetch of `url`, without `url` when the error
@@ -66,7 +76,7 @@ pub async fn discover_model_with_headers(
         failure,
     };
     let failed = |message: String| failed_by(message, None);
-    let client = control_client(extra_roots_pem)?;
+    let client = control_client(extra_roots_pem, [url.as_str()])?;
     let resp = get_capped(
         &client,
         &url,
@@ -102,7 +112,7 @@ pub async fn discover_model_with_headers(
 /// Polls `GET /health` until it answers 200 or `timeout` passes.
 pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<(), ClientError> {
     let url = base_url.join("/health");
-    let client = control_client(&[])?;
+    let client = control_client(&[], [url.as_str()])?;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no attempt");
     let mut failure = None;
@@ -123,6 +133,7 @@ pub async fn wait_for_health(base_url: &BaseUrl, timeout: Duration) -> Result<()
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use speedbench_http::ConnectFailure;
 

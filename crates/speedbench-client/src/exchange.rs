@@ -25,23 +25,48 @@ use crate::target::{HttpClientKind, Target, request_headers};
 /// A pooled keep-alive HTTP client bound to one target.
 #[derive(Clone)]
 pub(crate) struct HttpClient {
-    client: speedbench_http::HttpClient,
+    transport: Transport,
     /// hyper without connection reuse, built once the server was seen
     /// resetting a kept-alive connection without reading the request
     /// written to it, and taken for every request from then on (hyper's
     /// path; the lean client keeps its own).
     unpooled: Arc<OnceLock<speedbench_http::HttpClient>>,
-    /// The options `client` was built with (for `unpooled`).
+    /// The options the transport was built with (for `unpooled`).
     options: ClientOptions,
-    /// The lean HTTP/1.1 client, used instead of `client` for a plain
-    /// `http://` target unless hyper was asked for.
-    lean: Option<H1Client>,
     url: hyper::Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     /// Scrubs what the server sends back before anyone stores or logs it.
     secrets: Secrets,
     /// Keep each response's body bytes ([`Exchange::raw`]).
     capture_raw: bool,
+}
+
+/// What carries a target's requests. Only hyper reads TLS roots: the
+/// lean client's target builds no hyper client at all (a bundle of CA
+/// certificates, `SSL_CERT_FILE`'s among them, parsed for nothing was a
+/// third of a short run's start-up).
+#[derive(Clone)]
+enum Transport {
+    /// The lean HTTP/1.1 client: a plain `http://` target, unless hyper
+    /// was asked for.
+    Lean(H1Client),
+    /// hyper's pooled client: `https://`, or `--http-client hyper`.
+    Hyper(speedbench_http::HttpClient),
+}
+
+/// The lean client of `url`, its errors as the client names them.
+fn lean_client(
+    url: &hyper::Uri,
+    headers: &[(HeaderName, HeaderValue)],
+    options: &ClientOptions,
+) -> Result<H1Client, ClientError> {
+    H1Client::new(url, headers, options).map_err(|e| match e {
+        e @ speedbench_http::HttpError::LocalAddr { .. } => ClientError::from_http(e),
+        e => ClientError::InvalidUrl {
+            url: url.to_string(),
+            message: e.to_string(),
+        },
+    })
 }
 
 /// What one exchange produced: the folded response plus how it ended.
@@ -144,23 +169,16 @@ impl HttpClient {
             local_addrs: target.local_addrs.clone(),
             ..Default::default()
         };
-        let client = new_client(&options).map_err(ClientError::from_http)?;
-        let lean = match (url.scheme_str(), target.http_client) {
+        let transport = match (url.scheme_str(), target.http_client) {
             (Some("http"), HttpClientKind::Lean) => {
-                Some(H1Client::new(&url, &headers, &options).map_err(|e| {
-                    ClientError::InvalidUrl {
-                        url: url_text.clone(),
-                        message: e.to_string(),
-                    }
-                })?)
+                Transport::Lean(lean_client(&url, &headers, &options)?)
             }
-            _ => None,
+            _ => Transport::Hyper(new_client(&options).map_err(ClientError::from_http)?),
         };
         Ok(HttpClient {
-            client,
+            transport,
             unpooled: Arc::default(),
             options,
-            lean,
             url,
             headers,
             secrets: target.secrets(),
@@ -178,19 +196,19 @@ impl HttpClient {
         options.max_idle_per_host = options.max_idle_per_host.min(1);
         // These options built a client already: a failure here cannot
         // come from them, but is said rather than hidden.
-        let built = new_client(&options).and_then(|client| {
-            let lean = match &self.lean {
-                Some(_) => Some(H1Client::new(&self.url, &self.headers, &options)?),
-                None => None,
-            };
-            Ok((client, lean))
-        });
+        let built = match &self.transport {
+            Transport::Lean(_) => {
+                lean_client(&self.url, &self.headers, &options).map(Transport::Lean)
+            }
+            Transport::Hyper(_) => {
+                (new_client(&options).map(Transport::Hyper)).map_err(ClientError::from_http)
+            }
+        };
         match built {
-            Ok((client, lean)) => HttpClient {
-                client,
+            Ok(transport) => HttpClient {
+                transport,
                 unpooled: Arc::default(),
                 options,
-                lean,
                 ..self.clone()
             },
             Err(e) => {
@@ -213,12 +231,8 @@ impl HttpClient {
             return Ok(self);
         }
         self.options.trace_detail = on;
-        if self.lean.is_some() {
-            let lean = H1Client::new(&self.url, &self.headers, &self.options);
-            self.lean = Some(lean.map_err(|e| ClientError::InvalidUrl {
-                url: self.url.to_string(),
-                message: e.to_string(),
-            })?);
+        if let Transport::Lean(_) = self.transport {
+            self.transport = Transport::Lean(lean_client(&self.url, &self.headers, &self.options)?);
         }
         Ok(self)
     }
@@ -342,8 +356,11 @@ impl HttpClient {
 
     /// The hyper client for the next request: the unpooled one once it
     /// exists, else the pooled one.
-    fn hyper_client(&self) -> &speedbench_http::HttpClient {
-        self.unpooled.get().unwrap_or(&self.client)
+    fn hyper_client<'a>(
+        &'a self,
+        pooled: &'a speedbench_http::HttpClient,
+    ) -> &'a speedbench_http::HttpClient {
+        self.unpooled.get().unwrap_or(pooled)
     }
 
     /// The client that keeps no connection, built the first time.
@@ -360,9 +377,9 @@ impl HttpClient {
     }
 
     async fn run(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
-        match &self.lean {
-            Some(lean) => Self::run_lean(lean, &body, ex).await,
-            None => self.run_hyper(body, ex).await,
+        match &self.transport {
+            Transport::Lean(lean) => Self::run_lean(lean, &body, ex).await,
+            Transport::Hyper(pooled) => self.run_hyper(pooled, body, ex).await,
         }
     }
 
@@ -401,14 +418,19 @@ impl HttpClient {
     }
 
     /// The exchange through hyper's pooled client.
-    async fn run_hyper(&self, body: Bytes, ex: &mut Exchange) -> Result<(), (ErrorKind, String)> {
+    async fn run_hyper(
+        &self,
+        pooled: &speedbench_http::HttpClient,
+        body: Bytes,
+        ex: &mut Exchange,
+    ) -> Result<(), (ErrorKind, String)> {
         // Sent once: hyper's pool retries by itself only a request that
         // never left (its connection was found closed before the write);
         // one that failed after it may have reached the server is the
         // request's failure, not a reason to send it again, unless the
         // server reset a kept-alive connection before answering (see
         // `unread_on_kept_alive`).
-        let resp = match self.send(self.hyper_client(), body.clone()).await {
+        let resp = match self.send(self.hyper_client(pooled), body.clone()).await {
             Ok(resp) => resp,
             Err(e) => match unread_on_kept_alive(&e) {
                 Some(written) => {

@@ -70,6 +70,7 @@ pub mod sse;
 mod stop;
 pub mod synthetic;
 mod target;
+mod tls_roots;
 mod typed_chunk;
 mod users;
 mod vllm_fields;

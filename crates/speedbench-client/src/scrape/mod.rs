@@ -299,7 +299,8 @@ impl Scraper {
     /// Starts scraping every endpoint now and every `interval` after, on the
     /// current tokio runtime. Failing fetches are counted, never fatal.
     pub fn start(config: Scrape) -> Result<Scraper, ClientError> {
-        let client = control_client(&config.extra_roots_pem)?;
+        let urls = config.endpoints.iter().map(String::as_str);
+        let client = control_client(&config.extra_roots_pem, urls)?;
         let own = request_headers(config.api_key.as_ref(), &config.headers)?;
         let headers = config
             .endpoints
@@ -422,7 +423,8 @@ impl Scraper {
 /// DCGM exporter does (HTTP 200, Prometheus text with a `DCGM_FI_`
 /// family); the first that does not, with what it answered.
 pub async fn check_dcgm(scrape: &Scrape) -> Result<(), String> {
-    let client = control_client(&scrape.extra_roots_pem).map_err(|e| e.to_string())?;
+    let urls = scrape.endpoints.iter().map(String::as_str);
+    let client = control_client(&scrape.extra_roots_pem, urls).map_err(|e| e.to_string())?;
     for url in &scrape.endpoints {
         let resp = get_capped(&client, url, &[], scrape.fetch_timeout, scrape.max_body)
             .await

@@ -40,9 +40,10 @@ impl ServerTokenizer {
     /// ([`Target::engine`]; vLLM's shape when unknown) with its
     /// credentials and CA roots.
     pub fn new(target: &Target) -> Result<ServerTokenizer, ClientError> {
+        let root = target.base_url.to_string();
         Ok(ServerTokenizer {
-            client: control_client(&target.extra_roots_pem)?,
-            root: target.base_url.to_string(),
+            client: control_client(&target.extra_roots_pem, [root.as_str()])?,
+            root,
             model: target.model.clone(),
             llama_cpp: target.engine == Some(Engine::LlamaCpp),
             headers: request_headers(target.api_key.as_ref(), &target.headers)?,
