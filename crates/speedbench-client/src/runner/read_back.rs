@@ -70,13 +70,24 @@ impl<'a> RecordsFilePasses<'a> {
     }
 }
 
+impl RecordsFilePasses<'_> {
+    /// One pass decoding `columns` (`None`: all), keeping the manifest.
+    fn read(
+        &self,
+        columns: Option<&[&str]>,
+        visit: &mut dyn FnMut(&RequestRecord),
+    ) -> Result<(), RecordError> {
+        let visited = visit_records(self.path, columns, visit)?;
+        let _ = self.manifest.set(visited.manifest);
+        Ok(())
+    }
+}
+
 impl RecordPasses for RecordsFilePasses<'_> {
     type Error = RecordError;
 
     fn pass(&self, visit: &mut dyn FnMut(&RequestRecord)) -> Result<(), RecordError> {
-        let visited = visit_records(self.path, self.columns.as_deref(), visit)?;
-        let _ = self.manifest.set(visited.manifest);
-        Ok(())
+        self.read(self.columns.as_deref(), visit)
     }
 
     fn pass_reading(
@@ -84,9 +95,7 @@ impl RecordPasses for RecordsFilePasses<'_> {
         columns: &[&str],
         visit: &mut dyn FnMut(&RequestRecord),
     ) -> Result<(), RecordError> {
-        let visited = visit_records(self.path, Some(columns), visit)?;
-        let _ = self.manifest.set(visited.manifest);
-        Ok(())
+        self.read(Some(columns), visit)
     }
 
     fn held(&self) -> Result<Cow<'_, [RequestRecord]>, RecordError> {
