@@ -47,20 +47,31 @@ impl Dispatcher {
         }
     }
 
-    fn next_session(&self) -> Option<u64> {
-        if self.closed() {
+    /// The next conversation's session, for a worker free now or for an
+    /// arrival `due` then; `None` once none can start.
+    fn next_session(&self, due: Option<Instant>) -> Option<u64> {
+        if self.closed_at(due.unwrap_or_else(Instant::now)) {
             return None;
         }
         let s = self.next_session.fetch_add(1, Ordering::Relaxed);
         self.sessions.is_none_or(|limit| s < limit).then_some(s)
     }
 
-    fn claim_request(&self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+    /// Claims a request slot for a request sent now or, for an arrival's
+    /// first turn, `due` then: an arrival scheduled inside the duration is
+    /// sent however late the dispatcher woke for it (its lateness is
+    /// reported), never dropped because a busy host woke it after the
+    /// deadline.
+    fn claim_request(&self, due: Option<Instant>) -> bool {
+        if self.past_deadline(due.unwrap_or_else(Instant::now)) {
             return false;
         }
         let n = self.claimed.fetch_add(1, Ordering::Relaxed);
         self.requests.is_none_or(|limit| n < limit)
+    }
+
+    fn past_deadline(&self, at: Instant) -> bool {
+        self.deadline.is_some_and(|d| at >= d)
     }
 
     /// True once no further conversation can start: no request can be
@@ -74,7 +85,12 @@ impl Dispatcher {
 
     /// True once no further request can be claimed.
     fn closed(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.closed_at(Instant::now())
+    }
+
+    /// True once no further request can be claimed at `at`.
+    fn closed_at(&self, at: Instant) -> bool {
+        self.past_deadline(at)
             || self
                 .requests
                 .is_some_and(|limit| self.claimed.load(Ordering::Relaxed) >= limit)
@@ -182,7 +198,7 @@ pub(super) async fn run_phase(shared: &Arc<Shared>, phase: Arc<Phase>) -> Vec<u6
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             Some((at, permit)) = arrival, if next_at.is_some() => {
                 let pace = next_at.and_then(|due| user_pace(&phase, due));
-                let Some(late) = start_arrival(shared, &phase, (permit, pace), &mut tasks) else {
+                let Some(late) = start_arrival(shared, &phase, (at, permit, pace), &mut tasks) else {
                     next_at = None;
                     continue;
                 };
@@ -405,26 +421,30 @@ fn trace_times(
         .collect()
 }
 
-/// Starts the conversation of the next session at an arrival; when it
-/// started (for its lateness), or `None` when the run stopped or no
-/// session is left.
+/// Starts the conversation of the next session at an arrival due at
+/// `due`; when it started (for its lateness), or `None` when the run
+/// stopped or no session is left.
 fn start_arrival(
     shared: &Arc<Shared>,
     phase: &Arc<Phase>,
-    (permit, pace): (Option<tokio::sync::OwnedSemaphorePermit>, Option<UserPace>),
+    (due, permit, pace): (
+        Instant,
+        Option<tokio::sync::OwnedSemaphorePermit>,
+        Option<UserPace>,
+    ),
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Option<Instant> {
     if shared.stop.is_stopped() {
         return None;
     }
-    let session = phase.dispatcher.next_session()?;
+    let session = phase.dispatcher.next_session(Some(due))?;
     let now = Instant::now();
     let shared = shared.clone();
     let phase = phase.clone();
     tasks.spawn(async move {
         let _permit = permit;
         let conv = DatasetRow::of_session(&shared.run.dataset, &shared.run.load, session);
-        run_conversation(&shared, &phase, conv, pace).await;
+        run_conversation(&shared, &phase, (conv, Some(due)), pace).await;
     });
     Some(now)
 }
@@ -438,20 +458,21 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 
 async fn worker(shared: &Shared, phase: &Phase) {
     let dataset = &shared.run.dataset;
-    while let Some(session) = phase.dispatcher.next_session() {
+    while let Some(session) = phase.dispatcher.next_session(None) {
         let conv = DatasetRow::of_session(dataset, &shared.run.load, session);
-        if !run_conversation(shared, phase, conv, None).await {
+        if !run_conversation(shared, phase, (conv, None), None).await {
             return;
         }
     }
 }
 
 /// Runs one conversation's turns in order (a user's share of them, at its
-/// pace, under user-centric pacing); false when the worker must stop.
+/// pace, under user-centric pacing), the first of an open loop's arrival
+/// `due` then; false when the worker must stop.
 async fn run_conversation(
     shared: &Shared,
     phase: &Phase,
-    conv: DatasetRow<'_>,
+    (conv, due): (DatasetRow<'_>, Option<Instant>),
     mut pace: Option<UserPace>,
 ) -> bool {
     let warmup = phase.warmup;
@@ -469,10 +490,14 @@ async fn run_conversation(
         if turn_index > 0 && !think(shared, phase, (conv, turn_index), pace.as_mut()).await {
             return false;
         }
-        if shared.stop.is_stopped()
-            || phase.cancel.is_stopped()
-            || !phase.dispatcher.claim_request()
-        {
+        let due = due.filter(|_| turn_index == 0);
+        if shared.stop.is_stopped() || !phase.dispatcher.claim_request(due) {
+            return false;
+        }
+        if phase.cancel.is_stopped() {
+            if due.is_some() {
+                arrival_after_the_grace_period(shared, phase, conv);
+            }
             return false;
         }
         // AIPerf skips whitespace-only prompts; a blank turn is recorded as
@@ -525,6 +550,26 @@ fn recorded_reply(
         skip_turns(shared, conv, turn_index + 1, warmup, &why);
     }
     (!failed).then_some(reply)
+}
+
+/// The record of an arrival due inside the duration that the dispatcher,
+/// on a host too busy to keep up, woke for only after the grace period
+/// had ended: claimed, never sent.
+fn arrival_after_the_grace_period(shared: &Shared, phase: &Phase, conv: DatasetRow<'_>) {
+    let request_index = shared.request_index.fetch_add(1, Ordering::Relaxed);
+    let why = "not sent: due inside the duration, but dispatched only after the grace period \
+               had ended (the client's host fell behind its schedule)";
+    let at = (ErrorKind::Cancelled, why);
+    let record = cancelled_record(
+        shared,
+        conv,
+        0,
+        request_index,
+        phase.warmup,
+        Instant::now(),
+        at,
+    );
+    recorded_reply(shared, (conv, 0), phase.warmup, record);
 }
 
 /// Why the turns after a failed turn `turn_index` are not sent.
@@ -802,5 +847,37 @@ fn send_record(shared: &Shared, record: RequestRecord) {
     {
         tracing::error!("the records file can no longer be written; stopping the run");
         shared.stop.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_arrival_due_inside_the_duration_is_claimed_however_late_it_is_woken() {
+        let now = Instant::now();
+        let deadline = now - Duration::from_millis(5);
+        let d = Dispatcher::new(None, None, Some(deadline));
+        // A worker free now, after the deadline: nothing to claim.
+        assert_eq!(d.next_session(None), None);
+        assert!(!d.claim_request(None));
+        // An arrival due 1 ms before the deadline, woken after it: sent.
+        let due = deadline - Duration::from_millis(1);
+        assert_eq!(d.next_session(Some(due)), Some(0));
+        assert!(d.claim_request(Some(due)));
+        // Due at the deadline: never.
+        assert_eq!(d.next_session(Some(deadline)), None);
+        assert!(!d.claim_request(Some(deadline)));
+    }
+
+    #[test]
+    fn the_request_limit_holds_for_late_arrivals_too() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let d = Dispatcher::new(Some(3), Some(2), Some(deadline));
+        let due = Some(Instant::now());
+        assert!(d.claim_request(due) && d.claim_request(due));
+        assert!(!d.claim_request(due));
+        assert!(d.closed());
     }
 }

@@ -173,6 +173,37 @@ async fn requests_outliving_the_grace_period_are_cancelled_rows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrivals_queued_past_the_grace_period_are_rows_never_sent() {
+    // One slot: the arrival at 0 ms holds it through the server's 2 s TTFT
+    // until the grace period cancels it at 150 ms; the four arrivals due at
+    // 10..40 ms, inside the duration, get the slot only then. Each is a row
+    // saying it was not sent, not a silent gap.
+    let server = sim(2_000.0, 0.0).await;
+    let load = Load::request_rate(100.0)
+        .with_arrival(Arrival::Constant)
+        .with_max_concurrency(1)
+        .with_benchmark_duration(Duration::from_millis(50))
+        .with_grace_period(Duration::from_millis(100));
+    let (outcome, records) = run(&server, single_turns(5), load).await;
+    assert_eq!(outcome.status, RunStatus::Failed);
+    assert_eq!(records.len(), 5, "arrivals at 0, 10, .., 40 ms");
+    let not_sent = |r: &&RequestRecord| {
+        r.error_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("not sent: due inside the duration"))
+    };
+    assert_eq!(records.iter().filter(not_sent).count(), 4);
+    for r in &records {
+        assert_eq!(r.error_kind, Some(ErrorKind::Cancelled));
+        assert!(r.error_message.as_deref().unwrap().contains("grace period"));
+    }
+    // Only the first reached the server (which counts answers it
+    // finished: none).
+    assert_eq!(server.ground_truth().arrivals.len(), 1);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whitespace_only_turns_are_skipped_with_the_rest_of_their_conversation() {
     let server = sim(0.0, 0.0).await;
     let conv = |id: &str, turns: &[&str]| Conversation {
