@@ -44,6 +44,7 @@
 //! in memory and [`ChannelSink`] streams them to a task.
 #![doc(test(attr(deny(warnings))))]
 mod annotate;
+mod chunk_scan;
 mod chunk_template;
 mod detect;
 mod discovery;

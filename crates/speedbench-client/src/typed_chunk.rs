@@ -52,7 +52,7 @@ pub(crate) struct ChunkFold<'a> {
     pub timings: Option<Value>,
 }
 
-impl ChunkFold<'_> {
+impl<'a> ChunkFold<'a> {
     /// Whether the chunk did nothing but (maybe) add text: no finish
     /// reason, token counts or payload.
     pub(crate) fn only_text(&self) -> bool {
@@ -64,6 +64,17 @@ impl ChunkFold<'_> {
             && self.vllm_summary.is_none()
             && self.sglext.is_none()
             && self.timings.is_none()
+    }
+
+    /// Appends one string of a choice's text to `text`.
+    pub(crate) fn add_text(&mut self, text: &mut String, s: Cow<'a, str>) {
+        text.push_str(&s);
+        self.produced |= !s.is_empty();
+        self.text_strings += 1;
+        self.last_text = match s {
+            Cow::Borrowed(s) => Some(s),
+            Cow::Owned(_) => None,
+        };
     }
 
     /// The byte range in `json` (the chunk this fold was read from) of
@@ -80,8 +91,14 @@ impl ChunkFold<'_> {
 /// text to `text` in the order the general path appends it (per choice:
 /// `delta`'s reasoning, reasoning_content and content, then `message`'s,
 /// then `text`); `None`, with `text` as it was, when the chunk is not one
-/// this read takes.
+/// this read takes. The byte scan ([`crate::chunk_scan`]) reads it when it
+/// can, serde's visitors when it cannot.
 pub(crate) fn read_chunk<'a>(json: &'a str, text: &mut String) -> Option<ChunkFold<'a>> {
+    crate::chunk_scan::scan_chunk(json, text).or_else(|| read_typed(json, text))
+}
+
+/// [`read_chunk`] by serde's visitors alone.
+pub(crate) fn read_typed<'a>(json: &'a str, text: &mut String) -> Option<ChunkFold<'a>> {
     let before = text.len();
     let mut fold = ChunkFold::default();
     let mut de = serde_json::Deserializer::from_str(json);
@@ -326,13 +343,7 @@ impl<'de: 'a, 'a> Visitor<'de> for ChoiceSeed<'_, 'a> {
         }
         let fields = [delta, message].into_iter().flatten().flat_map(|t| t.0);
         for s in fields.flatten().chain(plain_text.map(|t| t.0)) {
-            self.text.push_str(&s);
-            self.fold.produced |= !s.is_empty();
-            self.fold.text_strings += 1;
-            self.fold.last_text = match s {
-                Cow::Borrowed(s) => Some(s),
-                Cow::Owned(_) => None,
-            };
+            self.fold.add_text(self.text, s);
         }
         Ok(())
     }
@@ -340,7 +351,11 @@ impl<'de: 'a, 'a> Visitor<'de> for ChoiceSeed<'_, 'a> {
 
 /// A later choice's payload of the right shape replaces an earlier one;
 /// one absent or of another shape does not (as the general path keeps them).
-fn keep_payload(slot: &mut Option<Value>, payload: Option<Value>, shape: fn(&Value) -> bool) {
+pub(crate) fn keep_payload(
+    slot: &mut Option<Value>,
+    payload: Option<Value>,
+    shape: fn(&Value) -> bool,
+) {
     if let Some(p) = payload.filter(shape) {
         *slot = Some(p);
     }

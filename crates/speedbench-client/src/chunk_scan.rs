@@ -1,0 +1,687 @@
+//! A scan of a response chunk of the common shape, byte by byte.
+//!
+//! The chunks a stream's template cannot stand in for (the first, the
+//! first content after the role, the finish and the usage with a server's
+//! statistics) were read by serde_json through visitors
+//! ([`crate::typed_chunk`]): ~7,300 instructions a chunk, a third of the
+//! client's instructions per request. Most of that is serde's general
+//! machinery: every key read into a string and matched through an
+//! identifier visitor, every value skipped through `IgnoredAny`. This scan
+//! walks the bytes once, compares keys as bytes and skips what it does not
+//! keep in place.
+//!
+//! It takes only what it is sure of: JSON as RFC 8259 writes it (it checks
+//! every byte it passes, skipped values included), keys without escapes,
+//! the same key types the typed read takes. Anything else (a key given
+//! twice, an error object, a number where a count must be an integer, a
+//! lone surrogate, nesting past [`MAX_DEPTH`]) makes it give up with the
+//! text as it was, and the typed read (then the general `Value` path)
+//! decides. The statistics objects it meets (`metrics`, `sglext`,
+//! `timings`, the choices' payloads) it hands, as the bytes of their
+//! value, to the same serde reads the typed read uses. A test holds the
+//! two reads' folds equal on every chunk this scan takes, over genuine
+//! engine chunks and thousands of mutations of them.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::typed_chunk::{ChunkFold, keep_payload};
+use crate::vllm_fields::MetricsSummary;
+
+/// Deeper nesting than this in a skipped value is left to serde_json
+/// (whose own limit is 128).
+const MAX_DEPTH: u32 = 32;
+
+/// Scans `json` as a chunk of the common shape, appending its text to
+/// `text` as [`crate::typed_chunk::read_chunk`] does; `None`, with `text`
+/// as it was, when the chunk is not one this scan takes.
+pub(crate) fn scan_chunk<'a>(json: &'a str, text: &mut String) -> Option<ChunkFold<'a>> {
+    let before = text.len();
+    let mut scan = Scan { src: json, at: 0 };
+    let mut fold = ChunkFold::default();
+    let read = scan.chunk(text, &mut fold).and_then(|()| {
+        scan.skip_ws();
+        (scan.at == json.len()).then_some(())
+    });
+    match read {
+        Some(()) => Some(fold),
+        None => {
+            text.truncate(before);
+            None
+        }
+    }
+}
+
+/// Marks the key of bit `bit` seen; `None` when it was seen before.
+fn first_time(seen: &mut u16, bit: u16) -> Option<()> {
+    (*seen & bit == 0).then(|| *seen |= bit)
+}
+
+/// A position in the chunk's text.
+struct Scan<'a> {
+    src: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    #[inline]
+    fn bytes(&self) -> &'a [u8] {
+        self.src.as_bytes()
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        let bytes = self.bytes();
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes().get(self.at).copied()
+    }
+
+    /// Consumes `byte` after whitespace.
+    #[inline]
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// Consumes `null` when it comes next.
+    fn null(&mut self) -> Option<bool> {
+        if self.peek()? != b'n' {
+            return Some(false);
+        }
+        self.literal(b"null")?;
+        Some(true)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes().get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// An object's members: `member` reads each value after its key (a
+    /// key without escapes, as bytes).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array's elements, each read by `element`.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key: a string without escapes, as its bytes.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.at;
+        self.skip_plain();
+        let bytes = self.bytes();
+        (*bytes.get(self.at)? == b'"').then(|| {
+            self.at += 1;
+            &bytes[start..self.at - 1]
+        })
+    }
+
+    /// A string: borrowed when it holds no escapes.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.at;
+        self.skip_plain();
+        let bytes = self.bytes();
+        match *bytes.get(self.at)? {
+            b'"' => {
+                self.at += 1;
+                // Both ends are ASCII quotes: char boundaries.
+                Some(Cow::Borrowed(&self.src[start..self.at - 1]))
+            }
+            b'\\' => {
+                let mut owned = String::from(&self.src[start..self.at]);
+                self.escaped_rest(&mut owned)?;
+                Some(Cow::Owned(owned))
+            }
+            _ => None,
+        }
+    }
+
+    /// Moves to the next quote, backslash or control character (or the
+    /// end), eight bytes at a time: the lowest byte a word's test flags is
+    /// the first such byte (a false flag can only follow a true one).
+    #[inline]
+    fn skip_plain(&mut self) {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
+        let bytes = self.bytes();
+        while let Some(word) = bytes.get(self.at..self.at + 8) {
+            let x = u64::from_le_bytes(word.try_into().unwrap_or_default());
+            let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+            let special = zero_in(x ^ (ONES * u64::from(b'"')))
+                | zero_in(x ^ (ONES * u64::from(b'\\')))
+                | (x.wrapping_sub(ONES * 0x20) & !x & HIGHS);
+            if special != 0 {
+                self.at += (special.trailing_zeros() / 8) as usize;
+                return;
+            }
+            self.at += 8;
+        }
+        while let Some(&b) = bytes.get(self.at) {
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                return;
+            }
+            self.at += 1;
+        }
+    }
+
+    /// The rest of a string from a backslash, unescaped onto `out`, to
+    /// its closing quote.
+    fn escaped_rest(&mut self, out: &mut String) -> Option<()> {
+        loop {
+            let bytes = self.bytes();
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    self.at += 1;
+                    let escape = *bytes.get(self.at)?;
+                    self.at += 1;
+                    out.push(match escape {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode_escape()?,
+                        _ => return None,
+                    });
+                }
+                b if b < 0x20 => return None,
+                _ => {
+                    let start = self.at;
+                    self.skip_plain();
+                    out.push_str(&self.src[start..self.at]);
+                }
+            }
+        }
+    }
+
+    /// The character of a `\u` escape (the `\u` read), a surrogate pair
+    /// taken whole; `None` for a lone surrogate.
+    fn unicode_escape(&mut self) -> Option<char> {
+        let first = self.hex4()?;
+        if !(0xD800..0xE000).contains(&first) {
+            return char::from_u32(first);
+        }
+        if first >= 0xDC00 {
+            return None;
+        }
+        self.literal(b"\\u")?;
+        let second = self.hex4()?;
+        if !(0xDC00..0xE000).contains(&second) {
+            return None;
+        }
+        char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.bytes().get(self.at..self.at + 4)?;
+        let mut value = 0;
+        for &d in digits {
+            value = value * 16 + char::from(d).to_digit(16)?;
+        }
+        self.at += 4;
+        Some(value)
+    }
+
+    /// `null` or a string.
+    fn optional_string(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// `null` or an integer that fits a `u64` (a fraction, an exponent or
+    /// a sign is the typed read's error, left to it).
+    fn optional_count(&mut self) -> Option<Option<u64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let bytes = self.bytes();
+        let start = self.at;
+        while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+        let digits = &self.src[start..self.at];
+        let leading_zero = digits.len() > 1 && digits.starts_with('0');
+        if leading_zero || matches!(bytes.get(self.at), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        digits.parse().ok().map(Some)
+    }
+
+    /// Skips one value, checking it is JSON.
+    fn skip_value(&mut self, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'{' => self.object(|s, _| s.skip_value(depth + 1)),
+            b'[' => self.array(|s| s.skip_value(depth + 1)),
+            b'"' => self.string().map(drop),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number(),
+        }
+    }
+
+    /// A number as RFC 8259 writes it: `-? (0 | [1-9][0-9]*) (. [0-9]+)?
+    /// ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Option<()> {
+        let bytes = self.bytes();
+        let digits = |at: &mut usize| {
+            let start = *at;
+            while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+                *at += 1;
+            }
+            *at > start
+        };
+        let mut at = self.at;
+        if bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        match bytes.get(at) {
+            Some(b'0') => at += 1,
+            Some(b'1'..=b'9') => {
+                digits(&mut at);
+            }
+            _ => return None,
+        }
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            digits(&mut at).then_some(())?;
+        }
+        if let Some(b'e' | b'E') = bytes.get(at) {
+            at += 1;
+            if let Some(b'+' | b'-') = bytes.get(at) {
+                at += 1;
+            }
+            digits(&mut at).then_some(())?;
+        }
+        self.at = at;
+        Some(())
+    }
+
+    /// A value that serde reads (a statistics object), read from where
+    /// the scan is; the scan goes on after it.
+    fn serde_value<T: serde::de::DeserializeOwned>(&mut self) -> Option<T> {
+        self.skip_ws();
+        let rest = self.src.get(self.at..)?;
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        self.at += values.byte_offset();
+        Some(value)
+    }
+
+    /// The whole chunk.
+    fn chunk(&mut self, text: &mut String, fold: &mut ChunkFold<'a>) -> Option<()> {
+        let mut seen = 0u16;
+        self.object(|s, key| {
+            let bit = match key {
+                b"choices" => 1,
+                b"usage" => 2,
+                b"error" => 4,
+                b"object" => 8,
+                b"metrics" => 16,
+                b"sglext" => 32,
+                b"timings" => 64,
+                _ => return s.skip_value(0),
+            };
+            first_time(&mut seen, bit)?;
+            match key {
+                b"choices" => s.choices(text, fold),
+                b"usage" => s.usage(fold),
+                // An error (anything but `null`) is the general path's.
+                b"error" => s.null()?.then_some(()),
+                // Older vLLM and SGLang: `{"object": "error", ...}`.
+                b"object" => s
+                    .optional_string()?
+                    .is_none_or(|o| o != "error")
+                    .then_some(()),
+                b"metrics" => {
+                    let metrics: Option<MetricsSummary> = s.serde_value()?;
+                    fold.vllm_summary = metrics.and_then(|m| m.0);
+                    Some(())
+                }
+                b"sglext" => s.serde_value().map(|v| fold.sglext = v),
+                _ => s.serde_value().map(|v| fold.timings = v),
+            }
+        })
+    }
+
+    /// `usage`: `null` or an object of token counts.
+    fn usage(&mut self, fold: &mut ChunkFold<'a>) -> Option<()> {
+        if self.null()? {
+            return Some(());
+        }
+        let (mut seen, mut counts) = (0u16, [None, None]);
+        self.object(|s, key| {
+            let slot = match key {
+                b"prompt_tokens" => 0,
+                b"completion_tokens" => 1,
+                _ => return s.skip_value(0),
+            };
+            first_time(&mut seen, 1 << slot)?;
+            counts[slot] = s.optional_count()?;
+            Some(())
+        })?;
+        [fold.prompt_tokens, fold.completion_tokens] = counts;
+        Some(())
+    }
+
+    /// `choices`: `null` or an array of choice objects.
+    fn choices(&mut self, text: &mut String, fold: &mut ChunkFold<'a>) -> Option<()> {
+        if self.null()? {
+            return Some(());
+        }
+        self.array(|s| s.choice(text, fold))
+    }
+
+    /// One choice: its text appended as the general path appends it
+    /// (`delta`'s, `message`'s, then `text`), its finish reason and
+    /// payloads staged.
+    fn choice(&mut self, text: &mut String, fold: &mut ChunkFold<'a>) -> Option<()> {
+        let mut seen = 0u16;
+        let (mut delta, mut message, mut plain) = ([None, None, None], [None, None, None], None);
+        self.object(|s, key| {
+            let bit = match key {
+                b"delta" => 1,
+                b"message" => 2,
+                b"text" => 4,
+                b"finish_reason" => 8,
+                b"speculative_decoding_stats" => 16,
+                b"speculative_decoding" => 32,
+                b"avg_decoded_tokens_per_iter" => 64,
+                _ => return s.skip_value(0),
+            };
+            first_time(&mut seen, bit)?;
+            match key {
+                b"delta" => delta = s.text_fields()?,
+                b"message" => message = s.text_fields()?,
+                b"text" => plain = s.optional_string()?,
+                b"finish_reason" => {
+                    if let Some(reason) = s.optional_string()? {
+                        fold.finished_with_error |= reason == "error";
+                        fold.finish_reason = Some(reason);
+                    }
+                }
+                b"speculative_decoding_stats" => keep_payload(
+                    &mut fold.choice_payloads[0],
+                    s.serde_value()?,
+                    Value::is_object,
+                ),
+                b"speculative_decoding" => keep_payload(
+                    &mut fold.choice_payloads[1],
+                    s.serde_value()?,
+                    Value::is_object,
+                ),
+                _ => keep_payload(&mut fold.choice_payloads[2], s.serde_value()?, |_| true),
+            }
+            Some(())
+        })?;
+        for s in delta.into_iter().chain(message).chain([plain]).flatten() {
+            fold.add_text(text, s);
+        }
+        Some(())
+    }
+
+    /// A `delta` or `message`: `null`, or an object whose reasoning,
+    /// reasoning_content and content are strings or `null`.
+    fn text_fields(&mut self) -> Option<[Option<Cow<'a, str>>; 3]> {
+        let mut fields = [None, None, None];
+        if self.null()? {
+            return Some(fields);
+        }
+        let mut seen = 0u16;
+        self.object(|s, key| {
+            let slot = match key {
+                b"reasoning" => 0,
+                b"reasoning_content" => 1,
+                b"content" => 2,
+                _ => return s.skip_value(0),
+            };
+            first_time(&mut seen, 1 << slot)?;
+            fields[slot] = s.optional_string()?;
+            Some(())
+        })?;
+        Some(fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::typed_chunk::read_typed;
+
+    /// The bodies of `fixtures/engines/`' JSON files (after the line that
+    /// names the source).
+    fn engine_bodies() -> Vec<String> {
+        let dir = format!("{}/../../fixtures/engines", env!("CARGO_MANIFEST_DIR"));
+        let mut bodies = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                bodies.push(text.split_once('\n').unwrap().1.trim().to_string());
+            }
+        }
+        assert!(bodies.len() >= 6, "{}", bodies.len());
+        bodies
+    }
+
+    /// Chunks as the simulator and vLLM stream them.
+    fn stream_chunks() -> Vec<String> {
+        let head = r#""created":1796692487,"id":"chatcmpl-sim0","model":"speedbench-sim","object":"chat.completion.chunk""#;
+        vec![
+            format!(r#"{{"choices":[{{"delta":{{"content":"","role":"assistant"}},"finish_reason":null,"index":0,"logprobs":null}}],{head}}}"#),
+            format!(r#"{{"choices":[{{"delta":{{"content":" accept time"}},"finish_reason":null,"index":0,"logprobs":null}}],{head}}}"#),
+            format!(r#"{{"choices":[{{"delta":{{"content":" length"}},"finish_reason":"stop","index":0,"logprobs":null}}],{head}}}"#),
+            format!(r#"{{"choices":[],{head},"metrics":{{"speculative_decoding":{{"acceptance_histogram":[4,2,0,2],"acceptance_histogram_by_draft_length":{{"3":[4,2,0,2]}},"draft_acceptance_rate":0.3333333333333333,"mean_acceptance_length":2.0,"num_accepted_draft_tokens":8,"num_draft_tokens":24,"num_spec_steps":8,"num_spec_tokens":3}}}},"usage":{{"completion_tokens":16,"prompt_tokens":2,"total_tokens":18}}}}"#),
+            r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1796502691,"model":"smollm2-135m","choices":[{"index":0,"delta":{"content":" \"q\" a\\b\n\t\u00e9\ud83d\ude00 \/","reasoning_content":null},"logprobs":null,"finish_reason":null,"token_ids":null}]}"#.into(),
+            r#"{"choices":[{"index":0,"text":" done","finish_reason":"length","speculative_decoding_stats":{"num_drafts":2},"avg_decoded_tokens_per_iter":2.5}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10},"error":null}"#.into(),
+            r#" { "choices" : [ { "message" : { "reasoning" : "r" , "content" : "m" } , "x" : [ -0.5e+3 , 1E2 , { } , [ ] , true , false , null ] } ] , "sglext" : { "a" : 1 } , "timings" : [ 1 ] } "#.into(),
+        ]
+    }
+
+    /// A read's text and fold (`Debug`), when it took the chunk.
+    type Read = Option<(String, String)>;
+
+    /// Both reads of `chunk`: the scan's (when it takes the chunk) and the
+    /// typed read's.
+    fn both(chunk: &str) -> (Read, Read) {
+        let read = |f: for<'a, 'b> fn(&'a str, &'b mut String) -> Option<ChunkFold<'a>>| {
+            let mut text = String::from("before:");
+            let fold = f(chunk, &mut text).map(|fold| format!("{fold:?}"));
+            match fold {
+                Some(fold) => Some((text, fold)),
+                None => {
+                    assert_eq!(text, "before:", "a read that gave up left text: {chunk}");
+                    None
+                }
+            }
+        };
+        (read(scan_chunk), read(read_typed))
+    }
+
+    #[test]
+    fn the_scan_takes_the_common_chunks_and_folds_them_as_the_typed_read() {
+        let corpus = stream_chunks();
+        for chunk in &corpus {
+            let (scan, typed) = both(chunk);
+            assert!(scan.is_some(), "the scan gave up on {chunk}");
+            assert_eq!(scan, typed, "{chunk}");
+        }
+        // Whole engine bodies: where one read takes a body, both do, alike.
+        let bodies = engine_bodies();
+        for body in &bodies {
+            let (scan, typed) = both(body);
+            assert_eq!(scan, typed, "{body}");
+        }
+        assert!(bodies.iter().filter(|b| both(b).0.is_some()).count() >= 5);
+        let mut text = String::new();
+        let fold = scan_chunk(&corpus[4], &mut text).unwrap();
+        assert_eq!(text, " \"q\" a\\b\n\t\u{e9}\u{1F600} /");
+        assert!(fold.text_span(&corpus[4]).is_none(), "escaped: owned");
+        let fold = scan_chunk(&corpus[1], &mut text).unwrap();
+        assert!(fold.only_text() && fold.text_span(&corpus[1]).is_some());
+    }
+
+    #[test]
+    fn what_the_scan_is_not_sure_of_is_left_to_the_typed_read() {
+        for chunk in [
+            r#"{"choices":[{"text":"\ud800"}]}"#,
+            r#"{"choices":[{"text":"\udc00x"}]}"#,
+            r#"{"choices":[{"text":"\ud800\u0041"}]}"#,
+            r#"{"choices":[{"text":"\x"}]}"#,
+            r#"{"choices":[{"text":"a"}],"x":01}"#,
+            r#"{"choices":[{"text":"a"}],"x":1.}"#,
+            r#"{"choices":[{"text":"a"}],"x":-}"#,
+            r#"{"choices":[{"text":"a"}],"x":.5}"#,
+            r#"{"choices":[{"text":"a"}],"x":[1,]}"#,
+            r#"{"choices":[{"text":"a"},]}"#,
+            r#"{"choices":[{"text":"a"}],}"#,
+            r#"{"choices":[{"text":"a"}],"x":tru}"#,
+            r#"{"choices":[{"text":"a"}],"\u0078":1}"#,
+            r#"{"usage":{"prompt_tokens":1.0}}"#,
+            r#"{"usage":{"prompt_tokens":-1}}"#,
+            r#"{"usage":{"prompt_tokens":18446744073709551616}}"#,
+            r#"{"usage":[1,2]}"#,
+            r#"{"error":false}"#,
+            r#"{"choices":[{"text":"a"}]}x"#,
+            "{\"choices\":[{\"text\":\"a\tb\"}]}",
+        ] {
+            let mut text = String::from("kept");
+            assert!(scan_chunk(chunk, &mut text).is_none(), "{chunk}");
+            assert_eq!(text, "kept", "{chunk}");
+        }
+        let deep = format!(r#"{{"x":{}1{}}}"#, "[".repeat(40), "]".repeat(40));
+        assert!(scan_chunk(&deep, &mut String::new()).is_none());
+        // The typed read still takes those it can.
+        assert!(read_typed(r#"{"usage":[1,2]}"#, &mut String::new()).is_some());
+        assert!(read_typed(&deep, &mut String::new()).is_some());
+    }
+
+    /// Thousands of byte-level mutations of the corpus: whenever the scan
+    /// takes one, the typed read takes it too and folds it the same.
+    #[test]
+    fn every_mutation_the_scan_takes_folds_as_the_typed_read() {
+        const ALPHABET: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsnu\n\txyz";
+        // Whole tokens too, good and bad, that single bytes rarely make.
+        const TOKENS: &[&str] = &[
+            "\\x",
+            "\\u00e9",
+            "\\ud800",
+            "\\udc00",
+            "\\ud83d\\ude00",
+            "\\n",
+            "\\\"",
+            "01",
+            "1.",
+            "-0",
+            "1e5",
+            "1E+",
+            "null",
+            "true",
+            "false",
+            ",",
+            "\"\"",
+            "{}",
+            "[]",
+            "\u{1}",
+            "\"content\":",
+            "\"text\":",
+            "\"usage\":",
+            "\"finish_reason\":",
+            "\"error\":",
+        ];
+        let mut corpus = stream_chunks();
+        corpus.extend(engine_bodies());
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        let (mut taken, mut tried) = (0, 0);
+        for round in 0..20_000 {
+            let mut bytes = corpus[round % corpus.len()].clone().into_bytes();
+            for _ in 0..1 + next(3) {
+                let at = next(bytes.len() + 1);
+                let b = ALPHABET[next(ALPHABET.len())];
+                match next(4) {
+                    0 if at < bytes.len() => bytes[at] = b,
+                    1 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    2 => {
+                        let token = TOKENS[next(TOKENS.len())].bytes();
+                        bytes.splice(at..at, token);
+                    }
+                    _ => bytes.insert(at, b),
+                }
+            }
+            let Ok(chunk) = String::from_utf8(bytes) else {
+                continue;
+            };
+            tried += 1;
+            let (scan, typed) = both(&chunk);
+            if scan.is_some() {
+                taken += 1;
+                assert_eq!(scan, typed, "{chunk}");
+            }
+        }
+        // Most mutations break the JSON; enough of them must not.
+        assert!(tried > 15_000 && taken > 2_000, "{taken} of {tried}");
+    }
+}
