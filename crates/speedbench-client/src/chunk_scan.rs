@@ -27,7 +27,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::typed_chunk::{ChunkFold, keep_payload};
-use crate::vllm_fields::MetricsSummary;
+use crate::vllm_fields::VllmFields;
 
 /// Deeper nesting than this in a skipped value is left to serde_json
 /// (whose own limit is 128).
@@ -286,17 +286,7 @@ impl<'a> Scan<'a> {
         if self.null()? {
             return Some(None);
         }
-        let bytes = self.bytes();
-        let start = self.at;
-        while bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
-            self.at += 1;
-        }
-        let digits = &self.src[start..self.at];
-        let leading_zero = digits.len() > 1 && digits.starts_with('0');
-        if leading_zero || matches!(bytes.get(self.at), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        digits.parse().ok().map(Some)
+        self.count().map(Some)
     }
 
     /// Skips one value, checking it is JSON.
@@ -388,15 +378,81 @@ impl<'a> Scan<'a> {
                     .optional_string()?
                     .is_none_or(|o| o != "error")
                     .then_some(()),
-                b"metrics" => {
-                    let metrics: Option<MetricsSummary> = s.serde_value()?;
-                    fold.vllm_summary = metrics.and_then(|m| m.0);
-                    Some(())
-                }
+                b"metrics" => s.metrics().map(|summary| fold.vllm_summary = summary),
                 b"sglext" => s.serde_value().map(|v| fold.sglext = v),
                 _ => s.serde_value().map(|v| fold.timings = v),
             }
         })
+    }
+
+    /// A top-level `metrics`: `null` or an object; its
+    /// `speculative_decoding` member (the last, when given twice), as
+    /// [`crate::vllm_fields::MetricsSummary`] reads it.
+    fn metrics(&mut self) -> Option<Option<VllmFields>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let mut summary = None;
+        self.object(|s, key| match key {
+            b"speculative_decoding" => s.vllm_fields().map(|fields| summary = fields),
+            _ => s.skip_value(0),
+        })?;
+        Some(summary)
+    }
+
+    /// vLLM's `speculative_decoding`: `null` or an object, whose fields
+    /// the adapter reads kept as values (the last of a key given twice).
+    fn vllm_fields(&mut self) -> Option<Option<VllmFields>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let mut fields = VllmFields::default();
+        self.object(|s, key| match VllmFields::slot_of(key) {
+            Some(slot) => s.json_value().map(|value| fields.set(slot, value)),
+            None => s.skip_value(0),
+        })?;
+        Some(Some(fields))
+    }
+
+    /// A value as serde_json's `Value` reads it: counts, arrays of counts
+    /// and `null` here, anything else by serde_json.
+    fn json_value(&mut self) -> Option<Value> {
+        let start = self.at;
+        if self.null()? {
+            return Some(Value::Null);
+        }
+        if let Some(count) = self.count() {
+            return Some(Value::from(count));
+        }
+        if self.peek()? == b'[' {
+            let mut counts = Vec::new();
+            let read = self.array(|s| s.count().map(|c| counts.push(Value::from(c))));
+            if read.is_some() {
+                return Some(Value::Array(counts));
+            }
+        }
+        self.at = start;
+        self.serde_value()
+    }
+
+    /// An integer that fits a `u64`, consumed only when it is one: digits,
+    /// no leading zero, no fraction or exponent.
+    fn count(&mut self) -> Option<u64> {
+        self.skip_ws();
+        let bytes = self.bytes();
+        let start = self.at;
+        let mut end = start;
+        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        let digits = &self.src[start..end];
+        let leading_zero = digits.len() > 1 && digits.starts_with('0');
+        if leading_zero || matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let count = digits.parse().ok()?;
+        self.at = end;
+        Some(count)
     }
 
     /// `usage`: `null` or an object of token counts.

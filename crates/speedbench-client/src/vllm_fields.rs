@@ -42,6 +42,17 @@ impl VllmFields {
         }
     }
 
+    /// Where the field called `name` (as bytes) is kept, when it is one
+    /// the adapter reads.
+    pub(crate) fn slot_of(name: &[u8]) -> Option<usize> {
+        NAMES.iter().position(|n| n.as_bytes() == name)
+    }
+
+    /// Keeps `value` as the field at `slot` (of [`VllmFields::slot_of`]).
+    pub(crate) fn set(&mut self, slot: usize, value: Value) {
+        self.0[slot] = Some(value);
+    }
+
     /// The field called `name`, when sent.
     pub(crate) fn get(&self, name: &str) -> Option<&Value> {
         let at = NAMES.iter().position(|n| *n == name)?;
