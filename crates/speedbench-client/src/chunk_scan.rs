@@ -1,42 +1,111 @@
-//! A scan of a response chunk of the common shape, byte by byte.
+//! The read of a response chunk of the common shape, byte by byte.
 //!
-//! The chunks a stream's template cannot stand in for (the first, the
-//! first content after the role, the finish and the usage with a server's
-//! statistics) were read by serde_json through visitors
-//! ([`crate::typed_chunk`]): ~7,300 instructions a chunk, a third of the
-//! client's instructions per request. Most of that is serde's general
-//! machinery: every key read into a string and matched through an
-//! identifier visitor, every value skipped through `IgnoredAny`. This scan
+//! A stream of 100 tokens is 100 chunks, and reading each is most of what
+//! the client does per request. Building a `serde_json::Value` of a chunk
+//! was 40% of the client's CPU; serde's visitors over it (strings
+//! borrowed, nothing built that was not kept) still cost ~7,300
+//! instructions for each chunk the stream's template
+//! ([`crate::chunk_template`]) cannot stand in for (the first, the first
+//! content after the role, the finish and the usage with a server's
+//! statistics), a third of the client's instructions per request: serde's
+//! general machinery, every key read into a string and matched through an
+//! identifier visitor, every value skipped through `IgnoredAny`. This read
 //! walks the bytes once, compares keys as bytes and skips what it does not
-//! keep in place.
+//! keep in place; it appends the chunk's text straight to the response's
+//! and stages the few other things it holds ([`ChunkFold`]).
 //!
 //! It takes only what it is sure of: JSON as RFC 8259 writes it (it checks
 //! every byte it passes, skipped values included), keys without escapes,
-//! the same key types the typed read takes. Anything else (a key given
-//! twice, an error object, a number where a count must be an integer, a
-//! lone surrogate, nesting past [`MAX_DEPTH`]) makes it give up with the
-//! text as it was, and the typed read (then the general `Value` path)
-//! decides. The statistics objects it meets (`metrics`, `sglext`,
-//! `timings`, the choices' payloads) it hands, as the bytes of their
-//! value, to the same serde reads the typed read uses. A test holds the
-//! two reads' folds equal on every chunk this scan takes, over genuine
-//! engine chunks and thousands of mutations of them.
+//! each named key of the type the general path reads. Anything else (an
+//! error object, a key given twice, a number where a count must be an
+//! integer, a lone surrogate, nesting past [`MAX_DEPTH`]) makes it give up
+//! with the text as it was, and the chunk goes through the general `Value`
+//! path, which decides every case. The statistics objects it meets
+//! (`sglext`, `timings`, the choices' payloads) it hands to serde_json's
+//! `Value` read where they lie; vLLM's per-request summary it scans. Tests
+//! hold the fold of every chunk it takes equal to the `Value` path's, over
+//! genuine engine chunks and tens of thousands of mutations of them.
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::typed_chunk::{ChunkFold, keep_payload};
 use crate::vllm_fields::VllmFields;
 
 /// Deeper nesting than this in a skipped value is left to serde_json
 /// (whose own limit is 128).
 const MAX_DEPTH: u32 = 32;
 
-/// Scans `json` as a chunk of the common shape, appending its text to
-/// `text` as [`crate::typed_chunk::read_chunk`] does; `None`, with `text`
-/// as it was, when the chunk is not one this scan takes.
-pub(crate) fn scan_chunk<'a>(json: &'a str, text: &mut String) -> Option<ChunkFold<'a>> {
+/// What a chunk holds beyond its text, staged: the response takes it only
+/// once the whole chunk has been read and is not an error.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkFold<'a> {
+    /// Some choice carried non-empty text.
+    pub produced: bool,
+    /// The strings of text read, and the last of them when it was
+    /// borrowed from the chunk (no escapes): where a chunk's one text
+    /// string lies ([`ChunkFold::text_span`]).
+    text_strings: u32,
+    last_text: Option<&'a str>,
+    /// The last choice's `finish_reason`.
+    pub finish_reason: Option<Cow<'a, str>>,
+    /// Some choice finished with `"error"`.
+    pub finished_with_error: bool,
+    /// `usage.prompt_tokens` and `usage.completion_tokens`.
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// The choices' payloads, the last of each of its shape (vLLM's
+    /// `speculative_decoding_stats` and TensorRT-LLM's `speculative_decoding`
+    /// objects, `avg_decoded_tokens_per_iter` any value but `null`).
+    pub choice_payloads: [Option<Value>; 3],
+    /// The top level's `metrics.speculative_decoding` (vLLM's per-request
+    /// summary), `sglext` and `timings`.
+    pub vllm_summary: Option<VllmFields>,
+    pub sglext: Option<Value>,
+    pub timings: Option<Value>,
+}
+
+impl<'a> ChunkFold<'a> {
+    /// Whether the chunk did nothing but (maybe) add text: no finish
+    /// reason, token counts or payload.
+    pub(crate) fn only_text(&self) -> bool {
+        self.finish_reason.is_none()
+            && !self.finished_with_error
+            && self.prompt_tokens.is_none()
+            && self.completion_tokens.is_none()
+            && self.choice_payloads.iter().all(Option::is_none)
+            && self.vllm_summary.is_none()
+            && self.sglext.is_none()
+            && self.timings.is_none()
+    }
+
+    /// Appends one string of a choice's text to `text`.
+    pub(crate) fn add_text(&mut self, text: &mut String, s: Cow<'a, str>) {
+        text.push_str(&s);
+        self.produced |= !s.is_empty();
+        self.text_strings += 1;
+        self.last_text = match s {
+            Cow::Borrowed(s) => Some(s),
+            Cow::Owned(_) => None,
+        };
+    }
+
+    /// The byte range in `json` (the chunk this fold was read from) of
+    /// its text, when the chunk held exactly one string of text and the
+    /// string had no escapes (so its bytes are its text).
+    pub(crate) fn text_span(&self, json: &str) -> Option<(usize, usize)> {
+        let text = self.last_text.filter(|_| self.text_strings == 1)?;
+        let start = (text.as_ptr() as usize).checked_sub(json.as_ptr() as usize)?;
+        (start + text.len() <= json.len()).then_some((start, start + text.len()))
+    }
+}
+
+/// Reads `json` as a chunk of the common shape, appending its generated
+/// text to `text` in the order the general path appends it (per choice:
+/// `delta`'s reasoning, reasoning_content and content, then `message`'s,
+/// then `text`); `None`, with `text` as it was, when the chunk is not one
+/// this read takes.
+pub(crate) fn read_chunk<'a>(json: &'a str, text: &mut String) -> Option<ChunkFold<'a>> {
     let before = text.len();
     let mut scan = Scan { src: json, at: 0 };
     let mut fold = ChunkFold::default();
@@ -50,6 +119,14 @@ pub(crate) fn scan_chunk<'a>(json: &'a str, text: &mut String) -> Option<ChunkFo
             text.truncate(before);
             None
         }
+    }
+}
+
+/// A later choice's payload of the right shape replaces an earlier one;
+/// one absent or of another shape does not (as the general path keeps them).
+fn keep_payload(slot: &mut Option<Value>, payload: Option<Value>, shape: fn(&Value) -> bool) {
+    if let Some(p) = payload.filter(shape) {
+        *slot = Some(p);
     }
 }
 
@@ -281,7 +358,7 @@ impl<'a> Scan<'a> {
     }
 
     /// `null` or an integer that fits a `u64` (a fraction, an exponent or
-    /// a sign is the typed read's error, left to it).
+    /// a sign is left to the `Value` read).
     fn optional_count(&mut self) -> Option<Option<u64>> {
         if self.null()? {
             return Some(None);
@@ -331,12 +408,19 @@ impl<'a> Scan<'a> {
             at += 1;
             digits(&mut at).then_some(())?;
         }
-        if let Some(b'e' | b'E') = bytes.get(at) {
+        let exponent = matches!(bytes.get(at), Some(b'e' | b'E'));
+        if exponent {
             at += 1;
             if let Some(b'+' | b'-') = bytes.get(at) {
                 at += 1;
             }
             digits(&mut at).then_some(())?;
+        }
+        // serde_json refuses a number beyond f64's range: one that could be
+        // is left to it.
+        let text = &self.src[self.at..at];
+        if (exponent || text.len() > 18) && !text.parse::<f64>().is_ok_and(|v| v.abs() < 1e300) {
+            return None;
         }
         self.at = at;
         Some(())
@@ -371,8 +455,12 @@ impl<'a> Scan<'a> {
             match key {
                 b"choices" => s.choices(text, fold),
                 b"usage" => s.usage(fold),
-                // An error (anything but `null`) is the general path's.
-                b"error" => s.null()?.then_some(()),
+                // `null` and `false` say there is no error; an error is the
+                // general path's.
+                b"error" => match s.peek()? {
+                    b'f' => s.literal(b"false"),
+                    _ => s.null()?.then_some(()),
+                },
                 // Older vLLM and SGLang: `{"object": "error", ...}`.
                 b"object" => s
                     .optional_string()?
@@ -386,8 +474,8 @@ impl<'a> Scan<'a> {
     }
 
     /// A top-level `metrics`: `null` or an object; its
-    /// `speculative_decoding` member (the last, when given twice), as
-    /// [`crate::vllm_fields::MetricsSummary`] reads it.
+    /// `speculative_decoding` member (the last, when given twice), as the
+    /// `Value` read takes it.
     fn metrics(&mut self) -> Option<Option<VllmFields>> {
         if self.null()? {
             return Some(None);
@@ -557,7 +645,8 @@ impl<'a> Scan<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::typed_chunk::read_typed;
+    use crate::response::ResponseState;
+    use std::time::Instant;
 
     /// The bodies of `fixtures/engines/`' JSON files (after the line that
     /// names the source).
@@ -575,7 +664,8 @@ mod tests {
         bodies
     }
 
-    /// Chunks as the simulator and vLLM stream them.
+    /// Chunks as the simulator and vLLM stream them, and some of every
+    /// kind this read takes.
     fn stream_chunks() -> Vec<String> {
         let head = r#""created":1796692487,"id":"chatcmpl-sim0","model":"speedbench-sim","object":"chat.completion.chunk""#;
         vec![
@@ -585,55 +675,65 @@ mod tests {
             format!(r#"{{"choices":[],{head},"metrics":{{"speculative_decoding":{{"acceptance_histogram":[4,2,0,2],"acceptance_histogram_by_draft_length":{{"3":[4,2,0,2]}},"draft_acceptance_rate":0.3333333333333333,"mean_acceptance_length":2.0,"num_accepted_draft_tokens":8,"num_draft_tokens":24,"num_spec_steps":8,"num_spec_tokens":3}}}},"usage":{{"completion_tokens":16,"prompt_tokens":2,"total_tokens":18}}}}"#),
             r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1796502691,"model":"smollm2-135m","choices":[{"index":0,"delta":{"content":" \"q\" a\\b\n\t\u00e9\ud83d\ude00 \/","reasoning_content":null},"logprobs":null,"finish_reason":null,"token_ids":null}]}"#.into(),
             r#"{"choices":[{"index":0,"text":" done","finish_reason":"length","speculative_decoding_stats":{"num_drafts":2},"avg_decoded_tokens_per_iter":2.5}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10},"error":null}"#.into(),
-            r#" { "choices" : [ { "message" : { "reasoning" : "r" , "content" : "m" } , "x" : [ -0.5e+3 , 1E2 , { } , [ ] , true , false , null ] } ] , "sglext" : { "a" : 1 } , "timings" : [ 1 ] } "#.into(),
+            r#" { "choices" : [ { "message" : { "reasoning" : "r" , "content" : "m" } , "x" : [ -0.5e+3 , 1E2 , { } , [ ] , true , false , null ] } ] , "sglext" : { "a" : 1 } , "timings" : [ 1 ] , "error" : false } "#.into(),
+            r#"{"metrics":{"speculative_decoding":{"num_spec_steps":3,"num_draft_tokens":9,"acceptance_histogram":[2,1,0,0],"num_draft_tokens":10,"num_accepted_draft_tokens":null,"per_step_drafted":[3,3.5],"num_spec_tokens":-1}},"choices":null}"#.into(),
         ]
     }
 
-    /// A read's text and fold (`Debug`), when it took the chunk.
-    type Read = Option<(String, String)>;
-
-    /// Both reads of `chunk`: the scan's (when it takes the chunk) and the
-    /// typed read's.
-    fn both(chunk: &str) -> (Read, Read) {
-        let read = |f: for<'a, 'b> fn(&'a str, &'b mut String) -> Option<ChunkFold<'a>>| {
-            let mut text = String::from("before:");
-            let fold = f(chunk, &mut text).map(|fold| format!("{fold:?}"));
-            match fold {
-                Some(fold) => Some((text, fold)),
-                None => {
-                    assert_eq!(text, "before:", "a read that gave up left text: {chunk}");
-                    None
-                }
+    /// `chunk` folded by this read (where it takes it) and by the general
+    /// path alone: the same response, or the same refusal of what is not
+    /// JSON. Whether this read took it.
+    fn folds_alike(chunk: &str) -> bool {
+        let t0 = Instant::now();
+        let took = read_chunk(chunk, &mut String::new()).is_some();
+        let mut fast = ResponseState::default();
+        let read = fast.absorb_json_str(chunk, t0);
+        match serde_json::from_str::<Value>(chunk) {
+            Ok(v) => {
+                let mut by_value = ResponseState::default();
+                by_value.absorb(&v, t0);
+                assert!(read.is_ok(), "{chunk}");
+                assert_eq!(format!("{fast:?}"), format!("{by_value:?}"), "{chunk}");
             }
-        };
-        (read(scan_chunk), read(read_typed))
+            Err(_) => assert!(!took && read.is_err(), "not JSON, yet read: {chunk}"),
+        }
+        took
     }
 
     #[test]
-    fn the_scan_takes_the_common_chunks_and_folds_them_as_the_typed_read() {
+    fn the_common_chunks_are_read_and_fold_as_the_value_read() {
         let corpus = stream_chunks();
         for chunk in &corpus {
-            let (scan, typed) = both(chunk);
-            assert!(scan.is_some(), "the scan gave up on {chunk}");
-            assert_eq!(scan, typed, "{chunk}");
+            assert!(folds_alike(chunk), "this read gave up on {chunk}");
         }
-        // Whole engine bodies: where one read takes a body, both do, alike.
+        // Whole engine bodies, read here or not, fold alike.
         let bodies = engine_bodies();
-        for body in &bodies {
-            let (scan, typed) = both(body);
-            assert_eq!(scan, typed, "{body}");
-        }
-        assert!(bodies.iter().filter(|b| both(b).0.is_some()).count() >= 5);
+        let taken = bodies.iter().filter(|b| folds_alike(b)).count();
+        assert!(taken >= 5, "{taken}");
         let mut text = String::new();
-        let fold = scan_chunk(&corpus[4], &mut text).unwrap();
+        let fold = read_chunk(&corpus[4], &mut text).unwrap();
         assert_eq!(text, " \"q\" a\\b\n\t\u{e9}\u{1F600} /");
         assert!(fold.text_span(&corpus[4]).is_none(), "escaped: owned");
-        let fold = scan_chunk(&corpus[1], &mut text).unwrap();
+        let fold = read_chunk(&corpus[1], &mut text).unwrap();
         assert!(fold.only_text() && fold.text_span(&corpus[1]).is_some());
+        // vLLM's fields as the `Value` read keeps them: the last of a key
+        // given twice, any value of a key it reads, the rest dropped.
+        let fold = read_chunk(&corpus[7], &mut String::new()).unwrap();
+        let fields = fold.vllm_summary.unwrap();
+        let summary: Value = serde_json::from_str(&corpus[7]).unwrap();
+        let by_value = VllmFields::of(summary["metrics"]["speculative_decoding"].clone());
+        assert_eq!(Some(fields.clone()), by_value);
+        assert_eq!(fields.get("num_draft_tokens"), Some(&Value::from(10)));
+        assert_eq!(fields.get("num_spec_tokens"), Some(&Value::from(-1)));
+        assert_eq!(
+            fields.get("per_step_drafted"),
+            Some(&serde_json::json!([3, 3.5]))
+        );
+        assert_eq!(fields.get("per_step_accepted"), None);
     }
 
     #[test]
-    fn what_the_scan_is_not_sure_of_is_left_to_the_typed_read() {
+    fn what_this_read_is_not_sure_of_is_left_to_the_value_read() {
         for chunk in [
             r#"{"choices":[{"text":"\ud800"}]}"#,
             r#"{"choices":[{"text":"\udc00x"}]}"#,
@@ -652,25 +752,24 @@ mod tests {
             r#"{"usage":{"prompt_tokens":-1}}"#,
             r#"{"usage":{"prompt_tokens":18446744073709551616}}"#,
             r#"{"usage":[1,2]}"#,
-            r#"{"error":false}"#,
+            r#"{"error":true}"#,
             r#"{"choices":[{"text":"a"}]}x"#,
             "{\"choices\":[{\"text\":\"a\tb\"}]}",
         ] {
             let mut text = String::from("kept");
-            assert!(scan_chunk(chunk, &mut text).is_none(), "{chunk}");
+            assert!(read_chunk(chunk, &mut text).is_none(), "{chunk}");
             assert_eq!(text, "kept", "{chunk}");
+            folds_alike(chunk);
         }
         let deep = format!(r#"{{"x":{}1{}}}"#, "[".repeat(40), "]".repeat(40));
-        assert!(scan_chunk(&deep, &mut String::new()).is_none());
-        // The typed read still takes those it can.
-        assert!(read_typed(r#"{"usage":[1,2]}"#, &mut String::new()).is_some());
-        assert!(read_typed(&deep, &mut String::new()).is_some());
+        assert!(!folds_alike(&deep));
     }
 
-    /// Thousands of byte-level mutations of the corpus: whenever the scan
-    /// takes one, the typed read takes it too and folds it the same.
+    /// Tens of thousands of byte-level mutations of the corpus: every one
+    /// this read takes folds as the `Value` read does, and it takes none
+    /// that is not JSON.
     #[test]
-    fn every_mutation_the_scan_takes_folds_as_the_typed_read() {
+    fn every_mutation_folds_as_the_value_read() {
         const ALPHABET: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsnu\n\txyz";
         // Whole tokens too, good and bad, that single bytes rarely make.
         const TOKENS: &[&str] = &[
@@ -731,13 +830,54 @@ mod tests {
                 continue;
             };
             tried += 1;
-            let (scan, typed) = both(&chunk);
-            if scan.is_some() {
-                taken += 1;
-                assert_eq!(scan, typed, "{chunk}");
-            }
+            taken += usize::from(folds_alike(&chunk));
         }
         // Most mutations break the JSON; enough of them must not.
         assert!(tried > 15_000 && taken > 2_000, "{taken} of {tried}");
+    }
+
+    #[test]
+    fn text_is_appended_in_fold_order_and_strings_are_borrowed() {
+        let chunk = r#"{"object":"chat.completion.chunk","choices":[{"delta":{"content":" tok","reasoning":"r\n"},"finish_reason":"stop","text":"t","message":{"reasoning_content":"m"}},{"text":"b","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":null}}"#;
+        let mut text = String::from("old");
+        let fold = read_chunk(chunk, &mut text).unwrap();
+        // delta's reasoning (escaped, so owned), its content, message's,
+        // then text; the second choice after the first.
+        assert_eq!(text, "oldr\n tokmtb");
+        assert!(fold.produced);
+        // The last choice's reason, borrowed from the chunk.
+        assert!(matches!(fold.finish_reason, Some(Cow::Borrowed("length"))));
+        assert!(!fold.finished_with_error);
+        assert_eq!(
+            (fold.prompt_tokens, fold.completion_tokens),
+            (Some(3), None)
+        );
+        assert!(fold.choice_payloads.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn chunks_for_the_general_path_leave_the_text_as_it_was() {
+        for chunk in [
+            r#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom"}}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"object":"error"}"#,
+            r#"{"choices":[{"text":"a","text":"b"}]}"#,
+            r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            r#"{"choices":[{"text":"a"}],"choices":[{"text":"b"}]}"#,
+            r#"{"choices":[{"text":"a"}],"usage":{"prompt_tokens":1.5}}"#,
+            r#"{"choices":[{"text":"a"}, 5]}"#,
+            r#"{"choices":[{"text":"a"}]} trailing"#,
+            r#"{"choices":[{"text":"a"}]"#,
+        ] {
+            let mut text = String::from("kept");
+            assert!(read_chunk(chunk, &mut text).is_none(), "{chunk}");
+            assert_eq!(text, "kept", "{chunk}");
+        }
+        // `null` and `false` are no error; unknown keys may repeat.
+        let mut text = String::new();
+        let chunk = r#"{"error":null,"x":1,"x":2,"choices":[{"text":"a"}]}"#;
+        assert!(read_chunk(chunk, &mut text).is_some());
+        let chunk = r#"{"error":false,"choices":null}"#;
+        assert!(read_chunk(chunk, &mut text).is_some());
+        assert_eq!(text, "a");
     }
 }

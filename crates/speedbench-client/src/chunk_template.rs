@@ -8,7 +8,7 @@
 //! request (~2,700 a chunk against the simulator); comparing it with the
 //! chunk before is ~100.
 //!
-//! The chunk kept is one the typed read took in full ([`crate::typed_chunk`])
+//! The chunk kept is one the byte read took in full ([`crate::chunk_scan`])
 //! that did nothing but add its one string of text, written without
 //! escapes. A new chunk whose bytes are the kept one's up to that
 //! string's opening quote and from its closing quote on, with bytes
@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use crate::typed_chunk::ChunkFold;
+use crate::chunk_scan::ChunkFold;
 
 /// The last chunk that did nothing but add one string of text, and
 /// where that string lies in it.
@@ -32,7 +32,7 @@ pub(crate) struct ChunkTemplate {
 }
 
 impl ChunkTemplate {
-    /// Keeps `json`, which the typed read folded into `fold`, when the
+    /// Keeps `json`, which the byte read folded into `fold`, when the
     /// chunk did nothing but add one string of text written without
     /// escapes; a chunk of another kind leaves the kept one.
     pub(crate) fn keep(&mut self, json: &str, fold: &ChunkFold<'_>) {
@@ -80,7 +80,7 @@ impl fmt::Debug for ChunkTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::typed_chunk::read_chunk;
+    use crate::chunk_scan::read_chunk;
 
     /// The template kept from `chunk`.
     fn kept(chunk: &str) -> ChunkTemplate {

@@ -72,7 +72,6 @@ mod stop;
 pub mod synthetic;
 mod target;
 mod tls_roots;
-mod typed_chunk;
 mod users;
 mod vllm_fields;
 

@@ -6,10 +6,10 @@ use std::time::Instant;
 use serde_json::Value;
 use speedbench_record::{ServerTimings, SpecDecodeStats};
 
+use crate::chunk_scan::{self, ChunkFold};
 use crate::chunk_template::ChunkTemplate;
 use crate::secrets::Secrets;
 use crate::spec::{self, MalformedSpec, SpecAdapter};
-use crate::typed_chunk::{self, ChunkFold};
 use crate::vllm_fields::VllmFields;
 
 /// Everything learned from one response so far.
@@ -71,12 +71,12 @@ impl ResponseState {
     /// Folds one JSON text (a whole body, or one stream chunk received at
     /// `at`); the parse error when it is not JSON.
     ///
-    /// Chunks of the common shape are read typed ([`typed_chunk`]): a
-    /// stream of 100 tokens is 100 chunks, and building a
+    /// Chunks of the common shape are read byte by byte ([`chunk_scan`]):
+    /// a stream of 100 tokens is 100 chunks, and building a
     /// `serde_json::Value` of each was 40% of the client's CPU; a chunk
     /// that copies the one before but for its text is not read again
-    /// ([`ChunkTemplate`]). Anything the
-    /// typed read does not take (an error object, a field of another type,
+    /// ([`ChunkTemplate`]). Anything that read
+    /// does not take (an error object, a field of another type,
     /// a registered adapter that looks at the whole object) goes through
     /// [`Self::absorb`], which decides every case.
     pub(crate) fn absorb_json(
@@ -109,7 +109,7 @@ impl ResponseState {
                 self.produced(produced, at);
                 return Ok(());
             }
-            if let Some(fold) = typed_chunk::read_chunk(json, &mut self.text) {
+            if let Some(fold) = chunk_scan::read_chunk(json, &mut self.text) {
                 self.template.keep(json, &fold);
                 self.absorb_typed(fold, at);
                 return Ok(());
@@ -175,7 +175,7 @@ impl ResponseState {
         );
     }
 
-    /// [`Self::absorb`] of a chunk read typed (its text already appended):
+    /// [`Self::absorb`] of a chunk read by [`chunk_scan`] (its text already appended):
     /// the same steps, to the same end.
     fn absorb_typed(&mut self, fold: ChunkFold<'_>, at: Instant) {
         if fold.finished_with_error {
@@ -207,7 +207,7 @@ impl ResponseState {
     }
 
     /// A choice's spec-decode payloads, each kept when of its shape (moved,
-    /// not copied: the typed read owns them).
+    /// not copied: the chunk's read owns them).
     fn take_choice_payloads(
         &mut self,
         vllm_stats: Option<Value>,
@@ -368,11 +368,11 @@ mod tests {
         text.split_once('\n').unwrap().1.trim().to_string()
     }
 
-    /// The typed read of a chunk folds exactly as the `Value` read does,
+    /// The byte read of a chunk folds exactly as the `Value` read does,
     /// over genuine engine payloads in every place they arrive, and the
     /// shapes it must leave to the general path go there.
     #[test]
-    fn the_typed_read_folds_every_chunk_as_the_value_read_does() {
+    fn the_byte_read_folds_every_chunk_as_the_value_read_does() {
         let vllm = engine_fixture("vllm-doc-per-request-summary.json");
         let sglang = engine_fixture("sglang-pr33518-sglext-spec-tokens-details.json");
         let timings = engine_fixture("mlxvlm-pr1788-timings.json");
@@ -416,8 +416,8 @@ mod tests {
         let (mut typed, mut by_value) = (ResponseState::default(), ResponseState::default());
         for (n, (chunk, fast)) in chunks.iter().enumerate() {
             let at = t0 + Duration::from_millis(n as u64);
-            let read_typed = typed_chunk::read_chunk(chunk, &mut String::new()).is_some();
-            assert_eq!(read_typed, *fast, "chunk {n}: {chunk}");
+            let read_fast = chunk_scan::read_chunk(chunk, &mut String::new()).is_some();
+            assert_eq!(read_fast, *fast, "chunk {n}: {chunk}");
             typed.absorb_json(chunk.as_bytes(), at).unwrap();
             by_value.absorb(&serde_json::from_str(chunk).unwrap(), at);
             assert_eq!(
