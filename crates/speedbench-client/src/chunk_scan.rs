@@ -545,22 +545,36 @@ impl<'a> Scan<'a> {
 
     /// `usage`: `null` or an object of token counts.
     fn usage(&mut self, fold: &mut ChunkFold<'a>) -> Option<()> {
+        let slot = |key: &[u8]| match key {
+            b"prompt_tokens" => Some(0),
+            b"completion_tokens" => Some(1),
+            _ => None,
+        };
+        [fold.prompt_tokens, fold.completion_tokens] = self.named(slot, Self::optional_count)?;
+        Some(())
+    }
+
+    /// `null` or an object: the values of the keys `slot` places (each
+    /// given once), each read by `read`; its other keys skipped.
+    fn named<T, const N: usize>(
+        &mut self,
+        slot: impl Fn(&[u8]) -> Option<usize>,
+        read: impl Fn(&mut Self) -> Option<Option<T>>,
+    ) -> Option<[Option<T>; N]> {
+        let mut values = std::array::from_fn(|_| None);
         if self.null()? {
-            return Some(());
+            return Some(values);
         }
-        let (mut seen, mut counts) = (0u16, [None, None]);
+        let mut seen = 0u16;
         self.object(|s, key| {
-            let slot = match key {
-                b"prompt_tokens" => 0,
-                b"completion_tokens" => 1,
-                _ => return s.skip_value(0),
+            let Some(slot) = slot(key) else {
+                return s.skip_value(0);
             };
             first_time(&mut seen, 1 << slot)?;
-            counts[slot] = s.optional_count()?;
+            values[slot] = read(s)?;
             Some(())
         })?;
-        [fold.prompt_tokens, fold.completion_tokens] = counts;
-        Some(())
+        Some(values)
     }
 
     /// `choices`: `null` or an array of choice objects.
@@ -622,23 +636,13 @@ impl<'a> Scan<'a> {
     /// A `delta` or `message`: `null`, or an object whose reasoning,
     /// reasoning_content and content are strings or `null`.
     fn text_fields(&mut self) -> Option<[Option<Cow<'a, str>>; 3]> {
-        let mut fields = [None, None, None];
-        if self.null()? {
-            return Some(fields);
-        }
-        let mut seen = 0u16;
-        self.object(|s, key| {
-            let slot = match key {
-                b"reasoning" => 0,
-                b"reasoning_content" => 1,
-                b"content" => 2,
-                _ => return s.skip_value(0),
-            };
-            first_time(&mut seen, 1 << slot)?;
-            fields[slot] = s.optional_string()?;
-            Some(())
-        })?;
-        Some(fields)
+        let slot = |key: &[u8]| match key {
+            b"reasoning" => Some(0),
+            b"reasoning_content" => Some(1),
+            b"content" => Some(2),
+            _ => None,
+        };
+        self.named(slot, Self::optional_string)
     }
 }
 
@@ -765,13 +769,11 @@ mod tests {
         assert!(!folds_alike(&deep));
     }
 
-    /// Tens of thousands of byte-level mutations of the corpus: every one
-    /// this read takes folds as the `Value` read does, and it takes none
-    /// that is not JSON.
-    #[test]
-    fn every_mutation_folds_as_the_value_read() {
+    /// One random edit of `bytes`: a byte of JSON's alphabet replaced,
+    /// removed or inserted, or a whole token inserted (good and bad ones
+    /// that single bytes rarely make).
+    fn mutate(bytes: &mut Vec<u8>, next: &mut impl FnMut(usize) -> usize) {
         const ALPHABET: &[u8] = b"{}[]\",:\\ 0123456789.-+eEtrufalsnu\n\txyz";
-        // Whole tokens too, good and bad, that single bytes rarely make.
         const TOKENS: &[&str] = &[
             "\\x",
             "\\u00e9",
@@ -799,6 +801,26 @@ mod tests {
             "\"finish_reason\":",
             "\"error\":",
         ];
+        let at = next(bytes.len() + 1);
+        let b = ALPHABET[next(ALPHABET.len())];
+        match next(4) {
+            0 if at < bytes.len() => bytes[at] = b,
+            1 if at < bytes.len() => {
+                bytes.remove(at);
+            }
+            2 => {
+                let token = TOKENS[next(TOKENS.len())].bytes();
+                bytes.splice(at..at, token);
+            }
+            _ => bytes.insert(at, b),
+        }
+    }
+
+    /// Tens of thousands of byte-level mutations of the corpus: every one
+    /// this read takes folds as the `Value` read does, and it takes none
+    /// that is not JSON.
+    #[test]
+    fn every_mutation_folds_as_the_value_read() {
         let mut corpus = stream_chunks();
         corpus.extend(engine_bodies());
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
@@ -812,19 +834,7 @@ mod tests {
         for round in 0..20_000 {
             let mut bytes = corpus[round % corpus.len()].clone().into_bytes();
             for _ in 0..1 + next(3) {
-                let at = next(bytes.len() + 1);
-                let b = ALPHABET[next(ALPHABET.len())];
-                match next(4) {
-                    0 if at < bytes.len() => bytes[at] = b,
-                    1 if at < bytes.len() => {
-                        bytes.remove(at);
-                    }
-                    2 => {
-                        let token = TOKENS[next(TOKENS.len())].bytes();
-                        bytes.splice(at..at, token);
-                    }
-                    _ => bytes.insert(at, b),
-                }
+                mutate(&mut bytes, &mut next);
             }
             let Ok(chunk) = String::from_utf8(bytes) else {
                 continue;
