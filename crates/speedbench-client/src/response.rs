@@ -381,7 +381,7 @@ mod tests {
             .strip_prefix(r#"{"metrics": {"speculative_decoding": "#)
             .and_then(|p| p.strip_suffix("}}"))
             .unwrap();
-        // (chunk, read typed?)
+        // (chunk, read by the byte read?)
         let chunks: Vec<(String, bool)> = vec![
             (r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#.into(), true),
             (r#"{"choices":[{"index":0,"delta":{"content":"Caf\u00e9 \"x\"\n"},"logprobs":null,"finish_reason":null}]}"#.into(), true),
